@@ -1,0 +1,1 @@
+//! Policy files. (Being written: see helper task.)

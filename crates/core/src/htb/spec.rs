@@ -1,0 +1,154 @@
+//! How an HTB tree is described to [`super::Htb::new`], and the defaults for burst and quantum.
+
+use crate::classify::ClassId;
+use crate::packet::Packet;
+use crate::qdisc::fifo::FifoLimit;
+use crate::qdisc::Qdisc;
+use crate::units::{Rate, NS_PER_SEC};
+
+/// Number of priorities (0 is served first).
+pub const NUM_PRIO: usize = 8;
+/// Maximum tree depth (levels 0..MAX_DEPTH). Linux HTB allows 8.
+pub const MAX_DEPTH: usize = 8;
+/// Default rate-to-quantum divisor (tc's `r2q`).
+pub const DEFAULT_R2Q: u32 = 10;
+/// Default MTU used to size bursts.
+pub const DEFAULT_MTU: u32 = 1500;
+/// The driver tick the default burst covers: any wake-up rate of at least 1000 Hz.
+pub const DEFAULT_BURST_TICK_NS: u64 = 1_000_000;
+/// Quantum bounds outside which tc warns (and clamps).
+pub const MIN_QUANTUM: u32 = 1000;
+pub const MAX_QUANTUM: u32 = 200_000;
+
+/// Qdisc-wide parameters.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct HtbParams {
+    /// Divisor for the default quantum: `quantum = rate_bytes_per_s / r2q`.
+    pub r2q: u32,
+    /// Largest packet expected; used for default bursts and checks.
+    pub mtu: u32,
+}
+
+impl Default for HtbParams {
+    fn default() -> Self {
+        HtbParams { r2q: DEFAULT_R2Q, mtu: DEFAULT_MTU }
+    }
+}
+
+/// The queue at a leaf class.
+pub enum LeafSpec<P: Packet> {
+    /// An inline `pfifo`/`bfifo` (no allocation while the class is idle).
+    Fifo(FifoLimit),
+    /// Any other qdisc.
+    Qdisc(Box<dyn Qdisc<P>>),
+}
+
+impl<P: Packet> std::fmt::Debug for LeafSpec<P> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LeafSpec::Fifo(l) => write!(f, "Fifo({l:?})"),
+            LeafSpec::Qdisc(q) => write!(f, "Qdisc({})", q.kind()),
+        }
+    }
+}
+
+/// One class. Classes are given in a vector; a class's [`ClassId`] is its index there, and
+/// `parent` refers to such an index. Classes with children are inner classes and their `leaf` is
+/// ignored.
+#[derive(Debug)]
+pub struct HtbClassSpec<P: Packet> {
+    pub name: String,
+    pub parent: Option<ClassId>,
+    /// Guaranteed rate.
+    pub rate: Rate,
+    /// Upper limit when borrowing (≥ rate).
+    pub ceil: Rate,
+    /// Bytes that may be sent at once above `rate` after idling (bucket size).
+    pub burst: u32,
+    /// Bytes that may be sent at once above `ceil`.
+    pub cburst: u32,
+    /// 0..=7, 0 first.
+    pub prio: u8,
+    /// DRR quantum in bytes for sharing spare bandwidth among classes of equal priority.
+    pub quantum: u32,
+    pub leaf: LeafSpec<P>,
+}
+
+impl<P: Packet> HtbClassSpec<P> {
+    /// A class with tc's defaults for everything but the rates.
+    pub fn new(name: &str, parent: Option<ClassId>, rate: Rate, ceil: Rate, params: &HtbParams) -> Self {
+        HtbClassSpec {
+            name: name.to_string(),
+            parent,
+            rate,
+            ceil,
+            burst: default_burst(rate, params.mtu),
+            cburst: default_burst(ceil, params.mtu),
+            prio: 0,
+            quantum: default_quantum(rate, params.r2q).0,
+            leaf: LeafSpec::Fifo(FifoLimit::Packets(crate::qdisc::fifo::DEFAULT_PFIFO_LIMIT)),
+        }
+    }
+}
+
+/// Default burst for a rate: what the rate sends in one millisecond plus one MTU.
+///
+/// Why: tokens are kept exactly (integer nano-bits, no rate tables), so the only way a class can
+/// lose rate is when its bucket overflows while it waits to be served. A throttled class is woken
+/// at the instant its tokens reach zero, rounded up to the driver's tick; while it waits for that
+/// tick it gains at most `rate × tick` bytes of tokens. If the bucket holds that much, nothing is
+/// clipped and the long-run rate is exact whatever the packet size. One millisecond covers every
+/// tick rate of at least 1000 Hz; the MTU term lets a full packet go as soon as the class has
+/// been idle for one packet time, as tc's `rate/HZ + mtu` does.
+pub fn default_burst(rate: Rate, mtu: u32) -> u32 {
+    let tick_bytes = (rate.0 as u128 * DEFAULT_BURST_TICK_NS as u128).div_ceil(8 * NS_PER_SEC as u128);
+    (tick_bytes + mtu as u128).min(u32::MAX as u128) as u32
+}
+
+/// Why a default quantum was adjusted, in the words a user can act on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum QuantumWarning {
+    Small { computed: u64 },
+    Big { computed: u64 },
+}
+
+/// tc's default quantum `rate_bytes / r2q`, clamped to [1000, 200000] with a warning.
+pub fn default_quantum(rate: Rate, r2q: u32) -> (u32, Option<QuantumWarning>) {
+    let computed = rate.bytes_per_sec() / r2q.max(1) as u64;
+    if computed < MIN_QUANTUM as u64 {
+        (MIN_QUANTUM, Some(QuantumWarning::Small { computed }))
+    } else if computed > MAX_QUANTUM as u64 {
+        (MAX_QUANTUM, Some(QuantumWarning::Big { computed }))
+    } else {
+        (computed as u32, None)
+    }
+}
+
+/// Why a tree was rejected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum HtbError {
+    #[error("no classes")]
+    Empty,
+    #[error("class `{class}`: parent index {parent} does not exist")]
+    UnknownParent { class: String, parent: ClassId },
+    #[error("class `{class}` is its own ancestor (cycle)")]
+    Cycle { class: String },
+    #[error("class `{class}`: tree deeper than {MAX_DEPTH} levels")]
+    TooDeep { class: String },
+    #[error("class `{class}`: prio {prio} is above 7")]
+    BadPrio { class: String, prio: u8 },
+    #[error("class `{class}`: rate is zero")]
+    ZeroRate { class: String },
+    #[error("class `{class}`: ceil {ceil} is below rate {rate}")]
+    CeilBelowRate { class: String, rate: Rate, ceil: Rate },
+    #[error("class `{class}`: quantum is zero")]
+    ZeroQuantum { class: String },
+    #[error("default class index {0} does not exist")]
+    UnknownDefault(ClassId),
+    #[error("default class `{0}` is not a leaf")]
+    DefaultNotLeaf(String),
+    #[error("a filter sends packets to class `{0}`, which is not a leaf")]
+    FilterToInner(String),
+    #[error("a filter sends packets to class index {0}, which does not exist")]
+    FilterToUnknown(ClassId),
+}

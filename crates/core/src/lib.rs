@@ -1,0 +1,32 @@
+//! # linkshare-core
+//!
+//! Hierarchical link-sharing schedulers as pure state machines.
+//!
+//! **No I/O, no clock, fully deterministic.** Every entry point takes `now` as an argument
+//! ([`units::Time`], integer nanoseconds); nothing here reads a clock, sleeps, allocates threads or
+//! touches a socket. The same objects are driven by the simulator (virtual time), the router
+//! (monotonic clock) and the benchmarks (a loop with a fake clock).
+//!
+//! Layers, bottom up:
+//!
+//! * [`units`]: time, rates and sizes, parsed and printed in tc(8)'s units.
+//! * [`wire`]: zero-copy, panic-free parsing of Ethernet/IPv4/IPv6/TCP/UDP/ICMP into a
+//!   [`packet::PacketMeta`], and the flow hash.
+//! * [`dscp`]: DiffServ code point names.
+//! * [`classify`]: filters (DSCP, TOS, prefixes, protocol, port ranges) compiled into lookup
+//!   structures; first match in filter order wins.
+//! * [`qdisc`]: the [`qdisc::Qdisc`] interface, typed drop reasons, conserved counters, and the
+//!   FIFO leaves.
+//! * [`htb`]: the Hierarchical Token Bucket.
+
+pub mod classify;
+pub mod dscp;
+pub mod htb;
+pub mod packet;
+pub mod qdisc;
+pub mod units;
+pub mod wire;
+
+pub use packet::{Packet, PacketMeta};
+pub use qdisc::{Dequeued, DropReason, Dropped, Qdisc, QdiscStats};
+pub use units::{Duration, Rate, Size, Time};

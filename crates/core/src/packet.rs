@@ -1,0 +1,117 @@
+//! What the schedulers and classifiers know about a packet.
+//!
+//! A packet is parsed once (see [`crate::wire`]) into a small `Copy` [`PacketMeta`]; the payload
+//! travels beside it as an opaque handle (a frame slot in the router, nothing in the simulator).
+//! Schedulers are generic over [`Packet`] and never look at payload bytes.
+
+use std::net::{IpAddr, Ipv4Addr};
+
+/// Layer-3 kind of a frame.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum L3 {
+    /// Not IP (ARP, LLDP, …): carries the EtherType.
+    Other(u16),
+    #[default]
+    Ipv4,
+    Ipv6,
+}
+
+/// Where a packet sits in a fragmented datagram.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum Fragment {
+    /// Not a fragment.
+    #[default]
+    None,
+    /// First fragment (offset 0, more fragments follow): transport header present.
+    First,
+    /// A later fragment: no transport header, ports unknown.
+    Later,
+}
+
+/// Something the parser noticed about a packet that did not stop it from being classified.
+/// Counted by the driver (router) per reason.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ParseIssue {
+    /// The transport header is cut short: ports are unknown (classified as portless).
+    TruncatedL4,
+    /// An IPv6 extension header chain was too long or cut short: protocol and ports unknown.
+    ExtensionChain,
+}
+
+/// The parsed, fixed-size description of one packet.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub struct PacketMeta {
+    /// Bytes the schedulers account for this packet (IP length plus any configured overhead).
+    pub len: u32,
+    pub l3: L3,
+    /// IPv4 TOS or IPv6 traffic class: DSCP in the upper six bits, ECN in the lower two.
+    pub tos: u8,
+    /// IP protocol / IPv6 next header of the transport (6 TCP, 17 UDP, 1 ICMP, 58 ICMPv6).
+    pub proto: u8,
+    pub src: IpAddr,
+    pub dst: IpAddr,
+    /// Transport ports; 0 when the packet has none (ICMP, later fragments, truncated headers).
+    pub src_port: u16,
+    pub dst_port: u16,
+    pub frag: Fragment,
+    /// Outer VLAN id, if the frame was tagged.
+    pub vlan: Option<u16>,
+    /// 5-tuple flow hash (3-tuple for fragments, so all fragments of a datagram share a flow).
+    pub flow_hash: u32,
+    pub issue: Option<ParseIssue>,
+}
+
+impl Default for PacketMeta {
+    fn default() -> Self {
+        PacketMeta {
+            len: 0,
+            l3: L3::Ipv4,
+            tos: 0,
+            proto: 0,
+            src: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            dst: IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            src_port: 0,
+            dst_port: 0,
+            frag: Fragment::None,
+            vlan: None,
+            flow_hash: 0,
+            issue: None,
+        }
+    }
+}
+
+impl PacketMeta {
+    /// DiffServ code point (0–63).
+    pub fn dscp(&self) -> u8 {
+        self.tos >> 2
+    }
+    /// ECN field (0 not ECT, 1 ECT(1), 2 ECT(0), 3 CE).
+    pub fn ecn(&self) -> u8 {
+        self.tos & 3
+    }
+    /// The flow hash under a different key (used by SFQ's perturbation). Deterministic.
+    pub fn flow_hash_keyed(&self, key: u64) -> u32 {
+        crate::wire::flow_hash(self, key)
+    }
+}
+
+/// A packet as the schedulers see it.
+pub trait Packet {
+    fn meta(&self) -> &PacketMeta;
+    /// Bytes accounted for scheduling.
+    fn len(&self) -> u32 {
+        self.meta().len
+    }
+}
+
+impl Packet for PacketMeta {
+    fn meta(&self) -> &PacketMeta {
+        self
+    }
+}
+
+impl<T: Packet + ?Sized> Packet for Box<T> {
+    fn meta(&self) -> &PacketMeta {
+        (**self).meta()
+    }
+}

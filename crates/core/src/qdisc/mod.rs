@@ -1,0 +1,308 @@
+//! The queueing-discipline interface every scheduler implements, and the counters they keep.
+//!
+//! A qdisc is a pure state machine: it never reads a clock. Drivers call
+//!
+//! ```text
+//! enqueue(packet, now)  -> Ok(()) | Err(Dropped { packet, reason })
+//! dequeue(now)          -> Packet(p) | Empty | NotBefore(instant)
+//! ```
+//!
+//! `NotBefore(t)` means "backlogged, but every backlogged class is throttled until `t`": the driver
+//! arms a wake-up for `t` (rounded to its own tick) and calls `dequeue` again then. Calling early is
+//! harmless; calling late only delays packets and never loses rate, as long as the burst covers the
+//! lateness (see `htb` for the default burst).
+//!
+//! Packets a qdisc drops *after* accepting them (a head drop, an AQM drop at dequeue, a victim chosen
+//! to make room) are handed back through [`Qdisc::take_dropped`], so a driver that owns buffers can
+//! free them and nothing goes unaccounted.
+//!
+//! ## Conservation
+//! Every qdisc keeps [`QdiscStats`] in which
+//! `enqueued = dequeued + dropped_after_enqueue + backlog` holds after every call (checked by
+//! [`QdiscStats::check_conservation`] in tests), and `offered = enqueued + refused`.
+
+pub mod fifo;
+
+use crate::packet::Packet;
+use crate::units::{Rate, Time};
+
+/// Result of a dequeue.
+#[derive(Debug, PartialEq, Eq)]
+#[must_use]
+pub enum Dequeued<P> {
+    /// The next packet to transmit.
+    Packet(P),
+    /// Nothing queued.
+    Empty,
+    /// Backlogged but throttled: call again at (or after) this instant.
+    NotBefore(Time),
+}
+
+impl<P> Dequeued<P> {
+    pub fn packet(self) -> Option<P> {
+        match self {
+            Dequeued::Packet(p) => Some(p),
+            _ => None,
+        }
+    }
+}
+
+/// Why a packet was dropped. Typed, so counters and logs never depend on strings.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[non_exhaustive]
+pub enum DropReason {
+    /// The queue's packet limit was reached (pfifo `limit`).
+    QueueLimit,
+    /// The queue's byte limit was reached (bfifo `limit`).
+    ByteLimit,
+    /// A per-flow depth limit was reached (SFQ `depth`).
+    FlowLimit,
+    /// Dropped from the longest flow to make room (SFQ, FQ-CoDel overflow).
+    Overflow,
+    /// An active queue management decision (RED early drop, CoDel).
+    Aqm,
+    /// Forced drop above RED's `max` threshold.
+    AqmForced,
+    /// Waited in a rate limiter longer than allowed (TBF `latency`).
+    Latency,
+    /// The packet is larger than the discipline can ever send (e.g. bigger than TBF's bucket).
+    TooBig,
+    /// The packet could not be parsed and the policy drops such packets.
+    Malformed,
+}
+
+impl DropReason {
+    pub const ALL: [DropReason; 9] = [
+        DropReason::QueueLimit,
+        DropReason::ByteLimit,
+        DropReason::FlowLimit,
+        DropReason::Overflow,
+        DropReason::Aqm,
+        DropReason::AqmForced,
+        DropReason::Latency,
+        DropReason::TooBig,
+        DropReason::Malformed,
+    ];
+    /// Stable snake_case name, used in JSON, metrics labels and `stat` output.
+    pub fn name(self) -> &'static str {
+        match self {
+            DropReason::QueueLimit => "queue_limit",
+            DropReason::ByteLimit => "byte_limit",
+            DropReason::FlowLimit => "flow_limit",
+            DropReason::Overflow => "overflow",
+            DropReason::Aqm => "aqm",
+            DropReason::AqmForced => "aqm_forced",
+            DropReason::Latency => "latency",
+            DropReason::TooBig => "too_big",
+            DropReason::Malformed => "malformed",
+        }
+    }
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A dropped packet with its reason.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Dropped<P> {
+    pub packet: P,
+    pub reason: DropReason,
+}
+
+/// Packets and bytes waiting.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+/// A packet and byte counter pair.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counter {
+    pub packets: u64,
+    pub bytes: u64,
+}
+
+impl Counter {
+    pub fn add(&mut self, bytes: u32) {
+        self.packets += 1;
+        self.bytes += bytes as u64;
+    }
+}
+
+/// Drops per reason.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct DropCounts {
+    by_reason: [Counter; DropReason::ALL.len()],
+}
+
+impl DropCounts {
+    pub fn add(&mut self, reason: DropReason, bytes: u32) {
+        self.by_reason[reason.index()].add(bytes);
+    }
+    pub fn get(&self, reason: DropReason) -> Counter {
+        self.by_reason[reason.index()]
+    }
+    pub fn total(&self) -> Counter {
+        let mut t = Counter::default();
+        for c in &self.by_reason {
+            t.packets += c.packets;
+            t.bytes += c.bytes;
+        }
+        t
+    }
+    /// Non-zero reasons, in a stable order.
+    pub fn iter(&self) -> impl Iterator<Item = (DropReason, Counter)> + '_ {
+        DropReason::ALL.iter().map(|&r| (r, self.get(r))).filter(|(_, c)| c.packets > 0)
+    }
+}
+
+/// Counters every qdisc keeps. The identities in the module docs hold after every call.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct QdiscStats {
+    /// Packets accepted by `enqueue`.
+    pub enqueued: Counter,
+    /// Packets handed out by `dequeue`.
+    pub dequeued: Counter,
+    /// Packets refused by `enqueue` (never queued).
+    pub refused: DropCounts,
+    /// Packets dropped after they had been accepted.
+    pub dropped: DropCounts,
+    /// Times `dequeue` found backlog but could not send (throttled).
+    pub overlimits: u64,
+    /// ECN marks instead of drops.
+    pub marked: u64,
+    /// Current backlog.
+    pub backlog: Backlog,
+}
+
+impl QdiscStats {
+    pub fn on_enqueue(&mut self, bytes: u32) {
+        self.enqueued.add(bytes);
+        self.backlog.packets += 1;
+        self.backlog.bytes += bytes as u64;
+    }
+    pub fn on_dequeue(&mut self, bytes: u32) {
+        self.dequeued.add(bytes);
+        self.backlog.packets = self.backlog.packets.saturating_sub(1);
+        self.backlog.bytes = self.backlog.bytes.saturating_sub(bytes as u64);
+    }
+    pub fn on_refuse(&mut self, reason: DropReason, bytes: u32) {
+        self.refused.add(reason, bytes);
+    }
+    /// A packet that had been enqueued is dropped.
+    pub fn on_drop(&mut self, reason: DropReason, bytes: u32) {
+        self.dropped.add(reason, bytes);
+        self.backlog.packets = self.backlog.packets.saturating_sub(1);
+        self.backlog.bytes = self.backlog.bytes.saturating_sub(bytes as u64);
+    }
+    /// All drops, refused at enqueue or dropped later.
+    pub fn drops_total(&self) -> Counter {
+        let a = self.refused.total();
+        let b = self.dropped.total();
+        Counter { packets: a.packets + b.packets, bytes: a.bytes + b.bytes }
+    }
+    /// `enqueued = dequeued + dropped + backlog`, in packets and in bytes.
+    pub fn check_conservation(&self) -> Result<(), String> {
+        let d = self.dropped.total();
+        let p = self.dequeued.packets + d.packets + self.backlog.packets;
+        let b = self.dequeued.bytes + d.bytes + self.backlog.bytes;
+        if p != self.enqueued.packets || b != self.enqueued.bytes {
+            return Err(format!(
+                "conservation broken: enqueued {}p/{}B != dequeued {}p/{}B + dropped {}p/{}B + backlog {}p/{}B",
+                self.enqueued.packets,
+                self.enqueued.bytes,
+                self.dequeued.packets,
+                self.dequeued.bytes,
+                d.packets,
+                d.bytes,
+                self.backlog.packets,
+                self.backlog.bytes
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The interface shared by every scheduler, leaf or classful.
+pub trait Qdisc<P: Packet> {
+    /// Offer a packet. `Err` hands back the offered packet when it is refused.
+    fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>>;
+    /// Take the next packet to transmit, if any may go at `now`.
+    fn dequeue(&mut self, now: Time) -> Dequeued<P>;
+    /// Packets and bytes waiting.
+    fn backlog(&self) -> Backlog {
+        self.stats().backlog
+    }
+    /// Counters.
+    fn stats(&self) -> &QdiscStats;
+    /// A packet this qdisc dropped after having accepted it, if any is waiting to be collected.
+    /// Drivers call this until `None` after each enqueue and dequeue.
+    fn take_dropped(&mut self) -> Option<Dropped<P>> {
+        None
+    }
+    /// The kind, as written in policy files (`"htb"`, `"pfifo"`, …).
+    fn kind(&self) -> &'static str;
+    /// Visit every class (for classful qdiscs) in tree order, parents before children.
+    fn visit_classes(&self, _f: &mut dyn FnMut(&ClassView<'_>)) {}
+}
+
+/// Link-sharing state of a class, in HTB's vocabulary (CBQ maps underlimit/at-limit/overlimit).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+pub enum ClassMode {
+    /// Over its ceiling: may not send at all.
+    CantSend,
+    /// Over its rate but under its ceiling: may send by borrowing from an ancestor.
+    MayBorrow,
+    /// Under its rate: sends on its own tokens.
+    CanSend,
+}
+
+impl ClassMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            ClassMode::CantSend => "cant_send",
+            ClassMode::MayBorrow => "may_borrow",
+            ClassMode::CanSend => "can_send",
+        }
+    }
+}
+
+/// Per-class counters as `tc -s class show` prints them.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassStats {
+    /// Packets and bytes sent by this class (for inner classes: by its subtree).
+    pub sent: Counter,
+    /// Drops in this class's leaf queue, all reasons.
+    pub drops: Counter,
+    /// Times the class went over its rate or ceiling.
+    pub overlimits: u64,
+    /// Packets this class lent to a descendant (HTB `lended`).
+    pub lends: u64,
+    /// Packets this class sent on an ancestor's tokens (HTB `borrowed`).
+    pub borrows: u64,
+    /// Packets larger than the class's burst (HTB `giants`).
+    pub giants: u64,
+}
+
+/// A read-only view of one class, for statistics, sampling and display.
+#[derive(Clone, Debug)]
+pub struct ClassView<'a> {
+    pub name: &'a str,
+    /// Index of the parent in visiting order's numbering (`id` of the parent), if any.
+    pub parent: Option<u32>,
+    pub id: u32,
+    pub level: u8,
+    pub is_leaf: bool,
+    pub rate: Rate,
+    pub ceil: Rate,
+    pub prio: u8,
+    pub mode: ClassMode,
+    /// Current rate tokens and ceil tokens, in bytes (negative when in debt).
+    pub tokens: i64,
+    pub ctokens: i64,
+    pub stats: ClassStats,
+    pub backlog: Backlog,
+    /// Per-reason drops of the leaf queue.
+    pub leaf_drops: DropCounts,
+}

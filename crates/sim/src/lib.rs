@@ -1,0 +1,1 @@
+//! The simulator. (Being written.)
