@@ -1,0 +1,114 @@
+//! The results of a simulation run: what the engine produces and the report writers consume.
+//!
+//! `Summary` serialises to `summary.json` exactly (field names are the output contract, see
+//! `docs/outputs.md`); `Sample` rows serialise to `timeseries.csv` with the header
+//! `time_s,kind,name,bytes,rate_bps,backlog_bytes,drops`.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Round-trip time statistics in milliseconds.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct RttStats {
+    pub min: f64,
+    pub mean: f64,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+    /// Number of RTT samples.
+    pub samples: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LinkSummary {
+    pub rate_bps: f64,
+    /// Bytes sent on the bottleneck / (rate × duration).
+    pub utilisation: f64,
+    pub delay_ms: f64,
+    pub mtu: u32,
+    pub device_buffer_bytes: u64,
+    pub timer_hz: u32,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct ClassSummary {
+    /// Bytes and packets the class sent on the bottleneck.
+    pub bytes: u64,
+    pub packets: u64,
+    pub drops: u64,
+    /// Mean sending rate over the run.
+    pub rate_bps: f64,
+    pub parent: Option<String>,
+    /// Configured rate and ceil (0 where the scheduler has none).
+    pub assigned_rate_bps: f64,
+    pub ceil_bps: f64,
+    pub overlimits: u64,
+    pub lends: u64,
+    pub borrows: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FlowSummary {
+    pub kind: String,
+    pub class: String,
+    /// Payload bytes delivered in order to the receiver (TCP), or bytes received (UDP/ping).
+    pub bytes_delivered: u64,
+    pub goodput_bps: f64,
+    pub packets_sent: u64,
+    pub packets_lost: u64,
+    pub retransmits: u64,
+    /// Present for TCP and ping flows.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<RttStats>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Summary {
+    pub scenario: String,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub link: LinkSummary,
+    pub classes: BTreeMap<String, ClassSummary>,
+    pub flows: BTreeMap<String, FlowSummary>,
+    /// Jain's fairness index of goodput across the flows of each class (classes with ≥1 flow).
+    pub fairness: BTreeMap<String, f64>,
+    /// Events processed and wall-clock time, for the curious (not part of the determinism check).
+    #[serde(skip)]
+    pub events: u64,
+}
+
+/// Which series a sample belongs to.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SeriesKind {
+    Class,
+    Flow,
+}
+
+/// One row of `timeseries.csv`: the interval ending at `time_s`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sample {
+    pub time_s: f64,
+    pub kind: SeriesKind,
+    pub name: String,
+    /// Bytes sent (class) or delivered (flow) in the interval.
+    pub bytes: u64,
+    pub rate_bps: f64,
+    pub backlog_bytes: u64,
+    /// Drops in the interval.
+    pub drops: u64,
+    /// RTT samples in the interval (flows with RTT), mean in ms; not in the CSV contract's first
+    /// columns, written after them.
+    #[serde(skip)]
+    pub rtt_ms: Option<f64>,
+}
+
+/// Everything a run produced.
+#[derive(Clone, Debug, Default)]
+pub struct SimResult {
+    pub summary: Summary,
+    pub samples: Vec<Sample>,
+    /// Individual RTT probes `(time_s, flow, rtt_ms)` for RTT-over-time plots.
+    pub rtt_points: Vec<(f64, String, f64)>,
+}
