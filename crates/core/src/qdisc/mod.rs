@@ -140,6 +140,11 @@ impl DropCounts {
     pub fn add(&mut self, reason: DropReason, bytes: u32) {
         self.by_reason[reason.index()].add(bytes);
     }
+    pub fn add_counter(&mut self, reason: DropReason, c: Counter) {
+        let e = &mut self.by_reason[reason.index()];
+        e.packets += c.packets;
+        e.bytes += c.bytes;
+    }
     pub fn get(&self, reason: DropReason) -> Counter {
         self.by_reason[reason.index()]
     }
