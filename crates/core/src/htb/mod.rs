@@ -68,9 +68,9 @@ use std::collections::{BTreeSet, VecDeque};
 
 use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
-use crate::qdisc::fifo::FifoQueue;
+use crate::qdisc::fifo::FifoLimit;
 use crate::qdisc::{
-    Backlog, ClassMode, ClassStats, ClassView, Dequeued, DropCounts, DropReason, Dropped, Qdisc,
+    Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, DropReason, Dropped, Qdisc,
     QdiscStats,
 };
 use crate::units::{Rate, Time, NS_PER_SEC};
@@ -106,41 +106,111 @@ struct Link {
     next: u32,
 }
 
-/// The queue at a leaf.
-enum Leaf<P: Packet> {
-    Fifo(FifoQueue<P>),
-    Qdisc(Box<dyn Qdisc<P>>),
+/// What queue a class has.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum LeafKind {
+    /// An inner class: no queue.
+    None,
+    /// Inline FIFO limited in packets, in the shared packet pool.
+    Pfifo,
+    /// Inline FIFO limited in bytes.
+    Bfifo,
+    /// A boxed qdisc in `Htb::boxed`.
+    Boxed,
 }
 
-/// Per-class state. Tokens are in nano-bits (see the module docs).
-struct Class<P: Packet> {
+/// The queue of a leaf: an inline FIFO threaded through the shared packet pool (no allocation
+/// per class), or (kind `Boxed`) the index of a boxed qdisc in `head`.
+///
+/// The kind of queue is kept in the top two bits of `limit_kind` (limits are below 2³⁰).
+#[derive(Copy, Clone, Debug)]
+struct LeafQ {
+    head: u32,
+    tail: u32,
+    len: u32,
+    bytes: u32,
+    limit_kind: u32,
+}
+
+const LIMIT_MASK: u32 = (1 << 30) - 1;
+
+impl LeafQ {
+    fn new(kind: LeafKind, limit: u32) -> LeafQ {
+        let tag = match kind {
+            LeafKind::None => 0,
+            LeafKind::Pfifo => 1,
+            LeafKind::Bfifo => 2,
+            LeafKind::Boxed => 3,
+        };
+        LeafQ { head: NIL, tail: NIL, len: 0, bytes: 0, limit_kind: (tag << 30) | limit.min(LIMIT_MASK) }
+    }
+    fn kind(&self) -> LeafKind {
+        match self.limit_kind >> 30 {
+            0 => LeafKind::None,
+            1 => LeafKind::Pfifo,
+            2 => LeafKind::Bfifo,
+            _ => LeafKind::Boxed,
+        }
+    }
+    fn limit(&self) -> u32 {
+        self.limit_kind & LIMIT_MASK
+    }
+}
+
+/// Per-class state, kept small (128 bytes: 100k classes fit in 16 MB with names and lists).
+/// Tokens are in nano-bits (see the module docs); bucket sizes are `burst × 8 × 10⁹`.
+struct Class {
     rate: u64,
     ceil: u64,
-    /// Bucket sizes in nano-bits.
-    buffer: i64,
-    cbuffer: i64,
     tokens: i64,
     ctokens: i64,
     /// Time of the last charge (tokens are as of `t_c`).
     t_c: u64,
-    /// Wait-queue key while not `CanSend`.
-    pq_key: u64,
     parent: u32,
     /// Index into `inner` for inner classes, NIL for leaves.
     inner: u32,
     quantum: u32,
-    /// DRR deficit per level the leaf is served at (as Linux: a leaf competes with different
-    /// classes when it sends on its own rate and when it borrows from each ancestor).
-    deficit: [i32; MAX_DEPTH],
+    /// DRR deficits: `[0]` when sending on its own rate (level 0), `[1]` when borrowing. Linux
+    /// keeps one per level; two suffice because a leaf competes with one set of classes when it
+    /// is under its rate and another when it borrows, and keeping them apart stops the traffic a
+    /// class sends on its own rate from eating its share of what it borrows.
+    deficit: [i32; 2],
     burst: u32,
+    cburst: u32,
+    sent_bytes: u64,
+    sent_packets: u64,
+    /// 32-bit, wrapping, like Linux's `tc_stats` and `tc_htb_xstats`.
+    drops: u32,
+    overlimits: u32,
+    lends: u32,
+    borrows: u32,
+    giants: u32,
+    q: LeafQ,
     level: u8,
     prio: u8,
     mode: ClassMode,
     /// Prios this class is active at (a leaf: its prio if backlogged; an inner class: prios of
     /// its non-empty feeds).
     active: u8,
-    stats: ClassStats,
-    leaf: Option<Leaf<P>>,
+}
+
+impl Class {
+    fn buffer(&self) -> i128 {
+        self.burst as i128 * NBITS_PER_BYTE
+    }
+    fn cbuffer(&self) -> i128 {
+        self.cburst as i128 * NBITS_PER_BYTE
+    }
+    fn is_leaf(&self) -> bool {
+        self.q.kind() != LeafKind::None
+    }
+}
+
+/// A slot of the shared packet pool: a packet and the next slot of its leaf's FIFO (or of the
+/// free list).
+struct Slot<P> {
+    pkt: Option<P>,
+    next: u32,
 }
 
 /// Per inner class: the feeds, one per prio.
@@ -150,8 +220,13 @@ struct Inner {
 
 /// The HTB qdisc. See the module documentation.
 pub struct Htb<P: Packet> {
-    classes: Vec<Class<P>>,
-    names: Vec<String>,
+    classes: Vec<Class>,
+    /// All class names, concatenated; class `i` is `names[name_end[i-1]..name_end[i]]`.
+    names: String,
+    name_end: Vec<u32>,
+    pool: Vec<Slot<P>>,
+    free: u32,
+    boxed: Vec<Box<dyn Qdisc<P>>>,
     /// Visiting order: parents before children.
     order: Vec<u32>,
     inner: Vec<Inner>,
@@ -248,7 +323,9 @@ impl<P: Packet> Htb<P> {
 
         let mut inner = Vec::new();
         let mut classes = Vec::with_capacity(n);
-        let mut names = Vec::with_capacity(n);
+        let mut names = String::new();
+        let mut name_end = Vec::with_capacity(n);
+        let mut boxed: Vec<Box<dyn Qdisc<P>>> = Vec::new();
         for (i, s) in specs.into_iter().enumerate() {
             let is_inner = has_children[i];
             let level = if is_inner { (MAX_DEPTH - 1) as u32 - depth[i] } else { 0 } as u8;
@@ -258,37 +335,46 @@ impl<P: Packet> Htb<P> {
             } else {
                 NIL
             };
-            let buffer = nbits(s.burst as u64);
-            let cbuffer = nbits(s.cburst as u64);
-            let leaf = if is_inner {
-                None
+            let q = if is_inner {
+                LeafQ::new(LeafKind::None, 0)
             } else {
-                Some(match s.leaf {
-                    LeafSpec::Fifo(limit) => Leaf::Fifo(FifoQueue::new(limit)),
-                    LeafSpec::Qdisc(q) => Leaf::Qdisc(q),
-                })
+                match s.leaf {
+                    LeafSpec::Fifo(FifoLimit::Packets(l)) => LeafQ::new(LeafKind::Pfifo, l),
+                    LeafSpec::Fifo(FifoLimit::Bytes(l)) => LeafQ::new(LeafKind::Bfifo, l),
+                    LeafSpec::Qdisc(b) => {
+                        let mut q = LeafQ::new(LeafKind::Boxed, 0);
+                        q.head = boxed.len() as u32;
+                        boxed.push(b);
+                        q
+                    }
+                }
             };
-            names.push(s.name);
+            names.push_str(&s.name);
+            name_end.push(names.len() as u32);
             classes.push(Class {
                 rate: s.rate.0,
                 ceil: s.ceil.0,
-                buffer,
-                cbuffer,
-                tokens: buffer,
-                ctokens: cbuffer,
+                tokens: nbits(s.burst as u64),
+                ctokens: nbits(s.cburst as u64),
                 t_c: 0,
-                pq_key: 0,
                 parent: s.parent.unwrap_or(NIL),
                 inner: inner_idx,
                 quantum: s.quantum,
-                deficit: [0; MAX_DEPTH],
+                deficit: [0; 2],
                 burst: s.burst,
+                cburst: s.cburst,
+                sent_bytes: 0,
+                sent_packets: 0,
+                drops: 0,
+                overlimits: 0,
+                lends: 0,
+                borrows: 0,
+                giants: 0,
+                q,
                 level,
                 prio: s.prio,
                 mode: ClassMode::CanSend,
                 active: 0,
-                stats: ClassStats::default(),
-                leaf,
             });
         }
         // Parents-before-children order.
@@ -309,9 +395,14 @@ impl<P: Packet> Htb<P> {
             stack.extend(children[c as usize].iter().rev());
         }
         let n_inner = inner.len();
+        names.shrink_to_fit();
         Ok(Htb {
             classes,
             names,
+            name_end,
+            pool: Vec::new(),
+            free: NIL,
+            boxed,
             order: tree_order,
             inner,
             lists: vec![List::EMPTY; ROWS + n_inner * NUM_PRIO],
@@ -329,12 +420,18 @@ impl<P: Packet> Htb<P> {
 
     /// Index of the class with this name.
     pub fn class_id(&self, name: &str) -> Option<ClassId> {
-        self.names.iter().position(|c| c == name).map(|i| i as ClassId)
+        (0..self.classes.len() as u32).find(|&c| self.name(c) == name)
     }
 
     /// Name of a class.
     pub fn class_name(&self, id: ClassId) -> Option<&str> {
-        self.names.get(id as usize).map(|s| s.as_str())
+        ((id as usize) < self.classes.len()).then(|| self.name(id))
+    }
+
+    fn name(&self, c: u32) -> &str {
+        let end = self.name_end[c as usize] as usize;
+        let start = if c == 0 { 0 } else { self.name_end[c as usize - 1] as usize };
+        self.names.get(start..end).unwrap_or("")
     }
 
     /// Number of classes.
@@ -355,8 +452,15 @@ impl<P: Packet> Htb<P> {
     }
 
     /// The counters of one class.
-    pub fn class_stats(&self, id: ClassId) -> Option<&ClassStats> {
-        self.classes.get(id as usize).map(|c| &c.stats)
+    pub fn class_stats(&self, id: ClassId) -> Option<ClassStats> {
+        self.classes.get(id as usize).map(|c| ClassStats {
+            sent: Counter { packets: c.sent_packets, bytes: c.sent_bytes },
+            drops: c.drops as u64,
+            overlimits: c.overlimits as u64,
+            lends: c.lends as u64,
+            borrows: c.borrows as u64,
+            giants: c.giants as u64,
+        })
     }
 
     /// Current mode of a class (as of its last charge or mode change).
@@ -368,25 +472,20 @@ impl<P: Packet> Htb<P> {
     /// falls back to the default class.
     pub fn enqueue_to(&mut self, class: ClassId, pkt: P, now: Time) -> Result<(), Dropped<P>> {
         let c = match self.classes.get(class as usize) {
-            Some(cl) if cl.leaf.is_some() => class,
+            Some(cl) if cl.is_leaf() => class,
             _ => self.default,
         };
         let len = pkt.len();
         let cl = &mut self.classes[c as usize];
         if len > cl.burst {
-            cl.stats.giants += 1;
+            cl.giants = cl.giants.wrapping_add(1);
         }
-        let was_empty;
-        let res = match &mut cl.leaf {
-            Some(Leaf::Fifo(q)) => {
-                was_empty = q.is_empty();
-                q.push(pkt)
-            }
-            Some(Leaf::Qdisc(q)) => {
-                was_empty = q.backlog().packets == 0;
-                q.enqueue(pkt, now)
-            }
-            None => return Err(Dropped { packet: pkt, reason: DropReason::Malformed }),
+        let was_empty = self.leaf_backlog(c).packets == 0;
+        let res = if self.classes[c as usize].q.kind() == LeafKind::Boxed {
+            let b = self.classes[c as usize].q.head as usize;
+            self.boxed[b].enqueue(pkt, now)
+        } else {
+            self.fifo_push(c, pkt)
         };
         match res {
             Ok(()) => {
@@ -399,7 +498,7 @@ impl<P: Packet> Htb<P> {
             }
             Err(d) => {
                 let cl = &mut self.classes[c as usize];
-                cl.stats.drops.add(len);
+                cl.drops = cl.drops.wrapping_add(1);
                 self.stats.on_refuse(d.reason, len);
                 self.collect_victims(c);
                 Err(d)
@@ -410,10 +509,13 @@ impl<P: Packet> Htb<P> {
     /// Move packets a leaf qdisc dropped after accepting them into our outbox, with counters.
     fn collect_victims(&mut self, c: u32) {
         let cl = &mut self.classes[c as usize];
-        let Some(Leaf::Qdisc(q)) = &mut cl.leaf else { return };
+        if cl.q.kind() != LeafKind::Boxed {
+            return;
+        }
+        let q = &mut self.boxed[cl.q.head as usize];
         while let Some(d) = q.take_dropped() {
             let len = d.packet.len();
-            cl.stats.drops.add(len);
+            cl.drops = cl.drops.wrapping_add(1);
             self.stats.on_drop(d.reason, len);
             self.victims.push_back(d);
         }
@@ -421,6 +523,60 @@ impl<P: Packet> Htb<P> {
         if empty && cl.active != 0 {
             self.deactivate_leaf(c);
         }
+    }
+
+    /// Tail-drop enqueue into a leaf's inline FIFO. O(1).
+    fn fifo_push(&mut self, c: u32, pkt: P) -> Result<(), Dropped<P>> {
+        let len = pkt.len();
+        let cl = &self.classes[c as usize];
+        let q = cl.q;
+        let full = match cl.q.kind() {
+            LeafKind::Bfifo => (q.bytes as u64 + len as u64 > q.limit() as u64).then_some(DropReason::ByteLimit),
+            _ => (q.len >= q.limit() || q.bytes as u64 + len as u64 > u32::MAX as u64)
+                .then_some(DropReason::QueueLimit),
+        };
+        if let Some(reason) = full {
+            return Err(Dropped { packet: pkt, reason });
+        }
+        let slot = if self.free != NIL {
+            let s = self.free;
+            self.free = self.pool[s as usize].next;
+            self.pool[s as usize] = Slot { pkt: Some(pkt), next: NIL };
+            s
+        } else {
+            self.pool.push(Slot { pkt: Some(pkt), next: NIL });
+            (self.pool.len() - 1) as u32
+        };
+        let q = &mut self.classes[c as usize].q;
+        if q.tail == NIL {
+            q.head = slot;
+        } else {
+            self.pool[q.tail as usize].next = slot;
+        }
+        q.tail = slot;
+        q.len += 1;
+        q.bytes += len;
+        Ok(())
+    }
+
+    /// Dequeue from a leaf's inline FIFO. O(1).
+    fn fifo_pop(&mut self, c: u32) -> Option<P> {
+        let q = &mut self.classes[c as usize].q;
+        if q.head == NIL {
+            return None;
+        }
+        let s = q.head;
+        let slot = &mut self.pool[s as usize];
+        let pkt = slot.pkt.take()?;
+        q.head = slot.next;
+        if q.head == NIL {
+            q.tail = NIL;
+        }
+        q.len -= 1;
+        q.bytes -= pkt.len();
+        slot.next = self.free;
+        self.free = s;
+        Some(pkt)
     }
 
     // ---- lists -------------------------------------------------------------------------------
@@ -594,23 +750,25 @@ impl<P: Packet> Htb<P> {
     }
 
     /// The one place a class's mode changes. Re-hooks it if active and keeps the wait queue in step.
-    fn change_mode(&mut self, c: u32, new: ClassMode, wait_until: u64) {
+    ///
+    /// Must be called with the key the class was filed under (`old_key`, from [`Self::wait_key`]
+    /// before its buckets changed) so it can be taken out of the wait queue.
+    fn change_mode(&mut self, c: u32, old_key: Option<u64>, new: ClassMode, wait_until: u64) {
         let cl = &self.classes[c as usize];
         let old = cl.mode;
         let level = cl.level as usize;
-        if old != ClassMode::CanSend {
-            let key = cl.pq_key;
+        if let Some(key) = old_key {
             self.wait[level].remove(&(key, c));
         }
         if new != ClassMode::CanSend {
-            self.classes[c as usize].pq_key = wait_until;
             self.wait[level].insert((wait_until, c));
         }
         if old == new {
             return;
         }
         if new != ClassMode::CanSend {
-            self.classes[c as usize].stats.overlimits += 1;
+            let cl = &mut self.classes[c as usize];
+            cl.overlimits = cl.overlimits.wrapping_add(1);
         }
         let active = self.classes[c as usize].active;
         if active != 0 {
@@ -622,17 +780,29 @@ impl<P: Packet> Htb<P> {
         }
     }
 
+    /// The wait-queue key of a class that is not `CanSend`: the instant its current mode ends.
+    /// A pure function of the buckets as of `t_c` (the key does not depend on when it is
+    /// computed, because tokens grow linearly), so it need not be stored.
+    fn wait_key(&self, c: u32) -> Option<u64> {
+        let cl = &self.classes[c as usize];
+        match cl.mode {
+            ClassMode::CanSend => None,
+            ClassMode::CantSend => Some(cl.t_c + ceil_div(-(cl.ctokens as i128), cl.ceil)),
+            ClassMode::MayBorrow => Some(cl.t_c + ceil_div(-(cl.tokens as i128), cl.rate)),
+        }
+    }
+
     /// Mode of class `c` at `now` from its buckets, and when that mode ends if not `CanSend`.
     fn mode_at(&self, c: u32, now: u64) -> (ClassMode, u64) {
         let cl = &self.classes[c as usize];
         // A clock that stands still or goes backwards is tolerated: tokens are as of `t_c`.
         let base = now.max(cl.t_c);
         let idle = now.saturating_sub(cl.t_c).min(MAX_IDLE_NS) as i128;
-        let ct = (cl.ctokens as i128 + idle * cl.ceil as i128).min(cl.cbuffer as i128);
+        let ct = (cl.ctokens as i128 + idle * cl.ceil as i128).min(cl.cbuffer());
         if ct < 0 {
             return (ClassMode::CantSend, base + ceil_div(-ct, cl.ceil));
         }
-        let t = (cl.tokens as i128 + idle * cl.rate as i128).min(cl.buffer as i128);
+        let t = (cl.tokens as i128 + idle * cl.rate as i128).min(cl.buffer());
         if t < 0 {
             return (ClassMode::MayBorrow, base + ceil_div(-t, cl.rate));
         }
@@ -644,27 +814,27 @@ impl<P: Packet> Htb<P> {
         let cost = len as i128 * NBITS_PER_BYTE;
         let mut c = leaf;
         while c != NIL {
+            let old_key = self.wait_key(c);
             let cl = &mut self.classes[c as usize];
             let idle = now.saturating_sub(cl.t_c).min(MAX_IDLE_NS) as i128;
-            let t = (cl.tokens as i128 + idle * cl.rate as i128).min(cl.buffer as i128);
+            let t = (cl.tokens as i128 + idle * cl.rate as i128).min(cl.buffer());
             if cl.level >= level {
                 if cl.level == level {
-                    cl.stats.lends += 1;
+                    cl.lends = cl.lends.wrapping_add(1);
                 }
                 cl.tokens = clamp_debt(t - cost, cl.rate);
             } else {
-                cl.stats.borrows += 1;
+                cl.borrows = cl.borrows.wrapping_add(1);
                 cl.tokens = clamp_debt(t, cl.rate);
             }
-            let ct = (cl.ctokens as i128 + idle * cl.ceil as i128).min(cl.cbuffer as i128);
+            let ct = (cl.ctokens as i128 + idle * cl.ceil as i128).min(cl.cbuffer());
             cl.ctokens = clamp_debt(ct - cost, cl.ceil);
             cl.t_c = now.max(cl.t_c);
-            if cl.level > 0 {
-                cl.stats.sent.add(len);
-            }
+            cl.sent_bytes += len as u64;
+            cl.sent_packets += 1;
             let parent = cl.parent;
             let (mode, until) = self.mode_at(c, now);
-            self.change_mode(c, mode, until);
+            self.change_mode(c, old_key, mode, until);
             c = parent;
         }
     }
@@ -677,7 +847,7 @@ impl<P: Packet> Htb<P> {
                 return Some(key);
             }
             let (mode, until) = self.mode_at(c, now);
-            self.change_mode(c, mode, until);
+            self.change_mode(c, Some(key), mode, until);
         }
         // Budget spent: more may be due; ask to be called again right away.
         self.wait[level].first().map(|&(k, _)| k.max(now))
@@ -724,29 +894,31 @@ impl<P: Packet> Htb<P> {
         // misbehave (hold backlog but refuse to dequeue); cap it anyway.
         for _ in 0..64 {
             let (leaf, lid) = self.lookup_leaf(level, prio)?;
-            let cl = &mut self.classes[leaf as usize];
-            let (out, now_empty, wait_until) = match &mut cl.leaf {
-                Some(Leaf::Fifo(q)) => {
-                    let p = q.pop();
-                    let e = q.is_empty();
-                    (p, e, None)
+            let cl = &self.classes[leaf as usize];
+            let (out, now_empty, wait_until) = match cl.q.kind() {
+                LeafKind::Pfifo | LeafKind::Bfifo => {
+                    let p = self.fifo_pop(leaf);
+                    (p, self.classes[leaf as usize].q.len == 0, None)
                 }
-                Some(Leaf::Qdisc(q)) => match q.dequeue(now) {
-                    Dequeued::Packet(p) => {
-                        let e = q.backlog().packets == 0;
-                        (Some(p), e, None)
+                LeafKind::Boxed => {
+                    let q = &mut self.boxed[cl.q.head as usize];
+                    match q.dequeue(now) {
+                        Dequeued::Packet(p) => {
+                            let e = q.backlog().packets == 0;
+                            (Some(p), e, None)
+                        }
+                        Dequeued::Empty => (None, true, None),
+                        Dequeued::NotBefore(t) => (None, true, Some(t.0)),
                     }
-                    Dequeued::Empty => (None, true, None),
-                    Dequeued::NotBefore(t) => (None, true, Some(t.0)),
-                },
-                None => (None, true, None),
+                }
+                LeafKind::None => (None, true, None),
             };
             self.collect_victims(leaf);
             match out {
                 Some(pkt) => {
                     let len = pkt.len();
                     let cl = &mut self.classes[leaf as usize];
-                    let d = &mut cl.deficit[level as usize];
+                    let d = &mut cl.deficit[usize::from(level > 0)];
                     *d -= len as i32;
                     if *d < 0 {
                         *d += cl.quantum as i32;
@@ -756,8 +928,6 @@ impl<P: Packet> Htb<P> {
                         self.deactivate_leaf(leaf);
                     }
                     self.charge(leaf, level, len, now.0);
-                    let cl = &mut self.classes[leaf as usize];
-                    cl.stats.sent.add(len);
                     self.stats.on_dequeue(len);
                     return Some(pkt);
                 }
@@ -777,10 +947,11 @@ impl<P: Packet> Htb<P> {
         if c as usize >= self.classes.len() {
             return Backlog::default();
         }
-        match &self.classes[c as usize].leaf {
-            Some(Leaf::Fifo(q)) => Backlog { packets: q.len() as u64, bytes: q.bytes() },
-            Some(Leaf::Qdisc(q)) => q.backlog(),
-            None => Backlog::default(),
+        let cl = &self.classes[c as usize];
+        match cl.q.kind() {
+            LeafKind::Pfifo | LeafKind::Bfifo => Backlog { packets: cl.q.len as u64, bytes: cl.q.bytes as u64 },
+            LeafKind::Boxed => self.boxed[cl.q.head as usize].backlog(),
+            LeafKind::None => Backlog::default(),
         }
     }
 
@@ -790,8 +961,8 @@ impl<P: Packet> Htb<P> {
         let mut sum = Backlog::default();
         for (i, cl) in self.classes.iter().enumerate() {
             let c = i as u32;
-            let name = &self.names[i];
-            if cl.leaf.is_some() {
+            let name = self.name(c);
+            if cl.is_leaf() {
                 let b = self.leaf_backlog(c);
                 sum.packets += b.packets;
                 sum.bytes += b.bytes;
@@ -800,7 +971,11 @@ impl<P: Packet> Htb<P> {
                     return Err(format!("leaf {name}: backlog {} but active {:#x}", b.packets, cl.active));
                 }
             }
-            let in_wait = self.wait[cl.level as usize].contains(&(cl.pq_key, c));
+            let in_wait = self.wait_key(c).is_some_and(|k| self.wait[cl.level as usize].contains(&(k, c)));
+            let filed = self.wait[cl.level as usize].iter().filter(|&&(_, x)| x == c).count();
+            if filed > usize::from(in_wait) {
+                return Err(format!("class {name}: filed {filed} times in the wait queue"));
+            }
             if (cl.mode != ClassMode::CanSend) != in_wait {
                 return Err(format!("class {name}: mode {:?} but in wait queue: {in_wait}", cl.mode));
             }
@@ -920,7 +1095,7 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
         // Backlog of every class (a subtree's for inner classes): one pass, O(n · depth).
         let mut backlogs = vec![Backlog::default(); self.classes.len()];
         for (i, cl) in self.classes.iter().enumerate() {
-            if cl.leaf.is_some() {
+            if cl.is_leaf() {
                 let b = self.leaf_backlog(i as u32);
                 let mut x = i as u32;
                 while x != NIL {
@@ -932,40 +1107,42 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
         }
         for &c in &self.order {
             let cl = &self.classes[c as usize];
-            let leaf_drops = match &cl.leaf {
-                Some(Leaf::Qdisc(q)) => {
-                    let s = q.stats();
-                    let mut d = s.refused;
+            let mut leaf_drops = DropCounts::default();
+            match cl.q.kind() {
+                LeafKind::Boxed => {
+                    let s = self.boxed[cl.q.head as usize].stats();
+                    leaf_drops = s.refused;
                     for (r, cnt) in s.dropped.iter() {
-                        d.add_counter(r, cnt);
+                        leaf_drops.add_counter(r, cnt);
                     }
-                    d
                 }
-                Some(Leaf::Fifo(q)) => {
-                    let mut d = DropCounts::default();
-                    let reason = match q.limit() {
-                        crate::qdisc::fifo::FifoLimit::Packets(_) => DropReason::QueueLimit,
-                        crate::qdisc::fifo::FifoLimit::Bytes(_) => DropReason::ByteLimit,
-                    };
-                    d.add_counter(reason, cl.stats.drops);
-                    d
-                }
-                None => DropCounts::default(),
-            };
+                // Inline FIFOs count dropped packets per class (bytes per reason are in the
+                // qdisc-wide stats).
+                LeafKind::Pfifo => leaf_drops.add_counter(DropReason::QueueLimit, Counter { packets: cl.drops as u64, bytes: 0 }),
+                LeafKind::Bfifo => leaf_drops.add_counter(DropReason::ByteLimit, Counter { packets: cl.drops as u64, bytes: 0 }),
+                LeafKind::None => {}
+            }
             let backlog = backlogs[c as usize];
             f(&ClassView {
-                name: &self.names[c as usize],
+                name: self.name(c),
                 parent: (cl.parent != NIL).then_some(cl.parent),
                 id: c,
                 level: cl.level,
-                is_leaf: cl.leaf.is_some(),
+                is_leaf: cl.is_leaf(),
                 rate: Rate(cl.rate),
                 ceil: Rate(cl.ceil),
                 prio: cl.prio,
                 mode: cl.mode,
                 tokens: Self::nbits_to_bytes(cl.tokens),
                 ctokens: Self::nbits_to_bytes(cl.ctokens),
-                stats: cl.stats,
+                stats: ClassStats {
+                    sent: Counter { packets: cl.sent_packets, bytes: cl.sent_bytes },
+                    drops: cl.drops as u64,
+                    overlimits: cl.overlimits as u64,
+                    lends: cl.lends as u64,
+                    borrows: cl.borrows as u64,
+                    giants: cl.giants as u64,
+                },
                 backlog,
                 leaf_drops,
             });

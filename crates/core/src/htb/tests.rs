@@ -288,7 +288,7 @@ fn leaf_limits_drop_and_count() {
     assert!(t.htb.enqueue(pkt(100), Time(0)).is_ok());
     let d = t.htb.enqueue(pkt(100), Time(0)).unwrap_err();
     assert_eq!(d.reason, DropReason::QueueLimit);
-    assert_eq!(t.htb.class_stats(0).unwrap().drops.packets, 1);
+    assert_eq!(t.htb.class_stats(0).unwrap().drops, 1);
     assert_eq!(t.htb.stats().refused.get(DropReason::QueueLimit).packets, 1);
     t.htb.check_invariants().unwrap();
     let mut views = Vec::new();
@@ -351,3 +351,10 @@ fn default_burst_formula() {
     assert_eq!(default_quantum(Rate(1000 * MBIT), 10).0, 200_000);
 }
 
+
+#[test]
+fn class_state_is_small() {
+    // 100k classes must fit in 16 MB: the per-class record is the bulk of it.
+    let size = std::mem::size_of::<Class>();
+    assert!(size <= 128, "Class is {size} bytes");
+}

@@ -278,8 +278,8 @@ impl ClassMode {
 pub struct ClassStats {
     /// Packets and bytes sent by this class (for inner classes: by its subtree).
     pub sent: Counter,
-    /// Drops in this class's leaf queue, all reasons.
-    pub drops: Counter,
+    /// Packets dropped by this class's leaf queue, all reasons.
+    pub drops: u64,
     /// Times the class went over its rate or ceiling.
     pub overlimits: u64,
     /// Packets this class lent to a descendant (HTB `lended`).
