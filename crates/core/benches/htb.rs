@@ -53,13 +53,25 @@ enum Shape {
 /// Build a tree with `n` leaves; returns the HTB and the leaf class ids.
 fn build(n: usize, shape: Shape) -> (Htb<PacketMeta>, Vec<u32>) {
     let params = HtbParams::default();
-    let mut specs = vec![HtbClassSpec::new("root", None, Rate(ROOT), Rate(ROOT), &params)];
+    let mut specs = vec![HtbClassSpec::new(
+        "root",
+        None,
+        Rate(ROOT),
+        Rate(ROOT),
+        &params,
+    )];
     let leaf_rate = Rate((ROOT / n as u64).max(1000));
     let mut leaves = Vec::with_capacity(n);
     match shape {
         Shape::Flat => {
             for i in 0..n {
-                specs.push(HtbClassSpec::new(&format!("l{i}"), Some(0), leaf_rate, Rate(ROOT), &params));
+                specs.push(HtbClassSpec::new(
+                    &format!("l{i}"),
+                    Some(0),
+                    leaf_rate,
+                    Rate(ROOT),
+                    &params,
+                ));
                 leaves.push(specs.len() as u32 - 1);
             }
         }
@@ -69,7 +81,13 @@ fn build(n: usize, shape: Shape) -> (Htb<PacketMeta>, Vec<u32>) {
             let mut made = 0;
             'outer: for g in 0..b {
                 let gid = specs.len() as u32;
-                specs.push(HtbClassSpec::new(&format!("g{g}"), Some(0), Rate(ROOT / b as u64), Rate(ROOT), &params));
+                specs.push(HtbClassSpec::new(
+                    &format!("g{g}"),
+                    Some(0),
+                    Rate(ROOT / b as u64),
+                    Rate(ROOT),
+                    &params,
+                ));
                 for s in 0..b {
                     if made >= n {
                         break 'outer;
@@ -86,7 +104,13 @@ fn build(n: usize, shape: Shape) -> (Htb<PacketMeta>, Vec<u32>) {
                         if made >= n {
                             break;
                         }
-                        specs.push(HtbClassSpec::new(&format!("l{made}"), Some(sid), leaf_rate, Rate(ROOT), &params));
+                        specs.push(HtbClassSpec::new(
+                            &format!("l{made}"),
+                            Some(sid),
+                            leaf_rate,
+                            Rate(ROOT),
+                            &params,
+                        ));
                         leaves.push(specs.len() as u32 - 1);
                         made += 1;
                     }
@@ -114,7 +138,14 @@ impl Driver {
         let (mut htb, leaves) = build(n, shape);
         // one packet in every leaf
         for &l in &leaves {
-            let _ = htb.enqueue_to(l, PacketMeta { len: 64, ..Default::default() }, Time(0));
+            let _ = htb.enqueue_to(
+                l,
+                PacketMeta {
+                    len: 64,
+                    ..Default::default()
+                },
+                Time(0),
+            );
         }
         let tx = Rate(ROOT).tx_time(64).map(|d| d.0).unwrap_or(1);
         (Driver { htb, now: 0, tx }, leaves)
@@ -122,7 +153,14 @@ impl Driver {
 
     #[inline]
     fn step(&mut self, leaf: u32) {
-        let _ = self.htb.enqueue_to(leaf, PacketMeta { len: 64, ..Default::default() }, Time(self.now));
+        let _ = self.htb.enqueue_to(
+            leaf,
+            PacketMeta {
+                len: 64,
+                ..Default::default()
+            },
+            Time(self.now),
+        );
         loop {
             match self.htb.dequeue(Time(self.now)) {
                 Dequeued::Packet(p) => {
@@ -142,16 +180,25 @@ fn bench_htb(c: &mut Criterion) {
     for (shape, sname) in [(Shape::Flat, "flat"), (Shape::Deep3, "deep3")] {
         for (random, pick) in [(true, "random"), (false, "round_robin")] {
             let mut group = c.benchmark_group(format!("htb_enq_deq_64B/{sname}/{pick}"));
-            group.sample_size(20).measurement_time(StdDuration::from_secs(2)).warm_up_time(StdDuration::from_millis(500));
+            group
+                .sample_size(20)
+                .measurement_time(StdDuration::from_secs(2))
+                .warm_up_time(StdDuration::from_millis(500));
             group.throughput(Throughput::Elements(1));
             for &n in &sizes {
                 let (mut d, leaves) = Driver::new(n, shape);
                 let mut rng = rand_pcg::Pcg64::seed_from_u64(7);
-                let seq: Vec<u32> = (0..65_536).map(|_| leaves[rng.gen_range(0..leaves.len())]).collect();
+                let seq: Vec<u32> = (0..65_536)
+                    .map(|_| leaves[rng.gen_range(0..leaves.len())])
+                    .collect();
                 let mut i = 0usize;
                 group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
                     b.iter(|| {
-                        let leaf = if random { seq[i & 65_535] } else { leaves[i % leaves.len()] };
+                        let leaf = if random {
+                            seq[i & 65_535]
+                        } else {
+                            leaves[i % leaves.len()]
+                        };
                         i = i.wrapping_add(1);
                         d.step(leaf);
                     })

@@ -81,7 +81,12 @@ impl Duration {
             "ms" | "msec" | "msecs" => 1e6,
             "s" | "sec" | "secs" => 1e9,
             "min" | "m" => 60e9,
-            _ => return Err(UnitError::UnknownUnit { text: text.to_string(), kind: "time" }),
+            _ => {
+                return Err(UnitError::UnknownUnit {
+                    text: text.to_string(),
+                    kind: "time",
+                })
+            }
         };
         to_integer(num * scale, text).map(Duration)
     }
@@ -175,7 +180,10 @@ impl Rate {
             "gibps" => 8.0 * 1024.0f64.powi(3),
             "tibps" => 8.0 * 1024.0f64.powi(4),
             _ => {
-                return Err(UnitError::UnknownUnit { text: text.to_string(), kind: "rate" });
+                return Err(UnitError::UnknownUnit {
+                    text: text.to_string(),
+                    kind: "rate",
+                });
             }
         };
         let rate = Rate(to_integer(num * scale, text)?);
@@ -184,10 +192,11 @@ impl Rate {
                 text: text.to_string(),
                 message: format!(
                     "`{text}` is read as tc reads it: {} bytes per second ({}); \
-                     if you meant bits per second write `{}bit`",
+                     if you meant bits per second write `{}{}bit`",
                     format_num(num),
                     rate,
-                    format!("{}{}", format_num(num), &unit_l[..unit_l.len() - 3])
+                    format_num(num),
+                    &unit_l[..unit_l.len() - 3]
                 ),
             })
         } else {
@@ -214,7 +223,12 @@ impl Size {
             "kbit" => 1024.0 / 8.0,
             "mbit" => 1024.0 * 1024.0 / 8.0,
             "gbit" => 1024.0 * 1024.0 * 1024.0 / 8.0,
-            _ => return Err(UnitError::UnknownUnit { text: text.to_string(), kind: "size" }),
+            _ => {
+                return Err(UnitError::UnknownUnit {
+                    text: text.to_string(),
+                    kind: "size",
+                })
+            }
         };
         to_integer(num * scale, text).map(Size)
     }
@@ -240,7 +254,9 @@ pub enum UnitError {
 
 fn unit_hint(kind: &str) -> &'static str {
     match kind {
-        "rate" => "write bit, kbit, mbit, gbit (bits/s) or bps, kbps, mbps (bytes/s, as tc means them)",
+        "rate" => {
+            "write bit, kbit, mbit, gbit (bits/s) or bps, kbps, mbps (bytes/s, as tc means them)"
+        }
         "size" => "write b, k/kb, m/mb, g/gb (1024-based, as tc means them)",
         _ => "write s, ms, us or ns",
     }
@@ -255,15 +271,21 @@ fn split_number(text: &str) -> Result<(f64, &str), UnitError> {
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(end);
     if num.is_empty() {
-        return Err(UnitError::NotANumber { text: text.to_string() });
+        return Err(UnitError::NotANumber {
+            text: text.to_string(),
+        });
     }
-    let n: f64 = num.parse().map_err(|_| UnitError::NotANumber { text: text.to_string() })?;
+    let n: f64 = num.parse().map_err(|_| UnitError::NotANumber {
+        text: text.to_string(),
+    })?;
     Ok((n, unit.trim()))
 }
 
 fn to_integer(v: f64, text: &str) -> Result<u64, UnitError> {
     if !v.is_finite() || v < 0.0 || v >= u64::MAX as f64 {
-        return Err(UnitError::OutOfRange { text: text.to_string() });
+        return Err(UnitError::OutOfRange {
+            text: text.to_string(),
+        });
     }
     Ok(v.round() as u64)
 }
@@ -280,7 +302,7 @@ fn format_num(n: f64) -> String {
 fn fmt_scaled(f: &mut fmt::Formatter<'_>, v: u64, units: &[(u64, &str)]) -> fmt::Result {
     for &(scale, name) in units {
         if v >= scale {
-            if v % scale == 0 {
+            if v.is_multiple_of(scale) {
                 return write!(f, "{}{}", v / scale, name);
             }
             let x = v as f64 / scale as f64;
@@ -313,10 +335,14 @@ impl fmt::Display for Rate {
 impl fmt::Display for Size {
     /// Canonical form: `1500b`, `15k`, `1.5m` (1024-based, as tc).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.0 < 1024 || self.0 % 1024 != 0 && self.0 < 64 * 1024 {
+        if self.0 < 1024 || !self.0.is_multiple_of(1024) && self.0 < 64 * 1024 {
             return write!(f, "{}b", self.0);
         }
-        fmt_scaled(f, self.0, &[(1 << 30, "g"), (1 << 20, "m"), (1 << 10, "k"), (1, "b")])
+        fmt_scaled(
+            f,
+            self.0,
+            &[(1 << 30, "g"), (1 << 20, "m"), (1 << 10, "k"), (1, "b")],
+        )
     }
 }
 
@@ -325,7 +351,16 @@ impl fmt::Display for Duration {
         if self.0 == 0 {
             return write!(f, "0s");
         }
-        fmt_scaled(f, self.0, &[(NS_PER_SEC, "s"), (1_000_000, "ms"), (1_000, "us"), (1, "ns")])
+        fmt_scaled(
+            f,
+            self.0,
+            &[
+                (NS_PER_SEC, "s"),
+                (1_000_000, "ms"),
+                (1_000, "us"),
+                (1, "ns"),
+            ],
+        )
     }
 }
 
@@ -378,18 +413,33 @@ mod tests {
 
     #[test]
     fn times_parse() {
-        assert_eq!(Duration::parse("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(
+            Duration::parse("500ms").unwrap(),
+            Duration::from_millis(500)
+        );
         assert_eq!(Duration::parse("60s").unwrap(), Duration::from_secs(60));
         assert_eq!(Duration::parse("2ms").unwrap(), Duration::from_millis(2));
         assert_eq!(Duration::parse("10").unwrap(), Duration::from_micros(10));
-        assert_eq!(Duration::parse("1.5s").unwrap(), Duration::from_millis(1500));
+        assert_eq!(
+            Duration::parse("1.5s").unwrap(),
+            Duration::from_millis(1500)
+        );
     }
 
     #[test]
     fn bad_units_are_errors() {
-        assert!(matches!(Rate::parse("10mbitt"), Err(UnitError::UnknownUnit { .. })));
-        assert!(matches!(Rate::parse("fast"), Err(UnitError::NotANumber { .. })));
-        assert!(matches!(Size::parse("15q"), Err(UnitError::UnknownUnit { .. })));
+        assert!(matches!(
+            Rate::parse("10mbitt"),
+            Err(UnitError::UnknownUnit { .. })
+        ));
+        assert!(matches!(
+            Rate::parse("fast"),
+            Err(UnitError::NotANumber { .. })
+        ));
+        assert!(matches!(
+            Size::parse("15q"),
+            Err(UnitError::UnknownUnit { .. })
+        ));
         assert!(matches!(Size::parse(""), Err(UnitError::NotANumber { .. })));
         assert!(Rate::parse("1e400").is_err());
     }

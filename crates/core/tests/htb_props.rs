@@ -7,9 +7,9 @@
 //! * no backlogged class with tokens starves (bounded gap between its departures).
 
 use linkshare_core::classify::Classifier;
+use linkshare_core::htb::LeafSpec;
 use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
 use linkshare_core::qdisc::fifo::FifoLimit;
-use linkshare_core::htb::LeafSpec;
 use linkshare_core::{Dequeued, PacketMeta, Qdisc, Rate, Time};
 use proptest::prelude::*;
 
@@ -67,7 +67,11 @@ fn tree() -> impl Strategy<Value = Tree> {
                     leaf_ids.push(classes.len() - 1);
                 }
             }
-            Tree { classes, leaves: leaf_ids, link: root_rate }
+            Tree {
+                classes,
+                leaves: leaf_ids,
+                link: root_rate,
+            }
         })
 }
 
@@ -92,13 +96,30 @@ fn run(tree: &Tree, sizes: &[u32], on_off: &[(u64, u64)], duration: u64) -> Run 
         .iter()
         .enumerate()
         .map(|(i, &(parent, rate, ceil, prio))| {
-            let mut s = HtbClassSpec::new(&format!("c{i}"), parent.map(|p| p as u32), Rate(rate), Rate(ceil), &params);
+            let mut s = HtbClassSpec::new(
+                &format!("c{i}"),
+                parent.map(|p| p as u32),
+                Rate(rate),
+                Rate(ceil),
+                &params,
+            );
             s.prio = prio;
             s.leaf = LeafSpec::Fifo(FifoLimit::Packets(50));
             s
         })
         .collect();
-    let saved: Vec<_> = specs.iter().map(|s| (s.parent.map(|p| p as usize), s.rate.0, s.ceil.0, s.burst, s.cburst)).collect();
+    let saved: Vec<_> = specs
+        .iter()
+        .map(|s| {
+            (
+                s.parent.map(|p| p as usize),
+                s.rate.0,
+                s.ceil.0,
+                s.burst,
+                s.cburst,
+            )
+        })
+        .collect();
     let default = *tree.leaves.last().unwrap() as u32;
     let mut htb = Htb::new(params, specs, Classifier::new(vec![], default)).unwrap();
     let mut deps = Vec::new();
@@ -118,8 +139,15 @@ fn run(tree: &Tree, sizes: &[u32], on_off: &[(u64, u64)], duration: u64) -> Run 
             if now >= start && now < stop {
                 let size = sizes[k % sizes.len()];
                 let mut guard = 0;
-                while htb.stats().backlog.packets < 1000 && leaf_backlog(&htb, leaf) < 3 && guard < 3 {
-                    let p = PacketMeta { len: size, src_port: leaf as u16, ..Default::default() };
+                while htb.stats().backlog.packets < 1000
+                    && leaf_backlog(&htb, leaf) < 3
+                    && guard < 3
+                {
+                    let p = PacketMeta {
+                        len: size,
+                        src_port: leaf as u16,
+                        ..Default::default()
+                    };
                     htb.enqueue_to(leaf as u32, p, Time(now)).unwrap();
                     guard += 1;
                 }
@@ -132,7 +160,11 @@ fn run(tree: &Tree, sizes: &[u32], on_off: &[(u64, u64)], duration: u64) -> Run 
         }
         match htb.dequeue(Time(now)) {
             Dequeued::Packet(p) => {
-                deps.push(Departure { t: now, class: p.src_port as usize, len: p.len });
+                deps.push(Departure {
+                    t: now,
+                    class: p.src_port as usize,
+                    len: p.len,
+                });
                 link_free = now + Rate(tree.link).tx_time(p.len as u64).unwrap().0;
             }
             Dequeued::NotBefore(t) => {
@@ -164,7 +196,12 @@ fn run(tree: &Tree, sizes: &[u32], on_off: &[(u64, u64)], duration: u64) -> Run 
         }
     }
     htb.check_invariants().unwrap();
-    Run { htb, deps, backlogged, specs: saved }
+    Run {
+        htb,
+        deps,
+        backlogged,
+        specs: saved,
+    }
 }
 
 fn leaf_backlog(htb: &Htb<PacketMeta>, leaf: usize) -> u64 {

@@ -70,8 +70,8 @@ use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
 use crate::qdisc::fifo::FifoLimit;
 use crate::qdisc::{
-    Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, DropReason, Dropped, Qdisc,
-    QdiscStats,
+    Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, DropReason, Dropped,
+    Qdisc, QdiscStats,
 };
 use crate::units::{Rate, Time, NS_PER_SEC};
 
@@ -97,7 +97,12 @@ struct List {
 }
 
 impl List {
-    const EMPTY: List = List { head: NIL, tail: NIL, cursor: NIL, parked: NIL };
+    const EMPTY: List = List {
+        head: NIL,
+        tail: NIL,
+        cursor: NIL,
+        parked: NIL,
+    };
 }
 
 #[derive(Copy, Clone, Debug)]
@@ -142,7 +147,13 @@ impl LeafQ {
             LeafKind::Bfifo => 2,
             LeafKind::Boxed => 3,
         };
-        LeafQ { head: NIL, tail: NIL, len: 0, bytes: 0, limit_kind: (tag << 30) | limit.min(LIMIT_MASK) }
+        LeafQ {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            bytes: 0,
+            limit_kind: (tag << 30) | limit.min(LIMIT_MASK),
+        }
     }
     fn kind(&self) -> LeafKind {
         match self.limit_kind >> 30 {
@@ -250,34 +261,54 @@ const ROWS: usize = MAX_DEPTH * NUM_PRIO;
 
 impl<P: Packet> Htb<P> {
     /// Build a tree. The classifier's default class is where unmatched packets go.
-    pub fn new(params: HtbParams, specs: Vec<HtbClassSpec<P>>, classifier: Classifier) -> Result<Self, HtbError> {
+    pub fn new(
+        params: HtbParams,
+        specs: Vec<HtbClassSpec<P>>,
+        classifier: Classifier,
+    ) -> Result<Self, HtbError> {
         let n = specs.len();
         if n == 0 {
             return Err(HtbError::Empty);
         }
         if n >= NIL as usize / (NUM_PRIO + 1) {
-            return Err(HtbError::TooDeep { class: "too many classes".into() });
+            return Err(HtbError::TooDeep {
+                class: "too many classes".into(),
+            });
         }
         // Validate parents, find children, depth.
         let mut has_children = vec![false; n];
         for s in &specs {
             if let Some(p) = s.parent {
                 if p as usize >= n {
-                    return Err(HtbError::UnknownParent { class: s.name.clone(), parent: p });
+                    return Err(HtbError::UnknownParent {
+                        class: s.name.clone(),
+                        parent: p,
+                    });
                 }
                 has_children[p as usize] = true;
             }
             if s.prio as usize >= NUM_PRIO {
-                return Err(HtbError::BadPrio { class: s.name.clone(), prio: s.prio });
+                return Err(HtbError::BadPrio {
+                    class: s.name.clone(),
+                    prio: s.prio,
+                });
             }
             if s.rate.0 == 0 {
-                return Err(HtbError::ZeroRate { class: s.name.clone() });
+                return Err(HtbError::ZeroRate {
+                    class: s.name.clone(),
+                });
             }
             if s.ceil < s.rate {
-                return Err(HtbError::CeilBelowRate { class: s.name.clone(), rate: s.rate, ceil: s.ceil });
+                return Err(HtbError::CeilBelowRate {
+                    class: s.name.clone(),
+                    rate: s.rate,
+                    ceil: s.ceil,
+                });
             }
             if s.quantum == 0 {
-                return Err(HtbError::ZeroQuantum { class: s.name.clone() });
+                return Err(HtbError::ZeroQuantum {
+                    class: s.name.clone(),
+                });
             }
         }
         // Depth of each class from its root (0 for roots); detects cycles.
@@ -290,7 +321,9 @@ impl<P: Packet> Htb<P> {
                     break;
                 }
                 if chain.contains(&c) {
-                    return Err(HtbError::Cycle { class: specs[i].name.clone() });
+                    return Err(HtbError::Cycle {
+                        class: specs[i].name.clone(),
+                    });
                 }
                 chain.push(c);
                 match specs[c].parent {
@@ -309,8 +342,12 @@ impl<P: Packet> Htb<P> {
         }
         for i in 0..n {
             // An inner class needs a level >= 1: depth <= MAX_DEPTH - 2 for inner classes.
-            if has_children[i] && depth[i] as usize > MAX_DEPTH - 2 || depth[i] as usize >= MAX_DEPTH {
-                return Err(HtbError::TooDeep { class: specs[i].name.clone() });
+            if has_children[i] && depth[i] as usize > MAX_DEPTH - 2
+                || depth[i] as usize >= MAX_DEPTH
+            {
+                return Err(HtbError::TooDeep {
+                    class: specs[i].name.clone(),
+                });
             }
         }
         let default = classifier.default_class();
@@ -318,7 +355,9 @@ impl<P: Packet> Htb<P> {
             return Err(HtbError::UnknownDefault(default));
         }
         if has_children[default as usize] {
-            return Err(HtbError::DefaultNotLeaf(specs[default as usize].name.clone()));
+            return Err(HtbError::DefaultNotLeaf(
+                specs[default as usize].name.clone(),
+            ));
         }
 
         let mut inner = Vec::new();
@@ -328,7 +367,11 @@ impl<P: Packet> Htb<P> {
         let mut boxed: Vec<Box<dyn Qdisc<P>>> = Vec::new();
         for (i, s) in specs.into_iter().enumerate() {
             let is_inner = has_children[i];
-            let level = if is_inner { (MAX_DEPTH - 1) as u32 - depth[i] } else { 0 } as u8;
+            let level = if is_inner {
+                (MAX_DEPTH - 1) as u32 - depth[i]
+            } else {
+                0
+            } as u8;
             let inner_idx = if is_inner {
                 inner.push(Inner { class: i as u32 });
                 (inner.len() - 1) as u32
@@ -406,7 +449,13 @@ impl<P: Packet> Htb<P> {
             order: tree_order,
             inner,
             lists: vec![List::EMPTY; ROWS + n_inner * NUM_PRIO],
-            links: vec![Link { prev: NIL, next: NIL }; n + n_inner * NUM_PRIO],
+            links: vec![
+                Link {
+                    prev: NIL,
+                    next: NIL
+                };
+                n + n_inner * NUM_PRIO
+            ],
             row_mask: [0; MAX_DEPTH],
             wait: (0..MAX_DEPTH).map(|_| BTreeSet::new()).collect(),
             leaf_wait: BTreeSet::new(),
@@ -430,7 +479,11 @@ impl<P: Packet> Htb<P> {
 
     fn name(&self, c: u32) -> &str {
         let end = self.name_end[c as usize] as usize;
-        let start = if c == 0 { 0 } else { self.name_end[c as usize - 1] as usize };
+        let start = if c == 0 {
+            0
+        } else {
+            self.name_end[c as usize - 1] as usize
+        };
         self.names.get(start..end).unwrap_or("")
     }
 
@@ -454,7 +507,10 @@ impl<P: Packet> Htb<P> {
     /// The counters of one class.
     pub fn class_stats(&self, id: ClassId) -> Option<ClassStats> {
         self.classes.get(id as usize).map(|c| ClassStats {
-            sent: Counter { packets: c.sent_packets, bytes: c.sent_bytes },
+            sent: Counter {
+                packets: c.sent_packets,
+                bytes: c.sent_bytes,
+            },
             drops: c.drops as u64,
             overlimits: c.overlimits as u64,
             lends: c.lends as u64,
@@ -531,20 +587,31 @@ impl<P: Packet> Htb<P> {
         let cl = &self.classes[c as usize];
         let q = cl.q;
         let full = match cl.q.kind() {
-            LeafKind::Bfifo => (q.bytes as u64 + len as u64 > q.limit() as u64).then_some(DropReason::ByteLimit),
+            LeafKind::Bfifo => {
+                (q.bytes as u64 + len as u64 > q.limit() as u64).then_some(DropReason::ByteLimit)
+            }
             _ => (q.len >= q.limit() || q.bytes as u64 + len as u64 > u32::MAX as u64)
                 .then_some(DropReason::QueueLimit),
         };
         if let Some(reason) = full {
-            return Err(Dropped { packet: pkt, reason });
+            return Err(Dropped {
+                packet: pkt,
+                reason,
+            });
         }
         let slot = if self.free != NIL {
             let s = self.free;
             self.free = self.pool[s as usize].next;
-            self.pool[s as usize] = Slot { pkt: Some(pkt), next: NIL };
+            self.pool[s as usize] = Slot {
+                pkt: Some(pkt),
+                next: NIL,
+            };
             s
         } else {
-            self.pool.push(Slot { pkt: Some(pkt), next: NIL });
+            self.pool.push(Slot {
+                pkt: Some(pkt),
+                next: NIL,
+            });
             (self.pool.len() - 1) as u32
         };
         let q = &mut self.classes[c as usize].q;
@@ -610,7 +677,10 @@ impl<P: Packet> Htb<P> {
 
     fn list_push(&mut self, lid: usize, node: u32) {
         let tail = self.lists[lid].tail;
-        self.links[node as usize] = Link { prev: tail, next: NIL };
+        self.links[node as usize] = Link {
+            prev: tail,
+            next: NIL,
+        };
         if tail == NIL {
             self.lists[lid].head = node;
         } else {
@@ -647,7 +717,10 @@ impl<P: Packet> Htb<P> {
         } else {
             self.links[next as usize].prev = prev;
         }
-        self.links[node as usize] = Link { prev: NIL, next: NIL };
+        self.links[node as usize] = Link {
+            prev: NIL,
+            next: NIL,
+        };
         if lid < ROWS && self.lists[lid].head == NIL {
             self.row_mask[lid / NUM_PRIO] &= !(1 << (lid % NUM_PRIO));
         }
@@ -655,7 +728,11 @@ impl<P: Packet> Htb<P> {
 
     fn advance_cursor(&mut self, lid: usize) {
         let cur = self.lists[lid].cursor;
-        self.lists[lid].cursor = if cur == NIL { NIL } else { self.links[cur as usize].next };
+        self.lists[lid].cursor = if cur == NIL {
+            NIL
+        } else {
+            self.links[cur as usize].next
+        };
         self.lists[lid].parked = NIL;
     }
 
@@ -949,7 +1026,10 @@ impl<P: Packet> Htb<P> {
         }
         let cl = &self.classes[c as usize];
         match cl.q.kind() {
-            LeafKind::Pfifo | LeafKind::Bfifo => Backlog { packets: cl.q.len as u64, bytes: cl.q.bytes as u64 },
+            LeafKind::Pfifo | LeafKind::Bfifo => Backlog {
+                packets: cl.q.len as u64,
+                bytes: cl.q.bytes as u64,
+            },
             LeafKind::Boxed => self.boxed[cl.q.head as usize].backlog(),
             LeafKind::None => Backlog::default(),
         }
@@ -968,22 +1048,38 @@ impl<P: Packet> Htb<P> {
                 sum.bytes += b.bytes;
                 let throttled_leaf = self.leaf_wait.iter().any(|&(_, l)| l == c);
                 if (b.packets > 0) != (cl.active != 0) && !throttled_leaf {
-                    return Err(format!("leaf {name}: backlog {} but active {:#x}", b.packets, cl.active));
+                    return Err(format!(
+                        "leaf {name}: backlog {} but active {:#x}",
+                        b.packets, cl.active
+                    ));
                 }
             }
-            let in_wait = self.wait_key(c).is_some_and(|k| self.wait[cl.level as usize].contains(&(k, c)));
-            let filed = self.wait[cl.level as usize].iter().filter(|&&(_, x)| x == c).count();
+            let in_wait = self
+                .wait_key(c)
+                .is_some_and(|k| self.wait[cl.level as usize].contains(&(k, c)));
+            let filed = self.wait[cl.level as usize]
+                .iter()
+                .filter(|&&(_, x)| x == c)
+                .count();
             if filed > usize::from(in_wait) {
-                return Err(format!("class {name}: filed {filed} times in the wait queue"));
+                return Err(format!(
+                    "class {name}: filed {filed} times in the wait queue"
+                ));
             }
             if (cl.mode != ClassMode::CanSend) != in_wait {
-                return Err(format!("class {name}: mode {:?} but in wait queue: {in_wait}", cl.mode));
+                return Err(format!(
+                    "class {name}: mode {:?} but in wait queue: {in_wait}",
+                    cl.mode
+                ));
             }
             if cl.inner != NIL {
                 for p in 0..NUM_PRIO as u8 {
                     let nonempty = self.lists[Self::feed_id(cl.inner, p)].head != NIL;
                     if nonempty != (cl.active & (1 << p) != 0) {
-                        return Err(format!("inner {name}: feed {p} non-empty {nonempty} vs active {:#x}", cl.active));
+                        return Err(format!(
+                            "inner {name}: feed {p} non-empty {nonempty} vs active {:#x}",
+                            cl.active
+                        ));
                     }
                 }
             }
@@ -999,12 +1095,17 @@ impl<P: Packet> Htb<P> {
                 };
                 let found = self.list_contains_any(node);
                 if found != expect {
-                    return Err(format!("class {name} prio {p}: in list {found:?}, expected {expect:?}"));
+                    return Err(format!(
+                        "class {name} prio {p}: in list {found:?}, expected {expect:?}"
+                    ));
                 }
             }
         }
         if sum != self.stats.backlog {
-            return Err(format!("backlog {:?} != sum of leaves {:?}", self.stats.backlog, sum));
+            return Err(format!(
+                "backlog {:?} != sum of leaves {:?}",
+                self.stats.backlog, sum
+            ));
         }
         self.stats.check_conservation()
     }
@@ -1118,8 +1219,20 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
                 }
                 // Inline FIFOs count dropped packets per class (bytes per reason are in the
                 // qdisc-wide stats).
-                LeafKind::Pfifo => leaf_drops.add_counter(DropReason::QueueLimit, Counter { packets: cl.drops as u64, bytes: 0 }),
-                LeafKind::Bfifo => leaf_drops.add_counter(DropReason::ByteLimit, Counter { packets: cl.drops as u64, bytes: 0 }),
+                LeafKind::Pfifo => leaf_drops.add_counter(
+                    DropReason::QueueLimit,
+                    Counter {
+                        packets: cl.drops as u64,
+                        bytes: 0,
+                    },
+                ),
+                LeafKind::Bfifo => leaf_drops.add_counter(
+                    DropReason::ByteLimit,
+                    Counter {
+                        packets: cl.drops as u64,
+                        bytes: 0,
+                    },
+                ),
                 LeafKind::None => {}
             }
             let backlog = backlogs[c as usize];
@@ -1136,7 +1249,10 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
                 tokens: Self::nbits_to_bytes(cl.tokens),
                 ctokens: Self::nbits_to_bytes(cl.ctokens),
                 stats: ClassStats {
-                    sent: Counter { packets: cl.sent_packets, bytes: cl.sent_bytes },
+                    sent: Counter {
+                        packets: cl.sent_packets,
+                        bytes: cl.sent_bytes,
+                    },
                     drops: cl.drops as u64,
                     overlimits: cl.overlimits as u64,
                     lends: cl.lends as u64,

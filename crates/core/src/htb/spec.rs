@@ -31,7 +31,10 @@ pub struct HtbParams {
 
 impl Default for HtbParams {
     fn default() -> Self {
-        HtbParams { r2q: DEFAULT_R2Q, mtu: DEFAULT_MTU }
+        HtbParams {
+            r2q: DEFAULT_R2Q,
+            mtu: DEFAULT_MTU,
+        }
     }
 }
 
@@ -76,7 +79,13 @@ pub struct HtbClassSpec<P: Packet> {
 
 impl<P: Packet> HtbClassSpec<P> {
     /// A class with tc's defaults for everything but the rates.
-    pub fn new(name: &str, parent: Option<ClassId>, rate: Rate, ceil: Rate, params: &HtbParams) -> Self {
+    pub fn new(
+        name: &str,
+        parent: Option<ClassId>,
+        rate: Rate,
+        ceil: Rate,
+        params: &HtbParams,
+    ) -> Self {
         HtbClassSpec {
             name: name.to_string(),
             parent,
@@ -101,7 +110,8 @@ impl<P: Packet> HtbClassSpec<P> {
 /// tick rate of at least 1000 Hz; the MTU term lets a full packet go as soon as the class has
 /// been idle for one packet time, as tc's `rate/HZ + mtu` does.
 pub fn default_burst(rate: Rate, mtu: u32) -> u32 {
-    let tick_bytes = (rate.0 as u128 * DEFAULT_BURST_TICK_NS as u128).div_ceil(8 * NS_PER_SEC as u128);
+    let tick_bytes =
+        (rate.0 as u128 * DEFAULT_BURST_TICK_NS as u128).div_ceil(8 * NS_PER_SEC as u128);
     (tick_bytes + mtu as u128).min(u32::MAX as u128) as u32
 }
 
@@ -140,7 +150,11 @@ pub enum HtbError {
     #[error("class `{class}`: rate is zero")]
     ZeroRate { class: String },
     #[error("class `{class}`: ceil {ceil} is below rate {rate}")]
-    CeilBelowRate { class: String, rate: Rate, ceil: Rate },
+    CeilBelowRate {
+        class: String,
+        rate: Rate,
+        ceil: Rate,
+    },
     #[error("class `{class}`: quantum is zero")]
     ZeroQuantum { class: String },
     #[error("default class index {0} does not exist")]

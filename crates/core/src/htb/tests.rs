@@ -7,7 +7,10 @@ use crate::qdisc::fifo::{Fifo, FifoLimit};
 
 /// Packets carry their class in `src_port` so tests can use a filter-free classifier via enqueue_to.
 fn pkt(len: u32) -> PacketMeta {
-    PacketMeta { len, ..Default::default() }
+    PacketMeta {
+        len,
+        ..Default::default()
+    }
 }
 
 struct Tree {
@@ -35,22 +38,44 @@ fn build_with(
             s
         })
         .collect();
-    let htb = Htb::new(params, specs, Classifier::new(Vec::<FilterSpec>::new(), idx(default))).unwrap();
+    let htb = Htb::new(
+        params,
+        specs,
+        Classifier::new(Vec::<FilterSpec>::new(), idx(default)),
+    )
+    .unwrap();
     Tree { htb }
 }
 
 /// Bytes per class sent in [warmup, end).
-fn window_bytes(t: &mut Tree, link: u64, hz: u64, bl: &[(u32, u32, Option<u64>)], warmup: u64, end: u64) -> Vec<f64> {
+fn window_bytes(
+    t: &mut Tree,
+    link: u64,
+    hz: u64,
+    bl: &[(u32, u32, Option<u64>)],
+    warmup: u64,
+    end: u64,
+) -> Vec<f64> {
     // Run to warmup, snapshot, run to end, snapshot.
     let a = run_until(t, link, hz, bl, 0, warmup);
     let b = run_until(t, link, hz, bl, warmup, end);
-    a.iter().zip(b.iter()).map(|(x, y)| (*y - *x) as f64).collect()
+    a.iter()
+        .zip(b.iter())
+        .map(|(x, y)| (*y - *x) as f64)
+        .collect()
 }
 
 /// Drive from `start` to `end`; return the per-class sent bytes at `end`.
-fn run_until(t: &mut Tree, link: u64, hz: u64, bl: &[(u32, u32, Option<u64>)], start: u64, end: u64) -> Vec<u64> {
+fn run_until(
+    t: &mut Tree,
+    link: u64,
+    hz: u64,
+    bl: &[(u32, u32, Option<u64>)],
+    start: u64,
+    end: u64,
+) -> Vec<u64> {
     let mut now = start;
-    let tick = if hz == 0 { 1 } else { NS_PER_SEC / hz };
+    let tick = NS_PER_SEC.checked_div(hz).unwrap_or(1);
     let mut steps = 0u64;
     let mut link_free = start;
     while now < end {
@@ -76,16 +101,22 @@ fn run_until(t: &mut Tree, link: u64, hz: u64, bl: &[(u32, u32, Option<u64>)], s
             }
             Dequeued::NotBefore(w) => {
                 assert!(w.0 >= now, "NotBefore in the past");
-                now = if hz == 0 { w.0 } else { w.0.div_ceil(tick) * tick };
+                now = if hz == 0 {
+                    w.0
+                } else {
+                    w.0.div_ceil(tick) * tick
+                };
             }
             Dequeued::Empty => now += 1_000_000,
         }
-        if steps % 64 == 0 {
+        if steps.is_multiple_of(64) {
             t.htb.check_invariants().unwrap();
         }
     }
     t.htb.check_invariants().unwrap();
-    (0..t.htb.len() as u32).map(|c| t.htb.class_stats(c).unwrap().sent.bytes).collect()
+    (0..t.htb.len() as u32)
+        .map(|c| t.htb.class_stats(c).unwrap().sent.bytes)
+        .collect()
 }
 
 const MBIT: u64 = 1_000_000;
@@ -96,7 +127,12 @@ fn single_class_sends_exactly_its_rate() {
     let mut t = build(&[("a", None, 10 * MBIT, 10 * MBIT, 0)], "a");
     let w = window_bytes(&mut t, 0, 0, &[(0, 1000, None)], SEC, 11 * SEC);
     let expect = 10e6 / 8.0 * 10.0;
-    assert!((w[0] - expect).abs() <= 1000.0, "sent {} expected {}", w[0], expect);
+    assert!(
+        (w[0] - expect).abs() <= 1000.0,
+        "sent {} expected {}",
+        w[0],
+        expect
+    );
 }
 
 #[test]
@@ -110,19 +146,39 @@ fn three_classes_get_their_rates_and_share_the_rest() {
     ];
     let mut t = build(&classes, "c");
     let link = 10 * MBIT;
-    let w = window_bytes(&mut t, link, 0, &[(1, 1500, None), (2, 1500, None), (3, 1500, None)], SEC, 11 * SEC);
+    let w = window_bytes(
+        &mut t,
+        link,
+        0,
+        &[(1, 1500, None), (2, 1500, None), (3, 1500, None)],
+        SEC,
+        11 * SEC,
+    );
     let secs = 10.0;
     for (c, rate) in [(1, 5e6), (2, 3e6), (3, 2e6)] {
         let got = w[c] * 8.0 / secs;
-        assert!((got - rate).abs() / rate < 0.01, "class {c}: {got} vs {rate}");
+        assert!(
+            (got - rate).abs() / rate < 0.01,
+            "class {c}: {got} vs {rate}"
+        );
     }
 
     // c idle: a and b share its 2 Mbit/s in proportion to their quanta (∝ rate): 5:3.
     let mut t = build(&classes, "c");
-    let w = window_bytes(&mut t, link, 0, &[(1, 1500, None), (2, 1500, None)], SEC, 11 * SEC);
+    let w = window_bytes(
+        &mut t,
+        link,
+        0,
+        &[(1, 1500, None), (2, 1500, None)],
+        SEC,
+        11 * SEC,
+    );
     let a = w[1] * 8.0 / secs;
     let b = w[2] * 8.0 / secs;
-    assert!((a + b - 10e6).abs() / 10e6 < 0.01, "link not full: {a} + {b}");
+    assert!(
+        (a + b - 10e6).abs() / 10e6 < 0.01,
+        "link not full: {a} + {b}"
+    );
     assert!((a - 6.25e6).abs() / 6.25e6 < 0.02, "a got {a}");
     assert!((b - 3.75e6).abs() / 3.75e6 < 0.02, "b got {b}");
 }
@@ -147,11 +203,18 @@ fn ceil_caps_borrowing() {
 fn priority_gets_spare_bandwidth_first() {
     let classes = [
         ("root", None, 10 * MBIT, 10 * MBIT, 0),
-        ("hi", Some("root"), 1 * MBIT, 10 * MBIT, 0),
-        ("lo", Some("root"), 1 * MBIT, 10 * MBIT, 1),
+        ("hi", Some("root"), MBIT, 10 * MBIT, 0),
+        ("lo", Some("root"), MBIT, 10 * MBIT, 1),
     ];
     let mut t = build(&classes, "lo");
-    let w = window_bytes(&mut t, 10 * MBIT, 0, &[(1, 1000, None), (2, 1000, None)], SEC, 11 * SEC);
+    let w = window_bytes(
+        &mut t,
+        10 * MBIT,
+        0,
+        &[(1, 1000, None), (2, 1000, None)],
+        SEC,
+        11 * SEC,
+    );
     let hi = w[1] * 8.0 / 10.0;
     let lo = w[2] * 8.0 / 10.0;
     // lo gets only its guaranteed rate; hi takes all the spare.
@@ -172,7 +235,14 @@ fn two_agencies_share_within_agency_first() {
         ("y1", Some("Y"), 3 * MBIT, 10 * MBIT, 0),
     ];
     let mut t = build(&classes, "y1");
-    let w = window_bytes(&mut t, 10 * MBIT, 0, &[(3, 1500, None), (5, 1500, None)], SEC, 11 * SEC);
+    let w = window_bytes(
+        &mut t,
+        10 * MBIT,
+        0,
+        &[(3, 1500, None), (5, 1500, None)],
+        SEC,
+        11 * SEC,
+    );
     let x1 = w[3] * 8.0 / 10.0;
     let y1 = w[5] * 8.0 / 10.0;
     assert!((x1 - 7e6).abs() / 7e6 < 0.01, "x1 {x1}");
@@ -182,7 +252,14 @@ fn two_agencies_share_within_agency_first() {
 /// Long-run rate of one always-backlogged class served by a driver that wakes at ticks of `hz`
 /// over an infinitely fast link: bytes delivered between two instants at which the class was
 /// throttled (so its bucket is empty up to one packet at both ends), over the time between them.
-fn measured_rate(rate: u64, size: u32, hz: u64, burst: Option<u32>, min_packets: u64, min_ticks: u64) -> f64 {
+fn measured_rate(
+    rate: u64,
+    size: u32,
+    hz: u64,
+    burst: Option<u32>,
+    min_packets: u64,
+    min_ticks: u64,
+) -> f64 {
     let mut t = build_with(&[("a", None, rate, rate, 0)], "a", |s| {
         if let Some(b) = burst {
             s.burst = b;
@@ -208,7 +285,8 @@ fn measured_rate(rate: u64, size: u32, hz: u64, burst: Option<u32>, min_packets:
                     match first {
                         None => first = Some((now, sent)),
                         Some((t0, s0)) if now >= t0 + span => {
-                            return (sent - s0) as f64 * 8.0 * NS_PER_SEC as f64 / (now - t0) as f64;
+                            return (sent - s0) as f64 * 8.0 * NS_PER_SEC as f64
+                                / (now - t0) as f64;
                         }
                         _ => {}
                     }
@@ -225,12 +303,16 @@ fn default_burst_keeps_rate_error_below_half_a_percent() {
     // Every packet size 40..9000 B at every rate 64 kbit .. 10 gbit, driver ticks of 1000 Hz and
     // finer (1024 Hz: a tick that is not a whole number of microseconds), link infinitely fast
     // (the worst case for burst: everything the class may send goes at the tick).
-    for &rate in &[64_000u64, 1 * MBIT, 30 * MBIT, 1000 * MBIT, 10_000 * MBIT] {
+    for &rate in &[64_000u64, MBIT, 30 * MBIT, 1000 * MBIT, 10_000 * MBIT] {
         for &size in &[40u32, 64, 512, 1500, 9000] {
             for &hz in &[1000u64, 1024, 4000] {
                 let got = measured_rate(rate, size, hz, None, 3000, 50);
                 let err = (got - rate as f64).abs() / rate as f64;
-                assert!(err < 0.005, "rate {rate} size {size} hz {hz}: got {got} err {:.3}%", err * 100.0);
+                assert!(
+                    err < 0.005,
+                    "rate {rate} size {size} hz {hz}: got {got} err {:.3}%",
+                    err * 100.0
+                );
             }
         }
     }
@@ -255,7 +337,10 @@ fn a_tiny_burst_loses_rate_at_coarse_ticks() {
     });
     let w = window_bytes(&mut t, 0, 100, &[(0, 1500, None)], SEC, 3 * SEC);
     let got = w[0] * 8.0 / 2.0;
-    assert!(got < 0.5 * 30e6, "with burst 1600 at 100 Hz a 30mbit class should be far below rate, got {got}");
+    assert!(
+        got < 0.5 * 30e6,
+        "with burst 1600 at 100 Hz a 30mbit class should be far below rate, got {got}"
+    );
 }
 
 #[test]
@@ -276,14 +361,19 @@ fn not_before_is_exact_and_never_in_the_past() {
         Dequeued::NotBefore(w) => assert_eq!(w, Time(500_000)),
         other => panic!("expected NotBefore, got {other:?}"),
     }
-    assert!(matches!(t.htb.dequeue(Time(499_999)), Dequeued::NotBefore(_)));
+    assert!(matches!(
+        t.htb.dequeue(Time(499_999)),
+        Dequeued::NotBefore(_)
+    ));
     assert!(matches!(t.htb.dequeue(Time(500_000)), Dequeued::Packet(_)));
     t.htb.check_invariants().unwrap();
 }
 
 #[test]
 fn leaf_limits_drop_and_count() {
-    let mut t = build_with(&[("a", None, MBIT, MBIT, 0)], "a", |s| s.leaf = LeafSpec::Fifo(FifoLimit::Packets(2)));
+    let mut t = build_with(&[("a", None, MBIT, MBIT, 0)], "a", |s| {
+        s.leaf = LeafSpec::Fifo(FifoLimit::Packets(2))
+    });
     assert!(t.htb.enqueue(pkt(100), Time(0)).is_ok());
     assert!(t.htb.enqueue(pkt(100), Time(0)).is_ok());
     let d = t.htb.enqueue(pkt(100), Time(0)).unwrap_err();
@@ -292,17 +382,27 @@ fn leaf_limits_drop_and_count() {
     assert_eq!(t.htb.stats().refused.get(DropReason::QueueLimit).packets, 1);
     t.htb.check_invariants().unwrap();
     let mut views = Vec::new();
-    t.htb.visit_classes(&mut |v| views.push((v.name.to_string(), v.leaf_drops.get(DropReason::QueueLimit).packets)));
+    t.htb.visit_classes(&mut |v| {
+        views.push((
+            v.name.to_string(),
+            v.leaf_drops.get(DropReason::QueueLimit).packets,
+        ))
+    });
     assert_eq!(views, vec![("a".to_string(), 1)]);
 }
 
 #[test]
 fn boxed_leaf_qdisc_works() {
-    let mut t = build_with(&[("a", None, 8 * MBIT, 8 * MBIT, 0)], "a", |s| s.leaf = LeafSpec::Qdisc(Box::new(Fifo::bfifo(3000))));
+    let mut t = build_with(&[("a", None, 8 * MBIT, 8 * MBIT, 0)], "a", |s| {
+        s.leaf = LeafSpec::Qdisc(Box::new(Fifo::bfifo(3000)))
+    });
     for _ in 0..3 {
         t.htb.enqueue(pkt(1000), Time(0)).unwrap();
     }
-    assert_eq!(t.htb.enqueue(pkt(1000), Time(0)).unwrap_err().reason, DropReason::ByteLimit);
+    assert_eq!(
+        t.htb.enqueue(pkt(1000), Time(0)).unwrap_err().reason,
+        DropReason::ByteLimit
+    );
     let mut n = 0;
     let mut now = 0;
     while n < 3 {
@@ -319,24 +419,52 @@ fn boxed_leaf_qdisc_works() {
 #[test]
 fn construction_errors() {
     let p = HtbParams::default();
-    let cls = |v: Vec<HtbClassSpec<PacketMeta>>, d: u32| Htb::new(p, v, Classifier::new(vec![], d)).err();
+    let cls =
+        |v: Vec<HtbClassSpec<PacketMeta>>, d: u32| Htb::new(p, v, Classifier::new(vec![], d)).err();
     let mut a = HtbClassSpec::new("a", Some(1), Rate(1), Rate(1), &p);
     let mut b = HtbClassSpec::new("b", Some(0), Rate(1), Rate(1), &p);
     assert!(matches!(cls(vec![a, b], 0), Some(HtbError::Cycle { .. })));
     a = HtbClassSpec::new("a", Some(5), Rate(1), Rate(1), &p);
-    assert!(matches!(cls(vec![a], 0), Some(HtbError::UnknownParent { .. })));
+    assert!(matches!(
+        cls(vec![a], 0),
+        Some(HtbError::UnknownParent { .. })
+    ));
     a = HtbClassSpec::new("a", None, Rate(2), Rate(1), &p);
-    assert!(matches!(cls(vec![a], 0), Some(HtbError::CeilBelowRate { .. })));
+    assert!(matches!(
+        cls(vec![a], 0),
+        Some(HtbError::CeilBelowRate { .. })
+    ));
     a = HtbClassSpec::new("a", None, Rate(2), Rate(2), &p);
     b = HtbClassSpec::new("b", Some(0), Rate(1), Rate(1), &p);
-    assert!(matches!(cls(vec![a, b], 0), Some(HtbError::DefaultNotLeaf(_))));
+    assert!(matches!(
+        cls(vec![a, b], 0),
+        Some(HtbError::DefaultNotLeaf(_))
+    ));
     // a chain of 9 classes is too deep
-    let chain: Vec<_> =
-        (0..9).map(|i| HtbClassSpec::new(&format!("c{i}"), if i == 0 { None } else { Some(i - 1) }, Rate(1), Rate(1), &p)).collect();
+    let chain: Vec<_> = (0..9)
+        .map(|i| {
+            HtbClassSpec::new(
+                &format!("c{i}"),
+                if i == 0 { None } else { Some(i - 1) },
+                Rate(1),
+                Rate(1),
+                &p,
+            )
+        })
+        .collect();
     assert!(matches!(cls(chain, 8), Some(HtbError::TooDeep { .. })));
     // 8 levels is fine (7 inner + leaf)
-    let chain: Vec<_> =
-        (0..8).map(|i| HtbClassSpec::new(&format!("c{i}"), if i == 0 { None } else { Some(i - 1) }, Rate(1), Rate(1), &p)).collect();
+    let chain: Vec<_> = (0..8)
+        .map(|i| {
+            HtbClassSpec::new(
+                &format!("c{i}"),
+                if i == 0 { None } else { Some(i - 1) },
+                Rate(1),
+                Rate(1),
+                &p,
+            )
+        })
+        .collect();
     assert!(cls(chain, 7).is_none());
 }
 
@@ -347,10 +475,12 @@ fn default_burst_formula() {
     assert_eq!(default_burst(Rate(64_000), 1500), 8 + 1500);
     assert_eq!(default_burst(Rate(10_000 * MBIT), 1500), 1_250_000 + 1500);
     assert_eq!(default_quantum(Rate(10 * MBIT), 10), (125_000, None));
-    assert_eq!(default_quantum(Rate(64_000), 10), (1000, Some(QuantumWarning::Small { computed: 800 })));
+    assert_eq!(
+        default_quantum(Rate(64_000), 10),
+        (1000, Some(QuantumWarning::Small { computed: 800 }))
+    );
     assert_eq!(default_quantum(Rate(1000 * MBIT), 10).0, 200_000);
 }
-
 
 #[test]
 fn class_state_is_small() {

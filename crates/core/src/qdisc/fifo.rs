@@ -36,7 +36,11 @@ pub struct FifoQueue<P> {
 
 impl<P: Packet> FifoQueue<P> {
     pub fn new(limit: FifoLimit) -> Self {
-        FifoQueue { q: VecDeque::new(), bytes: 0, limit }
+        FifoQueue {
+            q: VecDeque::new(),
+            bytes: 0,
+            limit,
+        }
     }
     pub fn limit(&self) -> FifoLimit {
         self.limit
@@ -46,11 +50,16 @@ impl<P: Packet> FifoQueue<P> {
     pub fn push(&mut self, pkt: P) -> Result<(), Dropped<P>> {
         let len = pkt.len() as u64;
         let refused = match self.limit {
-            FifoLimit::Packets(n) => (self.q.len() as u64 >= n as u64).then_some(DropReason::QueueLimit),
+            FifoLimit::Packets(n) => {
+                (self.q.len() as u64 >= n as u64).then_some(DropReason::QueueLimit)
+            }
             FifoLimit::Bytes(n) => (self.bytes + len > n as u64).then_some(DropReason::ByteLimit),
         };
         if let Some(reason) = refused {
-            return Err(Dropped { packet: pkt, reason });
+            return Err(Dropped {
+                packet: pkt,
+                reason,
+            });
         }
         self.bytes += len;
         self.q.push_back(pkt);
@@ -90,14 +99,23 @@ pub struct Fifo<P> {
 impl<P: Packet> Fifo<P> {
     /// `pfifo` with a packet limit.
     pub fn pfifo(limit: u32) -> Self {
-        Fifo { queue: FifoQueue::new(FifoLimit::Packets(limit)), stats: QdiscStats::default() }
+        Fifo {
+            queue: FifoQueue::new(FifoLimit::Packets(limit)),
+            stats: QdiscStats::default(),
+        }
     }
     /// `bfifo` with a byte limit.
     pub fn bfifo(limit: u32) -> Self {
-        Fifo { queue: FifoQueue::new(FifoLimit::Bytes(limit)), stats: QdiscStats::default() }
+        Fifo {
+            queue: FifoQueue::new(FifoLimit::Bytes(limit)),
+            stats: QdiscStats::default(),
+        }
     }
     pub fn new(limit: FifoLimit) -> Self {
-        Fifo { queue: FifoQueue::new(limit), stats: QdiscStats::default() }
+        Fifo {
+            queue: FifoQueue::new(limit),
+            stats: QdiscStats::default(),
+        }
     }
 }
 
@@ -141,7 +159,10 @@ mod tests {
     use crate::packet::PacketMeta;
 
     fn pkt(len: u32) -> PacketMeta {
-        PacketMeta { len, ..Default::default() }
+        PacketMeta {
+            len,
+            ..Default::default()
+        }
     }
 
     #[test]
@@ -164,7 +185,10 @@ mod tests {
     fn bfifo_limits_bytes() {
         let mut q = Fifo::bfifo(1000);
         assert!(q.enqueue(pkt(600), Time(0)).is_ok());
-        assert_eq!(q.enqueue(pkt(500), Time(0)).unwrap_err().reason, DropReason::ByteLimit);
+        assert_eq!(
+            q.enqueue(pkt(500), Time(0)).unwrap_err().reason,
+            DropReason::ByteLimit
+        );
         assert!(q.enqueue(pkt(400), Time(0)).is_ok());
         assert_eq!(q.backlog().bytes, 1000);
         assert_eq!(q.kind(), "bfifo");

@@ -158,7 +158,10 @@ impl DropCounts {
     }
     /// Non-zero reasons, in a stable order.
     pub fn iter(&self) -> impl Iterator<Item = (DropReason, Counter)> + '_ {
-        DropReason::ALL.iter().map(|&r| (r, self.get(r))).filter(|(_, c)| c.packets > 0)
+        DropReason::ALL
+            .iter()
+            .map(|&r| (r, self.get(r)))
+            .filter(|(_, c)| c.packets > 0)
     }
 }
 
@@ -205,7 +208,10 @@ impl QdiscStats {
     pub fn drops_total(&self) -> Counter {
         let a = self.refused.total();
         let b = self.dropped.total();
-        Counter { packets: a.packets + b.packets, bytes: a.bytes + b.bytes }
+        Counter {
+            packets: a.packets + b.packets,
+            bytes: a.bytes + b.bytes,
+        }
     }
     /// `enqueued = dequeued + dropped + backlog`, in packets and in bytes.
     pub fn check_conservation(&self) -> Result<(), String> {
