@@ -21,7 +21,14 @@
 //! `enqueued = dequeued + dropped_after_enqueue + backlog` holds after every call (checked by
 //! [`QdiscStats::check_conservation`] in tests), and `offered = enqueued + refused`.
 
+pub mod codel;
+pub mod drr;
 pub mod fifo;
+pub mod fq_codel;
+pub mod prio;
+pub mod red;
+pub mod sfq;
+pub mod tbf;
 
 use crate::packet::Packet;
 use crate::units::{Rate, Time};

@@ -1,0 +1,1 @@
+//! CBQ (being written).

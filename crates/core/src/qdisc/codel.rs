@@ -1,0 +1,1 @@
+//! `codel` (being written).

@@ -1,0 +1,1 @@
+//! `drr` (being written).

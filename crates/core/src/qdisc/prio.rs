@@ -1,0 +1,1 @@
+//! `prio` (being written).

@@ -1,0 +1,1 @@
+//! `red` (being written).

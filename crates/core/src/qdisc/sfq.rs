@@ -1,0 +1,1 @@
+//! `sfq` (being written).

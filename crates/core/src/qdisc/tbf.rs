@@ -1,0 +1,1 @@
+//! `tbf` (being written).
