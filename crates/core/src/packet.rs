@@ -103,16 +103,37 @@ pub trait Packet {
     fn len(&self) -> u32 {
         self.meta().len
     }
+    /// Mutable access for disciplines that rewrite the header (ECN marking). Packet types that
+    /// cannot be rewritten return `None`, and such disciplines drop instead of marking.
+    fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
+        None
+    }
+    /// Set ECN to CE if the packet is ECN-capable (ECT(0) or ECT(1)); `true` if it was marked.
+    fn mark_ce(&mut self) -> bool {
+        match self.meta_mut() {
+            Some(m) if m.ecn() == 1 || m.ecn() == 2 => {
+                m.tos |= 3;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Packet for PacketMeta {
     fn meta(&self) -> &PacketMeta {
         self
     }
+    fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
+        Some(self)
+    }
 }
 
 impl<T: Packet + ?Sized> Packet for Box<T> {
     fn meta(&self) -> &PacketMeta {
         (**self).meta()
+    }
+    fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
+        (**self).meta_mut()
     }
 }
