@@ -1,0 +1,98 @@
+//! Reports of a simulation run: `summary.json`, `timeseries.csv`, plots (SVG and PNG), an offline
+//! `report.html` gathering them, and a table for the terminal.
+//!
+//! Everything here reads a [`SimResult`] and nothing else, and every file is byte-identical for
+//! identical input (fixed float formatting, sorted maps and rows, no timestamps). The formats
+//! are documented in `docs/outputs.md`.
+//!
+//! ```text
+//! SimResult ─┬─ summary::summary_json ─────────────▶ summary.json
+//!            ├─ csv::timeseries_csv ───────────────▶ timeseries.csv
+//!            ├─ charts::charts ─▶ Figure ─ plot::layout ─▶ Scene ─┬─ plot::svg ───▶ *.svg
+//!            │                                                    └─ plot::raster ▶ *.png
+//!            ├─ html::render_html (inlines the SVGs) ─────────────────────────────▶ report.html
+//!            └─ table::render_table ───────────────────────────────────────────────▶ terminal
+//! ```
+
+mod charts;
+mod csv;
+mod html;
+pub mod numfmt;
+mod order;
+pub mod plot;
+mod summary;
+mod table;
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::model::SimResult;
+
+pub use charts::{charts, Chart};
+pub use csv::{timeseries_csv, write_timeseries_csv, HEADER as TIMESERIES_HEADER};
+pub use summary::{summary_json, write_summary_json};
+pub use table::render_table;
+
+/// Extra context for the report that the result itself does not carry.
+#[derive(Clone, Debug, Default)]
+pub struct ReportOptions {
+    /// The command line that produced the run, shown in the HTML footer.
+    pub command: Option<String>,
+}
+
+/// Write every output of `result` into `dir` (created if missing): `summary.json`,
+/// `timeseries.csv`, an SVG and a PNG per plot, and `report.html`. Returns the files written, in
+/// that order.
+pub fn write_all(result: &SimResult, dir: &Path) -> io::Result<Vec<PathBuf>> {
+    write_all_with(result, dir, &ReportOptions::default())
+}
+
+/// [`write_all`] with [`ReportOptions`].
+pub fn write_all_with(
+    result: &SimResult,
+    dir: &Path,
+    options: &ReportOptions,
+) -> io::Result<Vec<PathBuf>> {
+    std::fs::create_dir_all(dir)?;
+    let mut written = Vec::new();
+
+    let path = dir.join("summary.json");
+    write_summary_json(result, &path)?;
+    written.push(path);
+
+    let path = dir.join("timeseries.csv");
+    write_timeseries_csv(result, &path)?;
+    written.push(path);
+
+    let charts = charts(result);
+    let mut inline = Vec::with_capacity(charts.len());
+    for chart in &charts {
+        let scene = plot::layout::layout(&chart.figure);
+        let path = dir.join(format!("{}.svg", chart.stem));
+        std::fs::write(&path, plot::svg::render(&scene, true))?;
+        written.push(path);
+        let png = plot::raster::encode_png(&plot::raster::render(&scene))?;
+        let path = dir.join(format!("{}.png", chart.stem));
+        std::fs::write(&path, png)?;
+        written.push(path);
+        inline.push(plot::svg::render(&scene, false));
+    }
+
+    let entries: Vec<html::PlotEntry> = charts
+        .iter()
+        .zip(&inline)
+        .map(|(c, svg)| html::PlotEntry {
+            stem: c.stem,
+            title: &c.figure.title,
+            caption: &c.caption,
+            inline_svg: svg,
+        })
+        .collect();
+    let path = dir.join("report.html");
+    std::fs::write(
+        &path,
+        html::render_html(result, &entries, options.command.as_deref()),
+    )?;
+    written.push(path);
+    Ok(written)
+}
