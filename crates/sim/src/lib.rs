@@ -1,5 +1,34 @@
 //! # linkshare-sim
 //!
 //! A deterministic discrete-event simulator that drives linkshare's schedulers under virtual time.
+//!
+//! **No I/O in the engine, no wall clock, fully deterministic**: the same [`Scenario`] and seed
+//! give the same [`model::SimResult`], event for event. The scheduler at the bottleneck is the very
+//! object the real shaper runs (`Box<dyn Qdisc<SimPacket>>`, built from the scenario's policy).
+//!
+//! Modules, one concern each:
+//! * [`scenario`]: the TOML scenario format (`docs/scenario-format.md`), strict, located errors;
+//! * [`engine`]: the clock and the event heap ordered by `(time, seq)`, with a budget and a stall
+//!   detector so a run never hangs;
+//! * [`link`]: the bottleneck: scheduler → device buffer → wire, the pull rule and `timer_hz`;
+//! * [`tcp`] (NewReno, CUBIC), [`udp`] (CBR, Poisson, on/off), [`ping`]: the traffic;
+//! * [`metrics`]: RTT histograms, fairness;
+//! * `world`: the topology and the event loop, behind [`run`];
+//! * [`model`]: the results; [`report`]: the files written from them.
 
+pub mod engine;
+pub mod link;
+pub mod metrics;
 pub mod model;
+pub mod packet;
+pub mod ping;
+pub mod policy;
+pub mod report;
+pub mod scenario;
+pub mod tcp;
+pub mod udp;
+mod world;
+
+pub use packet::SimPacket;
+pub use scenario::{Scenario, ScenarioError};
+pub use world::{run, SimError, NO_POLICY_CLASS};

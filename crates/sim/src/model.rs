@@ -61,6 +61,13 @@ pub struct FlowSummary {
     /// Present for TCP and ping flows.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub rtt_ms: Option<RttStats>,
+    /// One-way delay from source to sink, ms: present for UDP and ping flows (echo requests).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub owd_ms: Option<RttStats>,
+    /// TCP: retransmission timeouts.
+    pub timeouts: u64,
+    /// TCP: congestion-window reductions (fast retransmits plus timeouts).
+    pub cwnd_reductions: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

@@ -524,7 +524,7 @@ fn empty_result_still_reports() {
     let result = SimResult::default();
     let dir = out_dir("empty");
     let files = write_all(&result, &dir).unwrap();
-    assert_eq!(files.len(), 11);
+    assert_eq!(files.len(), 12);
     let csv = fs::read_to_string(dir.join("timeseries.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1);
     let svg = fs::read_to_string(dir.join("rtt.svg")).unwrap();

@@ -5,8 +5,8 @@
 //! trimmed. Rows are ordered by time, then classes before flows, then name, whatever order the
 //! engine produced them in, so the file is byte-identical for identical input.
 //!
-//! The first seven columns are the output contract; `rtt_ms` (mean RTT of the probes in the
-//! interval, empty when there were none) follows them.
+//! The columns are exactly the output contract. RTT over time goes to `rtt.csv`
+//! (`time_s,flow,rtt_ms`, one row per probe or RTT sample kept for plotting).
 
 use std::cmp::Ordering;
 use std::io;
@@ -16,7 +16,7 @@ use super::numfmt::fixed;
 use crate::model::{Sample, SeriesKind, SimResult};
 
 /// The header line (without the newline).
-pub const HEADER: &str = "time_s,kind,name,bytes,rate_bps,backlog_bytes,drops,rtt_ms";
+pub const HEADER: &str = "time_s,kind,name,bytes,rate_bps,backlog_bytes,drops";
 
 /// The text of `timeseries.csv`.
 pub fn timeseries_csv(result: &SimResult) -> String {
@@ -39,10 +39,6 @@ pub fn timeseries_csv(result: &SimResult) -> String {
         out.push_str(&s.backlog_bytes.to_string());
         out.push(',');
         out.push_str(&s.drops.to_string());
-        out.push(',');
-        if let Some(rtt) = s.rtt_ms {
-            out.push_str(&fixed(rtt, 3));
-        }
         out.push('\n');
     }
     out
@@ -51,6 +47,23 @@ pub fn timeseries_csv(result: &SimResult) -> String {
 /// Write `timeseries.csv` to `path`.
 pub fn write_timeseries_csv(result: &SimResult, path: &Path) -> io::Result<()> {
     std::fs::write(path, timeseries_csv(result))
+}
+
+/// The text of `rtt.csv`: every RTT point `(time_s, flow, rtt_ms)` in time order.
+pub fn rtt_csv(result: &SimResult) -> String {
+    let mut rows: Vec<&(f64, String, f64)> = result.rtt_points.iter().collect();
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)).then_with(|| a.2.total_cmp(&b.2)));
+    let mut out = String::with_capacity(32 * (rows.len() + 1));
+    out.push_str("time_s,flow,rtt_ms\n");
+    for (t, flow, rtt) in rows {
+        out.push_str(&fixed(*t, 6));
+        out.push(',');
+        push_field(&mut out, flow);
+        out.push(',');
+        out.push_str(&fixed(*rtt, 3));
+        out.push('\n');
+    }
+    out
 }
 
 /// `class` or `flow`, as in the `kind` column.

@@ -64,6 +64,10 @@ pub fn write_all_with(
     write_timeseries_csv(result, &path)?;
     written.push(path);
 
+    let path = dir.join("rtt.csv");
+    std::fs::write(&path, csv::rtt_csv(result))?;
+    written.push(path);
+
     let charts = charts(result);
     let mut inline = Vec::with_capacity(charts.len());
     for chart in &charts {

@@ -1,0 +1,161 @@
+//! `linkshare check POLICY`: validate a policy file and show the class tree it describes.
+//!
+//! Diagnostics (errors and warnings) go to stderr with the offending source line; on success the
+//! tree goes to stdout. With `--json`, one JSON object goes to stdout instead (classes, filters,
+//! warnings, errors) and nothing is printed on stderr.
+//!
+//! Exit codes: 0 valid (warnings allowed), 1 invalid policy, 2 the file cannot be read.
+
+use std::path::PathBuf;
+
+use clap::Args;
+use linkshare_config::{ConfigError, Diagnostic, Policy};
+use serde_json::{json, Value};
+
+/// Exit code: the policy is valid (possibly with warnings).
+pub const EXIT_OK: i32 = 0;
+/// Exit code: the policy has errors.
+pub const EXIT_INVALID: i32 = 1;
+/// Exit code: bad usage or unreadable file.
+pub const EXIT_USAGE: i32 = 2;
+
+/// Validate a policy file and print its class tree, rates and warnings.
+#[derive(Args, Debug, Clone)]
+#[command(
+    long_about = "Validate a policy file and print its class tree, rates and warnings.\n\n\
+Every problem is reported as FILE:LINE:COL with what is wrong and a `help:` line with the fix; \
+all problems are reported, not just the first.\n\n\
+Exit status: 0 valid (warnings allowed), 1 invalid policy, 2 unreadable file or bad usage."
+)]
+pub struct CheckArgs {
+    /// The policy file (TOML; see docs/policy-format.md)
+    pub policy: PathBuf,
+    /// Print one machine-readable JSON object (classes, filters, warnings, errors) on stdout
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Run `check`; returns the process exit code.
+pub fn run(args: &CheckArgs) -> i32 {
+    let origin = args.policy.display().to_string();
+    let text = match std::fs::read_to_string(&args.policy) {
+        Ok(t) => t,
+        Err(e) => {
+            let msg = format!("cannot read `{origin}`: {e}");
+            if args.json {
+                println!("{}", json!({ "ok": false, "file": origin, "io_error": msg }));
+            } else {
+                eprintln!("error: {msg}");
+            }
+            return EXIT_USAGE;
+        }
+    };
+    let result = Policy::parse(&text, &origin);
+    if args.json {
+        println!("{}", to_json(&origin, &result));
+    } else {
+        print_human(&text, &result);
+    }
+    match result {
+        Ok(_) => EXIT_OK,
+        Err(_) => EXIT_INVALID,
+    }
+}
+
+fn print_human(text: &str, result: &Result<Policy, ConfigError>) {
+    match result {
+        Ok(p) => {
+            for w in p.warnings() {
+                eprintln!("{}\n", w.render_with_source(text));
+            }
+            print!("{}", p.render_tree());
+            let n = p.warnings().len();
+            if n > 0 {
+                eprintln!("policy is valid, with {n} warning{}", if n == 1 { "" } else { "s" });
+            }
+        }
+        Err(e) => {
+            for d in &e.diagnostics {
+                eprintln!("{}\n", d.render_with_source(text));
+            }
+            let errors = e.errors().count();
+            let warnings = e.warnings().count();
+            eprintln!(
+                "policy is invalid: {errors} error{}{}",
+                if errors == 1 { "" } else { "s" },
+                match warnings {
+                    0 => String::new(),
+                    1 => ", 1 warning".to_string(),
+                    w => format!(", {w} warnings"),
+                }
+            );
+        }
+    }
+}
+
+fn diag_json(d: &Diagnostic) -> Value {
+    json!({
+        "severity": d.severity.name(),
+        "file": d.file,
+        "line": d.line,
+        "col": d.col,
+        "message": d.message,
+        "help": d.help,
+    })
+}
+
+fn to_json(origin: &str, result: &Result<Policy, ConfigError>) -> Value {
+    match result {
+        Ok(p) => {
+            let classes: Vec<Value> = p
+                .classes()
+                .iter()
+                .map(|c| {
+                    json!({
+                        "id": c.id,
+                        "name": c.name,
+                        "parent": c.parent,
+                        "rate_bps": c.rate.bits_per_sec(),
+                        "rate": c.rate.to_string(),
+                        "ceil_bps": c.ceil.bits_per_sec(),
+                        "ceil": c.ceil.to_string(),
+                        "burst_bytes": c.burst,
+                        "cburst_bytes": c.cburst,
+                        "prio": c.prio,
+                        "quantum_bytes": c.quantum,
+                        "is_leaf": c.is_leaf,
+                        "leaf": if c.is_leaf { Value::String(c.leaf.to_string()) } else { Value::Null },
+                        "depth": c.depth,
+                        "line": c.line,
+                    })
+                })
+                .collect();
+            let filters: Vec<Value> = p
+                .filters()
+                .iter()
+                .zip(p.filter_descriptions())
+                .map(|(f, text)| json!({ "class": f.class, "match": text, "line": f.line }))
+                .collect();
+            json!({
+                "ok": true,
+                "file": origin,
+                "qdisc": p.kind().name(),
+                "default": p.default_class(),
+                "r2q": p.htb_params().r2q,
+                "mtu": p.htb_params().mtu,
+                "classes": classes,
+                "filters": filters,
+                "warnings": p.warnings().iter().map(diag_json).collect::<Vec<_>>(),
+                "errors": Vec::<Value>::new(),
+            })
+        }
+        Err(e) => json!({
+            "ok": false,
+            "file": origin,
+            "classes": Vec::<Value>::new(),
+            "filters": Vec::<Value>::new(),
+            "warnings": e.warnings().map(diag_json).collect::<Vec<_>>(),
+            "errors": e.errors().map(diag_json).collect::<Vec<_>>(),
+        }),
+    }
+}

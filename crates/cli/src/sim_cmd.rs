@@ -1,0 +1,219 @@
+//! `linkshare sim [SCENARIO] [--out DIR] [--json]`: run a scenario in the simulator.
+//!
+//! Without SCENARIO it runs the embedded default, `scenarios/two-agency.toml` (Floyd & Jacobson's
+//! two-agency link sharing, with HTB). It prints a table on the terminal and writes the report
+//! (`summary.json`, `timeseries.csv`, plots, `report.html`) into DIR, by default
+//! `out/<scenario name>` under the current directory. With `--json` the summary goes to stdout as
+//! JSON instead of the table, and files are written only if `--out` is given.
+//!
+//! A progress bar is drawn on stderr when the run takes longer than a second and stderr is a
+//! terminal.
+//!
+//! Exit codes: 0 success, 1 invalid scenario or failed run, 2 unreadable scenario file or
+//! unwritable output directory.
+
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use linkshare_sim::{Scenario, ScenarioError};
+
+/// The default scenario, embedded so that `linkshare sim` works from anywhere.
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/two-agency.toml");
+/// Name the embedded scenario is reported under.
+pub const DEFAULT_ORIGIN: &str = "scenarios/two-agency.toml (embedded)";
+
+pub const EXIT_OK: i32 = 0;
+pub const EXIT_FAILED: i32 = 1;
+pub const EXIT_IO: i32 = 2;
+
+/// Run `sim`; returns the process exit code.
+pub fn run(scenario: Option<&Path>, out: Option<&Path>, json: bool) -> anyhow::Result<i32> {
+    let loaded = match scenario {
+        Some(path) => {
+            if !path.is_file() {
+                eprintln!(
+                    "{}: error: cannot read the scenario: no such file",
+                    path.display()
+                );
+                return Ok(EXIT_IO);
+            }
+            Scenario::load(path)
+        }
+        None => Scenario::parse_with(
+            DEFAULT_SCENARIO,
+            DEFAULT_ORIGIN,
+            Path::new("scenarios"),
+            "two-agency",
+        ),
+    };
+    let sc = match loaded {
+        Ok(sc) => sc,
+        Err(e) => {
+            print_scenario_error(&e, scenario);
+            return Ok(EXIT_FAILED);
+        }
+    };
+
+    let result = {
+        let mut bar = Progress::new(&sc.name);
+        let mut cb = |f: f64| bar.update(f);
+        let r = linkshare_sim::run(&sc, Some(&mut cb));
+        bar.finish();
+        r
+    };
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{}: error: {e}", sc.origin);
+            return Ok(EXIT_FAILED);
+        }
+    };
+
+    let dir: Option<PathBuf> = match (out, json) {
+        (Some(d), _) => Some(d.to_path_buf()),
+        (None, false) => Some(default_out_dir(&sc.name)),
+        (None, true) => None,
+    };
+    if json {
+        let text = linkshare_sim::report::summary_json(&result)?;
+        std::io::stdout().write_all(text.as_bytes())?;
+    } else {
+        print!("{}", linkshare_sim::report::render_table(&result));
+    }
+    if let Some(dir) = dir {
+        match linkshare_sim::report::write_all(&result, &dir) {
+            Ok(files) => {
+                if !json {
+                    let html = files
+                        .iter()
+                        .find(|p| p.extension().is_some_and(|e| e == "html"));
+                    println!(
+                        "\nwrote {} files to {}{}",
+                        files.len(),
+                        dir.display(),
+                        html.map(|h| format!(" (open {})", h.display()))
+                            .unwrap_or_default()
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("{}: error: cannot write the report: {e}", dir.display());
+                return Ok(EXIT_IO);
+            }
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// `out/<name>`, with characters that do not belong in a directory name replaced by `_`.
+pub fn default_out_dir(name: &str) -> PathBuf {
+    let clean: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let clean = if clean.is_empty() || clean.chars().all(|c| c == '.') {
+        "scenario".to_string()
+    } else {
+        clean
+    };
+    Path::new("out").join(clean)
+}
+
+/// Print every diagnostic with the source line it points at, as `linkshare check` does.
+fn print_scenario_error(e: &ScenarioError, scenario: Option<&Path>) {
+    for d in &e.diagnostics {
+        let text = if d.line == 0 {
+            None
+        } else if scenario.is_none() && d.file == DEFAULT_ORIGIN {
+            Some(DEFAULT_SCENARIO.to_string())
+        } else {
+            std::fs::read_to_string(&d.file).ok()
+        };
+        match text {
+            Some(t) => eprintln!("{}", d.render_with_source(&t)),
+            None => eprintln!("{d}"),
+        }
+    }
+}
+
+/// A plain `\r` progress bar on stderr, shown only after a second and only on a terminal.
+struct Progress {
+    name: String,
+    start: Instant,
+    last: Option<Instant>,
+    enabled: bool,
+    drawn: bool,
+}
+
+impl Progress {
+    fn new(name: &str) -> Self {
+        Progress {
+            name: name.to_string(),
+            start: Instant::now(),
+            last: None,
+            enabled: std::io::stderr().is_terminal(),
+            drawn: false,
+        }
+    }
+
+    fn update(&mut self, fraction: f64) {
+        if !self.enabled || self.start.elapsed() < Duration::from_secs(1) {
+            return;
+        }
+        if self
+            .last
+            .is_some_and(|t| t.elapsed() < Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last = Some(Instant::now());
+        let f = fraction.clamp(0.0, 1.0);
+        let width = 40;
+        let full = (f * width as f64).round() as usize;
+        let bar: String = "#".repeat(full) + &".".repeat(width - full);
+        let mut err = std::io::stderr();
+        let _ = write!(err, "\r{} [{bar}] {:3.0}%", self.name, f * 100.0);
+        let _ = err.flush();
+        self.drawn = true;
+    }
+
+    fn finish(&mut self) {
+        if self.drawn {
+            let mut err = std::io::stderr();
+            let _ = write!(err, "\r{}\r", " ".repeat(self.name.len() + 50));
+            let _ = err.flush();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_parses() {
+        let sc = Scenario::parse_with(
+            DEFAULT_SCENARIO,
+            DEFAULT_ORIGIN,
+            Path::new("scenarios"),
+            "two-agency",
+        )
+        .unwrap();
+        assert_eq!(sc.name, "two-agency");
+        assert!(sc.policy.is_some());
+    }
+
+    #[test]
+    fn out_dir_names() {
+        assert_eq!(default_out_dir("two-agency"), Path::new("out/two-agency"));
+        assert_eq!(default_out_dir("a b/c"), Path::new("out/a_b_c"));
+        assert_eq!(default_out_dir(".."), Path::new("out/scenario"));
+    }
+}

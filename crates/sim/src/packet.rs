@@ -1,0 +1,42 @@
+//! The packet the simulator moves around: a [`PacketMeta`] for the schedulers plus the few fields
+//! the endpoints need. `Copy`, no heap data: a packet costs nothing to create or drop.
+
+use linkshare_core::{Packet, PacketMeta};
+
+/// What a packet is, to its endpoints.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum PktKind {
+    /// TCP segment carrying `payload` bytes from sequence number `seq`.
+    Data,
+    /// TCP acknowledgement: `seq` is the cumulative ACK number, `sent_at` echoes the timestamp
+    /// of the segment that triggered it.
+    Ack,
+    /// UDP datagram number `seq`.
+    Udp,
+    /// ICMP echo request number `seq`.
+    EchoRequest,
+    /// ICMP echo reply to request `seq`; `sent_at` is the request's send time.
+    EchoReply,
+}
+
+/// A simulated packet.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SimPacket {
+    pub meta: PacketMeta,
+    /// Index of the flow in the run's flow table.
+    pub flow: u32,
+    /// TCP payload bytes (0 for others).
+    pub payload: u32,
+    pub kind: PktKind,
+    /// Sequence / ACK / probe number (see [`PktKind`]).
+    pub seq: u64,
+    /// Virtual time the packet left its source (ns); echoed by ACKs and replies.
+    pub sent_at: u64,
+}
+
+impl Packet for SimPacket {
+    #[inline]
+    fn meta(&self) -> &PacketMeta {
+        &self.meta
+    }
+}

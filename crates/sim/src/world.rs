@@ -1,0 +1,804 @@
+//! One simulation run: the topology, the event loop and the sampling.
+//!
+//! ```text
+//!  source ──extra_delay──▶ router: classify + enqueue ──▶ link (scheduler → device buffer → wire)
+//!                                                              │ delay
+//!  source ◀──────────── extra_delay + delay (uncongested) ◀── sink (ACK / echo reply)
+//! ```
+//!
+//! Every packet of every flow goes through the one scheduler. ACKs and echo replies come back over
+//! an uncongested path with the same delays (no transmission time, no queue).
+//!
+//! ## Bounds
+//! The run stops with [`SimError::Stuck`] instead of hanging: the engine's stall detector catches
+//! a loop at one instant, and the event budget is
+//! `8 × (link packets) + 3 × (UDP packets offered) + 4 × (ping probes) + samples + 10⁶`, where link
+//! packets is what the link can carry in the duration with the smallest packet any flow sends;
+//! 8 events per packet covers arrival, end of transmission, delivery, the ACK and the timers.
+
+use std::collections::VecDeque;
+
+use linkshare_core::packet::L3;
+use linkshare_core::{PacketMeta, Qdisc};
+use rand::SeedableRng;
+use rand_pcg::Pcg64Mcg;
+
+use crate::engine::{Engine, EngineStop, Ev};
+use crate::link::Link;
+use crate::metrics::{jain, FlowMetrics};
+use crate::model::{
+    ClassSummary, FlowSummary, LinkSummary, Sample, SeriesKind, SimResult, Summary,
+};
+use crate::packet::{PktKind, SimPacket};
+use crate::ping::PingSource;
+use crate::scenario::{FlowKind, Scenario};
+use crate::tcp::{AckNow, Receiver, Segment, Sender};
+use crate::udp::UdpSource;
+
+/// Why a run failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The policy could not be turned into a scheduler.
+    #[error("{0}")]
+    Policy(String),
+    /// The run stopped making progress.
+    #[error("simulation stuck at t = {time_s:.6} s: {reason}")]
+    Stuck { time_s: f64, reason: String },
+}
+
+/// Name of the single class reported for a scenario without a policy.
+pub const NO_POLICY_CLASS: &str = "pfifo";
+
+struct TcpConn {
+    snd: Sender,
+    rcv: Receiver,
+    /// Time of the pending timer events (`u64::MAX` = none).
+    rto_ev: u64,
+    delack_ev: u64,
+}
+
+enum Src {
+    Tcp(Box<TcpConn>),
+    Udp(UdpSource),
+    Ping(PingSource),
+}
+
+/// What leaving a delay line means.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum LineKind {
+    /// Access path: the packet reaches the router.
+    Access,
+    /// Bottleneck propagation: the packet reaches its sink.
+    Link,
+    /// Return path: the ACK / echo reply reaches its source.
+    Return,
+}
+
+/// A constant-delay FIFO path. Entries are pushed at `now + delay` with `now` non-decreasing, so
+/// the queue is sorted by `(time, seq)`.
+struct Line {
+    delay: u64,
+    kind: LineKind,
+    q: VecDeque<(u64, u64, SimPacket)>,
+}
+
+struct FlowRt {
+    name: String,
+    /// Delay lines of the access path (`u32::MAX` when the path has no delay) and return path.
+    access_line: u32,
+    return_line: u32,
+    class: String,
+    meta: PacketMeta,
+    overhead: u32,
+    start: u64,
+    stop: u64,
+    active: bool,
+    rng: Pcg64Mcg,
+    src: Src,
+    m: FlowMetrics,
+}
+
+/// Per-class bookkeeping between samples (in `visit_classes` order).
+#[derive(Default)]
+struct ClassTrack {
+    names: Vec<String>,
+    prev_bytes: Vec<u64>,
+    prev_drops: Vec<u64>,
+}
+
+struct World<'a> {
+    sc: &'a Scenario,
+    eng: Engine,
+    link: Link,
+    lines: Vec<Line>,
+    flows: Vec<FlowRt>,
+    out: Vec<Segment>,
+    classes: ClassTrack,
+    samples: Vec<Sample>,
+    rtt_points: Vec<(f64, String, f64)>,
+    last_sample: u64,
+}
+
+/// Run a scenario to its end.
+pub fn run(
+    sc: &Scenario,
+    mut progress: Option<&mut dyn FnMut(f64)>,
+) -> Result<SimResult, SimError> {
+    let qdisc: Box<dyn Qdisc<SimPacket>> = match &sc.policy {
+        Some(p) => p.build().map_err(|e| SimError::Policy(e.to_string()))?,
+        None => crate::policy::default_qdisc(sc.link.queue),
+    };
+    let mut w = World::new(sc, qdisc);
+    let duration = sc.duration.0;
+    for (i, f) in w.flows.iter().enumerate() {
+        if f.start < duration {
+            w.eng.at(f.start, Ev::FlowStart(i as u32));
+            if f.stop < duration {
+                w.eng.at(f.stop, Ev::FlowStop(i as u32));
+            }
+        }
+    }
+    w.eng.at(sc.sample.0.min(duration), Ev::Sample);
+    loop {
+        // The earliest of: the heap's top, the wire's end of transmission, the lines' fronts.
+        let mut best = w.eng.peek_key().unwrap_or((u64::MAX, u64::MAX));
+        let mut from = Next::Heap;
+        if let Some(k) = w.link.tx_end {
+            if k < best {
+                best = k;
+                from = Next::Wire;
+            }
+        }
+        for (li, l) in w.lines.iter().enumerate() {
+            if let Some(&(t, s, _)) = l.q.front() {
+                if (t, s) < best {
+                    best = (t, s);
+                    from = Next::Line(li);
+                }
+            }
+        }
+        if best.0 > duration {
+            break;
+        }
+        match from {
+            Next::Heap => {
+                let Some(ev) = w.eng.pop_event() else { break };
+                w.eng.advance(best.0, ev).map_err(stuck)?;
+                if let Ev::Sample = ev {
+                    w.sample();
+                    if let Some(p) = progress.as_deref_mut() {
+                        p(w.eng.now() as f64 / duration as f64);
+                    }
+                    if w.eng.now() < duration {
+                        let next = (w.eng.now() + sc.sample.0).min(duration);
+                        w.eng.at(next, Ev::Sample);
+                    }
+                } else {
+                    w.handle(ev);
+                }
+            }
+            Next::Wire => {
+                w.eng.advance(best.0, Ev::TxDone).map_err(stuck)?;
+                if let Some(p) = w.link.on_tx_done(&mut w.eng) {
+                    if w.link.delay_ns == 0 {
+                        w.deliver(p);
+                    } else {
+                        w.push_line(0, p);
+                    }
+                }
+            }
+            Next::Line(li) => {
+                w.eng.advance(best.0, Ev::Line(li as u32)).map_err(stuck)?;
+                let Some((_, _, p)) = w.lines[li].q.pop_front() else {
+                    break;
+                };
+                match w.lines[li].kind {
+                    LineKind::Access => {
+                        w.link.offer(p, &mut w.eng);
+                    }
+                    LineKind::Link => w.deliver(p),
+                    LineKind::Return => w.reply(p),
+                }
+            }
+        }
+    }
+    Ok(w.finish())
+}
+
+/// Where the next event comes from.
+#[derive(Copy, Clone)]
+enum Next {
+    Heap,
+    Wire,
+    Line(usize),
+}
+
+fn stuck(stop: EngineStop) -> SimError {
+    match stop {
+        EngineStop::Budget { events, time_ns } => SimError::Stuck {
+            time_s: time_ns as f64 / 1e9,
+            reason: format!("the event budget ({events} events) is spent; a flow or the scheduler loops without making progress"),
+        },
+        EngineStop::Stalled { time_ns, last } => SimError::Stuck {
+            time_s: time_ns as f64 / 1e9,
+            reason: format!(
+                "{} events at the same instant without the clock advancing (last: {last:?}); the scheduler or a source loops",
+                crate::engine::STALL_LIMIT
+            ),
+        },
+    }
+}
+
+fn event_budget(sc: &Scenario) -> u64 {
+    let dur_s = sc.duration.as_secs_f64();
+    let overhead = sc.link.overhead as f64;
+    let mut min_pkt = f64::MAX;
+    let mut udp_pkts = 0.0;
+    let mut ping_pkts = 0.0;
+    for f in &sc.flows {
+        let active = (f.stop.0.min(sc.duration.0).saturating_sub(f.start.0)) as f64 / 1e9;
+        match &f.kind {
+            FlowKind::Tcp(_) => min_pkt = min_pkt.min(40.0 + overhead + 1.0),
+            FlowKind::Udp(u) => {
+                let s = u.size.min() as f64;
+                min_pkt = min_pkt.min(s + overhead);
+                udp_pkts += u.rate.0 as f64 * active / 8.0 / s;
+            }
+            FlowKind::Ping(p) => {
+                min_pkt = min_pkt.min(p.size as f64 + overhead);
+                ping_pkts += active / p.interval.as_secs_f64() + 1.0;
+            }
+        }
+    }
+    if min_pkt == f64::MAX {
+        min_pkt = 1500.0;
+    }
+    let link_pkts = sc.link.rate.0 as f64 * dur_s / 8.0 / min_pkt.max(1.0);
+    let samples = dur_s / sc.sample.as_secs_f64() + 1.0;
+    let b = 8.0 * link_pkts + 3.0 * udp_pkts + 4.0 * ping_pkts + samples + 1e6;
+    if b >= u64::MAX as f64 {
+        u64::MAX
+    } else {
+        b as u64
+    }
+}
+
+fn flow_meta(f: &crate::scenario::FlowSpec, proto: u8) -> PacketMeta {
+    let mut m = PacketMeta {
+        len: 0,
+        l3: if f.src.is_ipv4() { L3::Ipv4 } else { L3::Ipv6 },
+        tos: f.tos,
+        proto,
+        src: f.src,
+        dst: f.dst,
+        src_port: if proto == 1 { 0 } else { f.sport },
+        dst_port: if proto == 1 { 0 } else { f.dport },
+        ..PacketMeta::default()
+    };
+    m.flow_hash = linkshare_core::wire::flow_hash(&m, 0);
+    m
+}
+
+impl<'a> World<'a> {
+    fn new(sc: &'a Scenario, qdisc: Box<dyn Qdisc<SimPacket>>) -> Self {
+        let link = Link::new(&sc.link, qdisc, sc.flows.len());
+        // Line 0 is the bottleneck's propagation; then one line per distinct access delay and per
+        // distinct return delay (flows with equal delays share a line: FIFO order still holds).
+        let mut lines = vec![Line {
+            delay: sc.link.delay.0,
+            kind: LineKind::Link,
+            q: VecDeque::new(),
+        }];
+        let mut line_for = |delay: u64, kind: LineKind| -> u32 {
+            if let Some(i) = lines
+                .iter()
+                .position(|l| l.delay == delay && l.kind == kind)
+            {
+                return i as u32;
+            }
+            lines.push(Line {
+                delay,
+                kind,
+                q: VecDeque::new(),
+            });
+            (lines.len() - 1) as u32
+        };
+        let mss = sc.link.mtu - 40;
+        let flows = sc
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let (proto, src) = match &f.kind {
+                    FlowKind::Tcp(t) => (
+                        6,
+                        Src::Tcp(Box::new(TcpConn {
+                            snd: Sender::new(t, mss),
+                            rcv: Receiver::new(t.delayed_ack),
+                            rto_ev: u64::MAX,
+                            delack_ev: u64::MAX,
+                        })),
+                    ),
+                    FlowKind::Udp(u) => (17, Src::Udp(UdpSource::new(u, f.start.0))),
+                    FlowKind::Ping(p) => (1, Src::Ping(PingSource::new(p))),
+                };
+                let meta = flow_meta(f, proto);
+                let class = match &sc.policy {
+                    Some(p) => p.class_of(&meta),
+                    None => NO_POLICY_CLASS.to_string(),
+                };
+                let seed = sc.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
+                    ^ (i as u64 + 1).wrapping_mul(0xD1B5_4A32_D192_ED03);
+                let access_line = if f.extra_delay.0 == 0 {
+                    u32::MAX
+                } else {
+                    line_for(f.extra_delay.0, LineKind::Access)
+                };
+                let return_line = line_for(f.extra_delay.0 + sc.link.delay.0, LineKind::Return);
+                FlowRt {
+                    access_line,
+                    return_line,
+                    name: f.name.clone(),
+                    class,
+                    meta,
+                    overhead: sc.link.overhead,
+                    start: f.start.0,
+                    stop: f.stop.0,
+                    active: false,
+                    rng: Pcg64Mcg::seed_from_u64(seed),
+                    src,
+                    m: FlowMetrics::default(),
+                }
+            })
+            .collect();
+        World {
+            sc,
+            eng: Engine::new(event_budget(sc)),
+            link,
+            lines,
+            flows,
+            out: Vec::with_capacity(64),
+            classes: ClassTrack::default(),
+            samples: Vec::new(),
+            rtt_points: Vec::new(),
+            last_sample: 0,
+        }
+    }
+
+    #[inline]
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::SourceSend(i) => self.source_send(i as usize),
+            Ev::Wake => {
+                self.link.on_wake(&mut self.eng);
+            }
+            Ev::Rto(i) => self.rto(i as usize),
+            Ev::DelAck(i) => self.delack(i as usize),
+            Ev::FlowStart(i) => self.flow_start(i as usize),
+            Ev::FlowStop(i) => {
+                let f = &mut self.flows[i as usize];
+                f.active = false;
+                if let Src::Tcp(c) = &mut f.src {
+                    c.snd.stop();
+                }
+            }
+            Ev::Sample | Ev::TxDone | Ev::Line(_) => {}
+        }
+    }
+
+    /// A packet leaves flow `i`'s source towards the router.
+    #[inline]
+    fn emit(&mut self, i: usize, kind: PktKind, ip_len: u32, payload: u32, seq: u64) {
+        let f = &mut self.flows[i];
+        let mut meta = f.meta;
+        meta.len = ip_len + f.overhead;
+        let p = SimPacket {
+            meta,
+            flow: i as u32,
+            payload,
+            kind,
+            seq,
+            sent_at: self.eng.now(),
+        };
+        f.m.packets_sent += 1;
+        if f.access_line == u32::MAX {
+            self.link.offer(p, &mut self.eng);
+        } else {
+            let li = f.access_line as usize;
+            self.push_line(li, p);
+        }
+    }
+
+    fn flow_start(&mut self, i: usize) {
+        self.flows[i].active = true;
+        match &mut self.flows[i].src {
+            Src::Tcp(c) => {
+                let now = self.eng.now();
+                self.out.clear();
+                c.snd.poll_send(now, &mut self.out);
+                self.emit_segments(i);
+            }
+            Src::Udp(_) | Src::Ping(_) => self.source_send(i),
+        }
+    }
+
+    fn source_send(&mut self, i: usize) {
+        let now = self.eng.now();
+        let f = &mut self.flows[i];
+        if !f.active || now >= f.stop {
+            return;
+        }
+        let (kind, size, seq, next) = match &mut f.src {
+            Src::Udp(u) => {
+                let size = u.next_size(&mut f.rng);
+                let seq = u.seq;
+                u.seq += 1;
+                (PktKind::Udp, size, seq, u.next_time(now, size, &mut f.rng))
+            }
+            Src::Ping(p) => {
+                let seq = p.seq;
+                p.seq += 1;
+                (PktKind::EchoRequest, p.size, seq, now + p.interval)
+            }
+            Src::Tcp(_) => return,
+        };
+        if next < f.stop {
+            self.eng.at(next, Ev::SourceSend(i as u32));
+        }
+        self.emit(i, kind, size, 0, seq);
+    }
+
+    /// Send the segments in `self.out` for flow `i` and arm its timers.
+    fn emit_segments(&mut self, i: usize) {
+        for k in 0..self.out.len() {
+            let s = self.out[k];
+            self.emit(i, PktKind::Data, s.len + 40, s.len, s.seq);
+        }
+        self.out.clear();
+        self.arm_rto(i);
+    }
+
+    fn arm_rto(&mut self, i: usize) {
+        if let Src::Tcp(c) = &mut self.flows[i].src {
+            if let Some(d) = c.snd.rto_deadline {
+                if d < c.rto_ev {
+                    c.rto_ev = d;
+                    self.eng.at(d, Ev::Rto(i as u32));
+                }
+            }
+        }
+    }
+
+    fn rto(&mut self, i: usize) {
+        let now = self.eng.now();
+        let Src::Tcp(c) = &mut self.flows[i].src else {
+            return;
+        };
+        if now != c.rto_ev {
+            return;
+        }
+        c.rto_ev = u64::MAX;
+        match c.snd.rto_deadline {
+            Some(d) if d <= now => {
+                self.out.clear();
+                c.snd.on_rto(now, &mut self.out);
+                self.emit_segments(i);
+            }
+            Some(_) => self.arm_rto(i),
+            None => {}
+        }
+    }
+
+    fn delack(&mut self, i: usize) {
+        let now = self.eng.now();
+        let f = &mut self.flows[i];
+        let Src::Tcp(c) = &mut f.src else { return };
+        if now != c.delack_ev {
+            return;
+        }
+        c.delack_ev = u64::MAX;
+        if let Some((ack, ts)) = c.rcv.on_delack(now) {
+            self.send_ack(i, ack, ts);
+        } else if let Some(d) = c.rcv.delack_deadline {
+            c.delack_ev = d;
+            self.eng.at(d, Ev::DelAck(i as u32));
+        }
+    }
+
+    fn send_ack(&mut self, i: usize, ack: u64, ts: u64) {
+        let f = &self.flows[i];
+        let mut meta = f.meta;
+        meta.len = 40;
+        let p = SimPacket {
+            meta,
+            flow: i as u32,
+            payload: 0,
+            kind: PktKind::Ack,
+            seq: ack,
+            sent_at: ts,
+        };
+        let li = f.return_line as usize;
+        self.push_line(li, p);
+    }
+
+    #[inline]
+    fn push_line(&mut self, li: usize, p: SimPacket) {
+        let seq = self.eng.next_seq();
+        let l = &mut self.lines[li];
+        l.q.push_back((self.eng.now() + l.delay, seq, p));
+    }
+
+    /// A packet reaches its sink.
+    fn deliver(&mut self, p: SimPacket) {
+        let now = self.eng.now();
+        let i = p.flow as usize;
+        let f = &mut self.flows[i];
+        match p.kind {
+            PktKind::Data => {
+                let Src::Tcp(c) = &mut f.src else { return };
+                let (delivered, act) = c.rcv.on_segment(p.seq, p.payload, p.sent_at, now);
+                f.m.delivered += delivered;
+                match act {
+                    AckNow::Send { ack, ts } => self.send_ack(i, ack, ts),
+                    AckNow::Delay { deadline } => {
+                        if deadline < c.delack_ev {
+                            c.delack_ev = deadline;
+                            self.eng.at(deadline, Ev::DelAck(i as u32));
+                        }
+                    }
+                }
+            }
+            PktKind::Udp => {
+                f.m.delivered += (p.meta.len - f.overhead) as u64;
+                f.m.owd.record(now - p.sent_at);
+            }
+            PktKind::EchoRequest => {
+                f.m.delivered += (p.meta.len - f.overhead) as u64;
+                f.m.owd.record(now - p.sent_at);
+                let mut r = p;
+                r.kind = PktKind::EchoReply;
+                let li = f.return_line as usize;
+                self.push_line(li, r);
+            }
+            PktKind::Ack | PktKind::EchoReply => {}
+        }
+    }
+
+    /// An ACK or echo reply reaches its source.
+    fn reply(&mut self, p: SimPacket) {
+        let now = self.eng.now();
+        let i = p.flow as usize;
+        let f = &mut self.flows[i];
+        match p.kind {
+            PktKind::Ack => {
+                let Src::Tcp(c) = &mut f.src else { return };
+                self.out.clear();
+                if let Some(rtt) = c.snd.on_ack(p.seq, now - p.sent_at, now, &mut self.out) {
+                    f.m.rtt_sample(rtt);
+                }
+                self.emit_segments(i);
+            }
+            PktKind::EchoReply => {
+                let rtt = now - p.sent_at;
+                f.m.rtt_sample(rtt);
+                self.rtt_points
+                    .push((now as f64 / 1e9, f.name.clone(), rtt as f64 / 1e6));
+            }
+            _ => {}
+        }
+    }
+
+    /// Close the sampling interval ending now.
+    fn sample(&mut self) {
+        let now = self.eng.now();
+        let dt = (now - self.last_sample) as f64 / 1e9;
+        if dt <= 0.0 {
+            return;
+        }
+        let t = now as f64 / 1e9;
+        let rate = |bytes: u64| bytes as f64 * 8.0 / dt;
+        // Classes.
+        let ct = &mut self.classes;
+        let mut k = 0usize;
+        let mut any = false;
+        let samples = &mut self.samples;
+        self.link.qdisc.visit_classes(&mut |v| {
+            any = true;
+            if k >= ct.names.len() {
+                ct.names.push(v.name.to_string());
+                ct.prev_bytes.push(0);
+                ct.prev_drops.push(0);
+            }
+            let bytes = v.stats.sent.bytes - ct.prev_bytes[k].min(v.stats.sent.bytes);
+            let drops = v.stats.drops - ct.prev_drops[k].min(v.stats.drops);
+            ct.prev_bytes[k] = v.stats.sent.bytes;
+            ct.prev_drops[k] = v.stats.drops;
+            samples.push(Sample {
+                time_s: t,
+                kind: SeriesKind::Class,
+                name: ct.names[k].clone(),
+                bytes,
+                rate_bps: rate(bytes),
+                backlog_bytes: v.backlog.bytes,
+                drops,
+                rtt_ms: None,
+            });
+            k += 1;
+        });
+        if !any {
+            let st = *self.link.qdisc.stats();
+            if ct.names.is_empty() {
+                ct.names.push(NO_POLICY_CLASS.to_string());
+                ct.prev_bytes.push(0);
+                ct.prev_drops.push(0);
+            }
+            let sent = st.dequeued.bytes;
+            let dropped = st.drops_total().packets;
+            let bytes = sent - ct.prev_bytes[0];
+            let drops = dropped - ct.prev_drops[0];
+            ct.prev_bytes[0] = sent;
+            ct.prev_drops[0] = dropped;
+            samples.push(Sample {
+                time_s: t,
+                kind: SeriesKind::Class,
+                name: ct.names[0].clone(),
+                bytes,
+                rate_bps: rate(bytes),
+                backlog_bytes: st.backlog.bytes,
+                drops,
+                rtt_ms: None,
+            });
+        }
+        // Flows.
+        for (i, f) in self.flows.iter_mut().enumerate() {
+            let bytes = f.m.delivered - f.m.delivered_prev;
+            f.m.delivered_prev = f.m.delivered;
+            let q = &self.link.flows[i];
+            let drops = q.drops - f.m.drops_prev;
+            f.m.drops_prev = q.drops;
+            let rtt_ms = if f.m.rtt_int_n > 0 {
+                Some(f.m.rtt_int_sum as f64 / f.m.rtt_int_n as f64 / 1e6)
+            } else {
+                None
+            };
+            if let (Some(r), Src::Tcp(_)) = (rtt_ms, &f.src) {
+                self.rtt_points.push((t, f.name.clone(), r));
+            }
+            f.m.rtt_int_sum = 0;
+            f.m.rtt_int_n = 0;
+            self.samples.push(Sample {
+                time_s: t,
+                kind: SeriesKind::Flow,
+                name: f.name.clone(),
+                bytes,
+                rate_bps: rate(bytes),
+                backlog_bytes: q.backlog,
+                drops,
+                rtt_ms,
+            });
+        }
+        self.last_sample = now;
+    }
+
+    fn finish(self) -> SimResult {
+        let sc = self.sc;
+        let dur = sc.duration.as_secs_f64();
+        let mut summary = Summary {
+            scenario: sc.name.clone(),
+            duration_s: dur,
+            seed: sc.seed,
+            link: LinkSummary {
+                rate_bps: sc.link.rate.0 as f64,
+                utilisation: self.link.tx_bytes as f64 * 8.0 / (sc.link.rate.0 as f64 * dur),
+                delay_ms: sc.link.delay.0 as f64 / 1e6,
+                mtu: sc.link.mtu,
+                device_buffer_bytes: sc.link.device_buffer,
+                timer_hz: sc.link.timer_hz,
+            },
+            events: self.eng.processed(),
+            ..Summary::default()
+        };
+        // Classes.
+        let mut ids: Vec<(u32, String)> = Vec::new();
+        let mut any = false;
+        self.link.qdisc.visit_classes(&mut |v| {
+            any = true;
+            ids.push((v.id, v.name.to_string()));
+        });
+        self.link.qdisc.visit_classes(&mut |v| {
+            let parent = v
+                .parent
+                .and_then(|p| ids.iter().find(|(id, _)| *id == p).map(|(_, n)| n.clone()));
+            summary.classes.insert(
+                v.name.to_string(),
+                ClassSummary {
+                    bytes: v.stats.sent.bytes,
+                    packets: v.stats.sent.packets,
+                    drops: v.stats.drops,
+                    rate_bps: v.stats.sent.bytes as f64 * 8.0 / dur,
+                    parent,
+                    assigned_rate_bps: v.rate.0 as f64,
+                    ceil_bps: v.ceil.0 as f64,
+                    overlimits: v.stats.overlimits,
+                    lends: v.stats.lends,
+                    borrows: v.stats.borrows,
+                },
+            );
+        });
+        if !any {
+            let st = self.link.qdisc.stats();
+            summary.classes.insert(
+                NO_POLICY_CLASS.to_string(),
+                ClassSummary {
+                    bytes: st.dequeued.bytes,
+                    packets: st.dequeued.packets,
+                    drops: st.drops_total().packets,
+                    rate_bps: st.dequeued.bytes as f64 * 8.0 / dur,
+                    assigned_rate_bps: sc.link.rate.0 as f64,
+                    ceil_bps: sc.link.rate.0 as f64,
+                    overlimits: st.overlimits,
+                    ..ClassSummary::default()
+                },
+            );
+        }
+        // Flows.
+        let mut per_class: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
+        for (i, f) in self.flows.iter().enumerate() {
+            let active = (f.stop.min(sc.duration.0).saturating_sub(f.start)) as f64 / 1e9;
+            let goodput = if active > 0.0 {
+                f.m.delivered as f64 * 8.0 / active
+            } else {
+                0.0
+            };
+            let (kind, retransmits, timeouts, reductions, rtt, owd) = match &f.src {
+                Src::Tcp(c) => (
+                    "tcp",
+                    c.snd.stats.retransmits,
+                    c.snd.stats.timeouts,
+                    c.snd.stats.cwnd_reductions,
+                    Some(f.m.rtt.to_stats_ms()),
+                    None,
+                ),
+                Src::Udp(_) => ("udp", 0, 0, 0, None, Some(f.m.owd.to_stats_ms())),
+                Src::Ping(_) => (
+                    "ping",
+                    0,
+                    0,
+                    0,
+                    Some(f.m.rtt.to_stats_ms()),
+                    Some(f.m.owd.to_stats_ms()),
+                ),
+            };
+            if !matches!(f.src, Src::Ping(_)) {
+                // Probes do not compete for bandwidth: fairness is across TCP and UDP flows.
+                per_class.entry(f.class.clone()).or_default().push(goodput);
+            }
+            summary.flows.insert(
+                f.name.clone(),
+                FlowSummary {
+                    kind: kind.to_string(),
+                    class: f.class.clone(),
+                    bytes_delivered: f.m.delivered,
+                    goodput_bps: goodput,
+                    packets_sent: f.m.packets_sent,
+                    packets_lost: self.link.flows[i].drops,
+                    retransmits,
+                    rtt_ms: rtt,
+                    owd_ms: owd,
+                    timeouts,
+                    cwnd_reductions: reductions,
+                },
+            );
+        }
+        for (class, xs) in per_class {
+            if !class.is_empty() {
+                summary.fairness.insert(class, jain(&xs));
+            }
+        }
+        SimResult {
+            summary,
+            samples: self.samples,
+            rtt_points: self.rtt_points,
+        }
+    }
+}

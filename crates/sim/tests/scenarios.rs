@@ -1,0 +1,73 @@
+//! Every scenario shipped in `scenarios/` parses and runs (shortened to at most 20 simulated
+//! seconds), and the embedded default behaves as its comments say.
+
+use std::path::Path;
+
+use linkshare_core::Duration;
+use linkshare_sim::model::SeriesKind;
+use linkshare_sim::{run, Scenario};
+
+fn scenarios_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios")
+}
+
+#[test]
+fn every_scenario_runs() {
+    let mut n = 0;
+    let mut entries: Vec<_> = std::fs::read_dir(scenarios_dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for path in entries {
+        if path.extension().and_then(|e| e.to_str()) != Some("toml") {
+            continue;
+        }
+        let mut sc = Scenario::load(&path).unwrap_or_else(|e| panic!("{e}"));
+        let full = sc.duration;
+        sc.duration = Duration(sc.duration.0.min(20_000_000_000));
+        let r = run(&sc, None).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(!r.samples.is_empty(), "{}", path.display());
+        assert_eq!(r.summary.flows.len(), sc.flows.len());
+        assert!(r.summary.link.utilisation > 0.0 && r.summary.link.utilisation <= 1.0 + 1e-9);
+        assert!(full.0 > 0);
+        n += 1;
+    }
+    assert!(n >= 3, "only {n} scenarios found");
+}
+
+#[test]
+fn two_agency_shares_as_documented() {
+    let sc = Scenario::load(&scenarios_dir().join("two-agency.toml")).unwrap();
+    let r = run(&sc, None).unwrap();
+    let rate = |class: &str, from: f64, to: f64| {
+        let xs: Vec<f64> = r
+            .samples
+            .iter()
+            .filter(|s| {
+                s.kind == SeriesKind::Class && s.name == class && s.time_s > from && s.time_s <= to
+            })
+            .map(|s| s.rate_bps / 1e6)
+            .collect();
+        xs.iter().sum::<f64>() / xs.len() as f64
+    };
+    let near = |got: f64, want: f64, what: &str| {
+        assert!((got - want).abs() < 0.15, "{what}: {got} vs {want}")
+    };
+    near(rate("agency-x", 2.0, 5.0), 7.0, "X borrows inside itself");
+    near(rate("agency-y", 2.0, 5.0), 3.0, "Y borrows inside itself");
+    for (class, want) in [
+        ("x-rt", 3.0),
+        ("x-bulk", 4.0),
+        ("y-web", 2.0),
+        ("y-bulk", 1.0),
+    ] {
+        near(rate(class, 11.0, 25.0), want, class);
+    }
+    near(rate("x-bulk", 26.0, 30.0), 7.0, "x-bulk takes x-rt's share");
+    near(
+        rate("x-bulk", 36.0, 40.0),
+        10.0,
+        "x-bulk alone takes the link",
+    );
+}
