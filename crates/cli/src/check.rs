@@ -43,7 +43,10 @@ pub fn run(args: &CheckArgs) -> i32 {
         Err(e) => {
             let msg = format!("cannot read `{origin}`: {e}");
             if args.json {
-                println!("{}", json!({ "ok": false, "file": origin, "io_error": msg }));
+                println!(
+                    "{}",
+                    json!({ "ok": false, "file": origin, "io_error": msg })
+                );
             } else {
                 eprintln!("error: {msg}");
             }
@@ -71,7 +74,10 @@ fn print_human(text: &str, result: &Result<Policy, ConfigError>) {
             print!("{}", p.render_tree());
             let n = p.warnings().len();
             if n > 0 {
-                eprintln!("policy is valid, with {n} warning{}", if n == 1 { "" } else { "s" });
+                eprintln!(
+                    "policy is valid, with {n} warning{}",
+                    if n == 1 { "" } else { "s" }
+                );
             }
         }
         Err(e) => {

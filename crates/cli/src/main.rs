@@ -43,11 +43,14 @@ fn main() {
     let cli = Cli::parse();
     let code = match &cli.command {
         Command::Check(args) => check::run(args),
-        Command::Sim { scenario, out, json } => sim_cmd::run(scenario.as_deref(), out.as_deref(), *json)
-            .unwrap_or_else(|e| {
-                eprintln!("error: {e:#}");
-                2
-            }),
+        Command::Sim {
+            scenario,
+            out,
+            json,
+        } => sim_cmd::run(scenario.as_deref(), out.as_deref(), *json).unwrap_or_else(|e| {
+            eprintln!("error: {e:#}");
+            2
+        }),
     };
     std::process::exit(code);
 }

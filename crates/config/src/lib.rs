@@ -1,1 +1,340 @@
-//! Policy files. (Being written: see helper task.)
+//! # linkshare-config
+//!
+//! Policy files: a TOML description of a class tree, its leaf queues and its filters, with tc(8)'s
+//! units, checked as a whole before anything is built.
+//!
+//! ```toml
+//! qdisc = "htb"
+//! default = "bulk"
+//!
+//! [[class]]
+//! name = "root"
+//! rate = "10mbit"
+//!
+//! [[class]]
+//! name = "bulk"
+//! parent = "root"
+//! rate = "8mbit"
+//! ceil = "10mbit"
+//! ```
+//!
+//! [`Policy::parse`] reads and checks a policy; every problem found becomes a [`Diagnostic`] with
+//! `file:line:col`, a message and a `help:` line saying what to write instead. All problems are
+//! collected (not just the first); any error rejects the policy with a [`ConfigError`], warnings
+//! travel with the accepted [`Policy`] ([`Policy::warnings`]). [`Policy::build`] then makes the
+//! scheduler. The format is documented in `docs/policy-format.md`.
+//!
+//! A policy may also be embedded in a larger TOML document (a simulator scenario): deserialize the
+//! table as a [`PolicyDoc`] and pass it to [`Policy::from_spanned_table`].
+//!
+//! Adding a scheduler kind means a new [`QdiscKind`] variant, its name in [`QdiscKind::KNOWN`],
+//! and a match arm in the validator and in [`Policy::build`].
+
+mod diag;
+mod raw;
+mod render;
+mod validate;
+mod values;
+
+use std::fmt;
+use std::path::Path;
+
+use linkshare_core::classify::{ClassId, Classifier, FilterSpec};
+use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams, LeafSpec};
+use linkshare_core::qdisc::fifo::FifoLimit;
+use linkshare_core::units::{Rate, Size};
+use linkshare_core::{Packet, Qdisc};
+
+pub use diag::{ConfigError, Diagnostic, Severity};
+pub use raw::PolicyDoc;
+
+/// The root scheduler of a policy (`qdisc = "..."`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum QdiscKind {
+    /// Hierarchical Token Bucket.
+    Htb,
+}
+
+impl QdiscKind {
+    /// Every kind, by the name written in policy files.
+    pub const KNOWN: &'static [(&'static str, QdiscKind)] = &[("htb", QdiscKind::Htb)];
+
+    pub fn from_name(name: &str) -> Option<QdiscKind> {
+        let n = name.trim().to_ascii_lowercase();
+        Self::KNOWN.iter().find(|(k, _)| *k == n).map(|(_, q)| *q)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            QdiscKind::Htb => "htb",
+        }
+    }
+
+    fn known_list() -> String {
+        Self::KNOWN
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+/// The queue at a leaf class (`leaf = ...`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LeafKind {
+    /// FIFO limited in packets.
+    Pfifo { limit: u32 },
+    /// FIFO limited in bytes.
+    Bfifo { limit: u32 },
+}
+
+impl LeafKind {
+    /// Leaf kinds by name.
+    pub const KNOWN: &'static [&'static str] = &["pfifo", "bfifo"];
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            LeafKind::Pfifo { .. } => "pfifo",
+            LeafKind::Bfifo { .. } => "bfifo",
+        }
+    }
+}
+
+impl fmt::Display for LeafKind {
+    /// `pfifo(limit 1000)`, `bfifo(limit 1.5m)`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeafKind::Pfifo { limit } => write!(f, "pfifo(limit {limit})"),
+            LeafKind::Bfifo { limit } => write!(f, "bfifo(limit {})", Size(*limit as u64)),
+        }
+    }
+}
+
+/// One class of a checked policy, with every default filled in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassInfo {
+    /// Index in [`Policy::classes`] (file order); the scheduler's `ClassId`.
+    pub id: ClassId,
+    pub name: String,
+    pub parent: Option<String>,
+    pub parent_id: Option<ClassId>,
+    /// Guaranteed rate.
+    pub rate: Rate,
+    /// Upper limit when borrowing (defaults to `rate`).
+    pub ceil: Rate,
+    /// Bytes (defaults to `linkshare_core::htb::default_burst(rate, mtu)`).
+    pub burst: u32,
+    /// Bytes (defaults to `default_burst(ceil, mtu)`).
+    pub cburst: u32,
+    /// 0 (served first) to 7.
+    pub prio: u8,
+    /// DRR quantum in bytes (defaults to rate/r2q clamped to 1000..=200000).
+    pub quantum: u32,
+    /// The leaf queue; meaningful only when `is_leaf`.
+    pub leaf: LeafKind,
+    pub is_leaf: bool,
+    /// Ancestors above this class (0 for a root).
+    pub depth: u8,
+    /// HTB's level: 0 for leaves, `MAX_DEPTH - 1 - depth` for inner classes.
+    pub level: u8,
+    /// Children, in file order.
+    pub children: Vec<ClassId>,
+    /// Line of the `[[class]]` in the file.
+    pub line: usize,
+}
+
+/// One filter of a checked policy.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FilterInfo {
+    /// Target class name; `spec.class` is its id.
+    pub class: String,
+    pub spec: FilterSpec,
+    /// Line of the `[[filter]]` in the file.
+    pub line: usize,
+}
+
+/// A checked policy, ready to build.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Policy {
+    origin: String,
+    kind: QdiscKind,
+    r2q: u32,
+    mtu: u32,
+    default: String,
+    default_id: ClassId,
+    classes: Vec<ClassInfo>,
+    filters: Vec<FilterInfo>,
+    warnings: Vec<Diagnostic>,
+}
+
+impl Policy {
+    /// Parse and check a policy. `origin` is the file name used in diagnostics.
+    pub fn parse(text: &str, origin: &str) -> Result<Policy, ConfigError> {
+        let doc: PolicyDoc = toml::from_str(text).map_err(|e| syntax_error(&e, text, origin))?;
+        Self::from_spanned_table(doc, text, origin)
+    }
+
+    /// Read, parse and check a policy file. A file that cannot be read gives one diagnostic at
+    /// line 0, column 0.
+    pub fn load(path: &Path) -> Result<Policy, ConfigError> {
+        let origin = path.display().to_string();
+        match std::fs::read_to_string(path) {
+            Ok(text) => Self::parse(&text, &origin),
+            Err(e) => Err(ConfigError {
+                diagnostics: vec![Diagnostic {
+                    severity: Severity::Error,
+                    file: origin,
+                    line: 0,
+                    col: 0,
+                    message: format!("cannot read the policy: {e}"),
+                    help: Some("check the path and its permissions".to_string()),
+                }],
+            }),
+        }
+    }
+
+    /// Check a policy table embedded in a larger document. `text` and `origin` are that whole
+    /// document, into which the spans of `doc` point.
+    pub fn from_spanned_table(
+        doc: PolicyDoc,
+        text: &str,
+        origin: &str,
+    ) -> Result<Policy, ConfigError> {
+        validate::validate(&doc, text, origin)
+    }
+
+    /// Warnings found while checking (the policy is usable).
+    pub fn warnings(&self) -> &[Diagnostic] {
+        &self.warnings
+    }
+
+    /// The file name diagnostics use.
+    pub fn origin(&self) -> &str {
+        &self.origin
+    }
+
+    pub fn kind(&self) -> QdiscKind {
+        self.kind
+    }
+
+    /// HTB parameters (`r2q`, `mtu`).
+    pub fn htb_params(&self) -> HtbParams {
+        HtbParams {
+            r2q: self.r2q,
+            mtu: self.mtu,
+        }
+    }
+
+    /// Classes in file order; a class's index is its `ClassId` in the built scheduler.
+    pub fn classes(&self) -> &[ClassInfo] {
+        &self.classes
+    }
+
+    /// Filters in file order (first match wins).
+    pub fn filters(&self) -> &[FilterInfo] {
+        &self.filters
+    }
+
+    /// Name of the class unmatched packets go to.
+    pub fn default_class(&self) -> &str {
+        &self.default
+    }
+
+    /// Id of the class unmatched packets go to.
+    pub fn default_class_id(&self) -> ClassId {
+        self.default_id
+    }
+
+    /// Id of the class with this name.
+    pub fn class_id(&self, name: &str) -> Option<ClassId> {
+        self.classes
+            .iter()
+            .position(|c| c.name == name)
+            .map(|i| i as ClassId)
+    }
+
+    /// The class tree, rates and filters as `linkshare check` prints them.
+    pub fn render_tree(&self) -> String {
+        render::tree(self)
+    }
+
+    /// The filters as one-line descriptions (`udp dst 10.0.0.0/8 dport 5000-5010`), in order.
+    pub fn filter_descriptions(&self) -> Vec<String> {
+        self.filters
+            .iter()
+            .map(|f| render::filter_text(&f.spec))
+            .collect()
+    }
+
+    /// Build the scheduler. Class ids are indices in [`Policy::classes`].
+    pub fn build<P: Packet + 'static>(&self) -> Result<Box<dyn Qdisc<P>>, ConfigError> {
+        match self.kind {
+            QdiscKind::Htb => self
+                .build_htb::<P>()
+                .map(|h| Box::new(h) as Box<dyn Qdisc<P>>),
+        }
+    }
+
+    /// Build the HTB scheduler itself (for callers that need HTB-specific access).
+    pub fn build_htb<P: Packet + 'static>(&self) -> Result<Htb<P>, ConfigError> {
+        let specs: Vec<HtbClassSpec<P>> = self
+            .classes
+            .iter()
+            .map(|c| HtbClassSpec {
+                name: c.name.clone(),
+                parent: c.parent_id,
+                rate: c.rate,
+                ceil: c.ceil,
+                burst: c.burst,
+                cburst: c.cburst,
+                prio: c.prio,
+                quantum: c.quantum,
+                leaf: match c.leaf {
+                    LeafKind::Pfifo { limit } => LeafSpec::Fifo(FifoLimit::Packets(limit)),
+                    LeafKind::Bfifo { limit } => LeafSpec::Fifo(FifoLimit::Bytes(limit)),
+                },
+            })
+            .collect();
+        let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
+        let classifier = Classifier::new(filters, self.default_id);
+        Htb::new(self.htb_params(), specs, classifier).map_err(|e| ConfigError {
+            diagnostics: vec![Diagnostic {
+                severity: Severity::Error,
+                file: self.origin.clone(),
+                line: 1,
+                col: 1,
+                message: format!("the scheduler rejected the policy: {e}"),
+                help: Some(
+                    "this is a bug in linkshare's checks: please report it with the policy file"
+                        .to_string(),
+                ),
+            }],
+        })
+    }
+}
+
+/// A TOML syntax error as a located diagnostic.
+fn syntax_error(e: &toml::de::Error, text: &str, origin: &str) -> ConfigError {
+    let index = diag::LineIndex::new(text);
+    let (line, col) = e.span().map(|s| index.line_col(s.start)).unwrap_or((1, 1));
+    let message = raw::syntax_message(e.message());
+    let help = if message.contains("duplicate key") {
+        "each key may appear once per table; remove or rename the repeated one"
+    } else if message.contains("dates and times") {
+        "write rates and sizes as strings with a unit, e.g. \"10mbit\""
+    } else {
+        "fix the TOML syntax: strings need double quotes (rate = \"10mbit\"), tables are `[[class]]`"
+    };
+    ConfigError {
+        diagnostics: vec![Diagnostic {
+            severity: Severity::Error,
+            file: origin.to_string(),
+            line,
+            col,
+            message: format!("invalid TOML: {message}"),
+            help: Some(help.to_string()),
+        }],
+    }
+}

@@ -353,7 +353,11 @@ impl<P: Packet> Htb<P> {
         for f in classifier.filters() {
             match has_children.get(f.class as usize) {
                 None => return Err(HtbError::FilterToUnknown(f.class)),
-                Some(true) => return Err(HtbError::FilterToInner(specs[f.class as usize].name.clone())),
+                Some(true) => {
+                    return Err(HtbError::FilterToInner(
+                        specs[f.class as usize].name.clone(),
+                    ))
+                }
                 Some(false) => {}
             }
         }

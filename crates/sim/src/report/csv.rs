@@ -52,7 +52,11 @@ pub fn write_timeseries_csv(result: &SimResult, path: &Path) -> io::Result<()> {
 /// The text of `rtt.csv`: every RTT point `(time_s, flow, rtt_ms)` in time order.
 pub fn rtt_csv(result: &SimResult) -> String {
     let mut rows: Vec<&(f64, String, f64)> = result.rtt_points.iter().collect();
-    rows.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)).then_with(|| a.2.total_cmp(&b.2)));
+    rows.sort_by(|a, b| {
+        a.0.total_cmp(&b.0)
+            .then_with(|| a.1.cmp(&b.1))
+            .then_with(|| a.2.total_cmp(&b.2))
+    });
     let mut out = String::with_capacity(32 * (rows.len() + 1));
     out.push_str("time_s,flow,rtt_ms\n");
     for (t, flow, rtt) in rows {

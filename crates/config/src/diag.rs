@@ -1,0 +1,323 @@
+//! Diagnostics: what is wrong, where (file:line:col), and how to fix it.
+//!
+//! Every problem found in a policy becomes a [`Diagnostic`] that points at the offending value in
+//! the file (1-based line and column, columns counted in characters), says what is wrong in the
+//! user's own words (class names, the value they wrote) and carries a `help:` line with the fix.
+//! Validation collects all of them instead of stopping at the first; a policy with at least one
+//! error is rejected with a [`ConfigError`] holding every diagnostic, warnings included.
+
+use std::fmt;
+use std::ops::Range;
+
+/// How bad a diagnostic is.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Severity {
+    /// The policy cannot be used.
+    Error,
+    /// The policy works, but probably not as intended.
+    Warning,
+}
+
+impl Severity {
+    /// `"error"` or `"warning"`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        }
+    }
+}
+
+impl fmt::Display for Severity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One problem, located in a file.
+///
+/// `line` and `col` are 1-based; both are 0 when the problem has no position (the file could not
+/// be read).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Diagnostic {
+    pub severity: Severity,
+    pub file: String,
+    pub line: usize,
+    pub col: usize,
+    pub message: String,
+    pub help: Option<String>,
+}
+
+impl Diagnostic {
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+
+    /// The diagnostic followed by the offending source line and a caret under the column, as
+    /// rustc prints them. `text` is the whole file the diagnostic points into.
+    pub fn render_with_source(&self, text: &str) -> String {
+        let mut out = format!("{}: {}: {}", self.location(), self.severity, self.message);
+        if self.line > 0 {
+            if let Some(src) = text.lines().nth(self.line - 1) {
+                let num = self.line.to_string();
+                let pad = " ".repeat(num.len());
+                let caret_pad: String = src
+                    .chars()
+                    .take(self.col.saturating_sub(1))
+                    .map(|c| if c == '\t' { '\t' } else { ' ' })
+                    .collect();
+                out.push_str(&format!("\n{pad} |\n{num} | {src}\n{pad} | {caret_pad}^"));
+            }
+        }
+        if let Some(help) = &self.help {
+            out.push_str(&format!("\n  help: {help}"));
+        }
+        out
+    }
+
+    fn location(&self) -> String {
+        if self.line == 0 {
+            self.file.clone()
+        } else {
+            format!("{}:{}:{}", self.file, self.line, self.col)
+        }
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    /// `policy.toml:12:8: error: class `video`: ceil 1mbit is below rate 2mbit`, then
+    /// `  help: raise ceil to at least 2mbit or lower rate` on the next line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {}: {}",
+            self.location(),
+            self.severity,
+            self.message
+        )?;
+        if let Some(help) = &self.help {
+            write!(f, "\n  help: {help}")?;
+        }
+        Ok(())
+    }
+}
+
+/// A rejected policy: every diagnostic found (errors and warnings, in file order).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    pub diagnostics: Vec<Diagnostic>,
+}
+
+impl ConfigError {
+    /// The errors only.
+    pub fn errors(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| d.is_error())
+    }
+    /// The warnings only.
+    pub fn warnings(&self) -> impl Iterator<Item = &Diagnostic> {
+        self.diagnostics.iter().filter(|d| !d.is_error())
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, d) in self.diagnostics.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{d}")?;
+        }
+        let n = self.errors().count();
+        if n > 1 {
+            write!(f, "\n{n} errors")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Turns byte offsets into 1-based line and column (in characters).
+pub(crate) struct LineIndex<'a> {
+    text: &'a str,
+    /// Byte offset at which each line starts.
+    starts: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    pub(crate) fn new(text: &'a str) -> Self {
+        let mut starts = vec![0];
+        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
+        LineIndex { text, starts }
+    }
+
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
+        let offset = offset.min(self.text.len());
+        let line = match self.starts.binary_search(&offset) {
+            Ok(i) => i,
+            Err(i) => i - 1,
+        };
+        let start = self.starts[line];
+        let col = self
+            .text
+            .get(start..offset)
+            .map(|s| s.chars().count())
+            .unwrap_or(offset - start);
+        (line + 1, col + 1)
+    }
+}
+
+/// Collects diagnostics for one document.
+pub(crate) struct Sink<'a> {
+    index: LineIndex<'a>,
+    origin: &'a str,
+    pub(crate) diags: Vec<Diagnostic>,
+}
+
+impl<'a> Sink<'a> {
+    pub(crate) fn new(text: &'a str, origin: &'a str) -> Self {
+        Sink {
+            index: LineIndex::new(text),
+            origin,
+            diags: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(
+        &mut self,
+        severity: Severity,
+        span: &Range<usize>,
+        message: String,
+        help: Option<String>,
+    ) {
+        let (line, col) = self.index.line_col(span.start);
+        self.diags.push(Diagnostic {
+            severity,
+            file: self.origin.to_string(),
+            line,
+            col,
+            message,
+            help,
+        });
+    }
+
+    pub(crate) fn error(
+        &mut self,
+        span: &Range<usize>,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) {
+        self.push(Severity::Error, span, message.into(), Some(help.into()));
+    }
+
+    pub(crate) fn warn(
+        &mut self,
+        span: &Range<usize>,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) {
+        self.push(Severity::Warning, span, message.into(), Some(help.into()));
+    }
+
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
+        self.index.line_col(offset)
+    }
+
+    pub(crate) fn has_errors(&self) -> bool {
+        self.diags.iter().any(|d| d.is_error())
+    }
+
+    /// Diagnostics in file order (stable for equal positions).
+    pub(crate) fn finish(mut self) -> Vec<Diagnostic> {
+        self.diags.sort_by_key(|d| (d.line, d.col));
+        self.diags
+    }
+}
+
+/// Edit distance counting a swap of two adjacent characters as one edit (so `ciel` is one edit
+/// from `ceil`).
+pub(crate) fn edit_distance(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let (n, m) = (a.len(), b.len());
+    let mut d = vec![vec![0usize; m + 1]; n + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=n {
+        for j in 1..=m {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut v = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                v = v.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = v;
+        }
+    }
+    d[n][m]
+}
+
+/// The closest candidate to `word`, if it is close enough to be a likely typo.
+pub(crate) fn suggest<'c>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'c str>,
+) -> Option<&'c str> {
+    let lower = word.to_ascii_lowercase();
+    let limit = match word.chars().count() {
+        0..=2 => 1,
+        3..=5 => 2,
+        _ => 3,
+    };
+    candidates
+        .into_iter()
+        .map(|c| (edit_distance(&lower, &c.to_ascii_lowercase()), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| c)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_col_is_one_based_in_chars() {
+        let idx = LineIndex::new("ab\nc\u{e9}d\n\nx");
+        assert_eq!(idx.line_col(0), (1, 1));
+        assert_eq!(idx.line_col(1), (1, 2));
+        assert_eq!(idx.line_col(3), (2, 1));
+        // 'd' comes after a two-byte character: byte 6, column 3.
+        assert_eq!(idx.line_col(6), (2, 3));
+        assert_eq!(idx.line_col(8), (3, 1));
+        assert_eq!(idx.line_col(9), (4, 1));
+    }
+
+    #[test]
+    fn suggestions() {
+        assert_eq!(edit_distance("ciel", "ceil"), 1);
+        assert_eq!(suggest("ciel", ["name", "ceil", "cburst"]), Some("ceil"));
+        assert_eq!(suggest("mbitt", ["bit", "kbit", "mbit"]), Some("mbit"));
+        assert_eq!(suggest("zzzzzz", ["name", "ceil"]), None);
+    }
+
+    #[test]
+    fn display_like_rustc() {
+        let d = Diagnostic {
+            severity: Severity::Error,
+            file: "p.toml".into(),
+            line: 12,
+            col: 8,
+            message: "class `video`: ceil 1mbit is below rate 2mbit".into(),
+            help: Some("raise ceil to at least 2mbit or lower rate".into()),
+        };
+        assert_eq!(
+            d.to_string(),
+            "p.toml:12:8: error: class `video`: ceil 1mbit is below rate 2mbit\n  help: raise ceil to at least 2mbit or lower rate"
+        );
+    }
+}

@@ -1,0 +1,157 @@
+//! The human-readable view of a policy that `linkshare check` prints: the class tree with every
+//! (defaulted) parameter in aligned columns, then the filters in match order.
+
+use linkshare_core::classify::FilterSpec;
+use linkshare_core::units::Size;
+
+use crate::values::{fmt_prefix, protocol_name};
+use crate::Policy;
+
+/// Pads every column to its widest cell and drops trailing spaces.
+fn align(rows: &[Vec<String>]) -> Vec<String> {
+    let cols = rows.iter().map(|r| r.len()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    rows.iter()
+        .map(|r| {
+            let mut line = String::new();
+            for (c, cell) in r.iter().enumerate() {
+                line.push_str(cell);
+                if c + 1 < r.len() {
+                    let pad = widths[c] - cell.chars().count() + 2;
+                    line.push_str(&" ".repeat(pad));
+                }
+            }
+            line.trim_end().to_string()
+        })
+        .collect()
+}
+
+fn ports(p: (u16, u16)) -> String {
+    if p.0 == p.1 {
+        p.0.to_string()
+    } else {
+        format!("{}-{}", p.0, p.1)
+    }
+}
+
+/// One filter as a short line: `udp dst 10.0.0.0/8 dport 5000-5010`.
+pub(crate) fn filter_text(f: &FilterSpec) -> String {
+    let mut parts = Vec::new();
+    if let Some(p) = f.protocol {
+        parts.push(
+            protocol_name(p)
+                .map(str::to_string)
+                .unwrap_or_else(|| format!("proto {p}")),
+        );
+    }
+    if let Some(s) = &f.src {
+        parts.push(format!("src {}", fmt_prefix(s)));
+    }
+    if let Some(p) = f.src_port {
+        parts.push(format!("sport {}", ports(p)));
+    }
+    if let Some(d) = &f.dst {
+        parts.push(format!("dst {}", fmt_prefix(d)));
+    }
+    if let Some(p) = f.dst_port {
+        parts.push(format!("dport {}", ports(p)));
+    }
+    if let Some(d) = &f.dscp {
+        let names: Vec<String> = d
+            .iter()
+            .map(|v| {
+                linkshare_core::dscp::name(*v)
+                    .map(str::to_string)
+                    .unwrap_or_else(|| v.to_string())
+            })
+            .collect();
+        parts.push(format!("dscp {}", names.join(",")));
+    }
+    if let Some((v, m)) = f.tos {
+        if m == 0xff {
+            parts.push(format!("tos {v:#04x}"));
+        } else {
+            parts.push(format!("tos {v:#04x}/{m:#04x}"));
+        }
+    }
+    if parts.is_empty() {
+        "(every packet)".to_string()
+    } else {
+        parts.join(" ")
+    }
+}
+
+pub(crate) fn tree(p: &Policy) -> String {
+    let mut out = format!(
+        "{}  default={}  r2q={}  mtu={}\n",
+        p.kind.name(),
+        p.default,
+        p.r2q,
+        p.mtu
+    );
+    let classes = p.classes();
+    let mut rows: Vec<Vec<String>> = Vec::new();
+    // Depth-first from each root, children in file order.
+    let mut stack: Vec<(usize, String, String)> = Vec::new(); // (class, prefix for its name, prefix for its children)
+    for c in classes.iter().rev().filter(|c| c.parent_id.is_none()) {
+        stack.push((c.id as usize, String::new(), String::new()));
+    }
+    while let Some((i, own, kids_prefix)) = stack.pop() {
+        let c = &classes[i];
+        let mut row = vec![
+            format!("{own}{}", c.name),
+            format!("rate {}", c.rate),
+            format!("ceil {}", c.ceil),
+            format!("burst {}", Size(c.burst as u64)),
+            format!("cburst {}", Size(c.cburst as u64)),
+        ];
+        if c.is_leaf {
+            row.push(format!("prio {}", c.prio));
+            row.push(format!("quantum {}", c.quantum));
+            row.push(c.leaf.to_string());
+        }
+        rows.push(row);
+        let n = c.children.len();
+        for (k, &child) in c.children.iter().enumerate().rev() {
+            let last = k + 1 == n;
+            let own = format!("{kids_prefix}{}", if last { "└─ " } else { "├─ " });
+            let next = format!("{kids_prefix}{}", if last { "   " } else { "│  " });
+            stack.push((child as usize, own, next));
+        }
+    }
+    for line in align(&rows) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out.push_str("filters (first match wins):\n");
+    let mut frows: Vec<Vec<String>> = p
+        .filters()
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            vec![
+                format!("  {}", i + 1),
+                filter_text(&f.spec),
+                format!("-> {}", f.class),
+            ]
+        })
+        .collect();
+    frows.push(vec![
+        "  *".to_string(),
+        "(no filter matched)".to_string(),
+        format!("-> {} (default)", p.default),
+    ]);
+    for line in align(&frows) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}

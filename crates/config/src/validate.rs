@@ -1,0 +1,1003 @@
+//! Walks a [`PolicyDoc`] and turns it into a checked [`Policy`], reporting every problem.
+//!
+//! The walk is in two passes. First every key is read on its own (type, unit, range), so a typo
+//! anywhere is reported even when other parts are broken. Then the tree is checked as a whole
+//! (names, parents, cycles, depth, capacity, leaves, default, filters), skipping only the checks
+//! that depend on a value that was already reported as broken, so that one mistake gives one
+//! error rather than a cascade.
+
+use std::collections::HashMap;
+use std::ops::Range;
+
+use linkshare_core::classify::{ClassId, FilterSpec};
+use linkshare_core::htb::{
+    default_burst, default_quantum, QuantumWarning, DEFAULT_MTU, DEFAULT_R2Q, MAX_DEPTH,
+    MAX_QUANTUM, MIN_QUANTUM, NUM_PRIO,
+};
+use linkshare_core::qdisc::fifo::{DEFAULT_BFIFO_LIMIT, DEFAULT_PFIFO_LIMIT};
+use linkshare_core::units::{Rate, Size};
+use toml::Spanned;
+
+use crate::diag::{suggest, ConfigError, Sink};
+use crate::raw::{PolicyDoc, Raw};
+use crate::values;
+use crate::{ClassInfo, FilterInfo, LeafKind, Policy, QdiscKind};
+
+type Entries = [(Spanned<String>, Spanned<Raw>)];
+
+const TOP_KEYS: &[&str] = &["qdisc", "default", "r2q", "mtu", "class", "filter"];
+const CLASS_KEYS: &[&str] = &[
+    "name", "parent", "rate", "ceil", "burst", "cburst", "prio", "quantum", "leaf",
+];
+const LEAF_KEYS: &[&str] = &["type", "limit"];
+const FILTER_KEYS: &[&str] = &[
+    "class", "dscp", "tos", "protocol", "src", "dst", "src_port", "dst_port",
+];
+/// Names people carry over from tc, iptables or nftables.
+const ALIASES: &[(&str, &str)] = &[
+    ("classes", "class"),
+    ("filters", "filter"),
+    ("sport", "src_port"),
+    ("dport", "dst_port"),
+    ("srcport", "src_port"),
+    ("dstport", "dst_port"),
+    ("source", "src"),
+    ("destination", "dst"),
+    ("saddr", "src"),
+    ("daddr", "dst"),
+    ("proto", "protocol"),
+    ("ip_proto", "protocol"),
+    ("priority", "prio"),
+    ("qdisc", "type"),
+    ("kind", "type"),
+    ("target", "class"),
+    ("classid", "class"),
+    ("flowid", "class"),
+];
+
+/// Reports keys not in `known`, with a suggestion for near misses.
+fn check_keys(sink: &mut Sink, ctx: &str, entries: &Entries, known: &[&str]) {
+    for (k, _) in entries {
+        let key = k.get_ref().as_str();
+        if known.contains(&key) {
+            continue;
+        }
+        let alias = ALIASES
+            .iter()
+            .find(|(a, to)| *a == key && known.contains(to))
+            .map(|(_, to)| *to);
+        let help = match alias.or_else(|| suggest(key, known.iter().copied())) {
+            Some(s) => format!("did you mean `{s}`? known keys here: {}", known.join(", ")),
+            None => format!("known keys here: {}", known.join(", ")),
+        };
+        sink.error(&k.span(), format!("{ctx}unknown key `{key}`"), help);
+    }
+}
+
+fn get<'e>(entries: &'e Entries, key: &str) -> Option<&'e Spanned<Raw>> {
+    entries
+        .iter()
+        .find(|(k, _)| k.get_ref() == key)
+        .map(|(_, v)| v)
+}
+
+/// A value read from the file, with where it was written.
+#[derive(Clone, Debug)]
+struct At<T> {
+    v: T,
+    span: Range<usize>,
+}
+
+fn at<T>(v: Option<T>, span: Range<usize>) -> Option<At<T>> {
+    v.map(|v| At { v, span })
+}
+
+/// One `[[class]]` after its keys have been read. `None` fields are absent or broken (already
+/// reported); `broken` says whether any was broken.
+#[derive(Debug)]
+struct ClassDraft {
+    header: Range<usize>,
+    name: Option<At<String>>,
+    parent: Option<At<String>>,
+    /// `parent` was written but could not be read.
+    parent_broken: bool,
+    rate: Option<At<Rate>>,
+    ceil: Option<At<Rate>>,
+    burst: Option<At<u64>>,
+    cburst: Option<At<u64>>,
+    prio: Option<At<u8>>,
+    quantum: Option<At<u64>>,
+    leaf: Option<At<LeafKind>>,
+    /// A written key could not be read.
+    broken: bool,
+}
+
+/// One `[[filter]]` after its keys have been read.
+#[derive(Debug)]
+struct FilterDraft {
+    header: Range<usize>,
+    class: Option<At<String>>,
+    spec: FilterSpec,
+    /// Where the port keys were written (for the protocol check).
+    port_span: Option<Range<usize>>,
+    proto_span: Option<Range<usize>>,
+    matches_all: bool,
+}
+
+/// Entry point: check `doc` (whose spans point into `text`) and build a [`Policy`].
+pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Policy, ConfigError> {
+    let mut sink = Sink::new(text, origin);
+    let entries = &doc.entries;
+    check_keys(&mut sink, "", entries, TOP_KEYS);
+
+    let kind = match get(entries, "qdisc") {
+        None => {
+            sink.error(
+                &doc.anchor(),
+                "the policy has no `qdisc`",
+                format!(
+                    "add `qdisc = \"htb\"` at the top (known: {})",
+                    QdiscKind::known_list()
+                ),
+            );
+            None
+        }
+        Some(v) => match values::string(&mut sink, "`qdisc`", v, "\"htb\"") {
+            None => None,
+            Some(name) => match QdiscKind::from_name(name) {
+                Some(k) => Some(k),
+                None => {
+                    let names = QdiscKind::KNOWN.iter().map(|(n, _)| *n);
+                    let help = match suggest(name, names) {
+                        Some(s) => format!(
+                            "did you mean \"{s}\"? known qdiscs: {}",
+                            QdiscKind::known_list()
+                        ),
+                        None => format!("known qdiscs: {}", QdiscKind::known_list()),
+                    };
+                    sink.error(&v.span(), format!("unknown qdisc \"{name}\""), help);
+                    None
+                }
+            },
+        },
+    };
+
+    let r2q = match get(entries, "r2q") {
+        Some(v) => values::int(&mut sink, "`r2q`", v, 1, u32::MAX as i64).map(|n| n as u32),
+        None => Some(DEFAULT_R2Q),
+    };
+    let mtu = match get(entries, "mtu") {
+        Some(v) => match values::size(&mut sink, "`mtu`", v) {
+            Some(m) if (68..=65536).contains(&m) => Some(m as u32),
+            Some(m) => {
+                sink.error(
+                    &v.span(),
+                    format!("`mtu` {m} bytes is out of range"),
+                    "use the largest packet size on the link, from 68 to 65536 bytes (1500 on Ethernet)",
+                );
+                None
+            }
+            None => None,
+        },
+        None => Some(DEFAULT_MTU),
+    };
+
+    let policy = match kind {
+        Some(QdiscKind::Htb) => htb(&mut sink, doc, r2q, mtu),
+        None => {
+            // Still read the classes and filters so their problems are reported too.
+            let _ = htb(&mut sink, doc, r2q, mtu);
+            None
+        }
+    };
+    match policy {
+        Some(mut p) if !sink.has_errors() => {
+            p.origin = origin.to_string();
+            p.warnings = sink.finish();
+            Ok(p)
+        }
+        _ => Err(ConfigError {
+            diagnostics: sink.finish(),
+        }),
+    }
+}
+
+/// Reads an array of tables (`[[class]]`), reporting a plain table or other value.
+fn tables<'d>(sink: &mut Sink, doc: &'d PolicyDoc, key: &str) -> Vec<(Range<usize>, &'d Entries)> {
+    let Some(v) = get(&doc.entries, key) else {
+        return Vec::new();
+    };
+    match v.get_ref() {
+        Raw::Array(items) => {
+            let mut out = Vec::new();
+            for it in items {
+                match it.get_ref() {
+                    Raw::Table(e) => out.push((it.span(), e.as_slice())),
+                    other => sink.error(
+                        &it.span(),
+                        format!("each `{key}` must be a table, found {}", other.kind()),
+                        format!("write each one as a `[[{key}]]` section"),
+                    ),
+                }
+            }
+            out
+        }
+        Raw::Table(_) => {
+            sink.error(
+                &v.span(),
+                format!("`[{key}]` defines a single table, but `{key}` is a list"),
+                format!("write `[[{key}]]` (double brackets) before each {key}"),
+            );
+            Vec::new()
+        }
+        other => {
+            sink.error(
+                &v.span(),
+                format!("`{key}` must be a list of tables, found {}", other.kind()),
+                format!("write each one as a `[[{key}]]` section"),
+            );
+            Vec::new()
+        }
+    }
+}
+
+fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<LeafKind> {
+    let kinds = LeafKind::KNOWN.join(", ");
+    let (name_v, limit_v) = match v.get_ref() {
+        Raw::Str(_) => (v, None),
+        Raw::Table(e) => {
+            check_keys(sink, &format!("{ctx}: "), e, LEAF_KEYS);
+            match get(e, "type") {
+                Some(t) => (t, get(e, "limit")),
+                None => {
+                    sink.error(
+                        &v.span(),
+                        format!("{ctx}: the leaf table has no `type`"),
+                        format!("add `type = \"pfifo\"` (known: {kinds})"),
+                    );
+                    return None;
+                }
+            }
+        }
+        _ => {
+            sink.error(
+                &v.span(),
+                format!(
+                    "{ctx}: expected a leaf qdisc name or table, found {}",
+                    v.get_ref().kind()
+                ),
+                "write `leaf = \"pfifo\"` or a `[class.leaf]` table with `type` and `limit`",
+            );
+            return None;
+        }
+    };
+    let name = values::string(sink, ctx, name_v, "\"pfifo\"")?;
+    match name.trim().to_ascii_lowercase().as_str() {
+        "pfifo" => {
+            let limit = match limit_v {
+                Some(l) => values::int(
+                    sink,
+                    &format!("{ctx}: pfifo `limit` (packets)"),
+                    l,
+                    1,
+                    u32::MAX as i64,
+                )? as u32,
+                None => DEFAULT_PFIFO_LIMIT,
+            };
+            Some(LeafKind::Pfifo { limit })
+        }
+        "bfifo" => {
+            let limit = match limit_v {
+                Some(l) => {
+                    let b = values::size(sink, &format!("{ctx}: bfifo `limit` (bytes)"), l)?;
+                    if b == 0 || b > u32::MAX as u64 {
+                        sink.error(
+                            &l.span(),
+                            format!("{ctx}: bfifo `limit` {b} bytes is out of range"),
+                            "use from 1 byte to 4g",
+                        );
+                        return None;
+                    }
+                    b as u32
+                }
+                None => DEFAULT_BFIFO_LIMIT,
+            };
+            Some(LeafKind::Bfifo { limit })
+        }
+        other => {
+            let help = match suggest(other, LeafKind::KNOWN.iter().copied()) {
+                Some(s) => format!("did you mean \"{s}\"? known leaf qdiscs: {kinds}"),
+                None => format!("known leaf qdiscs: {kinds}"),
+            };
+            sink.error(
+                &name_v.span(),
+                format!("{ctx}: unknown leaf qdisc \"{name}\""),
+                help,
+            );
+            None
+        }
+    }
+}
+
+fn read_class(sink: &mut Sink, index: usize, header: Range<usize>, e: &Entries) -> ClassDraft {
+    let errors_before = sink.diags.iter().filter(|d| d.is_error()).count();
+    let mut d = ClassDraft {
+        header: header.clone(),
+        name: None,
+        parent: None,
+        parent_broken: false,
+        rate: None,
+        ceil: None,
+        burst: None,
+        cburst: None,
+        prio: None,
+        quantum: None,
+        leaf: None,
+        broken: false,
+    };
+    // Name first: every other message names the class.
+    if let Some(v) = get(e, "name") {
+        if let Some(s) = values::string(sink, "class `name`", v, "\"bulk\"") {
+            let t = s.trim();
+            if t.is_empty() {
+                sink.error(
+                    &v.span(),
+                    "class name is empty",
+                    "give the class a name, e.g. `name = \"bulk\"`",
+                );
+            } else if t != s {
+                sink.error(
+                    &v.span(),
+                    format!("class name \"{s}\" has leading or trailing spaces"),
+                    format!("write `name = \"{t}\"`"),
+                );
+            } else {
+                d.name = at(Some(s.to_string()), v.span());
+            }
+        }
+    } else {
+        sink.error(
+            &header,
+            format!("class #{} has no `name`", index + 1),
+            "add `name = \"...\"`: filters, `parent` and `default` refer to classes by name",
+        );
+    }
+    let ctx = match &d.name {
+        Some(n) => format!("class `{}`", n.v),
+        None => format!("class #{}", index + 1),
+    };
+    check_keys(sink, &format!("{ctx}: "), e, CLASS_KEYS);
+    if let Some(v) = get(e, "parent") {
+        let p = values::string(sink, &format!("{ctx}: `parent`"), v, "\"root\"");
+        d.parent_broken = p.is_none();
+        d.parent = at(p.map(|s| s.trim().to_string()), v.span());
+    }
+    match get(e, "rate") {
+        Some(v) => d.rate = at(values::rate(sink, &format!("{ctx}: `rate`"), v), v.span()),
+        None => sink.error(
+            &header,
+            format!("{ctx} has no `rate`"),
+            "add the guaranteed rate, e.g. `rate = \"1mbit\"`",
+        ),
+    }
+    if let Some(v) = get(e, "ceil") {
+        d.ceil = at(values::rate(sink, &format!("{ctx}: `ceil`"), v), v.span());
+    }
+    if let Some(v) = get(e, "burst") {
+        d.burst = at(values::size(sink, &format!("{ctx}: `burst`"), v), v.span());
+    }
+    if let Some(v) = get(e, "cburst") {
+        d.cburst = at(values::size(sink, &format!("{ctx}: `cburst`"), v), v.span());
+    }
+    if let Some(v) = get(e, "prio") {
+        let p = values::int(sink, &format!("{ctx}: `prio`"), v, 0, NUM_PRIO as i64 - 1);
+        d.prio = at(p.map(|p| p as u8), v.span());
+    }
+    if let Some(v) = get(e, "quantum") {
+        let q = values::size(sink, &format!("{ctx}: `quantum`"), v);
+        if q == Some(0) {
+            sink.error(&v.span(), format!("{ctx}: `quantum` is zero"), "leave `quantum` out for the default (rate/r2q), or give at least one MTU, e.g. 1500");
+        }
+        d.quantum = at(q.filter(|q| *q > 0), v.span());
+    }
+    if let Some(v) = get(e, "leaf") {
+        d.leaf = at(read_leaf(sink, &format!("{ctx}: `leaf`"), v), v.span());
+    }
+    d.broken = sink.diags.iter().filter(|d| d.is_error()).count() > errors_before;
+    d
+}
+
+fn read_filter(sink: &mut Sink, index: usize, header: Range<usize>, e: &Entries) -> FilterDraft {
+    let ctx = format!("filter #{}", index + 1);
+    check_keys(sink, &format!("{ctx}: "), e, FILTER_KEYS);
+    let mut f = FilterDraft {
+        header: header.clone(),
+        class: None,
+        spec: FilterSpec::default(),
+        port_span: None,
+        proto_span: None,
+        matches_all: true,
+    };
+    match get(e, "class") {
+        Some(v) => {
+            f.class = at(
+                values::string(sink, &format!("{ctx}: `class`"), v, "\"bulk\"")
+                    .map(|s| s.trim().to_string()),
+                v.span(),
+            )
+        }
+        None => sink.error(
+            &header,
+            format!("{ctx} has no `class`"),
+            "add `class = \"...\"`: the leaf class matching packets go to",
+        ),
+    }
+    for (k, _) in e {
+        if k.get_ref() != "class" && FILTER_KEYS.contains(&k.get_ref().as_str()) {
+            f.matches_all = false;
+        }
+    }
+    if let Some(v) = get(e, "dscp") {
+        f.spec.dscp = values::dscp(sink, &format!("{ctx}: `dscp`"), v);
+    }
+    if let Some(v) = get(e, "tos") {
+        f.spec.tos = values::tos(sink, &format!("{ctx}: `tos`"), v);
+    }
+    if let Some(v) = get(e, "protocol") {
+        f.spec.protocol = values::protocol(sink, &format!("{ctx}: `protocol`"), v);
+        f.proto_span = Some(v.span());
+    }
+    if let Some(v) = get(e, "src") {
+        f.spec.src = values::prefix(sink, &format!("{ctx}: `src`"), v);
+    }
+    if let Some(v) = get(e, "dst") {
+        f.spec.dst = values::prefix(sink, &format!("{ctx}: `dst`"), v);
+        if let (Some(s), Some(d)) = (&f.spec.src, &f.spec.dst) {
+            if s.addr.is_ipv4() != d.addr.is_ipv4() {
+                sink.error(
+                    &v.span(),
+                    format!(
+                        "{ctx}: `src` and `dst` are of different IP versions; no packet can match"
+                    ),
+                    "use two filters, one for IPv4 and one for IPv6",
+                );
+            }
+        }
+    }
+    if let Some(v) = get(e, "src_port") {
+        f.spec.src_port = values::port_range(sink, &format!("{ctx}: `src_port`"), v);
+        f.port_span = Some(v.span());
+    }
+    if let Some(v) = get(e, "dst_port") {
+        f.spec.dst_port = values::port_range(sink, &format!("{ctx}: `dst_port`"), v);
+        f.port_span = f.port_span.or(Some(v.span()));
+    }
+    if let (Some(p), Some(ps), Some(pr)) = (f.spec.protocol, &f.port_span, &f.proto_span) {
+        if !values::has_ports(p) {
+            let name = values::protocol_name(p)
+                .map(str::to_string)
+                .unwrap_or_else(|| p.to_string());
+            sink.warn(
+                ps,
+                format!("{ctx}: protocol {name} has no ports, so this port match never succeeds"),
+                format!(
+                    "remove the port match or use tcp, udp or sctp (protocol at line {})",
+                    sink_line(sink, pr)
+                ),
+            );
+        }
+    }
+    f
+}
+
+fn sink_line(sink: &Sink, span: &Range<usize>) -> usize {
+    sink.line_col(span.start).0
+}
+
+/// The HTB tree: classes, filters, default.
+fn htb(sink: &mut Sink, doc: &PolicyDoc, r2q: Option<u32>, mtu: Option<u32>) -> Option<Policy> {
+    let class_tables = tables(sink, doc, "class");
+    let filter_tables = tables(sink, doc, "filter");
+    let classes: Vec<ClassDraft> = class_tables
+        .into_iter()
+        .enumerate()
+        .map(|(i, (span, e))| read_class(sink, i, span, e))
+        .collect();
+    let filters: Vec<FilterDraft> = filter_tables
+        .into_iter()
+        .enumerate()
+        .map(|(i, (span, e))| read_filter(sink, i, span, e))
+        .collect();
+    let default = get(&doc.entries, "default");
+    let default_name = match default {
+        Some(v) => values::string(sink, "`default`", v, "\"bulk\"").map(|s| s.trim().to_string()),
+        None => None,
+    };
+
+    if classes.is_empty() {
+        if get(&doc.entries, "class").is_none() {
+            sink.error(
+                &doc.anchor(),
+                "the policy has no classes",
+                "add at least one `[[class]]` with `name` and `rate`",
+            );
+        }
+        return None;
+    }
+    let n = classes.len();
+
+    // Names.
+    let mut by_name: HashMap<&str, usize> = HashMap::new();
+    for (i, c) in classes.iter().enumerate() {
+        let Some(name) = &c.name else { continue };
+        if let Some(&first) = by_name.get(name.v.as_str()) {
+            let line = classes[first]
+                .name
+                .as_ref()
+                .map(|n| sink_line(sink, &n.span))
+                .unwrap_or(0);
+            sink.error(
+                &name.span,
+                format!("class `{}` is defined twice", name.v),
+                format!(
+                    "class names must be unique; the first `{}` is at line {line}: rename one",
+                    name.v
+                ),
+            );
+        } else {
+            by_name.insert(name.v.as_str(), i);
+        }
+    }
+    let names: Vec<&str> = classes
+        .iter()
+        .filter_map(|c| c.name.as_ref().map(|n| n.v.as_str()))
+        .collect();
+    let name_of = |i: usize| {
+        classes[i]
+            .name
+            .as_ref()
+            .map(|n| n.v.clone())
+            .unwrap_or_else(|| format!("#{}", i + 1))
+    };
+    let unknown_help = |what: &str, names: &[&str]| -> String {
+        match suggest(what, names.iter().copied()) {
+            Some(s) => format!(
+                "did you mean \"{s}\"? defined classes: {}",
+                names.join(", ")
+            ),
+            None => format!("defined classes: {}", names.join(", ")),
+        }
+    };
+
+    // Parents. `parent_of[i]`: Some(index) when known; `unresolved[i]`: the parent is broken,
+    // unknown or the class itself.
+    let mut parent_of: Vec<Option<usize>> = vec![None; n];
+    let mut unresolved = vec![false; n];
+    for (i, c) in classes.iter().enumerate() {
+        if c.parent_broken {
+            unresolved[i] = true;
+        }
+        let Some(p) = &c.parent else { continue };
+        match by_name.get(p.v.as_str()) {
+            Some(&j) if j == i => {
+                unresolved[i] = true;
+                sink.error(
+                    &p.span,
+                    format!("class `{}` is its own parent (a cycle)", p.v),
+                    "remove `parent` to make it a root, or name the class it belongs under",
+                );
+            }
+            Some(&j) => parent_of[i] = Some(j),
+            None => {
+                unresolved[i] = true;
+                sink.error(
+                    &p.span,
+                    format!("class `{}`: unknown parent `{}`", name_of(i), p.v),
+                    format!(
+                        "{}; or remove `parent` to make this class a root",
+                        unknown_help(&p.v, &names)
+                    ),
+                );
+            }
+        }
+    }
+
+    // Cycles and depth. `depth[i]`: number of ancestors, None if the chain loops or is unresolved.
+    let mut depth: Vec<Option<usize>> = vec![None; n];
+    let mut in_cycle = vec![false; n];
+    #[allow(clippy::needless_range_loop)] // `start` indexes several parallel vectors
+    for start in 0..n {
+        let mut path = vec![start];
+        let mut c = start;
+        let mut ok = true;
+        loop {
+            if unresolved[c] {
+                ok = false;
+                break;
+            }
+            match parent_of[c] {
+                None => break,
+                Some(p) => {
+                    if let Some(pos) = path.iter().position(|&x| x == p) {
+                        // A loop: path[pos..] are its members.
+                        let members: Vec<usize> = path[pos..].to_vec();
+                        if !members.iter().any(|&m| in_cycle[m]) {
+                            for &m in &members {
+                                in_cycle[m] = true;
+                            }
+                            let first = *members.iter().min().unwrap_or(&p);
+                            let mut chain = vec![name_of(first)];
+                            let mut x = first;
+                            while let Some(px) = parent_of[x] {
+                                chain.push(name_of(px));
+                                if px == first {
+                                    break;
+                                }
+                                x = px;
+                            }
+                            if let Some(ps) = &classes[first].parent {
+                                sink.error(
+                                    &ps.span,
+                                    format!("class `{}`: parent chain loops back to itself: {}", name_of(first), chain.join(" -> ")),
+                                    "a class cannot be its own ancestor: give one class in the loop another parent, or none to make it a root",
+                                );
+                            }
+                        }
+                        ok = false;
+                        break;
+                    }
+                    path.push(p);
+                    c = p;
+                }
+            }
+        }
+        if ok {
+            depth[start] = Some(path.len() - 1);
+        }
+    }
+    for i in 0..n {
+        if depth[i] == Some(MAX_DEPTH) {
+            let span = classes[i]
+                .parent
+                .as_ref()
+                .map(|p| p.span.clone())
+                .unwrap_or(classes[i].header.clone());
+            sink.error(
+                &span,
+                format!("class `{}` is at level {} of the tree; HTB supports at most {MAX_DEPTH} levels from root to leaf", name_of(i), MAX_DEPTH + 1),
+                "attach it higher up, or merge intermediate classes",
+            );
+        }
+    }
+
+    // Children.
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for i in 0..n {
+        // Edges inside a loop are already reported; they do not make anyone a parent.
+        if let (Some(p), false) = (parent_of[i], in_cycle[i]) {
+            children[p].push(i);
+        }
+    }
+    let is_leaf: Vec<bool> = children.iter().map(|c| c.is_empty()).collect();
+
+    // Per-class values and defaults.
+    let mtu_v = mtu.unwrap_or(DEFAULT_MTU);
+    let r2q_v = r2q.unwrap_or(DEFAULT_R2Q);
+    let mut infos: Vec<ClassInfo> = Vec::with_capacity(n);
+    for (i, c) in classes.iter().enumerate() {
+        let name = name_of(i);
+        let rate = c.rate.as_ref().map(|r| r.v);
+        if let (Some(r), true) = (&c.rate, rate == Some(Rate(0))) {
+            sink.error(&r.span, format!("class `{name}`: rate is zero"), "give a guaranteed rate above zero, e.g. \"8kbit\"; a class that should only borrow still needs a small rate");
+        }
+        let ceil = c.ceil.as_ref().map(|x| x.v).or(rate);
+        if let (Some(r), Some(cl)) = (&c.rate, &c.ceil) {
+            if cl.v < r.v {
+                sink.error(
+                    &cl.span,
+                    format!("class `{name}`: ceil {} is below rate {}", cl.v, r.v),
+                    format!("raise ceil to at least {} or lower rate", r.v),
+                );
+            }
+        }
+        if let Some(l) = &c.leaf {
+            if !is_leaf[i] {
+                let kids: Vec<String> = children[i].iter().map(|&k| name_of(k)).collect();
+                sink.error(
+                    &l.span,
+                    format!("class `{name}` has children ({}), so it is not a leaf and cannot have a leaf qdisc", kids.join(", ")),
+                    format!("remove `leaf` from `{name}`; packets wait only in leaf classes, so set it on those"),
+                );
+            }
+        }
+        let burst = match &c.burst {
+            Some(b) => check_burst(sink, &name, "burst", b, mtu, rate),
+            None => rate.map(|r| default_burst(r, mtu_v)),
+        };
+        let cburst = match &c.cburst {
+            Some(b) => check_burst(sink, &name, "cburst", b, mtu, ceil),
+            None => ceil.map(|r| default_burst(r, mtu_v)),
+        };
+        let quantum = match &c.quantum {
+            Some(q) if q.v > u32::MAX as u64 => {
+                sink.error(
+                    &q.span,
+                    format!("class `{name}`: quantum {} is too large", Size(q.v)),
+                    format!("use at most {MAX_QUANTUM} bytes"),
+                );
+                None
+            }
+            Some(q) => Some(q.v as u32),
+            None => rate.map(|r| {
+                let (q, w) = default_quantum(r, r2q_v);
+                // Only leaves use their quantum (DRR among leaves of equal prio).
+                if let (Some(w), true, Some(rs)) = (w, is_leaf[i], &c.rate) {
+                    quantum_warning(sink, &name, &rs.span, w);
+                }
+                q
+            }),
+        };
+        let d = depth[i].unwrap_or(0);
+        infos.push(ClassInfo {
+            id: i as ClassId,
+            name,
+            parent: c.parent.as_ref().map(|p| p.v.clone()),
+            parent_id: parent_of[i].map(|p| p as ClassId),
+            rate: rate.unwrap_or_default(),
+            ceil: ceil.unwrap_or_default(),
+            burst: burst.unwrap_or(0),
+            cburst: cburst.unwrap_or(0),
+            prio: c.prio.as_ref().map(|p| p.v).unwrap_or(0),
+            quantum: quantum.unwrap_or(MIN_QUANTUM),
+            leaf: c.leaf.as_ref().map(|l| l.v).unwrap_or(LeafKind::Pfifo {
+                limit: DEFAULT_PFIFO_LIMIT,
+            }),
+            is_leaf: is_leaf[i],
+            depth: d as u8,
+            level: if is_leaf[i] {
+                0
+            } else {
+                (MAX_DEPTH - 1).saturating_sub(d) as u8
+            },
+            children: children[i].iter().map(|&k| k as ClassId).collect(),
+            line: sink_line(sink, &c.header),
+        });
+    }
+
+    // Capacity: the children's guarantees must fit in the parent's.
+    for i in 0..n {
+        if children[i].is_empty() || in_cycle[i] {
+            continue;
+        }
+        let Some(pr) = &classes[i].rate else { continue };
+        let kids: Vec<(String, Rate)> = children[i]
+            .iter()
+            .filter_map(|&k| classes[k].rate.as_ref().map(|r| (name_of(k), r.v)))
+            .collect();
+        if kids.len() != children[i].len() {
+            continue;
+        }
+        let sum = Rate(
+            kids.iter()
+                .map(|(_, r)| r.0)
+                .fold(0u64, u64::saturating_add),
+        );
+        if sum > pr.v {
+            let list: Vec<String> = kids.iter().map(|(n, r)| format!("{n} {r}")).collect();
+            sink.error(
+                &pr.span,
+                format!(
+                    "class `{}`: impossible capacity: the children's guaranteed rates add up to {sum} ({}), above its rate {}",
+                    name_of(i),
+                    list.join(" + "),
+                    pr.v
+                ),
+                format!("lower the children's rates by {} in total, or raise `{}`'s rate to at least {sum}", Rate(sum.0 - pr.v.0), name_of(i)),
+            );
+        }
+    }
+
+    // A child's ceil above its parent's ceil is capped in effect.
+    for i in 0..n {
+        let Some(p) = parent_of[i] else { continue };
+        if in_cycle[i] || classes[i].rate.is_none() || classes[p].rate.is_none() {
+            continue;
+        }
+        let (cc, pc) = (infos[i].ceil, infos[p].ceil);
+        if cc > pc {
+            let span = classes[i]
+                .ceil
+                .as_ref()
+                .map(|x| x.span.clone())
+                .or(classes[i].rate.as_ref().map(|x| x.span.clone()))
+                .unwrap_or(classes[i].header.clone());
+            sink.warn(
+                &span,
+                format!("class `{}`: ceil {cc} is above its parent `{}`'s ceil {pc}; it can never send faster than {pc}", name_of(i), name_of(p)),
+                format!("lower ceil to {pc} (or raise `{}`'s ceil)", name_of(p)),
+            );
+        }
+    }
+
+    // Several roots do not share bandwidth.
+    let roots: Vec<usize> = (0..n)
+        .filter(|&i| {
+            classes[i].name.is_some() && classes[i].parent.is_none() && !classes[i].parent_broken
+        })
+        .collect();
+    if roots.len() > 1 {
+        let r = roots[1];
+        let list: Vec<String> = roots.iter().map(|&r| format!("`{}`", name_of(r))).collect();
+        let span = classes[r]
+            .name
+            .as_ref()
+            .map(|x| x.span.clone())
+            .unwrap_or(classes[r].header.clone());
+        sink.warn(
+            &span,
+            format!(
+                "{} classes have no parent ({}); separate roots never lend to each other",
+                roots.len(),
+                list.join(", ")
+            ),
+            format!(
+                "if they share one link, give them a common root class, e.g. `parent = \"{}\"`",
+                name_of(roots[0])
+            ),
+        );
+    }
+
+    let leaf_names = |i: usize| -> Vec<String> {
+        // Leaf descendants of class i.
+        let mut out = Vec::new();
+        let mut stack = vec![i];
+        let mut seen = vec![false; n];
+        while let Some(c) = stack.pop() {
+            if std::mem::replace(&mut seen[c], true) {
+                continue;
+            }
+            if children[c].is_empty() {
+                out.push(name_of(c));
+            } else {
+                stack.extend(children[c].iter().rev());
+            }
+        }
+        out
+    };
+    let all_leaves: Vec<String> = (0..n).filter(|&i| is_leaf[i]).map(name_of).collect();
+
+    // Default class.
+    let mut default_id = None;
+    match (default, &default_name) {
+        (None, _) => sink.error(
+            &doc.anchor(),
+            "the policy has no `default` class",
+            format!("add `default = \"...\"` naming the leaf class for packets no filter matches (leaves: {})", all_leaves.join(", ")),
+        ),
+        (Some(v), Some(name)) => match by_name.get(name.as_str()) {
+            None => sink.error(
+                &v.span(),
+                format!("default class `{name}` does not exist"),
+                format!("name a leaf class: {}", unknown_help(name, &names)),
+            ),
+            Some(&j) if !is_leaf[j] => sink.error(
+                &v.span(),
+                format!("default class `{name}` has children, so it is not a leaf; packets can only wait in leaf classes"),
+                format!("name one of its leaves instead: {}", leaf_names(j).join(", ")),
+            ),
+            Some(&j) => default_id = Some(j),
+        },
+        (Some(_), None) => {}
+    }
+
+    // Filters.
+    let mut filter_infos = Vec::with_capacity(filters.len());
+    let nf = filters.len();
+    for (fi, f) in filters.into_iter().enumerate() {
+        let ctx = format!("filter #{}", fi + 1);
+        let Some(cl) = &f.class else { continue };
+        let class = match by_name.get(cl.v.as_str()) {
+            None => {
+                sink.error(
+                    &cl.span,
+                    format!("{ctx}: class `{}` does not exist", cl.v),
+                    format!("send it to a leaf class: {}", unknown_help(&cl.v, &names)),
+                );
+                continue;
+            }
+            Some(&j) if !is_leaf[j] => {
+                sink.error(
+                    &cl.span,
+                    format!("{ctx}: class `{}` has children, so it is not a leaf; packets can only wait in leaf classes", cl.v),
+                    format!("send the filter to one of its leaves instead: {}", leaf_names(j).join(", ")),
+                );
+                continue;
+            }
+            Some(&j) => j,
+        };
+        if f.matches_all {
+            let help = if fi + 1 < nf {
+                format!("add a match (dscp, protocol, src, dst, ports) or move it last; filters #{} and later are never reached", fi + 2)
+            } else {
+                format!(
+                    "add a match, or remove it and write `default = \"{}\"`",
+                    cl.v
+                )
+            };
+            sink.warn(
+                &f.header,
+                format!("{ctx} has no match, so it matches every packet"),
+                help,
+            );
+        }
+        let mut spec = f.spec;
+        spec.class = class as ClassId;
+        filter_infos.push(FilterInfo {
+            class: cl.v.clone(),
+            spec,
+            line: sink_line(sink, &f.header),
+        });
+    }
+
+    let (Some(r2q), Some(mtu), Some(default_id)) = (r2q, mtu, default_id) else {
+        return None;
+    };
+    Some(Policy {
+        origin: String::new(),
+        kind: QdiscKind::Htb,
+        r2q,
+        mtu,
+        default: name_of(default_id),
+        default_id: default_id as ClassId,
+        classes: infos,
+        filters: filter_infos,
+        warnings: Vec::new(),
+    })
+}
+
+fn check_burst(
+    sink: &mut Sink,
+    class: &str,
+    key: &str,
+    b: &At<u64>,
+    mtu: Option<u32>,
+    rate: Option<Rate>,
+) -> Option<u32> {
+    if b.v > u32::MAX as u64 {
+        sink.error(
+            &b.span,
+            format!("class `{class}`: {key} {} is too large", Size(b.v)),
+            "use at most 4g",
+        );
+        return None;
+    }
+    if let Some(mtu) = mtu {
+        if b.v < mtu as u64 {
+            let default = rate
+                .map(|r| format!(" (here {})", Size(default_burst(r, mtu) as u64)))
+                .unwrap_or_default();
+            sink.error(
+                &b.span,
+                format!("class `{class}`: {key} {} is smaller than one MTU ({mtu} bytes); a full-size packet could never be sent at once", Size(b.v)),
+                format!("set {key} to at least \"{}\" (the mtu), or leave it out for the default: rate x 1ms + mtu{default}", Size(mtu as u64)),
+            );
+            return None;
+        }
+    }
+    Some(b.v as u32)
+}
+
+fn quantum_warning(sink: &mut Sink, class: &str, span: &Range<usize>, w: QuantumWarning) {
+    match w {
+        QuantumWarning::Small { computed } => sink.warn(
+            span,
+            format!("class `{class}`: quantum {computed} bytes (rate/r2q) is below {MIN_QUANTUM}; using {MIN_QUANTUM}"),
+            "set `quantum` or lower `r2q`",
+        ),
+        QuantumWarning::Big { computed } => sink.warn(
+            span,
+            format!("class `{class}`: quantum {computed} bytes (rate/r2q) is above {MAX_QUANTUM}; using {MAX_QUANTUM}"),
+            "set `quantum` or raise `r2q`",
+        ),
+    }
+}
