@@ -1,6 +1,9 @@
 //! The `linkshare` command line.
 
 mod check;
+mod export_tc;
+mod lab;
+mod router_cmds;
 mod sim_cmd;
 
 use clap::{Parser, Subcommand};
@@ -37,6 +40,18 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Shape real traffic: a bump-in-the-wire between two Linux interfaces
+    Run(router_cmds::RunArgs),
+    /// Show the running shaper's class tree with live rates and counters (like `tc -s class show`)
+    Stat(router_cmds::StatArgs),
+    /// Add, change or delete a class of the running shaper
+    Class(router_cmds::ClassArgs),
+    /// Apply an edited policy to the running shaper atomically, keeping queued packets
+    Reload(router_cmds::ReloadArgs),
+    /// Print the equivalent script for another system (`export tc POLICY --dev DEV`)
+    Export(export_tc::ExportArgs),
+    /// Build a namespace testbed and push real kernel traffic through linkshare (and the kernel's HTB)
+    Lab(lab::LabArgs),
 }
 
 fn main() {
@@ -51,6 +66,20 @@ fn main() {
             eprintln!("error: {e:#}");
             2
         }),
+        Command::Run(a) => report(router_cmds::run(a)),
+        Command::Stat(a) => report(router_cmds::stat(a)),
+        Command::Class(a) => report(router_cmds::class(a)),
+        Command::Reload(a) => report(router_cmds::reload(a)),
+        Command::Export(a) => report(export_tc::run(a)),
+        Command::Lab(a) => report(lab::run(a)),
     };
     std::process::exit(code);
+}
+
+/// Exit code of a command: its own on success, 2 with the error chain printed on failure.
+fn report(r: anyhow::Result<i32>) -> i32 {
+    r.unwrap_or_else(|e| {
+        eprintln!("error: {e:#}");
+        2
+    })
 }

@@ -1271,6 +1271,7 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
                     giants: cl.giants as u64,
                 },
                 backlog,
+                avgidle_ns: None,
                 leaf_drops,
             });
         }

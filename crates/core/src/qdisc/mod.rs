@@ -263,6 +263,33 @@ pub trait Qdisc<P: Packet> {
     fn kind(&self) -> &'static str;
     /// Visit every class (for classful qdiscs) in tree order, parents before children.
     fn visit_classes(&self, _f: &mut dyn FnMut(&ClassView<'_>)) {}
+    /// Discipline-specific gauges and counters beyond [`QdiscStats`], as `(name, value)` pairs with
+    /// stable snake_case names: e.g. CoDel's `sojourn_us`, RED's `avg_queue_bytes`, SFQ's
+    /// `active_flows`. Shown by `stat`, sampled by the simulator. Default: none.
+    fn extra_stats(&self, _f: &mut dyn FnMut(&'static str, f64)) {}
+}
+
+/// An invalid discipline parameter: which one, what is wrong, and how to fix it. Config maps it to
+/// a `file:line:col` diagnostic at the parameter's value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{param}`: {message}")]
+pub struct ParamError {
+    /// The parameter's name as written in policy files (`"quantum"`, `"max_p"`, …).
+    pub param: &'static str,
+    /// What is wrong, e.g. "must be at least 64 bytes, got 10".
+    pub message: String,
+    /// How to fix it, e.g. "set quantum to at least one MTU (1514)".
+    pub help: String,
+}
+
+impl ParamError {
+    pub fn new(param: &'static str, message: impl Into<String>, help: impl Into<String>) -> Self {
+        ParamError {
+            param,
+            message: message.into(),
+            help: help.into(),
+        }
+    }
 }
 
 /// Link-sharing state of a class, in HTB's vocabulary (CBQ maps underlimit/at-limit/overlimit).
@@ -323,4 +350,7 @@ pub struct ClassView<'a> {
     pub backlog: Backlog,
     /// Per-reason drops of the leaf queue.
     pub leaf_drops: DropCounts,
+    /// CBQ's estimator: the class's average idle time in nanoseconds (negative when over its
+    /// allocation); `None` for schedulers without one.
+    pub avgidle_ns: Option<i64>,
 }

@@ -1,0 +1,1 @@
+//! The real shaper (being written).
