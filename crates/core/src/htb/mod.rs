@@ -229,6 +229,23 @@ struct Inner {
     class: u32,
 }
 
+/// What [`Htb::adopt`] carried over from the scheduler it replaced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdoptReport {
+    /// Classes present before and after (counters, buckets and packets kept).
+    pub kept: Vec<String>,
+    /// Classes that are new.
+    pub added: Vec<String>,
+    /// Classes that are gone (their packets were classified again).
+    pub removed: Vec<String>,
+    /// Packets moved into the new tree.
+    pub moved_packets: u64,
+    /// Of those offered, packets whose class was gone and that went through the new filters.
+    pub reclassified: u64,
+    /// Packets the new leaves refused (counted as drops with the leaf's reason).
+    pub dropped_packets: u64,
+}
+
 /// The HTB qdisc. See the module documentation.
 pub struct Htb<P: Packet> {
     classes: Vec<Class>,
@@ -571,6 +588,129 @@ impl<P: Packet> Htb<P> {
                 Err(d)
             }
         }
+    }
+
+    /// Take over the state of the scheduler this one replaces (a reload, or a class added, changed
+    /// or deleted at run time), so that nothing queued is lost and counters continue.
+    ///
+    /// Classes are matched by name. A class that exists in both keeps its counters and its
+    /// buckets (as of `now`, capped at the new `burst`/`cburst`); its queued packets move to the
+    /// new class in order. Packets of classes that are gone, or that are no longer leaves, are
+    /// classified again by the new filters. A packet the new leaf refuses (a smaller `limit`) is
+    /// counted as dropped with the leaf's reason and handed out through `take_dropped`. The
+    /// qdisc-wide counters continue from `old`'s, so `enqueued = dequeued + dropped + backlog`
+    /// still holds. `old` is left empty.
+    ///
+    /// O(n + q) for `n` classes and `q` queued packets; meant for the control path.
+    pub fn adopt(&mut self, old: &mut Htb<P>, now: Time) -> AdoptReport {
+        let mut report = AdoptReport::default();
+        let old_to_new: Vec<Option<u32>> = (0..old.classes.len() as u32)
+            .map(|c| self.class_id(old.name(c)))
+            .collect();
+        for (c, n) in old_to_new.iter().enumerate() {
+            let Some(n) = *n else {
+                report.removed.push(old.name(c as u32).to_string());
+                continue;
+            };
+            report.kept.push(old.name(c as u32).to_string());
+            let o = &old.classes[c];
+            let idle = now.0.saturating_sub(o.t_c).min(MAX_IDLE_NS) as i128;
+            let t = o.tokens as i128 + idle * o.rate as i128;
+            let ct = o.ctokens as i128 + idle * o.ceil as i128;
+            let (sent_bytes, sent_packets) = (o.sent_bytes, o.sent_packets);
+            let (drops, overlimits, lends, borrows, giants) =
+                (o.drops, o.overlimits, o.lends, o.borrows, o.giants);
+            let old_key = self.wait_key(n);
+            let cl = &mut self.classes[n as usize];
+            cl.tokens = clamp_debt(t.min(cl.buffer()), cl.rate);
+            cl.ctokens = clamp_debt(ct.min(cl.cbuffer()), cl.ceil);
+            cl.t_c = now.0;
+            cl.sent_bytes = sent_bytes;
+            cl.sent_packets = sent_packets;
+            cl.drops = drops;
+            cl.overlimits = overlimits;
+            cl.lends = lends;
+            cl.borrows = borrows;
+            cl.giants = giants;
+            let (mode, until) = self.mode_at(n, now.0);
+            self.change_mode(n, old_key, mode, until);
+        }
+        for c in 0..self.classes.len() as u32 {
+            if old.class_id(self.name(c)).is_none() {
+                report.added.push(self.name(c).to_string());
+            }
+        }
+        // Counters continue; the moved packets are already counted as enqueued and as backlog.
+        self.stats = old.stats;
+        for c in 0..old.classes.len() {
+            if !old.classes[c].is_leaf() {
+                continue;
+            }
+            let pkts = old.drain_leaf(c as u32, now);
+            let target = old_to_new[c].filter(|&n| self.classes[n as usize].is_leaf());
+            for pkt in pkts {
+                let to = match target {
+                    Some(n) => n,
+                    None => {
+                        report.reclassified += 1;
+                        let id = self.classifier.classify(pkt.meta());
+                        match self.classes.get(id as usize) {
+                            Some(cl) if cl.is_leaf() => id,
+                            _ => self.default,
+                        }
+                    }
+                };
+                self.requeue(to, pkt, now, &mut report);
+            }
+        }
+        while let Some(d) = old.victims.pop_front() {
+            self.victims.push_back(d);
+        }
+        old.stats.backlog = Backlog::default();
+        report
+    }
+
+    /// Put back a packet that was already counted as enqueued (by `adopt`).
+    fn requeue(&mut self, c: u32, pkt: P, now: Time, report: &mut AdoptReport) {
+        let len = pkt.len();
+        let was_empty = self.leaf_backlog(c).packets == 0;
+        let res = if self.classes[c as usize].q.kind() == LeafKind::Boxed {
+            let b = self.classes[c as usize].q.head as usize;
+            self.boxed[b].enqueue(pkt, now)
+        } else {
+            self.fifo_push(c, pkt)
+        };
+        match res {
+            Ok(()) => {
+                report.moved_packets += 1;
+                if was_empty {
+                    self.activate_leaf(c);
+                }
+            }
+            Err(d) => {
+                report.dropped_packets += 1;
+                let cl = &mut self.classes[c as usize];
+                cl.drops = cl.drops.wrapping_add(1);
+                self.stats.on_drop(d.reason, len);
+                self.victims.push_back(d);
+            }
+        }
+        self.collect_victims(c);
+    }
+
+    /// Every packet queued at leaf `c`, in order, leaving the leaf empty and inactive.
+    fn drain_leaf(&mut self, c: u32, now: Time) -> Vec<P> {
+        let mut out = Vec::new();
+        if self.classes[c as usize].q.kind() == LeafKind::Boxed {
+            let b = self.classes[c as usize].q.head as usize;
+            out = self.boxed[b].drain(now);
+        } else {
+            while let Some(p) = self.fifo_pop(c) {
+                out.push(p);
+            }
+        }
+        self.deactivate_leaf(c);
+        out
     }
 
     /// Move packets a leaf qdisc dropped after accepting them into our outbox, with counters.
@@ -1197,6 +1337,21 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
 
     fn take_dropped(&mut self) -> Option<Dropped<P>> {
         self.victims.pop_front()
+    }
+
+    /// Every queued packet, leaf by leaf in class order, regardless of tokens.
+    fn drain(&mut self, now: Time) -> Vec<P> {
+        let mut out = Vec::new();
+        for c in 0..self.classes.len() as u32 {
+            if self.classes[c as usize].is_leaf() {
+                for p in self.drain_leaf(c, now) {
+                    self.stats.on_dequeue(p.len());
+                    out.push(p);
+                }
+            }
+        }
+        self.leaf_wait.clear();
+        out
     }
 
     fn kind(&self) -> &'static str {

@@ -488,3 +488,133 @@ fn class_state_is_small() {
     let size = std::mem::size_of::<Class>();
     assert!(size <= 128, "Class is {size} bytes");
 }
+
+// ---- adopt (reload without loss) ----------------------------------------------------------
+
+#[test]
+fn adopt_keeps_packets_counters_and_order() {
+    let classes = [
+        ("root", None, 10_000_000, 10_000_000, 0),
+        ("a", Some("root"), 6_000_000, 10_000_000, 0),
+        ("b", Some("root"), 4_000_000, 10_000_000, 1),
+        ("gone", Some("root"), 1_000, 10_000_000, 1),
+    ];
+    let mut old = build(&classes, "b").htb;
+    let now = Time(0);
+    // Send a little so counters are non-zero, then queue packets with distinct sizes.
+    for i in 0..5u32 {
+        old.enqueue_to(1, pkt(100 + i), now).unwrap();
+    }
+    let mut sent = 0;
+    while let Dequeued::Packet(_) = old.dequeue(now) {
+        sent += 1;
+        if sent == 2 {
+            break;
+        }
+    }
+    for i in 0..4u32 {
+        old.enqueue_to(2, pkt(200 + i), now).unwrap();
+        old.enqueue_to(3, pkt(300 + i), now).unwrap();
+    }
+    let before_a = old.class_stats(1).unwrap();
+    let backlog = old.stats().backlog;
+    assert_eq!(backlog.packets, 3 + 4 + 4);
+
+    // The new tree: `a` changes rate, `gone` disappears, `c` appears; default is `b`.
+    let new_classes = [
+        ("root", None, 10_000_000, 10_000_000, 0),
+        ("c", Some("root"), 1_000_000, 10_000_000, 2),
+        ("a", Some("root"), 5_000_000, 10_000_000, 0),
+        ("b", Some("root"), 4_000_000, 10_000_000, 1),
+    ];
+    let mut new = build(&new_classes, "b").htb;
+    let rep = new.adopt(&mut old, Time(1_000));
+    assert_eq!(rep.kept, ["root", "a", "b"]);
+    assert_eq!(rep.added, ["c"]);
+    assert_eq!(rep.removed, ["gone"]);
+    assert_eq!(rep.moved_packets, 11);
+    assert_eq!(rep.reclassified, 4);
+    assert_eq!(rep.dropped_packets, 0);
+    assert_eq!(new.stats().backlog, backlog);
+    new.stats().check_conservation().unwrap();
+    new.check_invariants().unwrap();
+    assert_eq!(old.stats().backlog.packets, 0);
+
+    // `a` (now id 2) kept its counters and its packets, in order.
+    let a = new.class_id("a").unwrap();
+    assert_eq!(new.class_stats(a).unwrap().sent, before_a.sent);
+    assert_eq!(new.leaf_backlog(a).packets, 3);
+    // `b` got its own 4 packets followed by the 4 of `gone`.
+    let b = new.class_id("b").unwrap();
+    assert_eq!(new.leaf_backlog(b).packets, 8);
+    let mut lens_a = Vec::new();
+    let mut lens_b = Vec::new();
+    let mut t = 1_000;
+    while new.stats().backlog.packets > 0 {
+        match new.dequeue(Time(t)) {
+            Dequeued::Packet(p) => {
+                if (100..200).contains(&p.len) {
+                    lens_a.push(p.len)
+                } else {
+                    lens_b.push(p.len)
+                }
+            }
+            Dequeued::NotBefore(n) => t = n.0,
+            Dequeued::Empty => break,
+        }
+        new.stats().check_conservation().unwrap();
+    }
+    assert_eq!(lens_a, [102, 103, 104]);
+    assert_eq!(lens_b, [200, 201, 202, 203, 300, 301, 302, 303]);
+}
+
+#[test]
+fn adopt_counts_packets_a_smaller_leaf_refuses() {
+    let classes = [
+        ("root", None, 10_000_000, 10_000_000, 0),
+        ("a", Some("root"), 10_000_000, 10_000_000, 0),
+    ];
+    let mut old = build(&classes, "a").htb;
+    for i in 0..10u32 {
+        old.enqueue_to(1, pkt(100 + i), Time(0)).unwrap();
+    }
+    let mut new = build_with(&classes, "a", |s| {
+        s.leaf = LeafSpec::Fifo(FifoLimit::Packets(4))
+    })
+    .htb;
+    let rep = new.adopt(&mut old, Time(0));
+    assert_eq!(rep.moved_packets, 4);
+    assert_eq!(rep.dropped_packets, 6);
+    assert_eq!(new.stats().backlog.packets, 4);
+    assert_eq!(new.stats().dropped.get(DropReason::QueueLimit).packets, 6);
+    new.stats().check_conservation().unwrap();
+    let mut victims = 0;
+    while new.take_dropped().is_some() {
+        victims += 1;
+    }
+    assert_eq!(victims, 6);
+}
+
+#[test]
+fn adopt_keeps_debt_so_a_reload_is_not_a_free_burst() {
+    let classes = [("a", None, 1_000_000, 1_000_000, 0)];
+    let mut old = build(&classes, "a").htb;
+    // Empty the bucket: send well over the burst at t=0.
+    for _ in 0..20 {
+        old.enqueue_to(0, pkt(1000), Time(0)).unwrap();
+    }
+    while let Dequeued::Packet(_) = old.dequeue(Time(0)) {}
+    let tokens_before = {
+        let mut v = 0;
+        old.visit_classes(&mut |c| v = c.tokens);
+        v
+    };
+    assert!(tokens_before < 0, "{tokens_before}");
+    let mut new = build(&classes, "a").htb;
+    new.adopt(&mut old, Time(0));
+    assert_eq!(new.class_mode(0), Some(ClassMode::CantSend));
+    match new.dequeue(Time(0)) {
+        Dequeued::NotBefore(t) => assert!(t.0 > 0),
+        other => panic!("a reload must not reset the bucket: {other:?}"),
+    }
+}

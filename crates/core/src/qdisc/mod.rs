@@ -263,6 +263,17 @@ pub trait Qdisc<P: Packet> {
     fn kind(&self) -> &'static str;
     /// Visit every class (for classful qdiscs) in tree order, parents before children.
     fn visit_classes(&self, _f: &mut dyn FnMut(&ClassView<'_>)) {}
+    /// Remove every queued packet, in the order this qdisc would have sent them, ignoring rate
+    /// limits: used to hand packets to a replacement qdisc on reload without losing any. The
+    /// packets count as dequeued. The default pulls `dequeue(now)` until it stops giving packets;
+    /// a discipline that can answer `NotBefore` while backlogged (TBF, HTB, CBQ) overrides it.
+    fn drain(&mut self, now: Time) -> Vec<P> {
+        let mut out = Vec::new();
+        while let Dequeued::Packet(p) = self.dequeue(now) {
+            out.push(p);
+        }
+        out
+    }
     /// Discipline-specific gauges and counters beyond [`QdiscStats`], as `(name, value)` pairs with
     /// stable snake_case names: e.g. CoDel's `sojourn_us`, RED's `avg_queue_bytes`, SFQ's
     /// `active_flows`. Shown by `stat`, sampled by the simulator. Default: none.
