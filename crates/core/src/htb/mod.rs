@@ -642,12 +642,12 @@ impl<P: Packet> Htb<P> {
         }
         // Counters continue; the moved packets are already counted as enqueued and as backlog.
         self.stats = old.stats;
-        for c in 0..old.classes.len() {
+        for (c, new_id) in old_to_new.iter().enumerate() {
             if !old.classes[c].is_leaf() {
                 continue;
             }
             let pkts = old.drain_leaf(c as u32, now);
-            let target = old_to_new[c].filter(|&n| self.classes[n as usize].is_leaf());
+            let target = new_id.filter(|&n| self.classes[n as usize].is_leaf());
             for pkt in pkts {
                 let to = match target {
                     Some(n) => n,
