@@ -145,7 +145,7 @@ fn to_json(origin: &str, result: &Result<Policy, ConfigError>) -> Value {
             json!({
                 "ok": true,
                 "file": origin,
-                "qdisc": p.kind().name(),
+                "qdisc": p.kind_name(),
                 "default": p.default_class(),
                 "r2q": p.htb_params().r2q,
                 "mtu": p.htb_params().mtu,

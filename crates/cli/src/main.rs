@@ -55,6 +55,7 @@ enum Command {
 }
 
 fn main() {
+    restore_sigpipe();
     let cli = Cli::parse();
     let code = match &cli.command {
         Command::Check(args) => check::run(args),
@@ -82,4 +83,14 @@ fn report(r: anyhow::Result<i32>) -> i32 {
         eprintln!("error: {e:#}");
         2
     })
+}
+
+/// Die quietly on a closed pipe (`linkshare sim | head`), as command line tools do, instead of
+/// panicking on the failed write: Rust ignores SIGPIPE by default.
+fn restore_sigpipe() {
+    // SAFETY: setting a signal's disposition to the default at start-up, before any thread
+    // exists, has no memory-safety preconditions.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }

@@ -31,21 +31,23 @@
 //! and a match arm in the validator and in [`Policy::build`].
 
 mod diag;
+mod leaf;
+#[allow(dead_code)] // TEMP: readers used by the disciplines being wired in
+mod params;
 mod raw;
 mod render;
 mod validate;
 mod values;
 
-use std::fmt;
 use std::path::Path;
 
 use linkshare_core::classify::{ClassId, Classifier, FilterSpec};
-use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams, LeafSpec};
-use linkshare_core::qdisc::fifo::FifoLimit;
-use linkshare_core::units::{Rate, Size};
+use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
+use linkshare_core::units::Rate;
 use linkshare_core::{Packet, Qdisc};
 
 pub use diag::{ConfigError, Diagnostic, Severity};
+pub use leaf::LeafKind;
 pub use raw::PolicyDoc;
 
 /// The root scheduler of a policy (`qdisc = "..."`).
@@ -54,6 +56,8 @@ pub use raw::PolicyDoc;
 pub enum QdiscKind {
     /// Hierarchical Token Bucket.
     Htb,
+    /// A single discipline without classes (`qdisc = "sfq"`): see [`Policy::root_leaf`].
+    Leaf,
 }
 
 impl QdiscKind {
@@ -65,55 +69,29 @@ impl QdiscKind {
         Self::KNOWN.iter().find(|(k, _)| *k == n).map(|(_, q)| *q)
     }
 
+    /// The name of a classful kind; `"leaf"` for [`QdiscKind::Leaf`] (see [`Policy::kind_name`]).
     pub fn name(self) -> &'static str {
         match self {
             QdiscKind::Htb => "htb",
+            QdiscKind::Leaf => "leaf",
         }
     }
 
-    fn known_list() -> String {
+    /// Every name `qdisc =` accepts: the classful kinds, then the leaf disciplines.
+    pub(crate) fn all_names() -> impl Iterator<Item = &'static str> {
         Self::KNOWN
             .iter()
             .map(|(n, _)| *n)
-            .collect::<Vec<_>>()
-            .join(", ")
+            .chain(LeafKind::KNOWN.iter().copied())
     }
-}
 
-/// The queue at a leaf class (`leaf = ...`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum LeafKind {
-    /// FIFO limited in packets.
-    Pfifo { limit: u32 },
-    /// FIFO limited in bytes.
-    Bfifo { limit: u32 },
-}
-
-impl LeafKind {
-    /// Leaf kinds by name.
-    pub const KNOWN: &'static [&'static str] = &["pfifo", "bfifo"];
-
-    pub fn name(&self) -> &'static str {
-        match self {
-            LeafKind::Pfifo { .. } => "pfifo",
-            LeafKind::Bfifo { .. } => "bfifo",
-        }
-    }
-}
-
-impl fmt::Display for LeafKind {
-    /// `pfifo(limit 1000)`, `bfifo(limit 1.5m)`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            LeafKind::Pfifo { limit } => write!(f, "pfifo(limit {limit})"),
-            LeafKind::Bfifo { limit } => write!(f, "bfifo(limit {})", Size(*limit as u64)),
-        }
+    pub(crate) fn known_list() -> String {
+        Self::all_names().collect::<Vec<_>>().join(", ")
     }
 }
 
 /// One class of a checked policy, with every default filled in.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ClassInfo {
     /// Index in [`Policy::classes`] (file order); the scheduler's `ClassId`.
     pub id: ClassId,
@@ -156,10 +134,12 @@ pub struct FilterInfo {
 }
 
 /// A checked policy, ready to build.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Policy {
     origin: String,
     kind: QdiscKind,
+    /// The discipline when the root is not classful (`qdisc = "fq_codel"`).
+    root_leaf: Option<LeafKind>,
     r2q: u32,
     mtu: u32,
     default: String,
@@ -219,6 +199,19 @@ impl Policy {
         self.kind
     }
 
+    /// The root's name as written: `"htb"`, `"sfq"`, `"fq_codel"`, …
+    pub fn kind_name(&self) -> &'static str {
+        match &self.root_leaf {
+            Some(l) => l.name(),
+            None => self.kind.name(),
+        }
+    }
+
+    /// The discipline of a policy without classes (`qdisc = "sfq"`), with its parameters.
+    pub fn root_leaf(&self) -> Option<&LeafKind> {
+        self.root_leaf.as_ref()
+    }
+
     /// HTB parameters (`r2q`, `mtu`).
     pub fn htb_params(&self) -> HtbParams {
         HtbParams {
@@ -270,8 +263,9 @@ impl Policy {
 
     /// Build the scheduler. Class ids are indices in [`Policy::classes`].
     pub fn build<P: Packet + 'static>(&self) -> Result<Box<dyn Qdisc<P>>, ConfigError> {
-        match self.kind {
-            QdiscKind::Htb => self
+        match (self.kind, &self.root_leaf) {
+            (QdiscKind::Leaf, Some(leaf)) => Ok(leaf.build::<P>()),
+            _ => self
                 .build_htb::<P>()
                 .map(|h| Box::new(h) as Box<dyn Qdisc<P>>),
         }
@@ -291,10 +285,7 @@ impl Policy {
                 cburst: c.cburst,
                 prio: c.prio,
                 quantum: c.quantum,
-                leaf: match c.leaf {
-                    LeafKind::Pfifo { limit } => LeafSpec::Fifo(FifoLimit::Packets(limit)),
-                    LeafKind::Bfifo { limit } => LeafSpec::Fifo(FifoLimit::Bytes(limit)),
-                },
+                leaf: c.leaf.spec(),
             })
             .collect();
         let filters = self.filters.iter().map(|f| f.spec.clone()).collect();

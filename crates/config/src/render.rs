@@ -90,6 +90,9 @@ pub(crate) fn filter_text(f: &FilterSpec) -> String {
 }
 
 pub(crate) fn tree(p: &Policy) -> String {
+    if let Some(leaf) = p.root_leaf() {
+        return format!("{leaf}  (root, no classes)  mtu={}\n", p.mtu);
+    }
     let mut out = format!(
         "{}  default={}  r2q={}  mtu={}\n",
         p.kind.name(),

@@ -14,11 +14,12 @@ use linkshare_core::htb::{
     default_burst, default_quantum, QuantumWarning, DEFAULT_MTU, DEFAULT_R2Q, MAX_DEPTH,
     MAX_QUANTUM, MIN_QUANTUM, NUM_PRIO,
 };
-use linkshare_core::qdisc::fifo::{DEFAULT_BFIFO_LIMIT, DEFAULT_PFIFO_LIMIT};
+use linkshare_core::qdisc::fifo::DEFAULT_PFIFO_LIMIT;
 use linkshare_core::units::{Rate, Size};
 use toml::Spanned;
 
 use crate::diag::{suggest, ConfigError, Sink};
+use crate::leaf::read_leaf;
 use crate::raw::{PolicyDoc, Raw};
 use crate::values;
 use crate::{ClassInfo, FilterInfo, LeafKind, Policy, QdiscKind};
@@ -29,7 +30,6 @@ const TOP_KEYS: &[&str] = &["qdisc", "default", "r2q", "mtu", "class", "filter"]
 const CLASS_KEYS: &[&str] = &[
     "name", "parent", "rate", "ceil", "burst", "cburst", "prio", "quantum", "leaf",
 ];
-const LEAF_KEYS: &[&str] = &["type", "limit"];
 const FILTER_KEYS: &[&str] = &[
     "class", "dscp", "tos", "protocol", "src", "dst", "src_port", "dst_port",
 ];
@@ -130,7 +130,7 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
     let entries = &doc.entries;
     check_keys(&mut sink, "", entries, TOP_KEYS);
 
-    let kind = match get(entries, "qdisc") {
+    let root = match get(entries, "qdisc") {
         None => {
             sink.error(
                 &doc.anchor(),
@@ -142,26 +142,8 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
             );
             None
         }
-        Some(v) => match values::string(&mut sink, "`qdisc`", v, "\"htb\"") {
-            None => None,
-            Some(name) => match QdiscKind::from_name(name) {
-                Some(k) => Some(k),
-                None => {
-                    let names = QdiscKind::KNOWN.iter().map(|(n, _)| *n);
-                    let help = match suggest(name, names) {
-                        Some(s) => format!(
-                            "did you mean \"{s}\"? known qdiscs: {}",
-                            QdiscKind::known_list()
-                        ),
-                        None => format!("known qdiscs: {}", QdiscKind::known_list()),
-                    };
-                    sink.error(&v.span(), format!("unknown qdisc \"{name}\""), help);
-                    None
-                }
-            },
-        },
+        Some(v) => read_root(&mut sink, v),
     };
-
     let r2q = match get(entries, "r2q") {
         Some(v) => values::int(&mut sink, "`r2q`", v, 1, u32::MAX as i64).map(|n| n as u32),
         None => Some(DEFAULT_R2Q),
@@ -182,11 +164,22 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
         None => Some(DEFAULT_MTU),
     };
 
-    let policy = match kind {
-        Some(QdiscKind::Htb) => htb(&mut sink, doc, r2q, mtu),
+    let policy = match root {
+        Some(Root::Htb) => htb(&mut sink, doc, r2q, mtu),
+        Some(Root::Leaf(leaf)) => leaf_root(&mut sink, doc, leaf, r2q, mtu),
         None => {
-            // Still read the classes and filters so their problems are reported too.
-            let _ = htb(&mut sink, doc, r2q, mtu);
+            // Still read the classes and filters so their problems are reported too, unless
+            // the root was meant to be a classless discipline.
+            let names_leaf = get(entries, "qdisc").is_some_and(|v| {
+                let t = match v.get_ref() {
+                    Raw::Table(e) => e.iter().find(|(k, _)| k.get_ref() == "type").map(|(_, t)| t.get_ref()),
+                    other => Some(other),
+                };
+                matches!(t, Some(Raw::Str(s)) if LeafKind::KNOWN.contains(&s.trim().to_ascii_lowercase().as_str()))
+            });
+            if get(entries, "class").is_some() && !names_leaf {
+                let _ = htb(&mut sink, doc, r2q, mtu);
+            }
             None
         }
     };
@@ -200,6 +193,90 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
             diagnostics: sink.finish(),
         }),
     }
+}
+
+/// What `qdisc = …` names.
+enum Root {
+    Htb,
+    Leaf(LeafKind),
+}
+
+/// `qdisc = "htb"`, `qdisc = "sfq"` or `qdisc = { type = "sfq", … }`.
+fn read_root(sink: &mut Sink, v: &Spanned<Raw>) -> Option<Root> {
+    let name = match v.get_ref() {
+        Raw::Str(s) => s.trim().to_ascii_lowercase(),
+        Raw::Table(e) => match e.iter().find(|(k, _)| k.get_ref() == "type") {
+            Some((_, t)) => match t.get_ref() {
+                Raw::Str(s) => s.trim().to_ascii_lowercase(),
+                _ => String::new(),
+            },
+            None => String::new(),
+        },
+        _ => String::new(),
+    };
+    if QdiscKind::from_name(&name) == Some(QdiscKind::Htb) {
+        if let Raw::Table(_) = v.get_ref() {
+            sink.error(
+                &v.span(),
+                "`qdisc`: htb takes its options at the top level (`r2q`, `mtu`), not in a table",
+                "write `qdisc = \"htb\"` and put `r2q = …` on its own line",
+            );
+            return None;
+        }
+        return Some(Root::Htb);
+    }
+    if LeafKind::KNOWN.contains(&name.as_str()) {
+        return read_leaf(sink, "`qdisc`", v).map(Root::Leaf);
+    }
+    match v.get_ref() {
+        Raw::Str(s) => {
+            let help = match suggest(s, QdiscKind::all_names()) {
+                Some(n) => format!(
+                    "did you mean \"{n}\"? known qdiscs: {}",
+                    QdiscKind::known_list()
+                ),
+                None => format!("known qdiscs: {}", QdiscKind::known_list()),
+            };
+            sink.error(&v.span(), format!("unknown qdisc \"{s}\""), help);
+        }
+        // A table without a usable `type`, or another value: read_leaf says what is wrong.
+        _ => {
+            read_leaf(sink, "`qdisc`", v);
+        }
+    }
+    None
+}
+
+/// A policy whose root is a single discipline: no classes, no filters.
+fn leaf_root(
+    sink: &mut Sink,
+    doc: &PolicyDoc,
+    leaf: LeafKind,
+    r2q: Option<u32>,
+    mtu: Option<u32>,
+) -> Option<Policy> {
+    let kind = leaf.name();
+    for key in ["class", "filter", "default"] {
+        if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
+            sink.error(
+                &k.span(),
+                format!("qdisc `{kind}` has no classes, so `{key}` does not apply"),
+                format!("remove `{key}`, or use `qdisc = \"htb\"` with `[[class]]` sections and put `{kind}` in a class's `leaf`"),
+            );
+        }
+    }
+    Some(Policy {
+        origin: String::new(),
+        kind: QdiscKind::Leaf,
+        root_leaf: Some(leaf),
+        r2q: r2q.unwrap_or(DEFAULT_R2Q),
+        mtu: mtu.unwrap_or(DEFAULT_MTU),
+        default: String::new(),
+        default_id: 0,
+        classes: Vec::new(),
+        filters: Vec::new(),
+        warnings: Vec::new(),
+    })
 }
 
 /// Reads an array of tables (`[[class]]`), reporting a plain table or other value.
@@ -237,84 +314,6 @@ fn tables<'d>(sink: &mut Sink, doc: &'d PolicyDoc, key: &str) -> Vec<(Range<usiz
                 format!("write each one as a `[[{key}]]` section"),
             );
             Vec::new()
-        }
-    }
-}
-
-fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<LeafKind> {
-    let kinds = LeafKind::KNOWN.join(", ");
-    let (name_v, limit_v) = match v.get_ref() {
-        Raw::Str(_) => (v, None),
-        Raw::Table(e) => {
-            check_keys(sink, &format!("{ctx}: "), e, LEAF_KEYS);
-            match get(e, "type") {
-                Some(t) => (t, get(e, "limit")),
-                None => {
-                    sink.error(
-                        &v.span(),
-                        format!("{ctx}: the leaf table has no `type`"),
-                        format!("add `type = \"pfifo\"` (known: {kinds})"),
-                    );
-                    return None;
-                }
-            }
-        }
-        _ => {
-            sink.error(
-                &v.span(),
-                format!(
-                    "{ctx}: expected a leaf qdisc name or table, found {}",
-                    v.get_ref().kind()
-                ),
-                "write `leaf = \"pfifo\"` or a `[class.leaf]` table with `type` and `limit`",
-            );
-            return None;
-        }
-    };
-    let name = values::string(sink, ctx, name_v, "\"pfifo\"")?;
-    match name.trim().to_ascii_lowercase().as_str() {
-        "pfifo" => {
-            let limit = match limit_v {
-                Some(l) => values::int(
-                    sink,
-                    &format!("{ctx}: pfifo `limit` (packets)"),
-                    l,
-                    1,
-                    u32::MAX as i64,
-                )? as u32,
-                None => DEFAULT_PFIFO_LIMIT,
-            };
-            Some(LeafKind::Pfifo { limit })
-        }
-        "bfifo" => {
-            let limit = match limit_v {
-                Some(l) => {
-                    let b = values::size(sink, &format!("{ctx}: bfifo `limit` (bytes)"), l)?;
-                    if b == 0 || b > u32::MAX as u64 {
-                        sink.error(
-                            &l.span(),
-                            format!("{ctx}: bfifo `limit` {b} bytes is out of range"),
-                            "use from 1 byte to 4g",
-                        );
-                        return None;
-                    }
-                    b as u32
-                }
-                None => DEFAULT_BFIFO_LIMIT,
-            };
-            Some(LeafKind::Bfifo { limit })
-        }
-        other => {
-            let help = match suggest(other, LeafKind::KNOWN.iter().copied()) {
-                Some(s) => format!("did you mean \"{s}\"? known leaf qdiscs: {kinds}"),
-                None => format!("known leaf qdiscs: {kinds}"),
-            };
-            sink.error(
-                &name_v.span(),
-                format!("{ctx}: unknown leaf qdisc \"{name}\""),
-                help,
-            );
-            None
         }
     }
 }
@@ -749,9 +748,13 @@ fn htb(sink: &mut Sink, doc: &PolicyDoc, r2q: Option<u32>, mtu: Option<u32>) -> 
             cburst: cburst.unwrap_or(0),
             prio: c.prio.as_ref().map(|p| p.v).unwrap_or(0),
             quantum: quantum.unwrap_or(MIN_QUANTUM),
-            leaf: c.leaf.as_ref().map(|l| l.v).unwrap_or(LeafKind::Pfifo {
-                limit: DEFAULT_PFIFO_LIMIT,
-            }),
+            leaf: c
+                .leaf
+                .as_ref()
+                .map(|l| l.v.clone())
+                .unwrap_or(LeafKind::Pfifo {
+                    limit: DEFAULT_PFIFO_LIMIT,
+                }),
             is_leaf: is_leaf[i],
             depth: d as u8,
             level: if is_leaf[i] {
@@ -945,6 +948,7 @@ fn htb(sink: &mut Sink, doc: &PolicyDoc, r2q: Option<u32>, mtu: Option<u32>) -> 
     Some(Policy {
         origin: String::new(),
         kind: QdiscKind::Htb,
+        root_leaf: None,
         r2q,
         mtu,
         default: name_of(default_id),

@@ -495,6 +495,143 @@ pub(crate) fn port_range(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option
     }
 }
 
+#[allow(dead_code)] // TEMP: used by the disciplines being wired in
+const TIME_HELP: &str = "times need a unit: \"5ms\", \"1.5s\", \"200us\" (only 0 may be bare)";
+
+/// A time: a string with a unit (`"5ms"`), or the integer 0. A bare number in a string is
+/// refused: tc reads it as microseconds, which surprises more than it helps.
+#[allow(dead_code)] // TEMP: used by the disciplines being wired in
+pub(crate) fn time(
+    sink: &mut Sink,
+    ctx: &str,
+    v: &Spanned<Raw>,
+) -> Option<linkshare_core::units::Duration> {
+    use linkshare_core::units::Duration;
+    match v.get_ref() {
+        Raw::Int(0) => Some(Duration::ZERO),
+        Raw::Str(s) if s.trim() == "0" => Some(Duration::ZERO),
+        Raw::Str(s) if s.trim().parse::<f64>().is_ok() => {
+            sink.error(
+                &v.span(),
+                format!("{ctx}: \"{s}\" has no unit"),
+                format!(
+                    "write \"{}ms\" or \"{}us\"; {TIME_HELP}",
+                    s.trim(),
+                    s.trim()
+                ),
+            );
+            None
+        }
+        Raw::Str(s) => match Duration::parse(s) {
+            Ok(d) => Some(d),
+            Err(_) => {
+                let (num, unit) = split_unit(s);
+                let help = match suggest(unit, ["s", "ms", "us", "ns", "sec", "msec", "usec"]) {
+                    Some(u) => format!("did you mean \"{num}{u}\"? {TIME_HELP}"),
+                    None => TIME_HELP.to_string(),
+                };
+                sink.error(&v.span(), format!("{ctx}: \"{s}\" is not a time"), help);
+                None
+            }
+        },
+        Raw::Int(n) => {
+            sink.error(
+                &v.span(),
+                format!("{ctx}: {n} has no unit"),
+                format!("write \"{n}ms\" or \"{n}us\"; {TIME_HELP}"),
+            );
+            None
+        }
+        _ => {
+            wrong_type(sink, ctx, v, "a time", "\"5ms\"");
+            None
+        }
+    }
+}
+
+/// A number in `lo..=hi`: an integer, a float, or a percentage string (`"2%"` is 0.02).
+#[allow(dead_code)] // TEMP: used by the disciplines being wired in
+pub(crate) fn fraction(
+    sink: &mut Sink,
+    ctx: &str,
+    v: &Spanned<Raw>,
+    lo: f64,
+    hi: f64,
+) -> Option<f64> {
+    let x = match v.get_ref() {
+        Raw::Int(n) => *n as f64,
+        Raw::Float(f) => *f,
+        Raw::Str(s) => match s.trim().strip_suffix('%').map(|p| p.trim().parse::<f64>()) {
+            Some(Ok(p)) => p / 100.0,
+            _ => {
+                sink.error(
+                    &v.span(),
+                    format!("{ctx}: \"{s}\" is not a number or a percentage"),
+                    format!("write a number from {lo} to {hi}, or a percentage like \"2%\""),
+                );
+                return None;
+            }
+        },
+        _ => {
+            wrong_type(sink, ctx, v, "a number", &format!("{hi}"));
+            return None;
+        }
+    };
+    if !x.is_finite() || x < lo || x > hi {
+        sink.error(
+            &v.span(),
+            format!("{ctx}: {x} is out of range"),
+            format!("use a value from {lo} to {hi}"),
+        );
+        return None;
+    }
+    Some(x)
+}
+
+/// A boolean.
+#[allow(dead_code)] // TEMP: used by the disciplines being wired in
+pub(crate) fn boolean(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<bool> {
+    match v.get_ref() {
+        Raw::Bool(b) => Some(*b),
+        Raw::Str(s) if matches!(s.trim(), "true" | "false" | "yes" | "no" | "on" | "off") => {
+            let b = matches!(s.trim(), "true" | "yes" | "on");
+            sink.error(
+                &v.span(),
+                format!("{ctx}: expected a boolean, found the string \"{s}\""),
+                format!("write {b} without quotes"),
+            );
+            None
+        }
+        _ => {
+            wrong_type(sink, ctx, v, "a boolean", "true");
+            None
+        }
+    }
+}
+
+/// One of a fixed set of words, case-insensitive.
+#[allow(dead_code)] // TEMP: used by the disciplines being wired in
+pub(crate) fn word<T: Copy>(
+    sink: &mut Sink,
+    ctx: &str,
+    v: &Spanned<Raw>,
+    choices: &[(&'static str, T)],
+) -> Option<T> {
+    let example = format!("\"{}\"", choices.first().map(|c| c.0).unwrap_or(""));
+    let s = string(sink, ctx, v, &example)?;
+    let w = s.trim().to_ascii_lowercase();
+    if let Some((_, t)) = choices.iter().find(|(n, _)| *n == w) {
+        return Some(*t);
+    }
+    let names: Vec<&str> = choices.iter().map(|c| c.0).collect();
+    let help = match suggest(&w, names.iter().copied()) {
+        Some(n) => format!("did you mean \"{n}\"? one of: {}", names.join(", ")),
+        None => format!("one of: {}", names.join(", ")),
+    };
+    sink.error(&v.span(), format!("{ctx}: unknown value \"{s}\""), help);
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

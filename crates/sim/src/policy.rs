@@ -45,6 +45,9 @@ impl PolicySource {
     /// The name of the leaf class a packet lands in (the classifier's first matching filter, or
     /// the default class).
     pub fn class_of(&self, meta: &PacketMeta) -> String {
+        if self.policy.classes().is_empty() {
+            return self.policy.kind_name().to_string();
+        }
         let id = self.classifier.classify(meta);
         self.policy
             .classes()

@@ -117,6 +117,9 @@ struct World<'a> {
     samples: Vec<Sample>,
     rtt_points: Vec<(f64, String, f64)>,
     last_sample: u64,
+    /// Name the whole scheduler is reported under when it has no classes: the root discipline
+    /// (`sfq`, `fq_codel`, …) or `pfifo` without a policy.
+    root_name: &'static str,
 }
 
 /// Run a scenario to its end.
@@ -362,6 +365,11 @@ impl<'a> World<'a> {
             samples: Vec::new(),
             rtt_points: Vec::new(),
             last_sample: 0,
+            root_name: sc
+                .policy
+                .as_ref()
+                .map(|p| p.policy().kind_name())
+                .unwrap_or(NO_POLICY_CLASS),
         }
     }
 
@@ -628,7 +636,7 @@ impl<'a> World<'a> {
         if !any {
             let st = *self.link.qdisc.stats();
             if ct.names.is_empty() {
-                ct.names.push(NO_POLICY_CLASS.to_string());
+                ct.names.push(self.root_name.to_string());
                 ct.prev_bytes.push(0);
                 ct.prev_drops.push(0);
             }
@@ -728,7 +736,7 @@ impl<'a> World<'a> {
         if !any {
             let st = self.link.qdisc.stats();
             summary.classes.insert(
-                NO_POLICY_CLASS.to_string(),
+                self.root_name.to_string(),
                 ClassSummary {
                     bytes: st.dequeued.bytes,
                     packets: st.dequeued.packets,
