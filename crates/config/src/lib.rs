@@ -56,13 +56,16 @@ pub use raw::PolicyDoc;
 pub enum QdiscKind {
     /// Hierarchical Token Bucket.
     Htb,
+    /// Class-Based Queueing (Floyd & Jacobson), with ALTQ's options: see [`CbqOptions`].
+    Cbq,
     /// A single discipline without classes (`qdisc = "sfq"`): see [`Policy::root_leaf`].
     Leaf,
 }
 
 impl QdiscKind {
     /// Every kind, by the name written in policy files.
-    pub const KNOWN: &'static [(&'static str, QdiscKind)] = &[("htb", QdiscKind::Htb)];
+    pub const KNOWN: &'static [(&'static str, QdiscKind)] =
+        &[("htb", QdiscKind::Htb), ("cbq", QdiscKind::Cbq)];
 
     pub fn from_name(name: &str) -> Option<QdiscKind> {
         let n = name.trim().to_ascii_lowercase();
@@ -73,6 +76,7 @@ impl QdiscKind {
     pub fn name(self) -> &'static str {
         match self {
             QdiscKind::Htb => "htb",
+            QdiscKind::Cbq => "cbq",
             QdiscKind::Leaf => "leaf",
         }
     }
@@ -121,6 +125,142 @@ pub struct ClassInfo {
     pub children: Vec<ClassId>,
     /// Line of the `[[class]]` in the file.
     pub line: usize,
+    /// CBQ's per-class parameters (`qdisc = "cbq"` only).
+    pub cbq: Option<CbqClass>,
+}
+
+/// CBQ's general scheduler (`scheduler = …`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum CbqScheduler {
+    /// Priority round robin: strict priority between levels, weighted round robin within one.
+    #[default]
+    Prr,
+    /// Weighted round robin over all classes, ignoring `prio`.
+    Wrr,
+}
+
+/// CBQ's link-sharing guideline (`guideline = …`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum CbqGuideline {
+    /// Floyd & Jacobson's formal link-sharing guidelines.
+    #[default]
+    Formal,
+    /// A class may borrow if an ancestor is underlimit (ALTQ's default).
+    AncestorOnly,
+    /// ALTQ's top-level heuristic: borrow only from ancestors up to a cutoff level.
+    TopLevel,
+}
+
+/// Which clock CBQ computes `undertime` from (seed 001 §6, Figure 17).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum UndertimeClock {
+    /// The actual finish time of the last packet (the fix; default).
+    #[default]
+    Actual,
+    /// ALTQ's expected finish time.
+    Expected,
+}
+
+/// What CBQ's `offtime` counts (seed 001 §6.3, Figure 22).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum OfftimeUnit {
+    /// A byte-based regulator (the fix; default).
+    #[default]
+    Bytes,
+    /// ALTQ's packet count, sized by `avgpkt`.
+    Packets,
+}
+
+/// CBQ's top-level options.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CbqOptions {
+    pub scheduler: CbqScheduler,
+    pub guideline: CbqGuideline,
+    pub efficient: bool,
+    pub undertime_clock: UndertimeClock,
+    pub offtime_unit: OfftimeUnit,
+    /// `altq_compat = true`: ALTQ's behaviours, including the two-tick minimum suspension.
+    pub altq_compat: bool,
+}
+
+impl CbqScheduler {
+    pub fn name(self) -> &'static str {
+        match self {
+            CbqScheduler::Prr => "prr",
+            CbqScheduler::Wrr => "wrr",
+        }
+    }
+}
+
+impl CbqGuideline {
+    pub fn name(self) -> &'static str {
+        match self {
+            CbqGuideline::Formal => "formal",
+            CbqGuideline::AncestorOnly => "ancestor-only",
+            CbqGuideline::TopLevel => "top-level",
+        }
+    }
+}
+
+impl UndertimeClock {
+    pub fn name(self) -> &'static str {
+        match self {
+            UndertimeClock::Actual => "actual",
+            UndertimeClock::Expected => "expected",
+        }
+    }
+}
+
+impl OfftimeUnit {
+    pub fn name(self) -> &'static str {
+        match self {
+            OfftimeUnit::Bytes => "bytes",
+            OfftimeUnit::Packets => "packets",
+        }
+    }
+}
+
+impl CbqOptions {
+    /// Every ALTQ behaviour at once.
+    pub fn altq() -> Self {
+        CbqOptions {
+            scheduler: CbqScheduler::Prr,
+            guideline: CbqGuideline::AncestorOnly,
+            efficient: false,
+            undertime_clock: UndertimeClock::Expected,
+            offtime_unit: OfftimeUnit::Packets,
+            altq_compat: true,
+        }
+    }
+}
+
+/// CBQ's per-class keys, as written (`None`: derived from the allocation when built).
+#[derive(Clone, Debug, PartialEq)]
+pub struct CbqClass {
+    pub borrow: bool,
+    pub maxburst: u32,
+    pub minburst: u32,
+    pub avgpkt: u32,
+    pub maxidle: Option<linkshare_core::units::Duration>,
+    pub minidle: Option<linkshare_core::units::Duration>,
+    pub offtime: Option<linkshare_core::units::Duration>,
+    pub extradelay: linkshare_core::units::Duration,
+}
+
+impl Default for CbqClass {
+    /// ALTQ's defaults: may borrow, maxburst 16, minburst 2, avgpkt 1000 bytes.
+    fn default() -> Self {
+        CbqClass {
+            borrow: true,
+            maxburst: 16,
+            minburst: 2,
+            avgpkt: 1000,
+            maxidle: None,
+            minidle: None,
+            offtime: None,
+            extradelay: linkshare_core::units::Duration::ZERO,
+        }
+    }
 }
 
 /// One filter of a checked policy.
@@ -140,6 +280,8 @@ pub struct Policy {
     kind: QdiscKind,
     /// The discipline when the root is not classful (`qdisc = "fq_codel"`).
     root_leaf: Option<LeafKind>,
+    /// CBQ's options (`qdisc = "cbq"`).
+    cbq: Option<CbqOptions>,
     r2q: u32,
     mtu: u32,
     default: String,
@@ -207,6 +349,11 @@ impl Policy {
         }
     }
 
+    /// CBQ's options, for `qdisc = "cbq"`.
+    pub fn cbq_options(&self) -> Option<&CbqOptions> {
+        self.cbq.as_ref()
+    }
+
     /// The discipline of a policy without classes (`qdisc = "sfq"`), with its parameters.
     pub fn root_leaf(&self) -> Option<&LeafKind> {
         self.root_leaf.as_ref()
@@ -265,6 +412,10 @@ impl Policy {
     pub fn build<P: Packet + 'static>(&self) -> Result<Box<dyn Qdisc<P>>, ConfigError> {
         match (self.kind, &self.root_leaf) {
             (QdiscKind::Leaf, Some(leaf)) => Ok(leaf.build::<P>()),
+            (QdiscKind::Cbq, _) => Err(self.build_error(
+                "the CBQ scheduler is not in this build yet".to_string(),
+                "use `qdisc = \"htb\"` for now",
+            )),
             _ => self
                 .build_htb::<P>()
                 .map(|h| Box::new(h) as Box<dyn Qdisc<P>>),
@@ -290,19 +441,25 @@ impl Policy {
             .collect();
         let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
         let classifier = Classifier::new(filters, self.default_id);
-        Htb::new(self.htb_params(), specs, classifier).map_err(|e| ConfigError {
+        Htb::new(self.htb_params(), specs, classifier).map_err(|e| {
+            self.build_error(
+                format!("the scheduler rejected the policy: {e}"),
+                "this is a bug in linkshare's checks: please report it with the policy file",
+            )
+        })
+    }
+
+    fn build_error(&self, message: String, help: &str) -> ConfigError {
+        ConfigError {
             diagnostics: vec![Diagnostic {
                 severity: Severity::Error,
                 file: self.origin.clone(),
                 line: 1,
                 col: 1,
-                message: format!("the scheduler rejected the policy: {e}"),
-                help: Some(
-                    "this is a bug in linkshare's checks: please report it with the policy file"
-                        .to_string(),
-                ),
+                message,
+                help: Some(help.to_string()),
             }],
-        })
+        }
     }
 }
 

@@ -46,6 +46,19 @@ impl<'a, 's, 't> Params<'a, 's, 't> {
         }
     }
 
+    /// A reader over keys of a table whose unknown keys its caller already checks (a `[[class]]`
+    /// or the top level): reads and type-checks, nothing more. Dropping it is fine.
+    pub(crate) fn borrowed(sink: &'s mut Sink<'t>, ctx: String, entries: &'a Entries) -> Self {
+        Params {
+            sink,
+            ctx,
+            entries,
+            anchor: 0..0,
+            read: Vec::new(),
+            ok: true,
+        }
+    }
+
     fn get(&mut self, key: &'static str) -> Option<&'a Spanned<Raw>> {
         self.read.push(key);
         self.entries

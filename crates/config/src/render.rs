@@ -93,13 +93,26 @@ pub(crate) fn tree(p: &Policy) -> String {
     if let Some(leaf) = p.root_leaf() {
         return format!("{leaf}  (root, no classes)  mtu={}\n", p.mtu);
     }
-    let mut out = format!(
-        "{}  default={}  r2q={}  mtu={}\n",
-        p.kind.name(),
-        p.default,
-        p.r2q,
-        p.mtu
-    );
+    let mut out = match p.cbq_options() {
+        Some(o) => format!(
+            "cbq  default={}  mtu={}  scheduler={}  guideline={}  efficient={}  undertime_clock={}  offtime_unit={}{}\n",
+            p.default,
+            p.mtu,
+            o.scheduler.name(),
+            o.guideline.name(),
+            o.efficient,
+            o.undertime_clock.name(),
+            o.offtime_unit.name(),
+            if o.altq_compat { "  altq_compat" } else { "" }
+        ),
+        None => format!(
+            "{}  default={}  r2q={}  mtu={}\n",
+            p.kind.name(),
+            p.default,
+            p.r2q,
+            p.mtu
+        ),
+    };
     let classes = p.classes();
     let mut rows: Vec<Vec<String>> = Vec::new();
     // Depth-first from each root, children in file order.
@@ -109,16 +122,29 @@ pub(crate) fn tree(p: &Policy) -> String {
     }
     while let Some((i, own, kids_prefix)) = stack.pop() {
         let c = &classes[i];
-        let mut row = vec![
-            format!("{own}{}", c.name),
-            format!("rate {}", c.rate),
-            format!("ceil {}", c.ceil),
-            format!("burst {}", Size(c.burst as u64)),
-            format!("cburst {}", Size(c.cburst as u64)),
-        ];
+        let mut row = match &c.cbq {
+            Some(q) => vec![
+                format!("{own}{}", c.name),
+                format!("rate {}", c.rate),
+                format!("prio {}", c.prio),
+                if q.borrow { "borrow" } else { "no-borrow" }.to_string(),
+                format!("maxburst {}", q.maxburst),
+                format!("minburst {}", q.minburst),
+                format!("avgpkt {}", q.avgpkt),
+            ],
+            None => vec![
+                format!("{own}{}", c.name),
+                format!("rate {}", c.rate),
+                format!("ceil {}", c.ceil),
+                format!("burst {}", Size(c.burst as u64)),
+                format!("cburst {}", Size(c.cburst as u64)),
+            ],
+        };
         if c.is_leaf {
-            row.push(format!("prio {}", c.prio));
-            row.push(format!("quantum {}", c.quantum));
+            if c.cbq.is_none() {
+                row.push(format!("prio {}", c.prio));
+                row.push(format!("quantum {}", c.quantum));
+            }
             row.push(c.leaf.to_string());
         }
         rows.push(row);

@@ -20,15 +20,58 @@ use toml::Spanned;
 
 use crate::diag::{suggest, ConfigError, Sink};
 use crate::leaf::read_leaf;
+use crate::params::Params;
 use crate::raw::{PolicyDoc, Raw};
 use crate::values;
-use crate::{ClassInfo, FilterInfo, LeafKind, Policy, QdiscKind};
+use crate::{
+    CbqClass, CbqGuideline, CbqOptions, CbqScheduler, ClassInfo, FilterInfo, LeafKind, OfftimeUnit,
+    Policy, QdiscKind, UndertimeClock,
+};
 
 type Entries = [(Spanned<String>, Spanned<Raw>)];
 
-const TOP_KEYS: &[&str] = &["qdisc", "default", "r2q", "mtu", "class", "filter"];
+const TOP_KEYS: &[&str] = &[
+    "qdisc",
+    "default",
+    "r2q",
+    "mtu",
+    "class",
+    "filter",
+    "scheduler",
+    "guideline",
+    "efficient",
+    "altq_compat",
+    "undertime_clock",
+    "offtime_unit",
+];
+/// Top-level keys that only CBQ reads.
+const CBQ_TOP_KEYS: &[&str] = &[
+    "scheduler",
+    "guideline",
+    "efficient",
+    "altq_compat",
+    "undertime_clock",
+    "offtime_unit",
+];
 const CLASS_KEYS: &[&str] = &[
     "name", "parent", "rate", "ceil", "burst", "cburst", "prio", "quantum", "leaf",
+];
+/// Class keys under `qdisc = "cbq"`.
+const CBQ_CLASS_KEYS: &[&str] = &[
+    "name",
+    "parent",
+    "rate",
+    "share",
+    "prio",
+    "borrow",
+    "maxburst",
+    "minburst",
+    "avgpkt",
+    "maxidle",
+    "minidle",
+    "offtime",
+    "extradelay",
+    "leaf",
 ];
 const FILTER_KEYS: &[&str] = &[
     "class", "dscp", "tos", "protocol", "src", "dst", "src_port", "dst_port",
@@ -108,6 +151,10 @@ struct ClassDraft {
     prio: Option<At<u8>>,
     quantum: Option<At<u64>>,
     leaf: Option<At<LeafKind>>,
+    /// CBQ: the allocation as a fraction of the parent's.
+    share: Option<At<f64>>,
+    /// CBQ's per-class keys.
+    cbq: CbqClass,
     /// A written key could not be read.
     broken: bool,
 }
@@ -165,7 +212,8 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
     };
 
     let policy = match root {
-        Some(Root::Htb) => htb(&mut sink, doc, r2q, mtu),
+        Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu),
+        Some(Root::Cbq) => tree(&mut sink, doc, QdiscKind::Cbq, r2q, mtu),
         Some(Root::Leaf(leaf)) => leaf_root(&mut sink, doc, leaf, r2q, mtu),
         None => {
             // Still read the classes and filters so their problems are reported too, unless
@@ -178,7 +226,7 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
                 matches!(t, Some(Raw::Str(s)) if LeafKind::KNOWN.contains(&s.trim().to_ascii_lowercase().as_str()))
             });
             if get(entries, "class").is_some() && !names_leaf {
-                let _ = htb(&mut sink, doc, r2q, mtu);
+                let _ = tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu);
             }
             None
         }
@@ -198,6 +246,7 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
 /// What `qdisc = …` names.
 enum Root {
     Htb,
+    Cbq,
     Leaf(LeafKind),
 }
 
@@ -214,16 +263,20 @@ fn read_root(sink: &mut Sink, v: &Spanned<Raw>) -> Option<Root> {
         },
         _ => String::new(),
     };
-    if QdiscKind::from_name(&name) == Some(QdiscKind::Htb) {
+    if let Some(k @ (QdiscKind::Htb | QdiscKind::Cbq)) = QdiscKind::from_name(&name) {
         if let Raw::Table(_) = v.get_ref() {
             sink.error(
                 &v.span(),
-                "`qdisc`: htb takes its options at the top level (`r2q`, `mtu`), not in a table",
-                "write `qdisc = \"htb\"` and put `r2q = …` on its own line",
+                format!("`qdisc`: {name} takes its options at the top level, not in a table"),
+                format!("write `qdisc = \"{name}\"` and put its options (e.g. `mtu = 1500`) on lines of their own"),
             );
             return None;
         }
-        return Some(Root::Htb);
+        return Some(if k == QdiscKind::Htb {
+            Root::Htb
+        } else {
+            Root::Cbq
+        });
     }
     if LeafKind::KNOWN.contains(&name.as_str()) {
         return read_leaf(sink, "`qdisc`", v).map(Root::Leaf);
@@ -269,6 +322,7 @@ fn leaf_root(
         origin: String::new(),
         kind: QdiscKind::Leaf,
         root_leaf: Some(leaf),
+        cbq: None,
         r2q: r2q.unwrap_or(DEFAULT_R2Q),
         mtu: mtu.unwrap_or(DEFAULT_MTU),
         default: String::new(),
@@ -318,7 +372,13 @@ fn tables<'d>(sink: &mut Sink, doc: &'d PolicyDoc, key: &str) -> Vec<(Range<usiz
     }
 }
 
-fn read_class(sink: &mut Sink, index: usize, header: Range<usize>, e: &Entries) -> ClassDraft {
+fn read_class(
+    sink: &mut Sink,
+    kind: QdiscKind,
+    index: usize,
+    header: Range<usize>,
+    e: &Entries,
+) -> ClassDraft {
     let errors_before = sink.diags.iter().filter(|d| d.is_error()).count();
     let mut d = ClassDraft {
         header: header.clone(),
@@ -332,6 +392,8 @@ fn read_class(sink: &mut Sink, index: usize, header: Range<usize>, e: &Entries) 
         prio: None,
         quantum: None,
         leaf: None,
+        share: None,
+        cbq: CbqClass::default(),
         broken: false,
     };
     // Name first: every other message names the class.
@@ -365,19 +427,45 @@ fn read_class(sink: &mut Sink, index: usize, header: Range<usize>, e: &Entries) 
         Some(n) => format!("class `{}`", n.v),
         None => format!("class #{}", index + 1),
     };
-    check_keys(sink, &format!("{ctx}: "), e, CLASS_KEYS);
+    let cbq = kind == QdiscKind::Cbq;
+    check_keys(
+        sink,
+        &format!("{ctx}: "),
+        e,
+        if cbq { CBQ_CLASS_KEYS } else { CLASS_KEYS },
+    );
     if let Some(v) = get(e, "parent") {
         let p = values::string(sink, &format!("{ctx}: `parent`"), v, "\"root\"");
         d.parent_broken = p.is_none();
         d.parent = at(p.map(|s| s.trim().to_string()), v.span());
     }
-    match get(e, "rate") {
-        Some(v) => d.rate = at(values::rate(sink, &format!("{ctx}: `rate`"), v), v.span()),
-        None => sink.error(
+    let share = if cbq { get(e, "share") } else { None };
+    match (get(e, "rate"), share) {
+        (Some(v), Some(s)) => sink.error(
+            &s.span(),
+            format!("{ctx}: both `rate` and `share` are given"),
+            format!("keep one: `rate` is absolute, `share` a fraction of the parent's (rate at line {})", sink_line(sink, &v.span())),
+        ),
+        (Some(v), None) => d.rate = at(values::rate(sink, &format!("{ctx}: `rate`"), v), v.span()),
+        (None, Some(s)) => {
+            let f = values::fraction(sink, &format!("{ctx}: `share`"), s, 0.0, 1.0);
+            if f == Some(0.0) {
+                sink.error(&s.span(), format!("{ctx}: `share` is zero"), "give a share above zero, e.g. \"1%\"");
+            }
+            d.share = at(f.filter(|f| *f > 0.0), s.span());
+        }
+        (None, None) => sink.error(
             &header,
             format!("{ctx} has no `rate`"),
-            "add the guaranteed rate, e.g. `rate = \"1mbit\"`",
+            if cbq {
+                "add the allocation, e.g. `rate = \"1mbit\"` or `share = \"30%\"` (of the parent)"
+            } else {
+                "add the guaranteed rate, e.g. `rate = \"1mbit\"`"
+            },
         ),
+    }
+    if cbq {
+        read_cbq_class(sink, &ctx, e, &mut d.cbq);
     }
     if let Some(v) = get(e, "ceil") {
         d.ceil = at(values::rate(sink, &format!("{ctx}: `ceil`"), v), v.span());
@@ -494,13 +582,36 @@ fn sink_line(sink: &Sink, span: &Range<usize>) -> usize {
 }
 
 /// The HTB tree: classes, filters, default.
-fn htb(sink: &mut Sink, doc: &PolicyDoc, r2q: Option<u32>, mtu: Option<u32>) -> Option<Policy> {
+fn tree(
+    sink: &mut Sink,
+    doc: &PolicyDoc,
+    kind: QdiscKind,
+    r2q: Option<u32>,
+    mtu: Option<u32>,
+) -> Option<Policy> {
+    let cbq_opts = if kind == QdiscKind::Cbq {
+        read_cbq_options(sink, &doc.entries)
+    } else {
+        for key in CBQ_TOP_KEYS {
+            if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
+                sink.error(
+                    &k.span(),
+                    format!(
+                        "`{key}` is a CBQ option; this policy's qdisc is {}",
+                        kind.name()
+                    ),
+                    format!("remove `{key}`, or use `qdisc = \"cbq\"`"),
+                );
+            }
+        }
+        None
+    };
     let class_tables = tables(sink, doc, "class");
     let filter_tables = tables(sink, doc, "filter");
-    let classes: Vec<ClassDraft> = class_tables
+    let mut classes: Vec<ClassDraft> = class_tables
         .into_iter()
         .enumerate()
-        .map(|(i, (span, e))| read_class(sink, i, span, e))
+        .map(|(i, (span, e))| read_class(sink, kind, i, span, e))
         .collect();
     let filters: Vec<FilterDraft> = filter_tables
         .into_iter()
@@ -513,6 +624,7 @@ fn htb(sink: &mut Sink, doc: &PolicyDoc, r2q: Option<u32>, mtu: Option<u32>) -> 
         None => None,
     };
 
+    resolve_shares(sink, &mut classes);
     if classes.is_empty() {
         if get(&doc.entries, "class").is_none() {
             sink.error(
@@ -764,6 +876,7 @@ fn htb(sink: &mut Sink, doc: &PolicyDoc, r2q: Option<u32>, mtu: Option<u32>) -> 
             },
             children: children[i].iter().map(|&k| k as ClassId).collect(),
             line: sink_line(sink, &c.header),
+            cbq: (kind == QdiscKind::Cbq).then(|| c.cbq.clone()),
         });
     }
 
@@ -947,8 +1060,9 @@ fn htb(sink: &mut Sink, doc: &PolicyDoc, r2q: Option<u32>, mtu: Option<u32>) -> 
     };
     Some(Policy {
         origin: String::new(),
-        kind: QdiscKind::Htb,
+        kind,
         root_leaf: None,
+        cbq: cbq_opts,
         r2q,
         mtu,
         default: name_of(default_id),
@@ -957,6 +1071,125 @@ fn htb(sink: &mut Sink, doc: &PolicyDoc, r2q: Option<u32>, mtu: Option<u32>) -> 
         filters: filter_infos,
         warnings: Vec::new(),
     })
+}
+
+/// CBQ: a `share` becomes a rate, a fraction of the parent's, parents first. Parents that do not
+/// resolve (unknown, cyclic) are reported by the tree checks; their children keep no rate.
+fn resolve_shares(sink: &mut Sink, classes: &mut [ClassDraft]) {
+    let idx: HashMap<String, usize> = classes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| c.name.as_ref().map(|n| (n.v.clone(), i)))
+        .collect();
+    let n = classes.len();
+    for _ in 0..n {
+        let mut changed = false;
+        for i in 0..n {
+            if classes[i].rate.is_some() {
+                continue;
+            }
+            let Some((share, span)) = classes[i].share.as_ref().map(|s| (s.v, s.span.clone()))
+            else {
+                continue;
+            };
+            let parent = classes[i]
+                .parent
+                .as_ref()
+                .and_then(|p| idx.get(&p.v))
+                .copied();
+            if let Some(p) = parent.filter(|&p| p != i) {
+                if let Some(pr) = classes[p].rate.as_ref().map(|r| r.v) {
+                    let r = Rate((pr.0 as f64 * share).round() as u64);
+                    classes[i].rate = Some(At { v: r, span });
+                    changed = true;
+                }
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    for c in classes.iter() {
+        if let (Some(s), None, false) = (&c.share, &c.parent, c.parent_broken) {
+            let name = c.name.as_ref().map(|n| n.v.as_str()).unwrap_or("?");
+            sink.error(
+                &s.span,
+                format!("class `{name}`: a root class cannot have a `share` (a share of what?)"),
+                "give the root the link's rate, e.g. `rate = \"10mbit\"`",
+            );
+        }
+    }
+}
+
+/// CBQ's per-class keys (rate/share and prio are read with the common keys).
+fn read_cbq_class(sink: &mut Sink, ctx: &str, e: &Entries, c: &mut CbqClass) {
+    let mut p = Params::borrowed(sink, ctx.to_string(), e);
+    p.bool("borrow", &mut c.borrow);
+    p.int("maxburst", &mut c.maxburst, 1, 1024);
+    p.int("minburst", &mut c.minburst, 1, 1024);
+    p.size("avgpkt", &mut c.avgpkt, 16, 65536);
+    p.opt_time("maxidle", &mut c.maxidle);
+    p.opt_time("minidle", &mut c.minidle);
+    p.opt_time("offtime", &mut c.offtime);
+    p.time("extradelay", &mut c.extradelay);
+    if c.minburst > c.maxburst {
+        let span = get(e, "minburst").map(|v| v.span());
+        if let Some(span) = span {
+            p.sink.error(
+                &span,
+                format!(
+                    "{ctx}: minburst {} is above maxburst {}",
+                    c.minburst, c.maxburst
+                ),
+                "minburst is the smaller of the two: lower it or raise maxburst",
+            );
+        }
+    }
+}
+
+/// CBQ's top-level options. `altq_compat = true` sets every ALTQ behaviour; an explicit key
+/// still overrides it.
+fn read_cbq_options(sink: &mut Sink, e: &Entries) -> Option<CbqOptions> {
+    let mut compat = false;
+    let mut o = CbqOptions::default();
+    let mut p = Params::borrowed(sink, "cbq".to_string(), e);
+    p.bool("altq_compat", &mut compat);
+    if compat {
+        o = CbqOptions::altq();
+    }
+    p.word(
+        "scheduler",
+        &mut o.scheduler,
+        &[("prr", CbqScheduler::Prr), ("wrr", CbqScheduler::Wrr)],
+    );
+    p.word(
+        "guideline",
+        &mut o.guideline,
+        &[
+            ("formal", CbqGuideline::Formal),
+            ("ancestor-only", CbqGuideline::AncestorOnly),
+            ("top-level", CbqGuideline::TopLevel),
+        ],
+    );
+    p.bool("efficient", &mut o.efficient);
+    p.word(
+        "undertime_clock",
+        &mut o.undertime_clock,
+        &[
+            ("actual", UndertimeClock::Actual),
+            ("expected", UndertimeClock::Expected),
+        ],
+    );
+    p.word(
+        "offtime_unit",
+        &mut o.offtime_unit,
+        &[
+            ("bytes", OfftimeUnit::Bytes),
+            ("packets", OfftimeUnit::Packets),
+        ],
+    );
+    o.altq_compat = compat;
+    Some(o)
 }
 
 fn check_burst(

@@ -1,0 +1,136 @@
+//! CBQ policies: the contract example of issue 4, shares, CBQ-only keys, `altq_compat`.
+
+use linkshare_config::{
+    CbqGuideline, CbqOptions, OfftimeUnit, Policy, QdiscKind, Severity, UndertimeClock,
+};
+use linkshare_core::units::{Duration, Rate};
+
+/// The example from issue 4, exactly as written there, plus a default class.
+const EXAMPLE: &str = r#"qdisc = "cbq"
+default = "data"
+scheduler = "prr"          # general scheduler: prr | wrr
+guideline = "formal"       # link sharing: formal | ancestor-only | top-level
+efficient = false
+altq_compat = false        # every ALTQ behaviour below at once; or set them one by one:
+undertime_clock = "actual" # actual | expected
+offtime_unit = "bytes"     # bytes | packets
+
+[[class]]
+name = "root"
+rate = "1.5mbit"
+
+[[class]]
+name = "agencyA"
+parent = "root"
+rate = "1050kbit"          # or share = "70%" (of the parent)
+borrow = true
+
+[[class]]
+name = "video"
+parent = "agencyA"
+rate = "450kbit"
+prio = 1                   # 0 is the highest, as in HTB; ALTQ's reversed scale is mapped on import
+borrow = true
+maxburst = 16
+minburst = 2
+avgpkt = 1000
+leaf = "pfifo"
+
+[[class]]
+name = "data"
+parent = "agencyA"
+share = "50%"
+borrow = false
+maxidle = "20ms"
+"#;
+
+fn errors(text: &str) -> Vec<(usize, usize, String, String)> {
+    match Policy::parse(text, "p.toml") {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e
+            .diagnostics
+            .into_iter()
+            .filter(|d| d.severity == Severity::Error)
+            .map(|d| (d.line, d.col, d.message, d.help.unwrap_or_default()))
+            .collect(),
+    }
+}
+
+#[test]
+fn contract_example_is_accepted() {
+    let p = Policy::parse(EXAMPLE, "p.toml").unwrap();
+    assert!(p.warnings().is_empty(), "{:?}", p.warnings());
+    assert_eq!(p.kind(), QdiscKind::Cbq);
+    assert_eq!(p.cbq_options(), Some(&CbqOptions::default()));
+    let c = p.classes();
+    assert_eq!(c[1].rate, Rate(1_050_000));
+    // A share is a fraction of the parent's allocation.
+    assert_eq!(c[3].rate, Rate(525_000));
+    let video = c[2].cbq.as_ref().unwrap();
+    assert!(video.borrow);
+    assert_eq!(
+        (video.maxburst, video.minburst, video.avgpkt),
+        (16, 2, 1000)
+    );
+    let data = c[3].cbq.as_ref().unwrap();
+    assert!(!data.borrow);
+    assert_eq!(data.maxidle, Some(Duration::from_millis(20)));
+    assert_eq!(data.offtime, None);
+    assert_eq!(c[2].prio, 1);
+    let tree = p.render_tree();
+    assert!(tree.starts_with("cbq  default=data"), "{tree}");
+    assert!(tree.contains("no-borrow"), "{tree}");
+}
+
+#[test]
+fn altq_compat_turns_on_every_altq_behaviour_and_keys_still_override() {
+    let text = EXAMPLE
+        .replace("altq_compat = false", "altq_compat = true")
+        .replace("undertime_clock = \"actual\" # actual | expected\n", "")
+        .replace("offtime_unit = \"bytes\"     # bytes | packets\n", "")
+        .replace("guideline = \"formal\"", "guideline = \"top-level\"");
+    let p = Policy::parse(&text, "p.toml").unwrap();
+    let o = p.cbq_options().unwrap();
+    assert!(o.altq_compat);
+    assert_eq!(o.undertime_clock, UndertimeClock::Expected);
+    assert_eq!(o.offtime_unit, OfftimeUnit::Packets);
+    // Explicitly set: kept.
+    assert_eq!(o.guideline, CbqGuideline::TopLevel);
+}
+
+#[test]
+fn cbq_keys_are_checked() {
+    let errs = errors(&EXAMPLE.replace("share = \"50%\"", "share = \"50%\"\nrate = \"1mbit\""));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].2.contains("both `rate` and `share`"), "{errs:?}");
+
+    let errs = errors(&EXAMPLE.replace("rate = \"1.5mbit\"", "share = \"50%\""));
+    assert!(
+        errs.iter()
+            .any(|e| e.2.contains("root class cannot have a `share`")),
+        "{errs:?}"
+    );
+
+    // HTB keys are not CBQ keys, and the reverse.
+    let errs = errors(&EXAMPLE.replace("maxburst = 16", "ceil = \"1mbit\""));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(errs[0].2.contains("unknown key `ceil`"), "{errs:?}");
+    let htb = "qdisc = \"htb\"\ndefault = \"a\"\nguideline = \"formal\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n";
+    let errs = errors(htb);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!((errs[0].0, errs[0].1), (3, 1));
+    assert!(errs[0].2.contains("CBQ option"), "{errs:?}");
+
+    let errs = errors(&EXAMPLE.replace("guideline = \"formal\"", "guideline = \"formall\""));
+    assert!(errs[0].3.contains("did you mean \"formal\""), "{errs:?}");
+    let errs = errors(&EXAMPLE.replace("minburst = 2", "minburst = 20"));
+    assert!(
+        errs[0].2.contains("minburst 20 is above maxburst 16"),
+        "{errs:?}"
+    );
+    let errs = errors(&EXAMPLE.replace("maxidle = \"20ms\"", "maxidle = 20"));
+    assert!(errs[0].2.contains("has no unit"), "{errs:?}");
+    // Children above the parent, with shares too.
+    let errs = errors(&EXAMPLE.replace("share = \"50%\"", "share = \"80%\""));
+    assert!(errs[0].2.contains("impossible capacity"), "{errs:?}");
+}
