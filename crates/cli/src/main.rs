@@ -4,6 +4,7 @@ mod check;
 mod export_tc;
 mod lab;
 mod router_cmds;
+mod seeds_doc;
 mod sim_cmd;
 
 use clap::{Parser, Subcommand};
@@ -52,6 +53,8 @@ enum Command {
     Export(export_tc::ExportArgs),
     /// Build a namespace testbed and push real kernel traffic through linkshare (and the kernel's HTB)
     Lab(lab::LabArgs),
+    /// Regenerate docs/seeds.md: every seed finding beside linkshare's result (runs the scenarios)
+    Seeds(seeds_doc::SeedsArgs),
 }
 
 fn main() {
@@ -73,6 +76,7 @@ fn main() {
         Command::Reload(a) => report(router_cmds::reload(a)),
         Command::Export(a) => report(export_tc::run(a)),
         Command::Lab(a) => report(lab::run(a)),
+        Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
     };
     std::process::exit(code);
 }
