@@ -80,9 +80,27 @@ pub struct Summary {
     pub flows: BTreeMap<String, FlowSummary>,
     /// Jain's fairness index of goodput across the flows of each class (classes with ≥1 flow).
     pub fairness: BTreeMap<String, f64>,
+    /// The scheduler's own counters at the end of the run.
+    pub qdisc: QdiscSummary,
     /// Events processed and wall-clock time, for the curious (not part of the determinism check).
     #[serde(skip)]
     pub events: u64,
+}
+
+/// The root scheduler's counters (`QdiscStats`) and its discipline-specific figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct QdiscSummary {
+    /// `htb`, `sfq`, `fq_codel`, … (`pfifo` without a policy).
+    pub kind: String,
+    pub enqueued_packets: u64,
+    pub dequeued_packets: u64,
+    /// Packets refused at enqueue or dropped later, by reason (`queue_limit`, `aqm`, …).
+    pub drops: BTreeMap<String, u64>,
+    /// ECN marks instead of drops.
+    pub marked: u64,
+    pub overlimits: u64,
+    /// The discipline's own gauges at the end (`sojourn_us`, `avg_queue_bytes`, `active_flows`…).
+    pub extra: BTreeMap<String, f64>,
 }
 
 /// Which series a sample belongs to.

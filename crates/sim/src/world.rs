@@ -27,7 +27,7 @@ use crate::engine::{Engine, EngineStop, Ev};
 use crate::link::Link;
 use crate::metrics::{jain, FlowMetrics};
 use crate::model::{
-    ClassSummary, FlowSummary, LinkSummary, Sample, SeriesKind, SimResult, Summary,
+    ClassSummary, FlowSummary, LinkSummary, QdiscSummary, Sample, SeriesKind, SimResult, Summary,
 };
 use crate::packet::{PktKind, SimPacket};
 use crate::ping::PingSource;
@@ -748,6 +748,28 @@ impl<'a> World<'a> {
                     ..ClassSummary::default()
                 },
             );
+        }
+        // The scheduler's own counters.
+        {
+            let q = &self.link.qdisc;
+            let st = q.stats();
+            let mut drops = std::collections::BTreeMap::new();
+            for (reason, c) in st.refused.iter().chain(st.dropped.iter()) {
+                *drops.entry(reason.name().to_string()).or_insert(0) += c.packets;
+            }
+            let mut extra = std::collections::BTreeMap::new();
+            q.extra_stats(&mut |name, v| {
+                extra.insert(name.to_string(), v);
+            });
+            summary.qdisc = QdiscSummary {
+                kind: q.kind().to_string(),
+                enqueued_packets: st.enqueued.packets,
+                dequeued_packets: st.dequeued.packets,
+                drops,
+                marked: st.marked,
+                overlimits: st.overlimits,
+                extra,
+            };
         }
         // Flows.
         let mut per_class: std::collections::BTreeMap<String, Vec<f64>> = Default::default();

@@ -117,6 +117,7 @@ fn synthetic() -> SimResult {
         classes,
         flows,
         fairness,
+        qdisc: Default::default(),
         events: 123,
     };
 
