@@ -1,25 +1,303 @@
-//! `run`, `stat`, `class`, `reload`: the real shaper and its control socket (being written).
+//! `run`, `stat`, `class`, `reload`: the real shaper and its control socket. See docs/router.md.
 
-use anyhow::bail;
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context};
+use linkshare_router::{default_control, request, Options, Shaper};
+use serde_json::{json, Value};
+
+/// Exit code of an invalid policy (as `linkshare check`).
+const EXIT_INVALID: i32 = 2;
 
 #[derive(clap::Args, Debug)]
-pub struct RunArgs {}
-#[derive(clap::Args, Debug)]
-pub struct StatArgs {}
-#[derive(clap::Args, Debug)]
-pub struct ClassArgs {}
-#[derive(clap::Args, Debug)]
-pub struct ReloadArgs {}
+pub struct RunArgs {
+    /// Policy shaping frames from the first --dev to the second.
+    #[arg(long)]
+    pub policy: PathBuf,
+    /// The two interfaces: IN then OUT.
+    #[arg(long = "dev", num_args = 1, required = true)]
+    pub dev: Vec<String>,
+    /// Policy for OUT -> IN (default: unshaped).
+    #[arg(long)]
+    pub reverse_policy: Option<PathBuf>,
+    /// Control socket path (default /run/linkshare/<IN>-<OUT>.sock).
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+    /// Bytes allowed in flight to the NIC (default two MTUs, 3028).
+    #[arg(long)]
+    pub device_buffer: Option<u64>,
+    /// Link emulation after the scheduler on OUT: rate=..,delay=..,loss=..[%],seed=..
+    #[arg(long)]
+    pub emulate: Option<String>,
+}
 
-pub fn run(_: &RunArgs) -> anyhow::Result<i32> {
-    bail!("`linkshare run` is not available in this build yet")
+#[derive(clap::Args, Debug)]
+pub struct StatArgs {
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Refresh every SECS seconds (default 1).
+    #[arg(short = 'w', long = "watch", num_args = 0..=1, default_missing_value = "1")]
+    pub watch: Option<f64>,
+    #[arg(long)]
+    pub control: Option<PathBuf>,
 }
-pub fn stat(_: &StatArgs) -> anyhow::Result<i32> {
-    bail!("`linkshare stat` is not available in this build yet")
+
+#[derive(clap::Args, Debug)]
+pub struct ClassArgs {
+    /// add, change or del
+    pub action: String,
+    pub name: String,
+    #[arg(long)]
+    pub parent: Option<String>,
+    #[arg(long)]
+    pub rate: Option<String>,
+    #[arg(long)]
+    pub ceil: Option<String>,
+    #[arg(long)]
+    pub prio: Option<u8>,
+    #[arg(long)]
+    pub control: Option<PathBuf>,
 }
-pub fn class(_: &ClassArgs) -> anyhow::Result<i32> {
-    bail!("`linkshare class` is not available in this build yet")
+
+#[derive(clap::Args, Debug)]
+pub struct ReloadArgs {
+    /// The edited policy.
+    pub file: PathBuf,
+    #[arg(long)]
+    pub control: Option<PathBuf>,
 }
-pub fn reload(_: &ReloadArgs) -> anyhow::Result<i32> {
-    bail!("`linkshare reload` is not available in this build yet")
+
+pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
+    if a.dev.len() != 2 {
+        bail!("give exactly two interfaces: --dev IN --dev OUT");
+    }
+    let control = a
+        .control
+        .clone()
+        .unwrap_or_else(|| default_control(&a.dev[0], &a.dev[1]));
+    let opts = Options {
+        policy: a.policy.clone(),
+        reverse_policy: a.reverse_policy.clone(),
+        dev_in: a.dev[0].clone(),
+        dev_out: a.dev[1].clone(),
+        control,
+        device_buffer: a.device_buffer,
+        emulate: match &a.emulate {
+            Some(t) => Some(
+                linkshare_router::emulate::EmulateSpec::parse(t)
+                    .map_err(|e| anyhow::anyhow!("--emulate: {e}"))?,
+            ),
+            None => None,
+        },
+    };
+    let mut s = match Shaper::new(opts) {
+        Ok(s) => s,
+        Err(e) => {
+            let msg = format!("{e:#}");
+            if msg.contains("policy is invalid") {
+                eprintln!("{msg}");
+                return Ok(EXIT_INVALID);
+            }
+            return Err(e);
+        }
+    };
+    s.run()
+}
+
+/// The control socket to talk to: the given one, or the only one in /run/linkshare.
+fn find_control(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
+    if let Some(p) = given {
+        return Ok(p.clone());
+    }
+    let dir = Path::new("/run/linkshare");
+    let socks: Vec<PathBuf> = std::fs::read_dir(dir)
+        .with_context(|| {
+            format!(
+                "no shaper running ({} unreadable); give --control",
+                dir.display()
+            )
+        })?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "sock"))
+        .collect();
+    match socks.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => bail!(
+            "no shaper running (no socket in {}); give --control",
+            dir.display()
+        ),
+        _ => bail!(
+            "several shapers running in {}; give --control",
+            dir.display()
+        ),
+    }
+}
+
+fn print_human(st: &Value) {
+    let g = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    println!(
+        "uptime {:.1}s  lateness p50 {}us p99 {}us",
+        st["uptime_s"].as_f64().unwrap_or(0.0),
+        g(&st["lateness_us"], "p50"),
+        g(&st["lateness_us"], "p99")
+    );
+    for i in st["interfaces"].as_array().into_iter().flatten() {
+        println!(
+            "dev {}: rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, tx errors {}, malformed {}",
+            i["name"].as_str().unwrap_or("?"),
+            g(i, "rx_packets"),
+            g(i, "rx_bytes"),
+            g(i, "tx_packets"),
+            g(i, "tx_bytes"),
+            g(i, "non_ip_passed"),
+            g(i, "tx_errors"),
+            i["malformed"]
+        );
+    }
+    for d in st["directions"].as_array().into_iter().flatten() {
+        println!(
+            "{} -> {}: {}",
+            d["from"].as_str().unwrap_or("?"),
+            d["to"].as_str().unwrap_or("?"),
+            d["kind"].as_str().unwrap_or("unshaped")
+        );
+        for c in d["classes"].as_array().into_iter().flatten() {
+            let indent = "  ".repeat(1 + c["parent"].is_string() as usize);
+            println!(
+                "{indent}class {} rate {} ceil {} prio {} ({})\n{indent}  live {:.0}bit {:.0}pps\n{indent}  Sent {} bytes {} pkt (dropped {}, overlimits {}) backlog {}b {}p\n{indent}  lended: {} borrowed: {} tokens: {} ctokens: {}",
+                c["name"].as_str().unwrap_or("?"),
+                g(c, "rate_bps"),
+                g(c, "ceil_bps"),
+                g(c, "prio"),
+                c["mode"].as_str().unwrap_or("?"),
+                c["live_rate_bps"].as_f64().unwrap_or(0.0),
+                c["live_pps"].as_f64().unwrap_or(0.0),
+                g(c, "sent_bytes"),
+                g(c, "sent_packets"),
+                g(c, "drops"),
+                g(c, "overlimits"),
+                g(c, "backlog_bytes"),
+                g(c, "backlog_packets"),
+                g(c, "lended"),
+                g(c, "borrowed"),
+                c["tokens"].as_i64().unwrap_or(0),
+                c["ctokens"].as_i64().unwrap_or(0),
+            );
+        }
+    }
+}
+
+pub fn stat(a: &StatArgs) -> anyhow::Result<i32> {
+    let control = find_control(&a.control)?;
+    loop {
+        let r = request(&control, &json!({"cmd": "stat"}))?;
+        if r["ok"] != json!(true) {
+            bail!("{}", r["error"].as_str().unwrap_or("stat failed"));
+        }
+        if a.json {
+            println!("{}", r["stat"]);
+        } else {
+            if a.watch.is_some() {
+                print!("\x1b[H\x1b[2J");
+            }
+            print_human(&r["stat"]);
+        }
+        match a.watch {
+            Some(s) => std::thread::sleep(std::time::Duration::from_secs_f64(s.max(0.05))),
+            None => return Ok(0),
+        }
+    }
+}
+
+/// Apply `class add|change|del` to a policy's text; returns the edited text.
+pub fn edit_policy_text(text: &str, a: &ClassArgs) -> anyhow::Result<String> {
+    let mut doc: toml::Table = toml::from_str(text).context("running policy is not TOML")?;
+    let classes = doc
+        .entry("class")
+        .or_insert_with(|| toml::Value::Array(Vec::new()))
+        .as_array_mut()
+        .context("`class` is not an array of tables")?;
+    let pos = classes
+        .iter()
+        .position(|c| c.get("name").and_then(toml::Value::as_str) == Some(a.name.as_str()));
+    let set = |t: &mut toml::Table| {
+        if let Some(p) = &a.parent {
+            t.insert("parent".into(), toml::Value::String(p.clone()));
+        }
+        if let Some(r) = &a.rate {
+            t.insert("rate".into(), toml::Value::String(r.clone()));
+        }
+        if let Some(c) = &a.ceil {
+            t.insert("ceil".into(), toml::Value::String(c.clone()));
+        }
+        if let Some(p) = a.prio {
+            t.insert("prio".into(), toml::Value::Integer(i64::from(p)));
+        }
+    };
+    match (a.action.as_str(), pos) {
+        ("add", Some(_)) => bail!("class `{}` already exists; use `class change`", a.name),
+        ("add", None) => {
+            let mut t = toml::Table::new();
+            t.insert("name".into(), toml::Value::String(a.name.clone()));
+            set(&mut t);
+            classes.push(toml::Value::Table(t));
+        }
+        ("change", Some(i)) => match classes[i].as_table_mut() {
+            Some(t) => set(t),
+            None => bail!("class `{}` is not a table", a.name),
+        },
+        ("del", Some(i)) => {
+            classes.remove(i);
+        }
+        ("change" | "del", None) => bail!("no class named `{}`", a.name),
+        (other, _) => bail!("unknown action `{other}`: use add, change or del"),
+    }
+    Ok(toml::to_string(&doc)?)
+}
+
+pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
+    let control = find_control(&a.control)?;
+    let cur = request(&control, &json!({"cmd": "policy"}))?;
+    let (Some(text), Some(origin)) = (cur["text"].as_str(), cur["origin"].as_str()) else {
+        bail!("the shaper did not return its policy");
+    };
+    let edited = edit_policy_text(text, a)?;
+    let r = request(
+        &control,
+        &json!({"cmd": "reload", "text": edited,
+                "origin": format!("{origin} (after class {} {})", a.action, a.name)}),
+    )?;
+    report_reload(&r, &format!("class {} {}", a.action, a.name))
+}
+
+fn report_reload(r: &Value, what: &str) -> anyhow::Result<i32> {
+    if r["ok"] == json!(true) {
+        let rep = &r["report"];
+        println!(
+            "{what}: moved {} queued packets, dropped {}; kept {}, added {}, removed {}",
+            rep["moved_packets"], rep["dropped_packets"], rep["kept"], rep["added"], rep["removed"]
+        );
+        Ok(0)
+    } else {
+        if let Some(d) = r["diagnostics"].as_str() {
+            eprintln!("{d}");
+        }
+        eprintln!(
+            "{what} rejected: {}; the running policy stays",
+            r["error"].as_str().unwrap_or("error")
+        );
+        Ok(EXIT_INVALID)
+    }
+}
+
+pub fn reload(a: &ReloadArgs) -> anyhow::Result<i32> {
+    let control = find_control(&a.control)?;
+    let text = std::fs::read_to_string(&a.file)
+        .with_context(|| format!("cannot read {}", a.file.display()))?;
+    let r = request(
+        &control,
+        &json!({"cmd": "reload", "text": text, "origin": a.file.display().to_string()}),
+    )?;
+    report_reload(&r, &format!("reloaded {}", a.file.display()))
 }

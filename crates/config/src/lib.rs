@@ -411,7 +411,9 @@ impl Policy {
     /// Build the scheduler. Class ids are indices in [`Policy::classes`].
     pub fn build<P: Packet + 'static>(&self) -> Result<Box<dyn Qdisc<P>>, ConfigError> {
         match (self.kind, &self.root_leaf) {
-            (QdiscKind::Leaf, Some(leaf)) => Ok(leaf.build::<P>()),
+            (QdiscKind::Leaf, Some(leaf)) => leaf
+                .build::<P>()
+                .map_err(|e| self.build_error(e.to_string(), &e.help)),
             (QdiscKind::Cbq, _) => Err(self.build_error(
                 "the CBQ scheduler is not in this build yet".to_string(),
                 "use `qdisc = \"htb\"` for now",
@@ -427,18 +429,22 @@ impl Policy {
         let specs: Vec<HtbClassSpec<P>> = self
             .classes
             .iter()
-            .map(|c| HtbClassSpec {
-                name: c.name.clone(),
-                parent: c.parent_id,
-                rate: c.rate,
-                ceil: c.ceil,
-                burst: c.burst,
-                cburst: c.cburst,
-                prio: c.prio,
-                quantum: c.quantum,
-                leaf: c.leaf.spec(),
+            .map(|c| -> Result<HtbClassSpec<P>, ConfigError> {
+                Ok(HtbClassSpec {
+                    name: c.name.clone(),
+                    parent: c.parent_id,
+                    rate: c.rate,
+                    ceil: c.ceil,
+                    burst: c.burst,
+                    cburst: c.cburst,
+                    prio: c.prio,
+                    quantum: c.quantum,
+                    leaf: c.leaf.spec().map_err(|e| {
+                        self.build_error(format!("class `{}`: {e}", c.name), &e.help)
+                    })?,
+                })
             })
-            .collect();
+            .collect::<Result<_, _>>()?;
         let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
         let classifier = Classifier::new(filters, self.default_id);
         Htb::new(self.htb_params(), specs, classifier).map_err(|e| {

@@ -1,1 +1,545 @@
-//! `prio` (being written).
+//! `prio`: strict priority between `bands` queues, as Linux's `sch_prio`.
+//!
+//! ## What it promises
+//! Band 0 is always served first: a packet of band `k` leaves only when bands `0..k` have nothing
+//! they may send. Within a band, the band's own queue decides (pfifo by default, or any qdisc).
+//! Nothing is shared or rate-limited: a busy band 0 starves the others, by design.
+//!
+//! ## Which band
+//! 1. If a classifier is given and one of its *filters* matches, the filter's class is the band
+//!    (its `ClassId` is the band index). The classifier's default class is not used.
+//! 2. Otherwise the band comes from the `priomap`, indexed by the packet's Linux priority, which
+//!    Linux derives from the TOS byte for forwarded packets (`rt_tos2priority`):
+//!    `priority = ip_tos2prio[(tos & 0x1E) >> 1]` with the kernel table
+//!
+//!    | (tos>>1)&0xF | 0 | 1 | 2 | 3 | 4 | 5 | 6 | 7 | 8 | 9 | 10 | 11 | 12 | 13 | 14 | 15 |
+//!    |--------------|---|---|---|---|---|---|---|---|---|---|----|----|----|----|----|----|
+//!    | priority     | 0 | 0 | 0 | 0 | 2 | 2 | 2 | 2 | 6 | 6 | 6  | 6  | 4  | 4  | 4  | 4  |
+//!
+//!    (0 best effort, 2 bulk, 4 interactive bulk, 6 interactive; odd indices are the old
+//!    "min cost" bit, which modern kernels map like the even ones — older kernels sent index 1 to
+//!    priority 1, "filler"). tc's default priomap `1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1` then sends
+//!    normal traffic to band 1, "maximise throughput" (bulk) to band 2 and "minimise delay"
+//!    (interactive) to band 0. Note that with the default map DSCP EF (TOS 0xB8) lands in band 1,
+//!    as in Linux: give a classifier to prioritise by DSCP.
+//!
+//! ## Throttled bands
+//! A band whose qdisc answers `NotBefore` (e.g. TBF) is skipped and the next band is tried; when
+//! no band can send, the earliest `NotBefore` is returned.
+//!
+//! ## Complexity
+//! Enqueue O(1) (a classifier lookup, then the band's queue). Dequeue O(bands) worst case
+//! (bands ≤ 16): a 16-bit mask of non-empty inline FIFO bands skips empty ones; bands holding
+//! another qdisc are asked in order.
+//!
+//! ## Stats
+//! `visit_classes` shows one class per band (`band0`, `band1`, …) with its sent and drop counters;
+//! `extra_stats`: `backlogged_bands`.
+
+use std::collections::VecDeque;
+
+use super::fifo::{FifoLimit, FifoQueue};
+use super::{
+    Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, Dropped, ParamError,
+    Qdisc, QdiscStats,
+};
+use crate::classify::Classifier;
+use crate::htb::LeafSpec;
+use crate::packet::Packet;
+use crate::units::{Rate, Time};
+
+/// Linux's `ip_tos2prio` (net/ipv4/route.c): TOS bits `(tos & 0x1E) >> 1` → priority.
+pub const IP_TOS2PRIO: [u8; 16] = [0, 0, 0, 0, 2, 2, 2, 2, 6, 6, 6, 6, 4, 4, 4, 4];
+/// tc's default priomap.
+pub const DEFAULT_PRIOMAP: [u8; 16] = [1, 2, 2, 2, 1, 2, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1];
+pub const MIN_BANDS: u8 = 2;
+pub const MAX_BANDS: u8 = 16;
+pub const MAX_LIMIT: u32 = 10_000_000;
+
+/// Linux's `rt_tos2priority`: the skb priority of a forwarded packet with this TOS byte.
+pub fn tos_to_priority(tos: u8) -> u8 {
+    IP_TOS2PRIO[usize::from((tos & 0x1E) >> 1)]
+}
+
+/// PRIO parameters (policy keys of the same names).
+#[derive(Clone, Debug, PartialEq)]
+pub struct PrioParams {
+    /// Number of bands, 2..=16. Default 3.
+    pub bands: u8,
+    /// Priority (0..=15) → band. Default tc's `1 2 2 2 1 2 0 0 1 1 1 1 1 1 1 1`.
+    pub priomap: [u8; 16],
+    /// Packets per band (pfifo bands of [`Prio::new`]), 1..=10 000 000. Default 1000.
+    pub limit: u32,
+}
+
+impl Default for PrioParams {
+    fn default() -> Self {
+        PrioParams {
+            bands: 3,
+            priomap: DEFAULT_PRIOMAP,
+            limit: super::fifo::DEFAULT_PFIFO_LIMIT,
+        }
+    }
+}
+
+impl PrioParams {
+    pub fn validate(&self) -> Result<(), ParamError> {
+        if self.bands < MIN_BANDS || self.bands > MAX_BANDS {
+            return Err(ParamError::new(
+                "bands",
+                format!(
+                    "must be from {MIN_BANDS} to {MAX_BANDS}, got {}",
+                    self.bands
+                ),
+                "use bands = 3 (tc's default) or up to 16",
+            ));
+        }
+        if let Some((i, &b)) = self
+            .priomap
+            .iter()
+            .enumerate()
+            .find(|(_, &b)| b >= self.bands)
+        {
+            return Err(ParamError::new(
+                "priomap",
+                format!(
+                    "entry {i} names band {b}, but there are only {} bands (0..={})",
+                    self.bands,
+                    self.bands - 1
+                ),
+                "every priomap entry must be a band below `bands`; raise bands or fix the entry",
+            ));
+        }
+        if self.limit == 0 || self.limit > MAX_LIMIT {
+            return Err(ParamError::new(
+                "limit",
+                format!("must be from 1 to {MAX_LIMIT} packets, got {}", self.limit),
+                "set limit to the packets each band may hold (default 1000)",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// The queue of one band or class, with its counters; shared by PRIO and DRR.
+pub(crate) enum ChildQ<P> {
+    Fifo(FifoQueue<P>),
+    Qdisc(Box<dyn Qdisc<P>>),
+}
+
+pub(crate) struct Child<P> {
+    pub(crate) q: ChildQ<P>,
+    pub(crate) sent: Counter,
+    pub(crate) drops: DropCounts,
+}
+
+impl<P: Packet> Child<P> {
+    pub(crate) fn from_spec(spec: LeafSpec<P>) -> Self {
+        Child {
+            q: match spec {
+                LeafSpec::Fifo(l) => ChildQ::Fifo(FifoQueue::new(l)),
+                LeafSpec::Qdisc(b) => ChildQ::Qdisc(b),
+            },
+            sent: Counter::default(),
+            drops: DropCounts::default(),
+        }
+    }
+
+    pub(crate) fn backlog(&self) -> Backlog {
+        match &self.q {
+            ChildQ::Fifo(f) => Backlog {
+                packets: f.len() as u64,
+                bytes: f.bytes(),
+            },
+            ChildQ::Qdisc(q) => q.backlog(),
+        }
+    }
+
+    /// Hand back what a boxed child dropped after accepting, counting it in `stats`.
+    fn collect(&mut self, stats: &mut QdiscStats, victims: &mut VecDeque<Dropped<P>>) {
+        if let ChildQ::Qdisc(q) = &mut self.q {
+            while let Some(d) = q.take_dropped() {
+                let len = d.packet.len();
+                self.drops.add(d.reason, len);
+                stats.on_drop(d.reason, len);
+                victims.push_back(d);
+            }
+        }
+    }
+
+    pub(crate) fn enqueue(
+        &mut self,
+        pkt: P,
+        now: Time,
+        stats: &mut QdiscStats,
+        victims: &mut VecDeque<Dropped<P>>,
+    ) -> Result<(), Dropped<P>> {
+        let len = pkt.len();
+        let r = match &mut self.q {
+            ChildQ::Fifo(f) => f.push(pkt),
+            ChildQ::Qdisc(q) => q.enqueue(pkt, now),
+        };
+        match &r {
+            Ok(()) => stats.on_enqueue(len),
+            Err(d) => {
+                self.drops.add(d.reason, len);
+                stats.on_refuse(d.reason, len);
+            }
+        }
+        self.collect(stats, victims);
+        r
+    }
+
+    pub(crate) fn dequeue(
+        &mut self,
+        now: Time,
+        stats: &mut QdiscStats,
+        victims: &mut VecDeque<Dropped<P>>,
+    ) -> Dequeued<P> {
+        let r = match &mut self.q {
+            ChildQ::Fifo(f) => match f.pop() {
+                Some(p) => Dequeued::Packet(p),
+                None => Dequeued::Empty,
+            },
+            ChildQ::Qdisc(q) => q.dequeue(now),
+        };
+        self.collect(stats, victims);
+        if let Dequeued::Packet(p) = &r {
+            self.sent.add(p.len());
+            stats.on_dequeue(p.len());
+        }
+        r
+    }
+
+    /// Everything queued, ignoring rate limits; counted as dequeued.
+    pub(crate) fn drain(&mut self, now: Time, stats: &mut QdiscStats) -> Vec<P> {
+        let out: Vec<P> = match &mut self.q {
+            ChildQ::Fifo(f) => std::iter::from_fn(|| f.pop()).collect(),
+            ChildQ::Qdisc(q) => q.drain(now),
+        };
+        for p in &out {
+            self.sent.add(p.len());
+            stats.on_dequeue(p.len());
+        }
+        out
+    }
+
+    pub(crate) fn is_fifo(&self) -> bool {
+        matches!(self.q, ChildQ::Fifo(_))
+    }
+
+    /// A leaf class view of this child.
+    pub(crate) fn view<'a>(&self, name: &'a str, id: u32, prio: u8) -> ClassView<'a> {
+        let mut leaf_drops = self.drops;
+        if let ChildQ::Qdisc(q) = &self.q {
+            // The child's own view is more complete (it includes what it refused).
+            let s = q.stats();
+            leaf_drops = s.refused;
+            for (r, c) in s.dropped.iter() {
+                leaf_drops.add_counter(r, c);
+            }
+        }
+        ClassView {
+            name,
+            parent: None,
+            id,
+            level: 0,
+            is_leaf: true,
+            rate: Rate(0),
+            ceil: Rate(0),
+            prio,
+            mode: ClassMode::CanSend,
+            tokens: 0,
+            ctokens: 0,
+            stats: ClassStats {
+                sent: self.sent,
+                drops: leaf_drops.total().packets,
+                ..Default::default()
+            },
+            backlog: self.backlog(),
+            leaf_drops,
+            avgidle_ns: None,
+        }
+    }
+}
+
+/// The PRIO qdisc.
+pub struct Prio<P> {
+    params: PrioParams,
+    bands: Vec<Child<P>>,
+    names: Vec<String>,
+    classifier: Option<Classifier>,
+    /// Bit `b` set iff band `b` may hold packets (exact for FIFO bands; always set for others).
+    mask: u16,
+    /// Bands holding a qdisc (always asked).
+    boxed_mask: u16,
+    stats: QdiscStats,
+    victims: VecDeque<Dropped<P>>,
+}
+
+impl<P: Packet> Prio<P> {
+    /// `bands` pfifo bands of `limit` packets each, chosen by the priomap.
+    pub fn new(params: PrioParams) -> Result<Self, ParamError> {
+        params.validate()?;
+        let bands = (0..params.bands)
+            .map(|_| LeafSpec::Fifo(FifoLimit::Packets(params.limit)))
+            .collect();
+        Self::with_bands(params, bands, None)
+    }
+
+    /// Bands with their own queues (`bands.len()` must equal `params.bands`); a classifier whose
+    /// matching filter's class (a band index) overrides the priomap.
+    pub fn with_bands(
+        params: PrioParams,
+        bands: Vec<LeafSpec<P>>,
+        classifier: Option<Classifier>,
+    ) -> Result<Self, ParamError> {
+        params.validate()?;
+        if bands.len() != params.bands as usize {
+            return Err(ParamError::new(
+                "bands",
+                format!(
+                    "bands = {} but {} band queues were given",
+                    params.bands,
+                    bands.len()
+                ),
+                "give one queue per band, or set bands to the number of queues",
+            ));
+        }
+        if let Some(c) = &classifier {
+            if let Some(f) = c.filters().iter().find(|f| f.class >= params.bands as u32) {
+                return Err(ParamError::new(
+                    "filter",
+                    format!(
+                        "a filter sends packets to band {}, but there are only {} bands",
+                        f.class, params.bands
+                    ),
+                    "a filter's class is a band index: use 0 (highest priority) .. bands-1",
+                ));
+            }
+        }
+        let bands: Vec<Child<P>> = bands.into_iter().map(Child::from_spec).collect();
+        let mut boxed_mask = 0u16;
+        for (i, b) in bands.iter().enumerate() {
+            if !b.is_fifo() {
+                boxed_mask |= 1 << i;
+            }
+        }
+        Ok(Prio {
+            names: (0..bands.len()).map(|i| format!("band{i}")).collect(),
+            bands,
+            classifier,
+            mask: boxed_mask,
+            boxed_mask,
+            params,
+            stats: QdiscStats::default(),
+            victims: VecDeque::new(),
+        })
+    }
+
+    pub fn params(&self) -> &PrioParams {
+        &self.params
+    }
+
+    /// The band a packet goes to. O(1) plus the classifier.
+    pub fn band_of(&self, meta: &crate::packet::PacketMeta) -> usize {
+        if let Some(c) = &self.classifier {
+            if let Some(i) = c.explain(meta) {
+                if let Some(f) = c.filters().get(i) {
+                    return f.class as usize;
+                }
+            }
+        }
+        usize::from(self.params.priomap[usize::from(tos_to_priority(meta.tos))])
+    }
+
+    /// Backlog of one band.
+    pub fn band_backlog(&self, band: usize) -> Backlog {
+        self.bands
+            .get(band)
+            .map(|b| b.backlog())
+            .unwrap_or_default()
+    }
+}
+
+impl<P: Packet> Qdisc<P> for Prio<P> {
+    /// O(1) plus the classifier lookup.
+    fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        let b = self.band_of(pkt.meta()).min(self.bands.len() - 1);
+        let r = self.bands[b].enqueue(pkt, now, &mut self.stats, &mut self.victims);
+        if r.is_ok() {
+            self.mask |= 1 << b;
+        }
+        r
+    }
+
+    /// O(bands) worst case.
+    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
+        let mut next: Option<Time> = None;
+        let mut m = self.mask;
+        while m != 0 {
+            let b = m.trailing_zeros() as usize;
+            m &= m - 1;
+            match self.bands[b].dequeue(now, &mut self.stats, &mut self.victims) {
+                Dequeued::Packet(p) => {
+                    if self.bands[b].is_fifo() && self.bands[b].backlog().packets == 0 {
+                        self.mask &= !(1 << b);
+                    }
+                    return Dequeued::Packet(p);
+                }
+                Dequeued::NotBefore(t) => next = Some(next.map_or(t, |n| n.min(t))),
+                Dequeued::Empty => {
+                    if self.boxed_mask & (1 << b) == 0 {
+                        self.mask &= !(1 << b);
+                    }
+                }
+            }
+        }
+        match next {
+            Some(t) => {
+                self.stats.overlimits += 1;
+                Dequeued::NotBefore(t)
+            }
+            None => Dequeued::Empty,
+        }
+    }
+
+    fn stats(&self) -> &QdiscStats {
+        &self.stats
+    }
+
+    fn take_dropped(&mut self) -> Option<Dropped<P>> {
+        self.victims.pop_front()
+    }
+
+    fn kind(&self) -> &'static str {
+        "prio"
+    }
+
+    /// Band 0 first, each band in its own order.
+    fn drain(&mut self, now: Time) -> Vec<P> {
+        let mut out = Vec::new();
+        for b in &mut self.bands {
+            out.extend(b.drain(now, &mut self.stats));
+        }
+        self.mask = self.boxed_mask;
+        out
+    }
+
+    fn visit_classes(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
+        for (i, b) in self.bands.iter().enumerate() {
+            f(&b.view(&self.names[i], i as u32, i as u8));
+        }
+    }
+
+    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+        let n = self
+            .bands
+            .iter()
+            .filter(|b| b.backlog().packets > 0)
+            .count();
+        f("backlogged_bands", n as f64);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::classify::FilterSpec;
+    use crate::packet::PacketMeta;
+    use crate::qdisc::DropReason;
+
+    fn pkt(tos: u8, len: u32) -> PacketMeta {
+        PacketMeta {
+            len,
+            tos,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn tos_mapping_matches_linux() {
+        let p: Prio<PacketMeta> = Prio::new(PrioParams::default()).unwrap();
+        // Normal service → priority 0 → band 1.
+        assert_eq!(tos_to_priority(0x00), 0);
+        assert_eq!(p.band_of(&pkt(0x00, 1)), 1);
+        // IPTOS_LOWDELAY 0x10 → interactive (6) → band 0.
+        assert_eq!(tos_to_priority(0x10), 6);
+        assert_eq!(p.band_of(&pkt(0x10, 1)), 0);
+        // IPTOS_THROUGHPUT 0x08 → bulk (2) → band 2.
+        assert_eq!(tos_to_priority(0x08), 2);
+        assert_eq!(p.band_of(&pkt(0x08, 1)), 2);
+        // LOWDELAY|THROUGHPUT 0x18 → interactive bulk (4) → band 1; EF (0xB8) too.
+        assert_eq!(tos_to_priority(0x18), 4);
+        assert_eq!(p.band_of(&pkt(0xB8, 1)), 1);
+        // ECN bits do not matter; the old min-cost bit (0x02) maps like best effort.
+        assert_eq!(p.band_of(&pkt(0x13, 1)), 0);
+        assert_eq!(p.band_of(&pkt(0x02, 1)), 1);
+    }
+
+    #[test]
+    fn strict_priority_and_validation() {
+        let mut q: Prio<PacketMeta> = Prio::new(PrioParams {
+            limit: 2,
+            ..Default::default()
+        })
+        .unwrap();
+        q.enqueue(pkt(0x08, 300), Time(0)).unwrap(); // band 2
+        q.enqueue(pkt(0x00, 200), Time(0)).unwrap(); // band 1
+        q.enqueue(pkt(0x10, 100), Time(0)).unwrap(); // band 0
+        q.enqueue(pkt(0x10, 101), Time(0)).unwrap();
+        let d = q.enqueue(pkt(0x10, 102), Time(0)).unwrap_err();
+        assert_eq!(d.reason, DropReason::QueueLimit);
+        let lens: Vec<u32> = std::iter::from_fn(|| q.dequeue(Time(0)).packet())
+            .map(|p| p.len)
+            .collect();
+        assert_eq!(lens, vec![100, 101, 200, 300]);
+        q.stats().check_conservation().unwrap();
+        let mut views = Vec::new();
+        q.visit_classes(&mut |v| views.push((v.name.to_string(), v.stats.sent.packets)));
+        assert_eq!(
+            views,
+            vec![
+                ("band0".into(), 2),
+                ("band1".into(), 1),
+                ("band2".into(), 1)
+            ]
+        );
+        let bad = PrioParams {
+            bands: 2,
+            ..Default::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().param, "priomap");
+        let bad = PrioParams {
+            bands: 17,
+            ..Default::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().param, "bands");
+        let bad = PrioParams {
+            limit: 0,
+            ..Default::default()
+        };
+        assert_eq!(bad.validate().unwrap_err().param, "limit");
+    }
+
+    #[test]
+    fn classifier_overrides_priomap() {
+        let ef = FilterSpec {
+            dscp: Some(vec![46]),
+            ..FilterSpec::any(0)
+        };
+        let c = Classifier::new(vec![ef], 2);
+        let bands = (0..3)
+            .map(|_| LeafSpec::Fifo(FifoLimit::Packets(10)))
+            .collect();
+        let q: Prio<PacketMeta> = Prio::with_bands(PrioParams::default(), bands, Some(c)).unwrap();
+        assert_eq!(q.band_of(&pkt(0xB8, 1)), 0);
+        // No filter matches: the priomap, not the classifier's default (2).
+        assert_eq!(q.band_of(&pkt(0x00, 1)), 1);
+        let c = Classifier::new(vec![FilterSpec::any(5)], 0);
+        let bands = (0..3)
+            .map(|_| LeafSpec::Fifo(FifoLimit::Packets(10)))
+            .collect();
+        assert!(Prio::<PacketMeta>::with_bands(PrioParams::default(), bands, Some(c)).is_err());
+    }
+}

@@ -1,0 +1,283 @@
+//! Floyd & Jacobson's idle-time estimator and the derivation of its parameters, as ALTQ does it.
+//!
+//! ## Units and fixed point
+//! All times are integer nanoseconds. `avgidle`, `maxidle` and `minidle` are kept **scaled by
+//! 2^5** (`FILTER_GAIN = 5`), exactly as ALTQ keeps them scaled in microseconds: with the scaled
+//! average `A`, one EWMA step with gain `w = 2^-5` is
+//!
+//! ```text
+//! A ← A + idle − (A >> 5)          (= 32 · ((1 − w)·avg + w·idle))
+//! ```
+//!
+//! and the true average idle time is `A / 32`. No floating point is used per packet.
+//!
+//! ## Derived parameters (ALTQ's `cbq_compute_idletime`, seed 001 §6.3–6.4)
+//! With `f = rate/link`, `g = 1 − 2^-5`, `ptime` the time of an `avgpkt` packet at link rate,
+//! `cptime = ptime·(1−f)/f` (the extra time the same packet takes at the class's rate):
+//!
+//! ```text
+//! maxidle = max(cptime · (1 − g^maxburst)/g^maxburst, ptime · (1 − g))
+//! offtime = cptime · (1 + (1/(1 − g)) · (1 − g^(minburst−1))/g^(minburst−1))
+//! minidle = −(mtu at the class's rate)
+//! ```
+//!
+//! `maxidle` is the average from which `maxburst` back-to-back packets bring `avgidle` to 0;
+//! `offtime` is the gap after which `minburst` packets can go back to back again. The powers
+//! `(1/g)^n = (32/31)^n` are computed in 2^-60 fixed point with integer multiplications.
+
+use crate::units::NS_PER_SEC;
+
+/// EWMA gain shift: `w = 2^-FILTER_GAIN`.
+pub const FILTER_GAIN: u32 = 5;
+/// `1/w`.
+pub const POWER: i64 = 1 << FILTER_GAIN;
+/// An idle interval longer than this resets `avgidle` to `maxidle` (ALTQ: 2 s).
+pub const IDLE_RESET_NS: i64 = 2 * NS_PER_SEC as i64;
+
+const FP: u32 = 60;
+
+/// `(32/31)^n − 1` in 2^-60 fixed point, saturating.
+fn inv_g_pow_minus_one(n: u32) -> u128 {
+    let one: u128 = 1 << FP;
+    let mut q = one;
+    for _ in 0..n {
+        q = (q * 32).div_ceil(31);
+        if q > (1u128 << 120) {
+            return 1u128 << 120;
+        }
+    }
+    q - one
+}
+
+/// Time in ns to send `bytes` at `rate` bit/s, rounded up.
+pub fn tx_ns(bytes: u64, rate: u64) -> u64 {
+    if rate == 0 {
+        return u64::MAX / 4;
+    }
+    let ns = (bytes as u128 * 8 * NS_PER_SEC as u128).div_ceil(rate as u128);
+    ns.min(u64::MAX as u128 / 4) as u64
+}
+
+/// The derived estimator parameters of one class, all in ns (unscaled).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Derived {
+    pub maxburst: u32,
+    pub minburst: u32,
+    pub maxidle_ns: u64,
+    pub minidle_ns: u64,
+    pub offtime_ns: u64,
+    /// `cptime`, for reference.
+    pub cptime_ns: u64,
+}
+
+/// ALTQ's derivation (see the module docs). `maxburst == 0` picks ALTQ's default (16, or 4 when
+/// `cptime` exceeds 10 ms); `minburst` is clamped to `maxburst`.
+pub fn derive(
+    link: u64,
+    rate: u64,
+    avgpkt: u32,
+    mtu: u32,
+    maxburst: u32,
+    minburst: u32,
+) -> Derived {
+    let ptime = tx_ns(avgpkt as u64, link);
+    // cptime = ptime·(1−f)/f = avgpkt time at class rate − at link rate.
+    let cptime = tx_ns(avgpkt as u64, rate).saturating_sub(ptime);
+    let maxburst = if maxburst == 0 {
+        if cptime > 10_000_000 {
+            super::spec::SLOW_CLASS_MAXBURST
+        } else {
+            super::spec::DEFAULT_MAXBURST
+        }
+    } else {
+        maxburst
+    };
+    let minburst = minburst.clamp(1, maxburst.max(1));
+    let rn = inv_g_pow_minus_one(maxburst);
+    let a = (cptime as u128 * rn) >> FP;
+    let b = ptime as u128 / POWER as u128;
+    let maxidle = a.max(b).min(u64::MAX as u128 / 64) as u64;
+    let rm = inv_g_pow_minus_one(minburst - 1);
+    let off = cptime as u128 + ((cptime as u128 * rm * POWER as u128) >> FP);
+    let offtime = off.min(u64::MAX as u128 / 64) as u64;
+    Derived {
+        maxburst,
+        minburst,
+        maxidle_ns: maxidle.max(1),
+        minidle_ns: tx_ns(mtu as u64, rate),
+        offtime_ns: offtime.max(1),
+        cptime_ns: cptime,
+    }
+}
+
+/// Estimator state and constants of one class.
+#[derive(Copy, Clone, Debug)]
+pub struct Estimator {
+    /// Scaled average idle (×32).
+    pub avgidle: i64,
+    /// Scaled bounds (×32); `minidle ≤ 0`.
+    pub maxidle: i64,
+    pub minidle: i64,
+    /// Unscaled.
+    pub offtime: u64,
+    /// Expected finish time of this class's last packet (`last_`), `None` before the first.
+    pub last: Option<u64>,
+    /// Time of the last packet at the class's rate (`last_pkt_time_`).
+    pub last_pkt_time: u64,
+    pub last_len: u32,
+}
+
+/// What one estimator step decided.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// `avgidle > 0`: underlimit.
+    Under,
+    /// `avgidle ≤ 0`: overlimit until `base + tidle`; carries `tidle`.
+    Over(u64),
+}
+
+impl Estimator {
+    pub fn new(
+        d: &Derived,
+        maxidle: Option<u64>,
+        minidle: Option<u64>,
+        offtime: Option<u64>,
+    ) -> Self {
+        let maxidle = maxidle.unwrap_or(d.maxidle_ns).max(1);
+        let minidle = minidle.unwrap_or(d.minidle_ns);
+        let maxidle = (maxidle as i128 * POWER as i128).min(i64::MAX as i128 / 4) as i64;
+        let minidle = -((minidle as i128 * POWER as i128).min(i64::MAX as i128 / 4) as i64);
+        Estimator {
+            avgidle: maxidle,
+            maxidle,
+            minidle,
+            offtime: offtime.unwrap_or(d.offtime_ns).max(1),
+            last: None,
+            last_pkt_time: 0,
+            last_len: 0,
+        }
+    }
+
+    /// One packet of `len` bytes finished at `ifnow` (expected finish time); `pkt_time` is its
+    /// time at the class's rate. `bytes_mode` weights the step by `len/avgpkt`.
+    pub fn update(
+        &mut self,
+        ifnow: u64,
+        len: u32,
+        pkt_time: u64,
+        avgpkt: u32,
+        bytes_mode: bool,
+    ) -> Verdict {
+        let gap = match self.last {
+            Some(l) => ifnow.saturating_sub(l).min(IDLE_RESET_NS as u64) as i64,
+            None => IDLE_RESET_NS,
+        };
+        if gap >= IDLE_RESET_NS {
+            self.avgidle = self.maxidle;
+        }
+        let idle = gap - pkt_time.min(i64::MAX as u64 / 4) as i64;
+        let a = avgpkt.max(1) as i128;
+        // Weighted decay: (A·L/a) >> 5, L capped at 32·a (one step cannot decay more than all).
+        let l = (len as i128).min(a * POWER as i128);
+        let decay = if bytes_mode {
+            (self.avgidle as i128 * l).div_euclid(a * POWER as i128) as i64
+        } else {
+            self.avgidle >> FILTER_GAIN
+        };
+        let mut avg = self.avgidle.saturating_add(idle).saturating_sub(decay);
+        self.last = Some(ifnow);
+        self.last_pkt_time = pkt_time;
+        self.last_len = len;
+        if avg <= 0 {
+            if avg < self.minidle {
+                avg = self.minidle;
+            }
+            self.avgidle = avg;
+            // Next idle that brings avgidle back to 0: ALTQ's ((1 − 2^5)·A) >> 5 = 31·|avg|;
+            // byte-weighted: |avg|·(32 − L/a).
+            let mag = (-(avg as i128)) as u128;
+            let extra = if bytes_mode {
+                let a = a as u128;
+                mag * (a * POWER as u128 - l as u128) / (a * POWER as u128)
+            } else {
+                (mag * (POWER as u128 - 1)) >> FILTER_GAIN
+            };
+            Verdict::Over(pkt_time.saturating_add(extra.min(u64::MAX as u128 / 4) as u64))
+        } else {
+            self.avgidle = avg.min(self.maxidle);
+            Verdict::Under
+        }
+    }
+
+    /// True average idle in ns.
+    pub fn avgidle_ns(&self) -> i64 {
+        self.avgidle >> FILTER_GAIN
+    }
+    pub fn at_minidle(&self) -> bool {
+        self.avgidle == self.minidle
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn powers() {
+        // (32/31)^1 − 1 = 1/31
+        let r = inv_g_pow_minus_one(1) as f64 / (1u128 << FP) as f64;
+        assert!((r - 1.0 / 31.0).abs() < 1e-12);
+        let r = inv_g_pow_minus_one(16) as f64 / (1u128 << FP) as f64;
+        assert!((r - ((32.0f64 / 31.0).powi(16) - 1.0)).abs() < 1e-9);
+        assert_eq!(inv_g_pow_minus_one(0), 0);
+    }
+
+    #[test]
+    fn derived_by_hand() {
+        // 100 Mbit/s link, 50 Mbit/s class, 1500 B: ptime = 120 µs, cptime = 120 µs.
+        let d = derive(100_000_000, 50_000_000, 1500, 1500, 0, 2);
+        assert_eq!(d.maxburst, 16);
+        assert_eq!(d.cptime_ns, 120_000);
+        // maxidle = 120 µs · ((32/31)^16 − 1) = 120 µs · 0.661929 = 79 431 ns
+        assert!(
+            (d.maxidle_ns as i64 - 79_431).abs() <= 2,
+            "{}",
+            d.maxidle_ns
+        );
+        // offtime = 120 µs · (1 + 32/31) = 243 871 ns
+        assert!(
+            (d.offtime_ns as i64 - 243_871).abs() <= 2,
+            "{}",
+            d.offtime_ns
+        );
+        // minidle = 1500 B at 50 Mbit/s = 240 µs
+        assert_eq!(d.minidle_ns, 240_000);
+        // A 100 % class: cptime 0, maxidle = ptime/32 = 3750 ns.
+        let d = derive(100_000_000, 100_000_000, 1500, 1500, 16, 2);
+        assert_eq!(d.maxidle_ns, 3750);
+        // A slow class: 1500 B at 1 Mbit/s on 100 Mbit/s: cptime 11.88 ms > 10 ms → maxburst 4.
+        let d = derive(100_000_000, 1_000_000, 1500, 1500, 0, 8);
+        assert_eq!(d.maxburst, 4);
+        assert_eq!(d.minburst, 4);
+    }
+
+    #[test]
+    fn maxburst_packets_bring_maxidle_to_zero() {
+        // Back-to-back 1500 B packets at link rate for a 50 % class: each idle is −cptime.
+        let d = derive(100_000_000, 50_000_000, 1500, 1500, 16, 2);
+        for bytes_mode in [false, true] {
+            let mut e = Estimator::new(&d, None, None, None);
+            e.last = Some(0);
+            let mut t = 0;
+            let mut n = 0;
+            loop {
+                t += 120_000;
+                n += 1;
+                if let Verdict::Over(_) = e.update(t, 1500, 240_000, 1500, bytes_mode) {
+                    break;
+                }
+            }
+            assert!((15..=17).contains(&n), "{n}");
+        }
+    }
+}

@@ -1,0 +1,198 @@
+//! A frame that owns its bytes, and its parsed description.
+
+use linkshare_core::wire::{self, ethertype, ParseError};
+use linkshare_core::{Packet, PacketMeta};
+
+/// One Ethernet frame travelling through the shaper.
+#[derive(Clone, Debug)]
+pub struct Frame {
+    pub bytes: Vec<u8>,
+    pub meta: PacketMeta,
+}
+
+/// What the router does with a received frame.
+#[derive(Debug)]
+pub enum Parsed {
+    /// An IPv4/IPv6 packet for the scheduler.
+    Ip(Frame),
+    /// Not IP (ARP, LLDP, …): passed unshaped.
+    Other(Vec<u8>),
+    /// Could not be parsed: counted by reason and dropped.
+    Malformed(ParseError),
+}
+
+/// Parse a received frame.
+pub fn classify_frame(bytes: Vec<u8>) -> Parsed {
+    match wire::parse_ethernet(&bytes) {
+        Ok(meta) => match meta.l3 {
+            linkshare_core::packet::L3::Other(_) => Parsed::Other(bytes),
+            _ => Parsed::Ip(Frame { bytes, meta }),
+        },
+        Err(e) => Parsed::Malformed(e),
+    }
+}
+
+/// Offset of the IP header in an Ethernet frame (after any VLAN tags), if the frame is IP.
+fn ip_offset(bytes: &[u8]) -> Option<(usize, u16)> {
+    let mut off = 12;
+    loop {
+        let et = u16::from_be_bytes([*bytes.get(off)?, *bytes.get(off + 1)?]);
+        if et == ethertype::VLAN || et == ethertype::QINQ || et == ethertype::QINQ_OLD {
+            off += 4;
+            continue;
+        }
+        return Some((off + 2, et));
+    }
+}
+
+/// Set ECN CE in the frame's IP header if it is ECN-capable; fixes the IPv4 header checksum.
+pub fn set_ce(bytes: &mut [u8]) -> bool {
+    let Some((ip, et)) = ip_offset(bytes) else {
+        return false;
+    };
+    match et {
+        ethertype::IPV4 => {
+            let Some(&vihl) = bytes.get(ip) else {
+                return false;
+            };
+            let hlen = usize::from(vihl & 0x0f) * 4;
+            if hlen < 20 || bytes.len() < ip + hlen {
+                return false;
+            }
+            let tos = bytes[ip + 1];
+            if !matches!(tos & 3, 1 | 2) {
+                return false;
+            }
+            bytes[ip + 1] = tos | 3;
+            bytes[ip + 10] = 0;
+            bytes[ip + 11] = 0;
+            let sum = wire::checksum::internet(&bytes[ip..ip + hlen]);
+            bytes[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
+            true
+        }
+        ethertype::IPV6 => {
+            if bytes.len() < ip + 40 {
+                return false;
+            }
+            // Traffic class spans the low nibble of byte 0 and the high nibble of byte 1;
+            // ECN is bits 4-5 of byte 1.
+            let ecn = (bytes[ip + 1] >> 4) & 3;
+            if !matches!(ecn, 1 | 2) {
+                return false;
+            }
+            bytes[ip + 1] |= 0x30;
+            true
+        }
+        _ => false,
+    }
+}
+
+impl Packet for Frame {
+    fn meta(&self) -> &PacketMeta {
+        &self.meta
+    }
+    fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
+        Some(&mut self.meta)
+    }
+    fn mark_ce(&mut self) -> bool {
+        if !matches!(self.meta.ecn(), 1 | 2) {
+            return false;
+        }
+        if set_ce(&mut self.bytes) {
+            self.meta.tos |= 3;
+            true
+        } else {
+            false
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ipv4_udp(tos: u8) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 28];
+        f[12] = 0x08;
+        f[13] = 0x00;
+        let ip = &mut f[14..];
+        ip[0] = 0x45;
+        ip[1] = tos;
+        ip[2..4].copy_from_slice(&28u16.to_be_bytes());
+        ip[8] = 64;
+        ip[9] = 17;
+        ip[12..16].copy_from_slice(&[10, 0, 0, 1]);
+        ip[16..20].copy_from_slice(&[10, 0, 0, 2]);
+        let sum = wire::checksum::internet(&ip[..20]);
+        ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        ip[20..22].copy_from_slice(&1000u16.to_be_bytes());
+        ip[22..24].copy_from_slice(&2000u16.to_be_bytes());
+        ip[24..26].copy_from_slice(&8u16.to_be_bytes());
+        f
+    }
+
+    #[test]
+    fn mark_ce_sets_ipv4_ce_and_fixes_checksum() {
+        let Parsed::Ip(mut f) = classify_frame(ipv4_udp(0xb8 | 2)) else {
+            panic!("not ip")
+        };
+        assert!(f.mark_ce());
+        assert_eq!(f.bytes[15] & 3, 3);
+        assert_eq!(f.meta.ecn(), 3);
+        assert_eq!(
+            wire::checksum::internet(&f.bytes[14..34]),
+            0,
+            "checksum must verify"
+        );
+        // DSCP kept.
+        assert_eq!(f.bytes[15] >> 2, 0xb8 >> 2);
+    }
+
+    #[test]
+    fn mark_ce_refuses_not_ect() {
+        let Parsed::Ip(mut f) = classify_frame(ipv4_udp(0)) else {
+            panic!("not ip")
+        };
+        let before = f.bytes.clone();
+        assert!(!f.mark_ce());
+        assert_eq!(f.bytes, before);
+    }
+
+    #[test]
+    fn mark_ce_ipv6() {
+        let mut f = vec![0u8; 14 + 40];
+        f[12] = 0x86;
+        f[13] = 0xdd;
+        f[14] = 0x60;
+        f[15] = 0x10; // ECN = 01 (ECT(1))
+        f[18] = 0;
+        f[19] = 0;
+        f[20] = 59;
+        let Parsed::Ip(mut fr) = classify_frame(f) else {
+            panic!("not ip")
+        };
+        assert!(fr.mark_ce());
+        assert_eq!((fr.bytes[15] >> 4) & 3, 3);
+    }
+
+    #[test]
+    fn arp_passes_and_malformed_is_classified() {
+        let mut arp = vec![0u8; 42];
+        arp[12] = 0x08;
+        arp[13] = 0x06;
+        assert!(matches!(classify_frame(arp), Parsed::Other(_)));
+        let mut bad = ipv4_udp(0);
+        bad[14] = 0x43; // IHL 3
+        assert!(matches!(
+            classify_frame(bad),
+            Parsed::Malformed(ParseError::BadIhl)
+        ));
+        assert!(matches!(classify_frame(vec![0u8; 5]), Parsed::Malformed(_)));
+        let mut short = ipv4_udp(0);
+        short[16..18].copy_from_slice(&400u16.to_be_bytes());
+        assert!(matches!(
+            classify_frame(short),
+            Parsed::Malformed(ParseError::BadIpv4TotalLength)
+        ));
+    }
+}
