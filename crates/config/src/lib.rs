@@ -32,7 +32,6 @@
 
 mod diag;
 mod leaf;
-#[allow(dead_code)] // TEMP: readers used by the disciplines being wired in
 mod params;
 mod raw;
 mod render;

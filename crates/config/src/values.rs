@@ -495,12 +495,10 @@ pub(crate) fn port_range(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option
     }
 }
 
-#[allow(dead_code)] // TEMP: used by the disciplines being wired in
 const TIME_HELP: &str = "times need a unit: \"5ms\", \"1.5s\", \"200us\" (only 0 may be bare)";
 
 /// A time: a string with a unit (`"5ms"`), or the integer 0. A bare number in a string is
 /// refused: tc reads it as microseconds, which surprises more than it helps.
-#[allow(dead_code)] // TEMP: used by the disciplines being wired in
 pub(crate) fn time(
     sink: &mut Sink,
     ctx: &str,
@@ -550,7 +548,6 @@ pub(crate) fn time(
 }
 
 /// A number in `lo..=hi`: an integer, a float, or a percentage string (`"2%"` is 0.02).
-#[allow(dead_code)] // TEMP: used by the disciplines being wired in
 pub(crate) fn fraction(
     sink: &mut Sink,
     ctx: &str,
@@ -589,7 +586,6 @@ pub(crate) fn fraction(
 }
 
 /// A boolean.
-#[allow(dead_code)] // TEMP: used by the disciplines being wired in
 pub(crate) fn boolean(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<bool> {
     match v.get_ref() {
         Raw::Bool(b) => Some(*b),
@@ -610,7 +606,6 @@ pub(crate) fn boolean(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<bo
 }
 
 /// One of a fixed set of words, case-insensitive.
-#[allow(dead_code)] // TEMP: used by the disciplines being wired in
 pub(crate) fn word<T: Copy>(
     sink: &mut Sink,
     ctx: &str,

@@ -1,4 +1,4 @@
-//! Every scenario shipped in `scenarios/` parses and runs (shortened to at most 20 simulated
+//! Every scenario shipped in `scenarios/` (and its subdirectories) parses and runs (shortened to at most 20 simulated
 //! seconds), and the embedded default behaves as its comments say.
 
 use std::path::Path;
@@ -14,10 +14,18 @@ fn scenarios_dir() -> std::path::PathBuf {
 #[test]
 fn every_scenario_runs() {
     let mut n = 0;
-    let mut entries: Vec<_> = std::fs::read_dir(scenarios_dir())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
+    let mut entries = Vec::new();
+    let mut dirs = vec![scenarios_dir()];
+    while let Some(dir) = dirs.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let path = e.unwrap().path();
+            if path.is_dir() {
+                dirs.push(path);
+            } else {
+                entries.push(path);
+            }
+        }
+    }
     entries.sort();
     for path in entries {
         if path.extension().and_then(|e| e.to_str()) != Some("toml") {
