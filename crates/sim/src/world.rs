@@ -128,7 +128,9 @@ pub fn run(
     mut progress: Option<&mut dyn FnMut(f64)>,
 ) -> Result<SimResult, SimError> {
     let qdisc: Box<dyn Qdisc<SimPacket>> = match &sc.policy {
-        Some(p) => p.build().map_err(|e| SimError::Policy(e.to_string()))?,
+        Some(p) => p
+            .build(sc.link.timer_hz)
+            .map_err(|e| SimError::Policy(e.to_string()))?,
         None => crate::policy::default_qdisc(sc.link.queue),
     };
     let mut w = World::new(sc, qdisc);
