@@ -313,6 +313,15 @@ fn tcp_is_shaped_to_policy_rate_and_arp_passes() {
     assert_eq!(tx_out, sent + non_ip, "{st}");
     assert_eq!(ifs[1]["tx_errors"], 0, "{st}");
     assert!(st["lateness_us"]["samples"].as_u64().unwrap() > 0);
+    // The frames went through the memory-mapped rings: blocks walked, batches kicked.
+    assert!(ifs[0]["rx_blocks"].as_u64().unwrap() > 0, "{st}");
+    let kicks = ifs[1]["tx_kicks"].as_u64().unwrap();
+    assert!(kicks > 0 && kicks <= tx_out, "{st}");
+    assert_eq!(ifs[0]["rx_ring_drops"], 0, "{st}");
+    eprintln!(
+        "lateness {} ; tx {tx_out} frames in {kicks} kicks",
+        st["lateness_ns"]
+    );
 }
 
 fn udp_blast(lab: &Lab, ports: &'static [u16], secs: f64) {
