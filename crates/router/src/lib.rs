@@ -147,8 +147,9 @@ struct Dir {
     device_buffer: u64,
     in_flight: f64,
     last_drain_ns: u64,
-    /// The instant the scheduler last said `NotBefore` for (scheduler time).
-    eligible: Option<Time>,
+    /// The instant (absolute ns) the next departure was told to wait for: the scheduler's
+    /// `NotBefore`, or the device model's drain time.
+    eligible: Option<u64>,
     /// Absolute CLOCK_MONOTONIC instant this direction wants to run again.
     deadline: Option<u64>,
     live: HashMap<String, Live>,
@@ -418,7 +419,9 @@ impl Shaper {
             if dir.link_bps > 0 && dir.in_flight >= dir.device_buffer as f64 {
                 let wait =
                     (dir.in_flight - dir.device_buffer as f64 + 1.0) * 8.0 / dir.link_bps as f64;
-                min_deadline(&mut dir.deadline, now_ns + (wait * 1e9) as u64);
+                let t = now_ns + (wait * 1e9) as u64;
+                dir.eligible = Some(dir.eligible.map_or(t, |e| e.max(t)));
+                min_deadline(&mut dir.deadline, t);
                 return;
             }
             let now = Time(now_ns.saturating_sub(self.epoch_ns));
@@ -444,14 +447,15 @@ impl Shaper {
                         self.flush_emu(d, now_ns);
                     } else if self.send(to, p.bytes) {
                         if let Some(e) = eligible {
-                            self.late_pending[to].push(e.0 + self.epoch_ns);
+                            self.late_pending[to].push(e);
                         }
                     }
                 }
                 Dequeued::Empty => return,
                 Dequeued::NotBefore(t) => {
+                    let t = t.0 + self.epoch_ns;
                     dir.eligible = Some(t);
-                    min_deadline(&mut dir.deadline, t.0 + self.epoch_ns);
+                    min_deadline(&mut dir.deadline, t);
                     return;
                 }
             }
