@@ -23,7 +23,7 @@ pub struct RunArgs {
     /// Control socket path (default /run/linkshare/<IN>-<OUT>.sock).
     #[arg(long)]
     pub control: Option<PathBuf>,
-    /// Bytes allowed in flight to the NIC (default two MTUs, 3028).
+    /// Bytes allowed in flight to the NIC (default: 3028, or 1 ms of the root rate if more).
     #[arg(long)]
     pub device_buffer: Option<u64>,
     /// Link emulation after the scheduler on OUT: rate=..,delay=..,loss=..[%],seed=..

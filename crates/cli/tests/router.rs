@@ -1025,3 +1025,71 @@ fn emulated_delay_applies_after_the_scheduler() {
     let st = lab.stat();
     assert_eq!(st["directions"][0]["emulate"]["lost"], 0, "{st}");
 }
+
+/// Figures for docs/router.md (not part of the suite):
+/// `cargo test -p linkshare --test router -- --ignored --nocapture measure_forwarding_and_lateness`
+#[test]
+#[ignore]
+fn measure_forwarding_and_lateness() {
+    for (label, policy) in [
+        (
+            "pfifo",
+            "qdisc = { type = \"pfifo\", limit = 10000 }\n".to_string(),
+        ),
+        ("htb 1gbit", ONE_CLASS.replace("10mbit", "1gbit")),
+    ] {
+        let Some(mut lab) = Lab::new() else { return };
+        let p = lab.write_policy("p.toml", &policy);
+        lab.start(&p);
+        let t0 = Instant::now();
+        let sink = udp_sink(&lab, &[7300], t0, 3.5);
+        let a = lab.a.clone();
+        let offered = in_ns(&a, move || {
+            let s = UdpSocket::bind("10.77.0.1:0").unwrap();
+            s.connect("10.77.0.2:7300").unwrap();
+            let mut buf = [0u8; 18]; // 60-byte frames
+            let mut n = 0u64;
+            let t = Instant::now();
+            while t.elapsed() < Duration::from_secs(3) {
+                buf[..8].copy_from_slice(&n.to_be_bytes());
+                if s.send(&buf).is_ok() {
+                    n += 1;
+                }
+            }
+            n
+        });
+        let got = sink.join().unwrap();
+        let st = lab.stat();
+        let i0 = &st["interfaces"][0];
+        eprintln!(
+            "{label}: offered {offered} frames of 60 bytes in 3 s ({:.0} kpps), received {} ({:.0} kpps); shaper rx {} ring drops {} rx blocks {}, tx kicks {} for {} frames",
+            offered as f64 / 3e3,
+            got[0].len(),
+            got[0].len() as f64 / 3e3,
+            i0["rx_packets"],
+            i0["rx_ring_drops"],
+            i0["rx_blocks"],
+            st["interfaces"][1]["tx_kicks"],
+            st["interfaces"][1]["tx_packets"],
+        );
+    }
+    // Pacing lateness with three classes overloading 10 Mbit/s.
+    let Some(mut lab) = Lab::new() else { return };
+    let p = lab.write_policy("p.toml", THREE_CLASSES);
+    lab.start(&p);
+    let t0 = Instant::now();
+    let sink = udp_sink(&lab, &[7001, 7002, 7003], t0, 5.0);
+    let srcs: Vec<_> = [7001, 7002, 7003]
+        .iter()
+        .map(|&port| udp_source(&lab, port, 7e6, 1000, t0, 0.0, 5.0))
+        .collect();
+    for s in srcs {
+        s.join().unwrap();
+    }
+    sink.join().unwrap();
+    let st = lab.stat();
+    eprintln!(
+        "pacing lateness at 10 Mbit/s, 1028-byte IP packets: {}",
+        st["lateness_ns"]
+    );
+}

@@ -39,7 +39,7 @@ pub struct Options {
     pub dev_in: String,
     pub dev_out: String,
     pub control: PathBuf,
-    /// Bytes allowed in flight to the NIC; `None`: two MTUs.
+    /// Bytes allowed in flight to the NIC; `None`: [`default_device_buffer`] of the root rate.
     pub device_buffer: Option<u64>,
     /// Link emulation after the scheduler on OUT.
     pub emulate: Option<emulate::EmulateSpec>,
@@ -145,6 +145,8 @@ struct Dir {
     /// Link rate for device pacing (bits/s), 0 = unpaced.
     link_bps: u64,
     device_buffer: u64,
+    /// `--device-buffer` as given (`None`: derived from the rate, again on every reload).
+    device_buffer_opt: Option<u64>,
     in_flight: f64,
     last_drain_ns: u64,
     /// The instant (absolute ns) the next departure was told to wait for: the scheduler's
@@ -166,6 +168,12 @@ fn root_rate(s: &Sched) -> u64 {
     r
 }
 
+/// Default bytes in flight to the NIC: two full frames, or 1 ms of the link rate when that is
+/// more (so a slow loop turn does not cap a fast link at one buffer per turn).
+pub fn default_device_buffer(link_bps: u64) -> u64 {
+    (2 * 1514).max(link_bps / 8 / 1000)
+}
+
 fn min_deadline(d: &mut Option<u64>, t: u64) {
     *d = Some(d.map_or(t, |x| x.min(t)));
 }
@@ -179,7 +187,8 @@ impl Dir {
             policy_path: path,
             policy_text: None,
             link_bps,
-            device_buffer: buf.unwrap_or(2 * 1514),
+            device_buffer: buf.unwrap_or(default_device_buffer(link_bps)),
+            device_buffer_opt: buf,
             in_flight: 0.0,
             last_drain_ns: 0,
             eligible: None,
@@ -545,6 +554,9 @@ impl Shaper {
                                 "moved_packets": 0, "dropped_packets": 0}),
         };
         self.dirs[d].link_bps = root_rate(&new);
+        self.dirs[d].device_buffer = self.dirs[d]
+            .device_buffer_opt
+            .unwrap_or(default_device_buffer(self.dirs[d].link_bps));
         self.dirs[d].sched = Some(new);
         self.dirs[d].live.clear();
         self.dirs[d].eligible = None;
