@@ -23,12 +23,15 @@ pub struct RunArgs {
     /// Control socket path (default /run/linkshare/<IN>-<OUT>.sock).
     #[arg(long)]
     pub control: Option<PathBuf>,
-    /// Bytes allowed in flight to the NIC (default two MTUs, 3028).
+    /// Bytes allowed in flight to the NIC (default: 3028, or 1 ms of the root rate if more).
     #[arg(long)]
     pub device_buffer: Option<u64>,
     /// Link emulation after the scheduler on OUT: rate=..,delay=..,loss=..[%],seed=..
     #[arg(long)]
     pub emulate: Option<String>,
+    /// Busy-poll waits shorter than this many microseconds instead of sleeping (default 50).
+    #[arg(long, value_name = "US")]
+    pub busy_poll_us: Option<u64>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -64,6 +67,9 @@ pub struct ClassArgs {
 pub struct ReloadArgs {
     /// The edited policy.
     pub file: PathBuf,
+    /// Replace the reverse direction's policy (OUT -> IN) instead of the forward one.
+    #[arg(long)]
+    pub reverse: bool,
     #[arg(long)]
     pub control: Option<PathBuf>,
 }
@@ -83,6 +89,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         dev_out: a.dev[1].clone(),
         control,
         device_buffer: a.device_buffer,
+        busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1000)),
         emulate: match &a.emulate {
             Some(t) => Some(
                 linkshare_router::emulate::EmulateSpec::parse(t)
@@ -136,22 +143,34 @@ fn find_control(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
 
 fn print_human(st: &Value) {
     let g = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let us = |k: &str| g(&st["lateness_ns"], k) as f64 / 1000.0;
     println!(
-        "uptime {:.1}s  lateness p50 {}us p99 {}us",
+        "uptime {:.1}s  pacing lateness p50 {:.1}us p99 {:.1}us max {:.1}us ({} paced departures)",
         st["uptime_s"].as_f64().unwrap_or(0.0),
-        g(&st["lateness_us"], "p50"),
-        g(&st["lateness_us"], "p99")
+        us("p50"),
+        us("p99"),
+        us("max"),
+        g(&st["lateness_ns"], "samples")
     );
     for i in st["interfaces"].as_array().into_iter().flatten() {
         println!(
-            "dev {}: rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, tx errors {}, malformed {}",
+            "dev {}: rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, fragments {}",
             i["name"].as_str().unwrap_or("?"),
             g(i, "rx_packets"),
             g(i, "rx_bytes"),
             g(i, "tx_packets"),
             g(i, "tx_bytes"),
             g(i, "non_ip_passed"),
-            g(i, "tx_errors"),
+            g(i, "fragments"),
+        );
+        println!(
+            "  tx dropped: ring_full {} too_big {}; kicks {} (errors {}); rx ring drops {}, truncated {}; malformed {}",
+            g(&i["tx_drops"], "ring_full"),
+            g(&i["tx_drops"], "too_big"),
+            g(i, "tx_kicks"),
+            g(i, "tx_kick_errors"),
+            g(i, "rx_ring_drops"),
+            g(i, "rx_truncated"),
             i["malformed"]
         );
     }
@@ -162,6 +181,19 @@ fn print_human(st: &Value) {
             d["to"].as_str().unwrap_or("?"),
             d["kind"].as_str().unwrap_or("unshaped")
         );
+        let q = &d["qdisc"];
+        if q.is_object() {
+            println!(
+                "  enqueued {} dequeued {} dropped {} refused {} backlog {}p {}b overlimits {}",
+                g(q, "enqueued"),
+                g(q, "dequeued"),
+                g(q, "dropped"),
+                g(q, "refused"),
+                g(q, "backlog_packets"),
+                g(q, "backlog_bytes"),
+                g(q, "overlimits")
+            );
+        }
         for c in d["classes"].as_array().into_iter().flatten() {
             let indent = "  ".repeat(1 + c["parent"].is_string() as usize);
             println!(
@@ -297,7 +329,8 @@ pub fn reload(a: &ReloadArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("cannot read {}", a.file.display()))?;
     let r = request(
         &control,
-        &json!({"cmd": "reload", "text": text, "origin": a.file.display().to_string()}),
+        &json!({"cmd": "reload", "text": text, "origin": a.file.display().to_string(),
+                "direction": if a.reverse { "reverse" } else { "forward" }}),
     )?;
     report_reload(&r, &format!("reloaded {}", a.file.display()))
 }

@@ -1,15 +1,20 @@
 //! linkshare's real shaper: a bump-in-the-wire between two Linux interfaces over AF_PACKET.
 //!
-//! One thread, one epoll loop over the two packet sockets, a timerfd armed at the scheduler's
-//! `NotBefore` instant, a signalfd and the control socket. See docs/router.md.
+//! One thread, one epoll loop over the two ports (AF_PACKET rings, see [`port`]), a timerfd armed
+//! at the scheduler's `NotBefore` instant (busy-polling waits shorter than 50 µs), a signalfd and
+//! the control socket. Each turn: take a batch from each receive ring, dequeue what the
+//! schedulers let go while the transmit ring has room, kick each transmit ring once, record the
+//! lateness of paced departures. See docs/router.md.
 
 pub mod emulate;
 pub mod frame;
+pub mod hist;
+pub mod port;
 pub mod sys;
 
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -17,11 +22,14 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use linkshare_config::{ConfigError, Policy};
 use linkshare_core::htb::Htb;
+use linkshare_core::packet::{Fragment, ParseIssue};
 use linkshare_core::qdisc::ClassView;
 use linkshare_core::{Dequeued, Qdisc, Time};
 use serde_json::{json, Value};
 
 pub use frame::{classify_frame, Frame, Parsed};
+pub use hist::Hist;
+pub use port::{PacketPort, Port, PortCounters, RxFrame, TxDrop};
 
 /// Everything `linkshare run` needs.
 #[derive(Clone, Debug)]
@@ -31,10 +39,12 @@ pub struct Options {
     pub dev_in: String,
     pub dev_out: String,
     pub control: PathBuf,
-    /// Bytes allowed in flight to the NIC; `None`: two MTUs.
+    /// Bytes allowed in flight to the NIC; `None`: [`default_device_buffer`] of the root rate.
     pub device_buffer: Option<u64>,
     /// Link emulation after the scheduler on OUT.
     pub emulate: Option<emulate::EmulateSpec>,
+    /// Waits shorter than this are busy-polled; `None`: [`DEFAULT_BUSY_POLL_NS`] (50 µs).
+    pub busy_poll_ns: Option<u64>,
 }
 
 /// Default control socket path for a pair of interfaces.
@@ -71,9 +81,15 @@ pub fn render_config_error(text: &str, e: &ConfigError) -> String {
         s.push_str("\n\n");
     }
     let n = e.errors().count();
+    let w = e.warnings().count();
     s.push_str(&format!(
-        "policy is invalid: {n} error{}",
-        if n == 1 { "" } else { "s" }
+        "policy is invalid: {n} error{}{}",
+        if n == 1 { "" } else { "s" },
+        match w {
+            0 => String::new(),
+            1 => ", 1 warning".to_string(),
+            w => format!(", {w} warnings"),
+        }
     ));
     s
 }
@@ -91,56 +107,6 @@ pub fn load_sched(text: &str, origin: &str) -> Result<(Policy, Sched), String> {
     Ok((p, s))
 }
 
-/// Log2 histogram of lateness in nanoseconds.
-#[derive(Clone, Debug)]
-pub struct Hist {
-    buckets: [u64; 64],
-    n: u64,
-}
-
-impl Default for Hist {
-    fn default() -> Self {
-        Hist {
-            buckets: [0; 64],
-            n: 0,
-        }
-    }
-}
-
-impl Hist {
-    pub fn record(&mut self, ns: u64) {
-        let b = 64 - ns.leading_zeros() as usize;
-        self.buckets[b.min(63)] += 1;
-        self.n += 1;
-    }
-    /// Upper bound in ns of the bucket holding quantile `q`.
-    pub fn quantile(&self, q: f64) -> u64 {
-        if self.n == 0 {
-            return 0;
-        }
-        let target = ((self.n as f64) * q).ceil().max(1.0) as u64;
-        let mut acc = 0;
-        for (i, c) in self.buckets.iter().enumerate() {
-            acc += c;
-            if acc >= target {
-                return if i == 0 { 0 } else { 1u64 << i.min(63) };
-            }
-        }
-        u64::MAX
-    }
-}
-
-#[derive(Clone, Debug, Default)]
-struct IfStats {
-    rx_packets: u64,
-    rx_bytes: u64,
-    tx_packets: u64,
-    tx_bytes: u64,
-    non_ip: u64,
-    tx_errors: u64,
-    malformed: HashMap<&'static str, u64>,
-}
-
 #[derive(Clone, Copy, Debug, Default)]
 struct Live {
     bytes: u64,
@@ -149,16 +115,44 @@ struct Live {
     pps: f64,
 }
 
+/// What the shaper counts per interface, beyond the port's own counters.
+#[derive(Clone, Debug, Default)]
+struct IfStats {
+    /// Frames received on this interface (own transmissions excluded).
+    rx_packets: u64,
+    rx_bytes: u64,
+    /// Non-IP frames (ARP, LLDP, …) passed unshaped to the other interface.
+    non_ip: u64,
+    /// IP fragments received (shaped like any packet; later fragments have no ports).
+    fragments: u64,
+    /// Frames that did not parse, by `ParseError::name()`; dropped.
+    malformed: HashMap<&'static str, u64>,
+    /// IP packets with a parse issue that still were classified (`truncated_l4`, …).
+    issues: HashMap<&'static str, u64>,
+    /// Frames that could not be queued for transmit on this interface, by reason.
+    tx_ring_full: u64,
+    tx_too_big: u64,
+    /// The port's own counters, refreshed by the loop.
+    port: PortCounters,
+}
+
 struct Dir {
     to: usize,
     sched: Option<Sched>,
     policy_path: Option<PathBuf>,
+    /// Text and origin of the policy running in this direction.
+    policy_text: Option<(String, String)>,
     /// Link rate for device pacing (bits/s), 0 = unpaced.
     link_bps: u64,
     device_buffer: u64,
+    /// `--device-buffer` as given (`None`: derived from the rate, again on every reload).
+    device_buffer_opt: Option<u64>,
     in_flight: f64,
     last_drain_ns: u64,
-    eligible: Option<Time>,
+    /// The instant (absolute ns) the next departure was told to wait for: the scheduler's
+    /// `NotBefore`, or the device model's drain time.
+    eligible: Option<u64>,
+    /// Absolute CLOCK_MONOTONIC instant this direction wants to run again.
     deadline: Option<u64>,
     live: HashMap<String, Live>,
     emu: Option<emulate::Emulator>,
@@ -174,6 +168,16 @@ fn root_rate(s: &Sched) -> u64 {
     r
 }
 
+/// Default bytes in flight to the NIC: two full frames, or 1 ms of the link rate when that is
+/// more (so a slow loop turn does not cap a fast link at one buffer per turn).
+pub fn default_device_buffer(link_bps: u64) -> u64 {
+    (2 * 1514).max(link_bps / 8 / 1000)
+}
+
+fn min_deadline(d: &mut Option<u64>, t: u64) {
+    *d = Some(d.map_or(t, |x| x.min(t)));
+}
+
 impl Dir {
     fn new(sched: Option<Sched>, path: Option<PathBuf>, to: usize, buf: Option<u64>) -> Dir {
         let link_bps = sched.as_ref().map(root_rate).unwrap_or(0);
@@ -181,8 +185,10 @@ impl Dir {
             to,
             sched,
             policy_path: path,
+            policy_text: None,
             link_bps,
-            device_buffer: buf.unwrap_or(2 * 1514),
+            device_buffer: buf.unwrap_or(default_device_buffer(link_bps)),
+            device_buffer_opt: buf,
             in_flight: 0.0,
             last_drain_ns: 0,
             eligible: None,
@@ -222,17 +228,29 @@ impl Dir {
     }
 }
 
+/// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
+const RX_BUDGET: usize = 256;
+/// Waits shorter than this are busy-polled instead of sleeping on the timerfd.
+pub const DEFAULT_BUSY_POLL_NS: u64 = 50_000;
+/// When the transmit ring is full or the kernel asked to retry, look again this much later.
+const TX_RETRY_NS: u64 = 20_000;
+/// Spare frame buffers kept for reuse.
+const POOL_MAX: usize = 4096;
+
 /// The running shaper.
 pub struct Shaper {
     opts: Options,
-    socks: [OwnedFd; 2],
+    ports: [Box<dyn Port>; 2],
     names: [String; 2],
     ifs: [IfStats; 2],
     dirs: [Dir; 2],
     lateness: Hist,
     epoch_ns: u64,
-    /// Text and origin of the forward policy now running.
-    policy_text: (String, String),
+    /// Eligible instants (absolute ns) of the frames pushed on each port since its last flush.
+    late_pending: [Vec<u64>; 2],
+    /// Spare frame buffers.
+    pool: Vec<Vec<u8>>,
+    rx_scratch: Vec<Vec<u8>>,
 }
 
 const T_SOCK0: u64 = 0;
@@ -241,45 +259,63 @@ const T_TIMER: u64 = 2;
 const T_SIG: u64 = 3;
 const T_CTL: u64 = 4;
 
+/// Direction index from a control request's `direction` (default forward).
+fn direction_of(req: &Value) -> Result<usize, String> {
+    match req.get("direction").and_then(Value::as_str) {
+        None | Some("forward") => Ok(0),
+        Some("reverse") => Ok(1),
+        Some(o) => Err(format!(
+            "unknown direction `{o}`: use \"forward\" or \"reverse\""
+        )),
+    }
+}
+
 impl Shaper {
     /// Open the devices and build the schedulers. Errors are ready to print.
     pub fn new(opts: Options) -> anyhow::Result<Shaper> {
         let text = std::fs::read_to_string(&opts.policy)
             .with_context(|| format!("cannot read {}", opts.policy.display()))?;
-        let (_, fwd) = load_sched(&text, &opts.policy.display().to_string())
-            .map_err(|d| anyhow::anyhow!("{d}"))?;
+        let origin = opts.policy.display().to_string();
+        let (_, fwd) = load_sched(&text, &origin).map_err(|d| anyhow::anyhow!("{d}"))?;
         let rev = match &opts.reverse_policy {
             Some(p) => {
                 let t = std::fs::read_to_string(p)
                     .with_context(|| format!("cannot read {}", p.display()))?;
-                Some(
-                    load_sched(&t, &p.display().to_string())
-                        .map_err(|d| anyhow::anyhow!("{d}"))?
-                        .1,
-                )
+                let o = p.display().to_string();
+                let s = load_sched(&t, &o).map_err(|d| anyhow::anyhow!("{d}"))?.1;
+                Some((s, t, o))
             }
             None => None,
         };
-        let (s0, _) = sys::packet_socket(&opts.dev_in)
+        let p0 = PacketPort::open(&opts.dev_in)
             .with_context(|| format!("cannot open {}", opts.dev_in))?;
-        let (s1, _) = sys::packet_socket(&opts.dev_out)
+        let p1 = PacketPort::open(&opts.dev_out)
             .with_context(|| format!("cannot open {}", opts.dev_out))?;
         let now = sys::monotonic_ns();
-        let origin = opts.policy.display().to_string();
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
-        let mut d1 = Dir::new(rev, opts.reverse_policy.clone(), 0, opts.device_buffer);
-        d0.last_drain_ns = now;
+        d0.policy_text = Some((text, origin));
         d0.emu = opts.emulate.clone().map(emulate::Emulator::new);
+        d0.last_drain_ns = now;
+        let mut d1 = match rev {
+            Some((s, t, o)) => {
+                let mut d = Dir::new(Some(s), opts.reverse_policy.clone(), 0, opts.device_buffer);
+                d.policy_text = Some((t, o));
+                d
+            }
+            None => Dir::new(None, None, 0, opts.device_buffer),
+        };
         d1.last_drain_ns = now;
         Ok(Shaper {
             names: [opts.dev_in.clone(), opts.dev_out.clone()],
             opts,
-            socks: [s0, s1],
+            ports: [Box::new(p0), Box::new(p1)],
             ifs: Default::default(),
             dirs: [d0, d1],
             lateness: Hist::default(),
             epoch_ns: now,
-            policy_text: (text, origin),
+            late_pending: [Vec::new(), Vec::new()],
+            pool: Vec::new(),
+            rx_scratch: Vec::new(),
         })
     }
 
@@ -287,54 +323,93 @@ impl Shaper {
         Time(sys::monotonic_ns().saturating_sub(self.epoch_ns))
     }
 
-    /// Read up to `budget` frames from interface `i`.
-    fn rx(&mut self, i: usize, buf: &mut [u8], budget: usize) -> bool {
-        let mut got = false;
-        for _ in 0..budget {
-            let (n, outgoing) = match sys::recv_frame(self.socks[i].as_raw_fd(), buf) {
-                Ok(Some(x)) => x,
-                _ => break,
-            };
-            got = true;
-            if outgoing {
-                continue;
+    fn recycle(&mut self, v: Vec<u8>) {
+        if self.pool.len() < POOL_MAX && v.capacity() >= 1514 {
+            self.pool.push(v);
+        }
+    }
+
+    /// Take up to `budget` frames from interface `i`'s receive ring; returns how many.
+    fn rx(&mut self, i: usize, budget: usize) -> usize {
+        let mut frames = std::mem::take(&mut self.rx_scratch);
+        let pool = &mut self.pool;
+        let n = self.ports[i].rx_batch(budget, &mut |f: RxFrame<'_>| {
+            if f.truncated {
+                return; // counted by the port (rx_truncated)
             }
-            let n = n.min(buf.len());
-            self.ifs[i].rx_packets += 1;
-            self.ifs[i].rx_bytes += n as u64;
-            let now = self.now();
-            match classify_frame(buf[..n].to_vec()) {
-                Parsed::Other(bytes) => {
-                    self.ifs[i].non_ip += 1;
-                    self.tx(self.dirs[i].to, &bytes);
+            let mut v = pool.pop().unwrap_or_default();
+            f.copy_into(&mut v);
+            frames.push(v);
+        });
+        for v in frames.drain(..) {
+            self.on_frame(i, v);
+        }
+        self.rx_scratch = frames;
+        n
+    }
+
+    fn on_frame(&mut self, i: usize, bytes: Vec<u8>) {
+        self.ifs[i].rx_packets += 1;
+        self.ifs[i].rx_bytes += bytes.len() as u64;
+        let to = self.dirs[i].to;
+        match classify_frame(bytes) {
+            Parsed::Other(bytes) => {
+                self.ifs[i].non_ip += 1;
+                self.send(to, bytes);
+            }
+            Parsed::Malformed(e) => {
+                *self.ifs[i].malformed.entry(e.name()).or_insert(0) += 1;
+            }
+            Parsed::Ip(f) => {
+                if f.meta.frag != Fragment::None {
+                    self.ifs[i].fragments += 1;
                 }
-                Parsed::Malformed(e) => {
-                    *self.ifs[i].malformed.entry(e.name()).or_insert(0) += 1;
+                if let Some(issue) = f.meta.issue {
+                    let name = match issue {
+                        ParseIssue::TruncatedL4 => "truncated_l4",
+                        ParseIssue::ExtensionChain => "extension_chain",
+                    };
+                    *self.ifs[i].issues.entry(name).or_insert(0) += 1;
                 }
-                Parsed::Ip(f) => {
-                    let to = self.dirs[i].to;
-                    match &mut self.dirs[i].sched {
-                        Some(s) => {
-                            let q = s.q();
-                            let _ = q.enqueue(f, now); // refusals are counted by the qdisc
-                            while q.take_dropped().is_some() {}
+                let now = self.now();
+                match &mut self.dirs[i].sched {
+                    Some(s) => {
+                        let q = s.q();
+                        // Refusals and drops are counted by the qdisc; their buffers are reused.
+                        let mut spare = Vec::new();
+                        if let Err(d) = q.enqueue(f, now) {
+                            spare.push(d.packet.bytes);
                         }
-                        None => self.tx(to, &f.bytes),
+                        while let Some(d) = q.take_dropped() {
+                            spare.push(d.packet.bytes);
+                        }
+                        for v in spare {
+                            self.recycle(v);
+                        }
+                    }
+                    None => {
+                        self.send(to, f.bytes);
                     }
                 }
             }
         }
-        got
     }
 
-    fn tx(&mut self, to: usize, bytes: &[u8]) {
-        match sys::send_frame(self.socks[to].as_raw_fd(), bytes) {
-            Ok(()) => {
-                self.ifs[to].tx_packets += 1;
-                self.ifs[to].tx_bytes += bytes.len() as u64;
+    /// Queue a frame on port `to`; a frame that cannot be queued is counted by reason.
+    fn send(&mut self, to: usize, bytes: Vec<u8>) -> bool {
+        let ok = match self.ports[to].tx_push(&bytes) {
+            Ok(()) => true,
+            Err(TxDrop::RingFull) => {
+                self.ifs[to].tx_ring_full += 1;
+                false
             }
-            Err(_) => self.ifs[to].tx_errors += 1,
-        }
+            Err(TxDrop::TooBig) => {
+                self.ifs[to].tx_too_big += 1;
+                false
+            }
+        };
+        self.recycle(bytes);
+        ok
     }
 
     /// Send what the scheduler of direction `d` lets go now; sets its deadline.
@@ -343,54 +418,107 @@ impl Shaper {
         self.dirs[d].drain_model(now_ns);
         self.dirs[d].deadline = None;
         self.flush_emu(d, now_ns);
+        let to = self.dirs[d].to;
         loop {
+            if self.ports[to].tx_room() == 0 {
+                min_deadline(&mut self.dirs[d].deadline, now_ns + TX_RETRY_NS);
+                return;
+            }
             let dir = &mut self.dirs[d];
             if dir.link_bps > 0 && dir.in_flight >= dir.device_buffer as f64 {
                 let wait =
                     (dir.in_flight - dir.device_buffer as f64 + 1.0) * 8.0 / dir.link_bps as f64;
                 let t = now_ns + (wait * 1e9) as u64;
-                dir.deadline = Some(dir.deadline.map_or(t, |x| x.min(t)));
+                dir.eligible = Some(dir.eligible.map_or(t, |e| e.max(t)));
+                min_deadline(&mut dir.deadline, t);
                 return;
             }
             let now = Time(now_ns.saturating_sub(self.epoch_ns));
             let Some(s) = &mut dir.sched else { return };
             let q = s.q();
             let r = q.dequeue(now);
-            while q.take_dropped().is_some() {}
+            let mut spare = Vec::new();
+            while let Some(x) = q.take_dropped() {
+                spare.push(x.packet.bytes);
+            }
+            for v in spare {
+                self.recycle(v);
+            }
+            let dir = &mut self.dirs[d];
             match r {
                 Dequeued::Packet(p) => {
-                    if let Some(e) = dir.eligible.take() {
-                        self.lateness.record(now.0.saturating_sub(e.0));
-                    }
-                    dir.in_flight += p.bytes.len() as f64;
-                    let to = dir.to;
-                    if let Some(e) = &mut dir.emu {
-                        e.push(now_ns, p.bytes);
+                    let eligible = dir.eligible.take();
+                    dir.in_flight += f64::from(p.meta.len);
+                    if dir.emu.is_some() {
+                        if let Some(e) = &mut dir.emu {
+                            e.push(now_ns, p.bytes);
+                        }
                         self.flush_emu(d, now_ns);
-                    } else {
-                        self.tx(to, &p.bytes);
+                    } else if self.send(to, p.bytes) {
+                        if let Some(e) = eligible {
+                            self.late_pending[to].push(e);
+                        }
                     }
                 }
                 Dequeued::Empty => return,
                 Dequeued::NotBefore(t) => {
-                    dir.eligible = Some(t);
                     let t = t.0 + self.epoch_ns;
-                    dir.deadline = Some(dir.deadline.map_or(t, |x| x.min(t)));
+                    dir.eligible = Some(t);
+                    min_deadline(&mut dir.deadline, t);
                     return;
                 }
             }
         }
     }
 
-    /// Send the emulated link's due frames; fold its next due time into the deadline.
+    /// Send the emulated link's due frames while the ring has room; fold its next due time into
+    /// the deadline.
     fn flush_emu(&mut self, d: usize, now_ns: u64) {
         let to = self.dirs[d].to;
-        while let Some(f) = self.dirs[d].emu.as_mut().and_then(|e| e.pop_due(now_ns)) {
-            self.tx(to, &f);
+        while self.dirs[d]
+            .emu
+            .as_ref()
+            .is_some_and(|e| e.next_due().is_some_and(|t| t <= now_ns))
+        {
+            if self.ports[to].tx_room() == 0 {
+                min_deadline(&mut self.dirs[d].deadline, now_ns + TX_RETRY_NS);
+                return;
+            }
+            match self.dirs[d].emu.as_mut().and_then(|e| e.pop_due(now_ns)) {
+                Some(f) => {
+                    self.send(to, f);
+                }
+                None => break,
+            }
         }
         if let Some(t) = self.dirs[d].emu.as_ref().and_then(|e| e.next_due()) {
-            let dl = &mut self.dirs[d].deadline;
-            *dl = Some(dl.map_or(t, |x| x.min(t)));
+            min_deadline(&mut self.dirs[d].deadline, t);
+        }
+    }
+
+    /// Kick both transmit rings; record the lateness of paced frames that just left.
+    /// Returns whether a ring asked to be kicked again.
+    fn flush(&mut self) -> bool {
+        let mut retry = false;
+        // Departure = the moment the kernel is told to send the batch (the kick itself may run
+        // the receiver's stack in softirq context and take tens of µs on veth).
+        if self.late_pending.iter().any(|v| !v.is_empty()) {
+            let now = sys::monotonic_ns();
+            for v in &mut self.late_pending {
+                for e in v.drain(..) {
+                    self.lateness.record(now.saturating_sub(e));
+                }
+            }
+        }
+        for p in &mut self.ports {
+            retry |= p.tx_flush();
+        }
+        retry
+    }
+
+    fn refresh_ports(&mut self) {
+        for i in 0..2 {
+            self.ifs[i].port = self.ports[i].counters(true);
         }
     }
 
@@ -409,6 +537,7 @@ impl Shaper {
     }
 
     /// Replace direction `d`'s policy with `text`; the new scheduler adopts the old one's state.
+    /// On error the running policy is untouched and the error is rendered like `linkshare check`.
     pub fn reload(&mut self, d: usize, text: &str, origin: &str) -> Result<Value, String> {
         let (_, mut new) = load_sched(text, origin)?;
         let now = self.now();
@@ -421,33 +550,44 @@ impl Shaper {
                        "dropped_packets": r.dropped_packets})
             }
             (Some(mut o), n) => adopt_state(n, &mut o, now),
-            (None, _) => json!({}),
+            (None, _) => json!({"kept": [], "added": [], "removed": [],
+                                "moved_packets": 0, "dropped_packets": 0}),
         };
         self.dirs[d].link_bps = root_rate(&new);
+        self.dirs[d].device_buffer = self.dirs[d]
+            .device_buffer_opt
+            .unwrap_or(default_device_buffer(self.dirs[d].link_bps));
         self.dirs[d].sched = Some(new);
         self.dirs[d].live.clear();
-        if d == 0 {
-            self.policy_text = (text.to_string(), origin.to_string());
-        }
+        self.dirs[d].eligible = None;
+        self.dirs[d].policy_text = Some((text.to_string(), origin.to_string()));
         Ok(report)
     }
 
-    fn reload_path(&mut self, path: &Path) -> Result<Value, String> {
+    fn reload_path(&mut self, d: usize, path: &Path) -> Result<Value, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let r = self.reload(0, &text, &path.display().to_string())?;
-        self.dirs[0].policy_path = Some(path.to_path_buf());
+        let r = self.reload(d, &text, &path.display().to_string())?;
+        self.dirs[d].policy_path = Some(path.to_path_buf());
         Ok(r)
     }
 
     /// The `stat --json` object.
-    pub fn stat(&self) -> Value {
+    pub fn stat(&mut self) -> Value {
+        self.refresh_ports();
         let ifs: Vec<Value> = (0..2)
             .map(|i| {
                 let s = &self.ifs[i];
+                let p = &s.port;
                 json!({"name": self.names[i], "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
-                   "tx_packets": s.tx_packets, "tx_bytes": s.tx_bytes, "non_ip_passed": s.non_ip,
-                   "tx_errors": s.tx_errors, "malformed": s.malformed})
+                   "tx_packets": p.tx_frames, "tx_bytes": p.tx_bytes, "non_ip_passed": s.non_ip,
+                   "fragments": s.fragments,
+                   "tx_errors": s.tx_ring_full + s.tx_too_big,
+                   "tx_drops": {"ring_full": s.tx_ring_full, "too_big": s.tx_too_big},
+                   "tx_kicks": p.kicks, "tx_kick_errors": p.kick_errors,
+                   "rx_ring_drops": p.rx_ring_drops, "rx_truncated": p.rx_truncated,
+                   "rx_own_skipped": p.rx_own_skipped, "rx_blocks": p.rx_blocks,
+                   "malformed": s.malformed, "parse_issues": s.issues})
             })
             .collect();
         let dirs: Vec<Value> = (0..2)
@@ -455,9 +595,23 @@ impl Shaper {
                 let d = &self.dirs[i];
                 let mut classes = Vec::new();
                 let mut bl = (0, 0);
+                let mut qd = Value::Null;
                 if let Some(s) = &d.sched {
-                    let b = s.qr().backlog();
-                    bl = (b.packets, b.bytes);
+                    let st = s.qr().stats();
+                    bl = (st.backlog.packets, st.backlog.bytes);
+                    let reasons = |dc: &linkshare_core::qdisc::DropCounts| -> Value {
+                        dc.iter()
+                            .map(|(r, c)| (r.name().to_string(), json!(c.packets)))
+                            .collect::<serde_json::Map<String, Value>>()
+                            .into()
+                    };
+                    qd = json!({"enqueued": st.enqueued.packets, "enqueued_bytes": st.enqueued.bytes,
+                        "dequeued": st.dequeued.packets, "dequeued_bytes": st.dequeued.bytes,
+                        "dropped": st.dropped.total().packets, "refused": st.refused.total().packets,
+                        "dropped_by_reason": reasons(&st.dropped),
+                        "refused_by_reason": reasons(&st.refused),
+                        "overlimits": st.overlimits, "marked": st.marked,
+                        "backlog_packets": st.backlog.packets, "backlog_bytes": st.backlog.bytes});
                     let mut names: Vec<String> = Vec::new();
                     s.qr().visit_classes(&mut |c: &ClassView<'_>| {
                         names.push(c.name.to_string());
@@ -483,17 +637,22 @@ impl Shaper {
                        "shaped": d.sched.is_some(),
                        "policy": d.policy_path.as_ref().map(|p| p.display().to_string()),
                        "kind": d.sched.as_ref().map(|s| s.qr().kind()),
-                       "backlog_packets": bl.0, "backlog_bytes": bl.1, "classes": classes,
+                       "backlog_packets": bl.0, "backlog_bytes": bl.1, "qdisc": qd,
+                       "classes": classes,
                        "emulate": d.emu.as_ref().map(|e| json!({"lost": e.lost, "in_line": e.in_line()}))})
             })
             .collect();
+        let h = &self.lateness;
         json!({
             "uptime_s": self.now().0 as f64 / 1e9,
             "policy": self.dirs[0].policy_path.as_ref().map(|p| p.display().to_string()),
             "kind": self.dirs[0].sched.as_ref().map(|s| s.qr().kind()),
-            "lateness_us": {"p50": self.lateness.quantile(0.5) / 1000,
-                            "p99": self.lateness.quantile(0.99) / 1000,
-                            "samples": self.lateness.n},
+            "lateness_us": {"p50": h.quantile(0.5).div_ceil(1000),
+                            "p99": h.quantile(0.99).div_ceil(1000),
+                            "max": h.max().div_ceil(1000),
+                            "samples": h.count()},
+            "lateness_ns": {"p50": h.quantile(0.5), "p99": h.quantile(0.99),
+                            "max": h.max(), "mean": h.mean(), "samples": h.count()},
             "interfaces": ifs,
             "directions": dirs,
         })
@@ -504,20 +663,25 @@ impl Shaper {
             Ok(v) => v,
             Err(e) => return json!({"ok": false, "error": format!("bad request: {e}")}),
         };
+        let d = match direction_of(&req) {
+            Ok(d) => d,
+            Err(e) => return json!({"ok": false, "error": e}),
+        };
         match req.get("cmd").and_then(Value::as_str) {
             Some("stat") => json!({"ok": true, "stat": self.stat()}),
-            Some("policy") => {
-                json!({"ok": true, "text": self.policy_text.0, "origin": self.policy_text.1})
-            }
+            Some("policy") => match &self.dirs[d].policy_text {
+                Some((t, o)) => json!({"ok": true, "text": t, "origin": o}),
+                None => json!({"ok": false, "error": "this direction is unshaped"}),
+            },
             Some("reload") => {
                 let res = if let Some(t) = req.get("text").and_then(Value::as_str) {
                     let origin = req
                         .get("origin")
                         .and_then(Value::as_str)
                         .unwrap_or("<control>");
-                    self.reload(0, t, origin)
+                    self.reload(d, t, origin)
                 } else if let Some(p) = req.get("path").and_then(Value::as_str) {
-                    self.reload_path(Path::new(p))
+                    self.reload_path(d, Path::new(p))
                 } else {
                     Err("reload needs `path` or `text`".to_string())
                 };
@@ -543,23 +707,53 @@ impl Shaper {
         let _ = writeln!(w, "{resp}");
     }
 
-    /// Run until SIGTERM/SIGINT. Returns the exit code.
-    pub fn run(&mut self) -> anyhow::Result<i32> {
-        sys::set_min_timer_slack();
-        if let Some(dir) = self.opts.control.parent() {
+    /// SIGHUP: reload every policy file given at start (or last reloaded by path).
+    fn on_sighup(&mut self) {
+        for d in 0..2 {
+            let Some(p) = self.dirs[d].policy_path.clone() else {
+                continue;
+            };
+            match self.reload_path(d, &p) {
+                Ok(_) => eprintln!("linkshare: reloaded {}", p.display()),
+                Err(e) => eprintln!("{e}\nlinkshare: kept the running policy"),
+            }
+        }
+    }
+
+    /// Bind the control socket with mode 0600 from the start (umask around bind).
+    fn bind_control(&self) -> anyhow::Result<UnixListener> {
+        let path = &self.opts.control;
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir)
                 .with_context(|| format!("cannot create {}", dir.display()))?;
         }
-        let _ = std::fs::remove_file(&self.opts.control);
-        let listener = UnixListener::bind(&self.opts.control)
-            .with_context(|| format!("cannot bind {}", self.opts.control.display()))?;
-        std::fs::set_permissions(&self.opts.control, std::fs::Permissions::from_mode(0o600))?;
-        listener.set_nonblocking(true)?;
+        if UnixStream::connect(path).is_ok() {
+            anyhow::bail!(
+                "{} is in use by a running shaper; stop it or give another --control",
+                path.display()
+            );
+        }
+        let _ = std::fs::remove_file(path);
+        let old = sys::umask(0o177);
+        let l = UnixListener::bind(path);
+        sys::umask(old);
+        let l = l.with_context(|| format!("cannot bind {}", path.display()))?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .with_context(|| format!("cannot chmod {}", path.display()))?;
+        l.set_nonblocking(true)?;
+        Ok(l)
+    }
+
+    /// Run until SIGTERM/SIGINT. Returns the exit code.
+    pub fn run(&mut self) -> anyhow::Result<i32> {
+        sys::set_min_timer_slack()?;
+        let busy_ns = self.opts.busy_poll_ns.unwrap_or(DEFAULT_BUSY_POLL_NS);
+        let listener = self.bind_control()?;
         let ep = sys::epoll_create()?;
         let timer = sys::timerfd_create()?;
         let sig = sys::signalfd_term_hup()?;
-        sys::epoll_add(ep.as_raw_fd(), self.socks[0].as_raw_fd(), T_SOCK0)?;
-        sys::epoll_add(ep.as_raw_fd(), self.socks[1].as_raw_fd(), T_SOCK1)?;
+        sys::epoll_add(ep.as_raw_fd(), self.ports[0].fd(), T_SOCK0)?;
+        sys::epoll_add(ep.as_raw_fd(), self.ports[1].fd(), T_SOCK1)?;
         sys::epoll_add(ep.as_raw_fd(), timer.as_raw_fd(), T_TIMER)?;
         sys::epoll_add(ep.as_raw_fd(), sig.as_raw_fd(), T_SIG)?;
         sys::epoll_add(ep.as_raw_fd(), listener.as_raw_fd(), T_CTL)?;
@@ -569,34 +763,47 @@ impl Shaper {
             self.names[1],
             self.opts.control.display()
         );
-        let mut buf = vec![0u8; 65536];
         let mut ready = Vec::new();
         let mut last_live = sys::monotonic_ns();
         let mut stopping: Option<u64> = None;
+        let mut armed: Option<u64> = None;
         loop {
+            let mut more_rx = false;
             if stopping.is_none() {
-                self.rx(0, &mut buf, 64);
-                self.rx(1, &mut buf, 64);
+                more_rx |= self.rx(0, RX_BUDGET) >= RX_BUDGET;
+                more_rx |= self.rx(1, RX_BUDGET) >= RX_BUDGET;
             }
             self.service(0);
             self.service(1);
+            let retry = self.flush();
             let now = sys::monotonic_ns();
             if now - last_live >= 100_000_000 {
                 let dt = (now - last_live) as f64 / 1e9;
                 self.dirs[0].update_live(dt);
                 self.dirs[1].update_live(dt);
+                self.refresh_ports();
                 last_live = now;
             }
             if let Some(t0) = stopping {
-                if self.backlog_packets() == 0 || now - t0 > 1_000_000_000 {
+                if (self.backlog_packets() == 0 && !retry) || now - t0 > 1_000_000_000 {
                     break;
                 }
             }
-            let deadline = self.dirs.iter().filter_map(|d| d.deadline).min();
+            let mut deadline = self.dirs.iter().filter_map(|d| d.deadline).min();
+            if retry {
+                min_deadline(&mut deadline, now + TX_RETRY_NS);
+            }
             let timeout = match deadline {
-                Some(t) if t <= now + 50_000 => 0, // busy-poll short waits
+                _ if more_rx => 0,
+                Some(t) if t <= now + busy_ns => 0, // busy-poll short waits
                 Some(t) => {
-                    sys::timerfd_set_abs(timer.as_raw_fd(), t)?;
+                    // Wake `busy_ns` early and spin the rest: timer wake-ups are tens of µs late
+                    // on a VM, a spin is not.
+                    let at = t - busy_ns;
+                    if armed != Some(at) {
+                        sys::timerfd_set_abs(timer.as_raw_fd(), at)?;
+                        armed = Some(at);
+                    }
                     100
                 }
                 None => 100,
@@ -607,22 +814,13 @@ impl Shaper {
                     T_TIMER => {
                         let mut b = [0u8; 8];
                         sys::read_some(timer.as_raw_fd(), &mut b);
+                        armed = None;
                     }
                     T_SIG => {
                         let mut b = [0u8; 128];
                         if sys::read_some(sig.as_raw_fd(), &mut b) > 0 {
                             match sys::signo_of(&b) {
-                                Some(s) if s == libc::SIGHUP as u32 => {
-                                    let p = self.dirs[0].policy_path.clone();
-                                    if let Some(p) = p {
-                                        match self.reload_path(&p) {
-                                            Ok(_) => {
-                                                eprintln!("linkshare: reloaded {}", p.display())
-                                            }
-                                            Err(d) => eprintln!("{d}"),
-                                        }
-                                    }
-                                }
+                                Some(s) if s == libc::SIGHUP as u32 => self.on_sighup(),
                                 Some(_) => {
                                     stopping.get_or_insert(sys::monotonic_ns());
                                 }
@@ -675,19 +873,6 @@ pub fn request(control: &Path, req: &Value) -> anyhow::Result<Value> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lateness_histogram_quantiles() {
-        let mut h = Hist::default();
-        assert_eq!(h.quantile(0.5), 0);
-        for _ in 0..98 {
-            h.record(1_000); // bucket (512, 1024]
-        }
-        h.record(1_000_000);
-        h.record(1_000_000);
-        assert_eq!(h.quantile(0.5), 1024);
-        assert_eq!(h.quantile(0.99), 1 << 20);
-    }
 
     #[test]
     fn invalid_policy_renders_check_diagnostics() {

@@ -1,0 +1,497 @@
+//! Ports: where frames come from and go to. The shaper loop only sees the [`Port`] trait — receive
+//! a batch, queue frames for transmit, flush the batch, one fd to poll — so an AF_XDP port (UMEM
+//! fill/completion rings) can replace [`PacketPort`] without touching the loop.
+//!
+//! [`PacketPort`] is AF_PACKET with memory-mapped rings, two sockets per interface:
+//!
+//! * **receive**: a `TPACKET_V3` ring (blocks of variable-size frames). The kernel fills a block
+//!   and hands it over when it is full or when the retire timer (`RX_BLOCK_TOV_MS`) expires; the
+//!   socket polls readable then. We walk every frame of each user-owned block and give the block
+//!   back. The socket is bound to `ETH_P_ALL`, promiscuous (`PACKET_ADD_MEMBERSHIP`), and ignores
+//!   frames this host sends (`PACKET_IGNORE_OUTGOING`; frames tagged `PACKET_OUTGOING` are also
+//!   skipped as a fallback for kernels without it). VLAN tags the kernel stripped into the frame
+//!   header are put back, so the frame leaves as it arrived.
+//! * **transmit**: a `TPACKET_V2` `PACKET_TX_RING` (fixed-size frames) on a socket bound with
+//!   protocol 0 (it receives nothing), `PACKET_QDISC_BYPASS` (straight to the driver, no kernel
+//!   qdisc), `PACKET_LOSS` (a malformed frame is skipped instead of stalling the ring). Frames are
+//!   copied into free slots and marked `SEND_REQUEST`; one `send()` per batch makes the kernel
+//!   send them all. A slot is free again when the kernel sets it back to `AVAILABLE`.
+//!
+//! Loss accounting: nothing is dropped silently. A frame that does not fit the TX ring slot or the
+//! MTU is counted `too_big`; a frame offered while every slot is busy is counted `ring_full` (the
+//! loop only dequeues from the scheduler while [`Port::tx_room`] is positive, so only unshaped and
+//! non-IP frames can hit it); a kick the kernel refuses is retried and counted `kick_errors`.
+//! Frames the kernel could not put in the receive ring are read from `PACKET_STATISTICS` as
+//! `rx_ring_drops`.
+
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{fence, Ordering};
+
+use crate::sys::{self, opt, Mmap, TpacketReq, TpacketReq3};
+
+/// One received frame, borrowed from the receive ring.
+pub struct RxFrame<'a> {
+    /// The frame as the ring holds it (without a VLAN tag the kernel stripped).
+    pub data: &'a [u8],
+    /// A VLAN tag the kernel took out of the frame: (TPID, TCI).
+    pub vlan: Option<(u16, u16)>,
+    /// The frame was longer than what the ring could hold (`data` is cut).
+    pub truncated: bool,
+}
+
+impl RxFrame<'_> {
+    /// Length of the frame as it will be forwarded.
+    pub fn len(&self) -> usize {
+        self.data.len() + if self.vlan.is_some() { 4 } else { 0 }
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Write the frame, VLAN tag restored, into `out` (cleared first).
+    pub fn copy_into(&self, out: &mut Vec<u8>) {
+        out.clear();
+        match self.vlan {
+            Some((tpid, tci)) if self.data.len() >= 12 => {
+                out.extend_from_slice(&self.data[..12]);
+                out.extend_from_slice(&tpid.to_be_bytes());
+                out.extend_from_slice(&tci.to_be_bytes());
+                out.extend_from_slice(&self.data[12..]);
+            }
+            _ => out.extend_from_slice(self.data),
+        }
+    }
+}
+
+/// Why a frame could not be queued for transmit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxDrop {
+    /// Every transmit slot is waiting for the kernel.
+    RingFull,
+    /// Larger than the MTU (plus Ethernet and one VLAN header) or the ring slot, or shorter than
+    /// an Ethernet header.
+    TooBig,
+}
+
+/// Counters a port keeps about itself.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PortCounters {
+    /// Frames the kernel could not store in the receive ring (PACKET_STATISTICS tp_drops).
+    pub rx_ring_drops: u64,
+    /// Frames this host sent that the receive socket still saw (PACKET_OUTGOING), skipped.
+    pub rx_own_skipped: u64,
+    /// Frames longer than the receive ring's frame room (cut; dropped by the shaper).
+    pub rx_truncated: u64,
+    /// Frames handed to the kernel for transmit.
+    pub tx_frames: u64,
+    pub tx_bytes: u64,
+    /// `send()` kicks the kernel refused with an error other than "try again" (frames stay queued
+    /// and are retried).
+    pub kick_errors: u64,
+    /// `send()` kicks made (each sends a whole batch).
+    pub kicks: u64,
+    /// Receive blocks walked.
+    pub rx_blocks: u64,
+}
+
+/// A place frames come from and go to: an AF_PACKET pair of rings today, AF_XDP later.
+pub trait Port {
+    /// The fd to poll for readability (frames waiting).
+    fn fd(&self) -> RawFd;
+    /// Hand up to about `budget` received frames to `f` (whole ring blocks may overshoot it);
+    /// returns how many were seen.
+    fn rx_batch(&mut self, budget: usize, f: &mut dyn FnMut(RxFrame<'_>)) -> usize;
+    /// Free transmit slots now.
+    fn tx_room(&mut self) -> usize;
+    /// Queue one frame for the next [`Port::tx_flush`].
+    fn tx_push(&mut self, frame: &[u8]) -> Result<(), TxDrop>;
+    /// Hand every queued frame to the kernel (one system call). Returns whether frames are still
+    /// waiting to be taken (the kernel asked to retry).
+    fn tx_flush(&mut self) -> bool;
+    /// Counters; `refresh` also reads the kernel's receive-ring statistics.
+    fn counters(&mut self, refresh: bool) -> PortCounters;
+}
+
+/// Receive ring geometry: 16 blocks of 256 KiB. A block holds a 64 KiB GSO frame, or ~170
+/// full-size or ~3000 minimum-size frames; 4 MiB per interface absorbs ~30 ms at 1 Gbit/s.
+const RX_BLOCK_SIZE: u32 = 1 << 18;
+const RX_BLOCK_NR: u32 = 16;
+const RX_FRAME_SIZE: u32 = 2048;
+/// A partly filled receive block is handed over after this many milliseconds (the kernel's
+/// minimum granularity): the worst extra latency at low packet rates.
+pub const RX_BLOCK_TOV_MS: u32 = 1;
+/// Transmit ring: 512 slots.
+const TX_FRAME_NR: u32 = 512;
+
+// Byte offsets in the ring headers (<linux/if_packet.h>).
+const BLK_STATUS: usize = 8; // tpacket_block_desc.hdr.bh1.block_status
+const BLK_NUM_PKTS: usize = 12;
+const BLK_FIRST: usize = 16; // offset_to_first_pkt
+const H3_NEXT: usize = 0; // tpacket3_hdr.tp_next_offset
+const H3_SNAPLEN: usize = 12;
+const H3_LEN: usize = 16;
+const H3_STATUS: usize = 20;
+const H3_MAC: usize = 24;
+const H3_VLAN_TCI: usize = 32;
+const H3_VLAN_TPID: usize = 36;
+const H3_SLL: usize = 48; // TPACKET_ALIGN(sizeof(tpacket3_hdr))
+const SLL_PKTTYPE: usize = 10;
+const H2_STATUS: usize = 0; // tpacket2_hdr.tp_status
+const H2_LEN: usize = 4;
+/// Where a TPACKET_V2 transmit frame's data starts: TPACKET2_HDRLEN - sizeof(sockaddr_ll).
+const H2_DATA: usize = 32;
+
+const TP_STATUS_KERNEL: u32 = 0;
+const TP_STATUS_USER: u32 = 1;
+const TP_STATUS_VLAN_VALID: u32 = 0x10;
+const TP_STATUS_VLAN_TPID_VALID: u32 = 0x40;
+const TP_STATUS_AVAILABLE: u32 = 0;
+const TP_STATUS_SEND_REQUEST: u32 = 1;
+const TP_STATUS_SENDING: u32 = 2;
+const TP_STATUS_WRONG_FORMAT: u32 = 4;
+
+struct RxRing {
+    fd: OwnedFd,
+    map: Mmap,
+    block: usize,
+    /// Next frame to read in the current block: (index, byte offset in the block).
+    pos: Option<(u32, usize)>,
+}
+
+struct TxRing {
+    fd: OwnedFd,
+    map: Mmap,
+    frame_size: usize,
+    nr: usize,
+    /// Next slot to fill.
+    head: usize,
+    /// Oldest slot the kernel may still hold.
+    tail: usize,
+    busy: usize,
+    /// Slots filled since the last successful kick.
+    unkicked: usize,
+    /// Largest frame the device takes.
+    max_frame: usize,
+}
+
+/// AF_PACKET port with a TPACKET_V3 receive ring and a TPACKET_V2 transmit ring.
+pub struct PacketPort {
+    name: String,
+    rx: RxRing,
+    tx: TxRing,
+    c: PortCounters,
+}
+
+fn ctx(what: String) -> impl FnOnce(io::Error) -> io::Error {
+    move |e| io::Error::new(e.kind(), format!("{what}: {e}"))
+}
+
+impl PacketPort {
+    /// Open interface `name`: both sockets, both rings, promiscuous mode.
+    pub fn open(name: &str) -> io::Result<PacketPort> {
+        let idx = sys::ifindex(name)?;
+        let mtu = sys::mtu(name)?;
+        Ok(PacketPort {
+            name: name.to_string(),
+            rx: RxRing::open(idx).map_err(ctx(format!("{name}: receive ring")))?,
+            tx: TxRing::open(idx, mtu).map_err(ctx(format!("{name}: transmit ring")))?,
+            c: PortCounters::default(),
+        })
+    }
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+impl RxRing {
+    fn open(idx: i32) -> io::Result<RxRing> {
+        let fd = sys::packet_socket(sys::ETH_P_ALL)?;
+        let raw = fd.as_raw_fd();
+        sys::setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            opt::PACKET_VERSION,
+            "PACKET_VERSION(TPACKET_V3)",
+            &opt::TPACKET_V3,
+        )?;
+        let req = TpacketReq3 {
+            block_size: RX_BLOCK_SIZE,
+            block_nr: RX_BLOCK_NR,
+            frame_size: RX_FRAME_SIZE,
+            frame_nr: RX_BLOCK_SIZE / RX_FRAME_SIZE * RX_BLOCK_NR,
+            retire_blk_tov: RX_BLOCK_TOV_MS,
+            sizeof_priv: 0,
+            feature_req_word: 0,
+        };
+        sys::setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            opt::PACKET_RX_RING,
+            "PACKET_RX_RING",
+            &req,
+        )?;
+        let one: libc::c_int = 1;
+        // Not seeing our own transmissions; older kernels lack it (the PACKET_OUTGOING check
+        // below still skips them), so a failure is not fatal.
+        let _ = sys::setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            opt::PACKET_IGNORE_OUTGOING,
+            "PACKET_IGNORE_OUTGOING",
+            &one,
+        );
+        let map = Mmap::new(raw, (RX_BLOCK_SIZE * RX_BLOCK_NR) as usize)?;
+        sys::packet_bind(raw, idx, sys::ETH_P_ALL)?;
+        sys::packet_promisc(raw, idx)?;
+        Ok(RxRing {
+            fd,
+            map,
+            block: 0,
+            pos: None,
+        })
+    }
+
+    fn batch(
+        &mut self,
+        budget: usize,
+        c: &mut PortCounters,
+        f: &mut dyn FnMut(RxFrame<'_>),
+    ) -> usize {
+        let bs = RX_BLOCK_SIZE as usize;
+        let mut seen = 0;
+        while seen < budget {
+            let base = self.block * bs;
+            let st = self.map.read_u32(base + BLK_STATUS);
+            fence(Ordering::Acquire);
+            if st & TP_STATUS_USER == 0 {
+                break;
+            }
+            let num = self.map.read_u32(base + BLK_NUM_PKTS);
+            let (mut i, mut off) = self
+                .pos
+                .unwrap_or((0, self.map.read_u32(base + BLK_FIRST) as usize));
+            while i < num && seen < budget {
+                // Every offset comes from the kernel; a frame outside the block ends the block.
+                if off == 0 || off.saturating_add(H3_SLL + 20) > bs {
+                    i = num;
+                    break;
+                }
+                let h = base + off;
+                let snap = self.map.read_u32(h + H3_SNAPLEN) as usize;
+                let len = self.map.read_u32(h + H3_LEN) as usize;
+                let status = self.map.read_u32(h + H3_STATUS);
+                let mac = usize::from(self.map.read_u16(h + H3_MAC));
+                let pkttype = self
+                    .map
+                    .slice(h + H3_SLL + SLL_PKTTYPE, 1)
+                    .map_or(0, |b| b[0]);
+                let next = self.map.read_u32(h + H3_NEXT) as usize;
+                seen += 1;
+                if pkttype == libc::PACKET_OUTGOING {
+                    c.rx_own_skipped += 1;
+                } else if mac + snap <= bs - off {
+                    if let Some(data) = self.map.slice(h + mac, snap) {
+                        let vlan = (status & TP_STATUS_VLAN_VALID != 0).then(|| {
+                            let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                                self.map.read_u16(h + H3_VLAN_TPID)
+                            } else {
+                                0x8100
+                            };
+                            (tpid, (self.map.read_u32(h + H3_VLAN_TCI) & 0xffff) as u16)
+                        });
+                        let truncated = snap < len;
+                        if truncated {
+                            c.rx_truncated += 1;
+                        }
+                        f(RxFrame {
+                            data,
+                            vlan,
+                            truncated,
+                        });
+                    }
+                }
+                i += 1;
+                if next == 0 {
+                    i = num;
+                }
+                off += next;
+            }
+            if i >= num {
+                fence(Ordering::Release);
+                self.map.write_u32(base + BLK_STATUS, TP_STATUS_KERNEL);
+                self.block = (self.block + 1) % RX_BLOCK_NR as usize;
+                self.pos = None;
+                c.rx_blocks += 1;
+            } else {
+                self.pos = Some((i, off));
+            }
+        }
+        seen
+    }
+}
+
+impl TxRing {
+    fn open(idx: i32, mtu: u32) -> io::Result<TxRing> {
+        let fd = sys::packet_socket(0)?;
+        let raw = fd.as_raw_fd();
+        sys::setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            opt::PACKET_VERSION,
+            "PACKET_VERSION(TPACKET_V2)",
+            &opt::TPACKET_V2,
+        )?;
+        let one: libc::c_int = 1;
+        sys::setsockopt(raw, libc::SOL_PACKET, opt::PACKET_LOSS, "PACKET_LOSS", &one)?;
+        sys::setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            opt::PACKET_QDISC_BYPASS,
+            "PACKET_QDISC_BYPASS",
+            &one,
+        )?;
+        // Ethernet header + one VLAN tag + MTU must fit after the frame header.
+        let max_frame = mtu as usize + 18;
+        let frame_size = (max_frame + H2_DATA).next_power_of_two().max(2048);
+        let block_size = frame_size.max(1 << 16);
+        let per_block = block_size / frame_size;
+        let block_nr = (TX_FRAME_NR as usize).div_ceil(per_block);
+        let nr = block_nr * per_block;
+        let req = TpacketReq {
+            block_size: block_size as u32,
+            block_nr: block_nr as u32,
+            frame_size: frame_size as u32,
+            frame_nr: nr as u32,
+        };
+        sys::setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            opt::PACKET_TX_RING,
+            "PACKET_TX_RING",
+            &req,
+        )?;
+        let map = Mmap::new(raw, block_size * block_nr)?;
+        sys::packet_bind(raw, idx, 0)?;
+        // Room for a full ring of skbs in flight; failure only means earlier EAGAINs.
+        let sndbuf: libc::c_int = 4 << 20;
+        let _ = sys::setsockopt(raw, libc::SOL_SOCKET, libc::SO_SNDBUF, "SO_SNDBUF", &sndbuf);
+        Ok(TxRing {
+            fd,
+            map,
+            frame_size,
+            nr,
+            head: 0,
+            tail: 0,
+            busy: 0,
+            unkicked: 0,
+            max_frame,
+        })
+    }
+
+    /// Free the slots the kernel is done with, oldest first.
+    fn reclaim(&mut self) {
+        while self.busy > self.unkicked {
+            let st = self.map.read_u32(self.tail * self.frame_size + H2_STATUS);
+            fence(Ordering::Acquire);
+            if st == TP_STATUS_SEND_REQUEST || st == TP_STATUS_SENDING {
+                break;
+            }
+            if st == TP_STATUS_WRONG_FORMAT {
+                // Only without PACKET_LOSS; give the slot back so the ring cannot stall.
+                self.map
+                    .write_u32(self.tail * self.frame_size + H2_STATUS, TP_STATUS_AVAILABLE);
+            }
+            self.tail = (self.tail + 1) % self.nr;
+            self.busy -= 1;
+        }
+    }
+
+    fn room(&mut self) -> usize {
+        if self.busy == self.nr || self.busy > self.nr / 2 {
+            self.reclaim();
+        }
+        self.nr - self.busy
+    }
+
+    fn push(&mut self, data: &[u8]) -> Result<(), TxDrop> {
+        if data.len() < 14 || data.len() > self.max_frame || data.len() > self.frame_size - H2_DATA
+        {
+            return Err(TxDrop::TooBig);
+        }
+        if self.busy == self.nr {
+            self.reclaim();
+            if self.busy == self.nr {
+                return Err(TxDrop::RingFull);
+            }
+        }
+        let f = self.head * self.frame_size;
+        if !self.map.write_bytes(f + H2_DATA, data) {
+            return Err(TxDrop::TooBig);
+        }
+        self.map.write_u32(f + H2_LEN, data.len() as u32);
+        fence(Ordering::Release);
+        self.map.write_u32(f + H2_STATUS, TP_STATUS_SEND_REQUEST);
+        self.head = (self.head + 1) % self.nr;
+        self.busy += 1;
+        self.unkicked += 1;
+        Ok(())
+    }
+
+    /// Returns Ok(true) when frames remain for a retry.
+    fn kick(&mut self, c: &mut PortCounters) -> bool {
+        if self.unkicked == 0 {
+            return false;
+        }
+        c.kicks += 1;
+        match sys::tx_ring_kick(self.fd.as_raw_fd()) {
+            Ok(true) => {
+                self.unkicked = 0;
+            }
+            Ok(false) => {}
+            Err(_) => c.kick_errors += 1,
+        }
+        // The kernel may have left frames SEND_REQUEST (no skb memory): they go on the next kick.
+        // Count them as kicked only once their status changed.
+        if self.unkicked > 0 {
+            let mut pending = 0;
+            let mut s = self.tail;
+            for _ in 0..self.busy {
+                if self.map.read_u32(s * self.frame_size + H2_STATUS) == TP_STATUS_SEND_REQUEST {
+                    pending += 1;
+                }
+                s = (s + 1) % self.nr;
+            }
+            self.unkicked = pending;
+        }
+        self.unkicked > 0
+    }
+}
+
+impl Port for PacketPort {
+    fn fd(&self) -> RawFd {
+        self.rx.fd.as_raw_fd()
+    }
+    fn rx_batch(&mut self, budget: usize, f: &mut dyn FnMut(RxFrame<'_>)) -> usize {
+        self.rx.batch(budget, &mut self.c, f)
+    }
+    fn tx_room(&mut self) -> usize {
+        self.tx.room()
+    }
+    fn tx_push(&mut self, frame: &[u8]) -> Result<(), TxDrop> {
+        self.tx.push(frame)?;
+        self.c.tx_frames += 1;
+        self.c.tx_bytes += frame.len() as u64;
+        Ok(())
+    }
+    fn tx_flush(&mut self) -> bool {
+        self.tx.kick(&mut self.c)
+    }
+    fn counters(&mut self, refresh: bool) -> PortCounters {
+        if refresh {
+            if let Ok((_, drops)) = sys::packet_stats_v3(self.rx.fd.as_raw_fd()) {
+                self.c.rx_ring_drops += drops;
+            }
+        }
+        self.c
+    }
+}
