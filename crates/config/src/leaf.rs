@@ -13,6 +13,7 @@ use linkshare_core::htb::LeafSpec;
 use linkshare_core::qdisc::codel::{Codel, CodelParams};
 use linkshare_core::qdisc::drr::{Drr, DrrParams};
 use linkshare_core::qdisc::fifo::{Fifo, FifoLimit, DEFAULT_BFIFO_LIMIT, DEFAULT_PFIFO_LIMIT};
+use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams};
 use linkshare_core::qdisc::prio::{Prio, PrioParams};
 use linkshare_core::qdisc::red::{Red, RedParams};
 use linkshare_core::qdisc::sfq::{Sfq, SfqParams};
@@ -47,12 +48,14 @@ pub enum LeafKind {
     Red(RedParams),
     /// Controlled delay (RFC 8289).
     Codel(CodelParams),
+    /// Flow queue CoDel (RFC 8290).
+    FqCodel(FqCodelParams),
 }
 
 impl LeafKind {
     /// Leaf kinds by name.
     pub const KNOWN: &'static [&'static str] = &[
-        "pfifo", "bfifo", "sfq", "drr", "prio", "tbf", "red", "codel",
+        "pfifo", "bfifo", "sfq", "drr", "prio", "tbf", "red", "codel", "fq_codel",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -65,6 +68,7 @@ impl LeafKind {
             LeafKind::Tbf(_) => "tbf",
             LeafKind::Red(_) => "red",
             LeafKind::Codel(_) => "codel",
+            LeafKind::FqCodel(_) => "fq_codel",
         }
     }
 
@@ -88,6 +92,7 @@ impl LeafKind {
             LeafKind::Tbf(p) => Box::new(Tbf::new(p.clone())?),
             LeafKind::Red(p) => Box::new(Red::new(p.clone())?),
             LeafKind::Codel(p) => Box::new(Codel::new(p.clone())?),
+            LeafKind::FqCodel(p) => Box::new(FqCodel::new(p.clone())?),
         })
     }
 }
@@ -108,6 +113,11 @@ impl fmt::Display for LeafKind {
             LeafKind::Tbf(p) => write!(f, "tbf(rate {} burst {})", p.rate, Size(p.burst as u64)),
             LeafKind::Red(p) => write!(f, "red(min {} max {} max_p {})", p.min, p.max, p.max_p),
             LeafKind::Codel(p) => write!(f, "codel(target {} interval {})", p.target, p.interval),
+            LeafKind::FqCodel(p) => write!(
+                f,
+                "fq_codel(target {} interval {} flows {} quantum {} limit {})",
+                p.target, p.interval, p.flows, p.quantum, p.limit
+            ),
         }
     }
 }
@@ -226,6 +236,25 @@ pub(crate) fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<
             let check = q.validate();
             p.finish(LeafKind::Codel(q), check)
         }
+        "fq_codel" => {
+            let mut q = FqCodelParams::default();
+            p.time("target", &mut q.target);
+            p.time("interval", &mut q.interval);
+            p.int("limit", &mut q.limit, 1, u32::MAX as i64);
+            p.size("memory_limit", &mut q.memory_limit, 1, u32::MAX as u64);
+            p.int("flows", &mut q.flows, 1, u32::MAX as i64);
+            p.size("quantum", &mut q.quantum, 1, u32::MAX as u64);
+            p.bool("ecn", &mut q.ecn);
+            p.opt_time("ce_threshold", &mut q.ce_threshold);
+            p.int(
+                "drop_batch_size",
+                &mut q.drop_batch_size,
+                1,
+                u32::MAX as i64,
+            );
+            let check = q.validate();
+            p.finish(LeafKind::FqCodel(q), check)
+        }
         _ => {
             let help = match suggest(&kind, LeafKind::KNOWN.iter().copied()) {
                 Some(s) => format!("did you mean \"{s}\"? known leaf qdiscs: {kinds}"),
@@ -238,5 +267,66 @@ pub(crate) fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Policy;
+    use linkshare_core::PacketMeta;
+
+    fn errors(text: &str) -> Vec<(usize, usize, String)> {
+        match Policy::parse(text, "p.toml") {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(e) => e
+                .diagnostics
+                .into_iter()
+                .map(|d| (d.line, d.col, d.message))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn fq_codel_as_root_and_leaf() {
+        let p = Policy::parse("qdisc = \"fq_codel\"\n", "p.toml").unwrap();
+        assert_eq!(
+            p.root_leaf(),
+            Some(&LeafKind::FqCodel(FqCodelParams::default()))
+        );
+        assert_eq!(p.build::<PacketMeta>().unwrap().kind(), "fq_codel");
+        let text = "qdisc = { type = \"fq_codel\", target = \"2ms\", interval = \"50ms\", \
+                    flows = 256, quantum = 300, limit = 500, memory_limit = \"4m\", ecn = false, \
+                    ce_threshold = \"1ms\", drop_batch_size = 8 }\n";
+        let p = Policy::parse(text, "p.toml").unwrap();
+        let Some(LeafKind::FqCodel(q)) = p.root_leaf() else {
+            panic!("{:?}", p.root_leaf())
+        };
+        assert_eq!(q.target.0, 2_000_000);
+        assert_eq!(q.interval.0, 50_000_000);
+        assert_eq!((q.flows, q.quantum, q.limit), (256, 300, 500));
+        assert_eq!(q.memory_limit, 4 << 20);
+        assert!(!q.ecn);
+        assert_eq!(q.ce_threshold.map(|d| d.0), Some(1_000_000));
+        assert_eq!(q.drop_batch_size, 8);
+        let leaf = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n\
+                    leaf = \"fq_codel\"\n";
+        let p = Policy::parse(leaf, "p.toml").unwrap();
+        assert_eq!(p.classes()[0].leaf.name(), "fq_codel");
+        p.build::<PacketMeta>().unwrap();
+    }
+
+    #[test]
+    fn fq_codel_bad_values_point_at_the_value() {
+        let e = errors("qdisc = { type = \"fq_codel\", quantum = 10 }\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!((e[0].0, e[0].1), (1, 40));
+        assert!(e[0].2.contains("quantum"), "{e:?}");
+        let e = errors("qdisc = { type = \"fq_codel\", flows = 100000 }\n");
+        assert!(e[0].2.contains("flows"), "{e:?}");
+        let e = errors("qdisc = { type = \"fq_codel\", target = \"200ms\" }\n");
+        assert!(e[0].2.contains("target"), "{e:?}");
+        let e = errors("qdisc = { type = \"fq_codel\", drop_batch_size = 5000 }\n");
+        assert!(e[0].2.contains("drop_batch_size"), "{e:?}");
     }
 }
