@@ -16,6 +16,7 @@ use linkshare_core::qdisc::fifo::{Fifo, FifoLimit, DEFAULT_BFIFO_LIMIT, DEFAULT_
 use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams};
 use linkshare_core::qdisc::prio::{Prio, PrioParams};
 use linkshare_core::qdisc::red::{Red, RedParams};
+use linkshare_core::qdisc::rio::{Rio, RioParams};
 use linkshare_core::qdisc::sfq::{Sfq, SfqParams};
 use linkshare_core::qdisc::tbf::{Tbf, TbfParams};
 use linkshare_core::qdisc::ParamError;
@@ -46,6 +47,8 @@ pub enum LeafKind {
     Tbf(TbfParams),
     /// Random early detection (Floyd & Jacobson 1993).
     Red(RedParams),
+    /// RED with in/out profiles for AF drop precedences (Clark & Fang).
+    Rio(RioParams),
     /// Controlled delay (RFC 8289).
     Codel(CodelParams),
     /// Flow queue CoDel (RFC 8290).
@@ -55,7 +58,7 @@ pub enum LeafKind {
 impl LeafKind {
     /// Leaf kinds by name.
     pub const KNOWN: &'static [&'static str] = &[
-        "pfifo", "bfifo", "sfq", "drr", "prio", "tbf", "red", "codel", "fq_codel",
+        "pfifo", "bfifo", "sfq", "drr", "prio", "tbf", "red", "rio", "codel", "fq_codel",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -67,6 +70,7 @@ impl LeafKind {
             LeafKind::Prio(_) => "prio",
             LeafKind::Tbf(_) => "tbf",
             LeafKind::Red(_) => "red",
+            LeafKind::Rio(_) => "rio",
             LeafKind::Codel(_) => "codel",
             LeafKind::FqCodel(_) => "fq_codel",
         }
@@ -91,6 +95,7 @@ impl LeafKind {
             LeafKind::Prio(p) => Box::new(Prio::new(p.clone())?),
             LeafKind::Tbf(p) => Box::new(Tbf::new(p.clone())?),
             LeafKind::Red(p) => Box::new(Red::new(p.clone())?),
+            LeafKind::Rio(p) => Box::new(Rio::new(p.clone())?),
             LeafKind::Codel(p) => Box::new(Codel::new(p.clone())?),
             LeafKind::FqCodel(p) => Box::new(FqCodel::new(p.clone())?),
         })
@@ -112,6 +117,11 @@ impl fmt::Display for LeafKind {
             LeafKind::Prio(p) => write!(f, "prio(bands {})", p.bands),
             LeafKind::Tbf(p) => write!(f, "tbf(rate {} burst {})", p.rate, Size(p.burst as u64)),
             LeafKind::Red(p) => write!(f, "red(min {} max {} max_p {})", p.min, p.max, p.max_p),
+            LeafKind::Rio(p) => write!(
+                f,
+                "rio(in {}/{}/{} out {}/{}/{})",
+                p.in_min, p.in_max, p.in_max_p, p.out_min, p.out_max, p.out_max_p
+            ),
             LeafKind::Codel(p) => write!(f, "codel(target {} interval {})", p.target, p.interval),
             LeafKind::FqCodel(p) => write!(
                 f,
@@ -226,6 +236,32 @@ pub(crate) fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<
             let check = q.validate();
             p.finish(LeafKind::Red(q), check)
         }
+        "rio" => {
+            let mut q = RioParams::default();
+            p.size("limit", &mut q.limit, 1, u32::MAX as u64);
+            p.size("in_min", &mut q.in_min, 1, u32::MAX as u64);
+            p.size("in_max", &mut q.in_max, 1, u32::MAX as u64);
+            p.float("in_max_p", &mut q.in_max_p, 0.0, 1.0);
+            p.size("out_min", &mut q.out_min, 1, u32::MAX as u64);
+            p.size("out_max", &mut q.out_max, 1, u32::MAX as u64);
+            p.float("out_max_p", &mut q.out_max_p, 0.0, 1.0);
+            p.size("avpkt", &mut q.avpkt, 1, u32::MAX as u64);
+            p.int("burst", &mut q.burst, 0, u32::MAX as i64);
+            let mut wq = -1.0;
+            p.float("wq", &mut wq, 0.0, 1.0);
+            if wq >= 0.0 {
+                q.wq = Some(wq);
+            }
+            p.rate("bandwidth", &mut q.bandwidth);
+            p.bool("ecn", &mut q.ecn);
+            p.bool("gentle", &mut q.gentle);
+            p.bool("harddrop", &mut q.harddrop);
+            p.int("in_max_precedence", &mut q.in_max_precedence, 1, 3);
+            p.word("non_af", &mut q.non_af_in, &[("out", false), ("in", true)]);
+            p.int("seed", &mut q.seed, 0, i64::MAX);
+            let check = q.validate();
+            p.finish(LeafKind::Rio(q), check)
+        }
         "codel" => {
             let mut q = CodelParams::default();
             p.time("target", &mut q.target);
@@ -314,6 +350,35 @@ mod tests {
         let p = Policy::parse(leaf, "p.toml").unwrap();
         assert_eq!(p.classes()[0].leaf.name(), "fq_codel");
         p.build::<PacketMeta>().unwrap();
+    }
+
+    #[test]
+    fn rio_keys() {
+        let text =
+            "qdisc = { type = \"rio\", in_min = \"20k\", in_max = \"40k\", in_max_p = 0.05, \
+                    out_min = \"5k\", out_max = \"10k\", out_max_p = 0.2, in_max_precedence = 2, \
+                    non_af = \"in\", gentle = true }\n";
+        let p = Policy::parse(text, "p.toml").unwrap();
+        let Some(LeafKind::Rio(q)) = p.root_leaf() else {
+            panic!("{:?}", p.root_leaf())
+        };
+        assert_eq!(
+            (q.in_min, q.in_max, q.out_min, q.out_max),
+            (20480, 40960, 5120, 10240)
+        );
+        assert_eq!((q.in_max_p, q.out_max_p), (0.05, 0.2));
+        assert_eq!(q.in_max_precedence, 2);
+        assert!(q.non_af_in && q.gentle);
+        assert_eq!(p.build::<PacketMeta>().unwrap().kind(), "rio");
+        let e = errors("qdisc = { type = \"rio\", out_min = \"20k\" }\n");
+        assert!(
+            e[0].2.contains("out_min") && e[0].2.contains("below out_max"),
+            "{e:?}"
+        );
+        let e = errors("qdisc = { type = \"rio\", non_af = \"maybe\" }\n");
+        assert!(e[0].2.contains("non_af"), "{e:?}");
+        let e = errors("qdisc = { type = \"rio\", in_max_precedence = 4 }\n");
+        assert!(e[0].2.contains("in_max_precedence"), "{e:?}");
     }
 
     #[test]
