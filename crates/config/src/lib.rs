@@ -42,6 +42,7 @@ use std::path::Path;
 
 use linkshare_core::classify::{ClassId, Classifier, FilterSpec};
 use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
+use linkshare_core::qdisc::drr::{Drr, DrrClassSpec, DrrParams};
 use linkshare_core::units::Rate;
 use linkshare_core::{Packet, Qdisc};
 
@@ -57,6 +58,9 @@ pub enum QdiscKind {
     Htb,
     /// Class-Based Queueing (Floyd & Jacobson), with ALTQ's options: see [`CbqOptions`].
     Cbq,
+    /// Deficit round robin over flat classes, each with a `quantum` and a leaf
+    /// (`qdisc = "drr"` with `[[class]]`; without classes `"drr"` is the flow-hash leaf).
+    Drr,
     /// A single discipline without classes (`qdisc = "sfq"`): see [`Policy::root_leaf`].
     Leaf,
 }
@@ -76,6 +80,7 @@ impl QdiscKind {
         match self {
             QdiscKind::Htb => "htb",
             QdiscKind::Cbq => "cbq",
+            QdiscKind::Drr => "drr",
             QdiscKind::Leaf => "leaf",
         }
     }
@@ -413,6 +418,9 @@ impl Policy {
             (QdiscKind::Leaf, Some(leaf)) => leaf
                 .build::<P>()
                 .map_err(|e| self.build_error(e.to_string(), &e.help)),
+            (QdiscKind::Drr, _) => self
+                .build_drr::<P>()
+                .map(|d| Box::new(d) as Box<dyn Qdisc<P>>),
             (QdiscKind::Cbq, _) => Err(self.build_error(
                 "the CBQ scheduler is not in this build yet".to_string(),
                 "use `qdisc = \"htb\"` for now",
@@ -447,6 +455,31 @@ impl Policy {
         let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
         let classifier = Classifier::new(filters, self.default_id);
         Htb::new(self.htb_params(), specs, classifier).map_err(|e| {
+            self.build_error(
+                format!("the scheduler rejected the policy: {e}"),
+                "this is a bug in linkshare's checks: please report it with the policy file",
+            )
+        })
+    }
+
+    /// Build the classful DRR (`qdisc = "drr"` with classes).
+    pub fn build_drr<P: Packet + 'static>(&self) -> Result<Drr<P>, ConfigError> {
+        let specs = self
+            .classes
+            .iter()
+            .map(|c| -> Result<DrrClassSpec<P>, ConfigError> {
+                Ok(DrrClassSpec {
+                    name: c.name.clone(),
+                    quantum: c.quantum,
+                    leaf: c.leaf.spec().map_err(|e| {
+                        self.build_error(format!("class `{}`: {e}", c.name), &e.help)
+                    })?,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
+        let classifier = Classifier::new(filters, self.default_id);
+        Drr::with_classes(DrrParams::default(), specs, classifier).map_err(|e| {
             self.build_error(
                 format!("the scheduler rejected the policy: {e}"),
                 "this is a bug in linkshare's checks: please report it with the policy file",
