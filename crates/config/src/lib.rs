@@ -40,6 +40,7 @@ mod values;
 
 use std::path::Path;
 
+use linkshare_core::cbq::{self, Cbq, CbqClassSpec, CbqParams};
 use linkshare_core::classify::{ClassId, Classifier, FilterSpec};
 use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
 use linkshare_core::qdisc::drr::{Drr, DrrClassSpec, DrrParams};
@@ -228,8 +229,8 @@ impl CbqOptions {
     /// Every ALTQ behaviour at once.
     pub fn altq() -> Self {
         CbqOptions {
-            scheduler: CbqScheduler::Prr,
-            guideline: CbqGuideline::AncestorOnly,
+            scheduler: CbqScheduler::Wrr,
+            guideline: CbqGuideline::TopLevel,
             efficient: false,
             undertime_clock: UndertimeClock::Expected,
             offtime_unit: OfftimeUnit::Packets,
@@ -265,6 +266,14 @@ impl Default for CbqClass {
             extradelay: linkshare_core::units::Duration::ZERO,
         }
     }
+}
+
+/// What a scheduler is built for: the driver that will pull it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Driver {
+    /// The driver's timer rate in Hz (0: an exact timer). CBQ's suspensions are rounded to it
+    /// with `altq_compat`'s two-tick minimum; the simulator passes `[link] timer_hz`.
+    pub timer_hz: u32,
 }
 
 /// One filter of a checked policy.
@@ -412,8 +421,17 @@ impl Policy {
             .collect()
     }
 
-    /// Build the scheduler. Class ids are indices in [`Policy::classes`].
+    /// Build the scheduler for a driver with an exact timer. Class ids are indices in
+    /// [`Policy::classes`].
     pub fn build<P: Packet + 'static>(&self) -> Result<Box<dyn Qdisc<P>>, ConfigError> {
+        self.build_on::<P>(&Driver::default())
+    }
+
+    /// Build the scheduler for the driver that will run it (its timer matters to CBQ).
+    pub fn build_on<P: Packet + 'static>(
+        &self,
+        driver: &Driver,
+    ) -> Result<Box<dyn Qdisc<P>>, ConfigError> {
         match (self.kind, &self.root_leaf) {
             (QdiscKind::Leaf, Some(leaf)) => leaf
                 .build::<P>()
@@ -421,14 +439,92 @@ impl Policy {
             (QdiscKind::Drr, _) => self
                 .build_drr::<P>()
                 .map(|d| Box::new(d) as Box<dyn Qdisc<P>>),
-            (QdiscKind::Cbq, _) => Err(self.build_error(
-                "the CBQ scheduler is not in this build yet".to_string(),
-                "use `qdisc = \"htb\"` for now",
-            )),
+            (QdiscKind::Cbq, _) => self
+                .build_cbq::<P>(driver)
+                .map(|c| Box::new(c) as Box<dyn Qdisc<P>>),
             _ => self
                 .build_htb::<P>()
                 .map(|h| Box::new(h) as Box<dyn Qdisc<P>>),
         }
+    }
+
+    /// CBQ's qdisc-wide parameters for a driver: the link is the root classes' allocation, the
+    /// timer is the driver's, and ALTQ's two-tick minimum suspension comes with `altq_compat`.
+    pub fn cbq_params(&self, driver: &Driver) -> Option<CbqParams> {
+        let o = self.cbq.as_ref()?;
+        let link = Rate(
+            self.classes
+                .iter()
+                .filter(|c| c.parent_id.is_none())
+                .map(|c| c.rate.0)
+                .sum(),
+        );
+        let mut p = CbqParams::new(link);
+        p.scheduler = match o.scheduler {
+            CbqScheduler::Prr => cbq::Scheduler::Prr,
+            CbqScheduler::Wrr => cbq::Scheduler::Wrr,
+        };
+        p.guideline = match o.guideline {
+            CbqGuideline::Formal => cbq::Guideline::Formal,
+            CbqGuideline::AncestorOnly => cbq::Guideline::AncestorOnly,
+            CbqGuideline::TopLevel => cbq::Guideline::TopLevel,
+        };
+        p.efficient = o.efficient;
+        p.mtu = self.mtu;
+        p.undertime_clock = match o.undertime_clock {
+            UndertimeClock::Actual => cbq::UndertimeClock::Actual,
+            UndertimeClock::Expected => cbq::UndertimeClock::Expected,
+        };
+        p.offtime_unit = match o.offtime_unit {
+            OfftimeUnit::Bytes => cbq::OfftimeUnit::Bytes,
+            OfftimeUnit::Packets => cbq::OfftimeUnit::Packets,
+        };
+        p.timer_hz = driver.timer_hz;
+        p.min_suspend_ticks = if o.altq_compat {
+            cbq::ALTQ_MIN_SUSPEND_TICKS
+        } else {
+            0
+        };
+        Some(p)
+    }
+
+    /// Build the CBQ scheduler itself (for callers that need CBQ-specific access).
+    pub fn build_cbq<P: Packet + 'static>(&self, driver: &Driver) -> Result<Cbq<P>, ConfigError> {
+        let params = self.cbq_params(driver).ok_or_else(|| {
+            self.build_error(
+                format!("this policy is `qdisc = \"{}\"`, not CBQ", self.kind_name()),
+                "write `qdisc = \"cbq\"` to build a CBQ tree",
+            )
+        })?;
+        let specs: Vec<CbqClassSpec<P>> =
+            self.classes
+                .iter()
+                .map(|c| -> Result<CbqClassSpec<P>, ConfigError> {
+                    let k = c.cbq.clone().unwrap_or_default();
+                    let mut s = CbqClassSpec::new(&c.name, c.parent_id, c.rate, &params);
+                    s.prio = c.prio;
+                    s.borrow = k.borrow;
+                    s.maxburst = k.maxburst;
+                    s.minburst = k.minburst;
+                    s.avgpkt = k.avgpkt;
+                    s.maxidle = k.maxidle;
+                    s.minidle = k.minidle;
+                    s.offtime = k.offtime;
+                    s.extradelay = k.extradelay;
+                    s.leaf = c.leaf.spec().map_err(|e| {
+                        self.build_error(format!("class `{}`: {e}", c.name), &e.help)
+                    })?;
+                    Ok(s)
+                })
+                .collect::<Result<_, _>>()?;
+        let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
+        let classifier = Classifier::new(filters, self.default_id);
+        Cbq::new(params, specs, classifier).map_err(|e| {
+            self.build_error(
+                format!("the scheduler rejected the policy: {e}"),
+                "this is a bug in linkshare's checks: please report it with the policy file",
+            )
+        })
     }
 
     /// Build the HTB scheduler itself (for callers that need HTB-specific access).

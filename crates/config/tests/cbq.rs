@@ -1,9 +1,12 @@
 //! CBQ policies: the contract example of issue 4, shares, CBQ-only keys, `altq_compat`.
 
 use linkshare_config::{
-    CbqGuideline, CbqOptions, OfftimeUnit, Policy, QdiscKind, Severity, UndertimeClock,
+    CbqGuideline, CbqOptions, CbqScheduler, Driver, OfftimeUnit, Policy, QdiscKind, Severity,
+    UndertimeClock,
 };
+use linkshare_core::cbq;
 use linkshare_core::units::{Duration, Rate};
+use linkshare_core::{PacketMeta, Qdisc};
 
 /// The example from issue 4, exactly as written there, plus a default class.
 const EXAMPLE: &str = r#"qdisc = "cbq"
@@ -88,14 +91,60 @@ fn altq_compat_turns_on_every_altq_behaviour_and_keys_still_override() {
         .replace("altq_compat = false", "altq_compat = true")
         .replace("undertime_clock = \"actual\" # actual | expected\n", "")
         .replace("offtime_unit = \"bytes\"     # bytes | packets\n", "")
-        .replace("guideline = \"formal\"", "guideline = \"top-level\"");
+        .replace(
+            "scheduler = \"prr\"          # general scheduler: prr | wrr\n",
+            "",
+        );
     let p = Policy::parse(&text, "p.toml").unwrap();
     let o = p.cbq_options().unwrap();
     assert!(o.altq_compat);
     assert_eq!(o.undertime_clock, UndertimeClock::Expected);
     assert_eq!(o.offtime_unit, OfftimeUnit::Packets);
-    // Explicitly set: kept.
-    assert_eq!(o.guideline, CbqGuideline::TopLevel);
+    assert_eq!(o.scheduler, CbqScheduler::Wrr);
+    // Explicitly set: kept, where ALTQ would use its top-level heuristic.
+    assert_eq!(o.guideline, CbqGuideline::Formal);
+
+    // Built for a 100 Hz driver: ALTQ's two-tick minimum suspension comes with the switch.
+    let params = p.cbq_params(&Driver { timer_hz: 100 }).unwrap();
+    assert_eq!(params.link, Rate(1_500_000));
+    assert_eq!(params.timer_hz, 100);
+    assert_eq!(params.min_suspend_ticks, 2);
+    assert_eq!(params.guideline, cbq::Guideline::Formal);
+    assert_eq!(params.scheduler, cbq::Scheduler::Wrr);
+    assert_eq!(params.undertime_clock, cbq::UndertimeClock::Expected);
+    assert_eq!(params.offtime_unit, cbq::OfftimeUnit::Packets);
+    let q = p.build_on::<PacketMeta>(&Driver { timer_hz: 100 }).unwrap();
+    assert_eq!(q.kind(), "cbq");
+}
+
+#[test]
+fn contract_example_builds_with_the_fixed_behaviour_by_default() {
+    let p = Policy::parse(EXAMPLE, "p.toml").unwrap();
+    let params = p.cbq_params(&Driver::default()).unwrap();
+    assert_eq!(params.min_suspend_ticks, 0);
+    assert_eq!(params.undertime_clock, cbq::UndertimeClock::Actual);
+    assert_eq!(params.offtime_unit, cbq::OfftimeUnit::Bytes);
+    assert_eq!(params.guideline, cbq::Guideline::Formal);
+    let q = p.build_cbq::<PacketMeta>(&Driver::default()).unwrap();
+    let mut names = Vec::new();
+    q.visit_classes(&mut |v| names.push((v.name.to_string(), v.rate, v.prio)));
+    assert_eq!(names.len(), 4);
+    assert!(
+        names.contains(&("data".to_string(), Rate(525_000), 0)),
+        "{names:?}"
+    );
+    assert!(
+        names.contains(&("video".to_string(), Rate(450_000), 1)),
+        "{names:?}"
+    );
+    // A policy of another kind has no CBQ parameters.
+    let htb = Policy::parse(
+        "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n",
+        "h.toml",
+    )
+    .unwrap();
+    assert!(htb.cbq_params(&Driver::default()).is_none());
+    assert!(htb.build_cbq::<PacketMeta>(&Driver::default()).is_err());
 }
 
 #[test]

@@ -129,11 +129,27 @@ pub struct Sample {
     pub rtt_ms: Option<f64>,
 }
 
+/// The link-sharing state of one class at the end of a sample interval (`scheduler.csv`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClassState {
+    pub time_s: f64,
+    pub class: String,
+    /// `can_send`, `may_borrow` or `cant_send` (CBQ: underlimit, may borrow, overlimit).
+    pub mode: &'static str,
+    /// HTB's rate and ceil tokens in bytes (negative in debt); `None` for CBQ.
+    pub tokens_bytes: Option<i64>,
+    pub ctokens_bytes: Option<i64>,
+    /// CBQ's estimator: average idle time in µs (negative over the allocation); `None` for HTB.
+    pub avgidle_us: Option<f64>,
+}
+
 /// Everything a run produced.
 #[derive(Clone, Debug, Default)]
 pub struct SimResult {
     pub summary: Summary,
     pub samples: Vec<Sample>,
+    /// Per class per sample: mode, tokens/ctokens or avgidle (classful schedulers only).
+    pub class_states: Vec<ClassState>,
     /// Individual RTT probes `(time_s, flow, rtt_ms)` for RTT-over-time plots.
     pub rtt_points: Vec<(f64, String, f64)>,
 }

@@ -38,9 +38,10 @@ impl PolicySource {
     pub fn policy(&self) -> &Policy {
         &self.policy
     }
-    /// A fresh scheduler for one run.
-    pub fn build(&self) -> Result<Box<dyn Qdisc<SimPacket>>, ConfigError> {
-        self.policy.build::<SimPacket>()
+    /// A fresh scheduler for one run on a link whose driver timer runs at `timer_hz` (0: exact).
+    pub fn build(&self, timer_hz: u32) -> Result<Box<dyn Qdisc<SimPacket>>, ConfigError> {
+        self.policy
+            .build_on::<SimPacket>(&linkshare_config::Driver { timer_hz })
     }
     /// The name of the leaf class a packet lands in (the classifier's first matching filter, or
     /// the default class).

@@ -27,7 +27,8 @@ use crate::engine::{Engine, EngineStop, Ev};
 use crate::link::Link;
 use crate::metrics::{jain, FlowMetrics};
 use crate::model::{
-    ClassSummary, FlowSummary, LinkSummary, QdiscSummary, Sample, SeriesKind, SimResult, Summary,
+    ClassState, ClassSummary, FlowSummary, LinkSummary, QdiscSummary, Sample, SeriesKind,
+    SimResult, Summary,
 };
 use crate::packet::{PktKind, SimPacket};
 use crate::ping::PingSource;
@@ -115,6 +116,7 @@ struct World<'a> {
     out: Vec<Segment>,
     classes: ClassTrack,
     samples: Vec<Sample>,
+    class_states: Vec<ClassState>,
     rtt_points: Vec<(f64, String, f64)>,
     last_sample: u64,
     /// Name the whole scheduler is reported under when it has no classes: the root discipline
@@ -128,7 +130,9 @@ pub fn run(
     mut progress: Option<&mut dyn FnMut(f64)>,
 ) -> Result<SimResult, SimError> {
     let qdisc: Box<dyn Qdisc<SimPacket>> = match &sc.policy {
-        Some(p) => p.build().map_err(|e| SimError::Policy(e.to_string()))?,
+        Some(p) => p
+            .build(sc.link.timer_hz)
+            .map_err(|e| SimError::Policy(e.to_string()))?,
         None => crate::policy::default_qdisc(sc.link.queue),
     };
     let mut w = World::new(sc, qdisc);
@@ -363,6 +367,7 @@ impl<'a> World<'a> {
             out: Vec::with_capacity(64),
             classes: ClassTrack::default(),
             samples: Vec::new(),
+            class_states: Vec::new(),
             rtt_points: Vec::new(),
             last_sample: 0,
             root_name: sc
@@ -610,6 +615,7 @@ impl<'a> World<'a> {
         let mut k = 0usize;
         let mut any = false;
         let samples = &mut self.samples;
+        let states = &mut self.class_states;
         self.link.qdisc.visit_classes(&mut |v| {
             any = true;
             if k >= ct.names.len() {
@@ -630,6 +636,15 @@ impl<'a> World<'a> {
                 backlog_bytes: v.backlog.bytes,
                 drops,
                 rtt_ms: None,
+            });
+            let cbq = v.avgidle_ns.is_some();
+            states.push(ClassState {
+                time_s: t,
+                class: ct.names[k].clone(),
+                mode: v.mode.name(),
+                tokens_bytes: (!cbq).then_some(v.tokens),
+                ctokens_bytes: (!cbq).then_some(v.ctokens),
+                avgidle_us: v.avgidle_ns.map(|a| a as f64 / 1e3),
             });
             k += 1;
         });
@@ -828,6 +843,7 @@ impl<'a> World<'a> {
         SimResult {
             summary,
             samples: self.samples,
+            class_states: self.class_states,
             rtt_points: self.rtt_points,
         }
     }

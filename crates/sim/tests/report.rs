@@ -166,6 +166,7 @@ fn synthetic() -> SimResult {
     SimResult {
         summary,
         samples,
+        class_states: Vec::new(),
         rtt_points,
     }
 }

@@ -79,3 +79,50 @@ fn two_agency_shares_as_documented() {
         "x-bulk alone takes the link",
     );
 }
+
+/// `scheduler.csv`: CBQ classes carry avgidle (negative while a saturated class is held to its
+/// allocation), HTB classes tokens and ctokens bounded by their bursts.
+#[test]
+fn scheduler_state_is_sampled_per_class() {
+    use linkshare_sim::report::{scheduler_csv, SCHEDULER_HEADER};
+    let mut cbq = Scenario::load(&scenarios_dir().join("two-agency.toml")).unwrap();
+    cbq.duration = Duration(20_000_000_000);
+    let r = run(&cbq, None).unwrap();
+    let at = |r: &linkshare_sim::model::SimResult, class: &str, t: f64| {
+        r.class_states
+            .iter()
+            .find(|s| s.class == class && (s.time_s - t).abs() < 1e-9)
+            .cloned()
+            .unwrap_or_else(|| panic!("no state of {class} at {t}"))
+    };
+    // 10–25 s: every leaf is backlogged and held to its own rate, so the estimators sit near or
+    // below zero; no HTB tokens in a CBQ run.
+    let mut negative = 0;
+    for k in 0..20 {
+        let s = at(&r, "y-bulk", 15.0 + k as f64 * 0.25);
+        assert!(s.tokens_bytes.is_none() && s.ctokens_bytes.is_none());
+        let a = s.avgidle_us.expect("CBQ has avgidle");
+        assert!(a < 5_000.0, "y-bulk avgidle {a} µs at its limit");
+        negative += (a <= 0.0) as usize;
+    }
+    assert!(
+        negative > 0,
+        "a class held to its rate is overlimit some of the time"
+    );
+    let csv = scheduler_csv(&r);
+    assert!(csv.starts_with(&format!("{SCHEDULER_HEADER}\n")));
+    assert_eq!(csv.lines().count(), r.class_states.len() + 1);
+
+    let mut htb = Scenario::load(&scenarios_dir().join("two-agency-htb.toml")).unwrap();
+    htb.duration = Duration(20_000_000_000);
+    let r = run(&htb, None).unwrap();
+    let s = at(&r, "x-bulk", 15.0);
+    assert!(s.avgidle_us.is_none());
+    let (tok, ctok) = (s.tokens_bytes.unwrap(), s.ctokens_bytes.unwrap());
+    // Bounded by the default bursts (rate × 1 ms + MTU at most 10 Mbit/s: 2750 bytes).
+    assert!(tok <= 2750 && ctok <= 2750, "{tok} {ctok}");
+    assert!(
+        r.class_states.iter().any(|s| s.mode == "may_borrow"),
+        "some class borrows in the two-agency run"
+    );
+}

@@ -13,7 +13,7 @@ use std::io;
 use std::path::Path;
 
 use super::numfmt::fixed;
-use crate::model::{Sample, SeriesKind, SimResult};
+use crate::model::{ClassState, Sample, SeriesKind, SimResult};
 
 /// The header line (without the newline).
 pub const HEADER: &str = "time_s,kind,name,bytes,rate_bps,backlog_bytes,drops";
@@ -65,6 +65,41 @@ pub fn rtt_csv(result: &SimResult) -> String {
         push_field(&mut out, flow);
         out.push(',');
         out.push_str(&fixed(*rtt, 3));
+        out.push('\n');
+    }
+    out
+}
+
+/// The header of `scheduler.csv` (without the newline).
+pub const SCHEDULER_HEADER: &str = "time_s,class,mode,tokens_bytes,ctokens_bytes,avgidle_us";
+
+/// The text of `scheduler.csv`: each class's link-sharing state at the end of each sample
+/// interval, ordered by time then class name; a field the scheduler does not have is empty.
+pub fn scheduler_csv(result: &SimResult) -> String {
+    let mut rows: Vec<&ClassState> = result.class_states.iter().collect();
+    rows.sort_by(|a, b| {
+        a.time_s
+            .total_cmp(&b.time_s)
+            .then_with(|| a.class.cmp(&b.class))
+    });
+    let mut out = String::with_capacity(48 * (rows.len() + 1));
+    out.push_str(SCHEDULER_HEADER);
+    out.push('\n');
+    let int = |v: Option<i64>| v.map(|x| x.to_string()).unwrap_or_default();
+    for s in rows {
+        out.push_str(&fixed(s.time_s, 6));
+        out.push(',');
+        push_field(&mut out, &s.class);
+        out.push(',');
+        out.push_str(s.mode);
+        out.push(',');
+        out.push_str(&int(s.tokens_bytes));
+        out.push(',');
+        out.push_str(&int(s.ctokens_bytes));
+        out.push(',');
+        if let Some(a) = s.avgidle_us {
+            out.push_str(&fixed(a, 3));
+        }
         out.push('\n');
     }
     out

@@ -212,7 +212,9 @@ pub fn render_html(result: &SimResult, plots: &[PlotEntry], command: Option<&str
     h.push_str(
         "<h2>Data</h2>\n<ul>\n<li><a href=\"summary.json\">summary.json</a>: the numbers above</li>\n\
          <li><a href=\"timeseries.csv\">timeseries.csv</a>: one row per sample interval per class \
-         and per flow</li>\n</ul>\n",
+         and per flow</li>\n<li><a href=\"rtt.csv\">rtt.csv</a>: every RTT sample</li>\n\
+         <li><a href=\"scheduler.csv\">scheduler.csv</a>: each class's mode, tokens or \
+         avgidle per sample (classful schedulers)</li>\n</ul>\n",
     );
     h.push_str("<footer>");
     match command {

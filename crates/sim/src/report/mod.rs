@@ -29,7 +29,10 @@ use std::path::{Path, PathBuf};
 use crate::model::SimResult;
 
 pub use charts::{charts, Chart};
-pub use csv::{timeseries_csv, write_timeseries_csv, HEADER as TIMESERIES_HEADER};
+pub use csv::{
+    scheduler_csv, timeseries_csv, write_timeseries_csv, HEADER as TIMESERIES_HEADER,
+    SCHEDULER_HEADER,
+};
 pub use summary::{summary_json, write_summary_json};
 pub use table::render_table;
 
@@ -67,6 +70,12 @@ pub fn write_all_with(
     let path = dir.join("rtt.csv");
     std::fs::write(&path, csv::rtt_csv(result))?;
     written.push(path);
+
+    if !result.class_states.is_empty() {
+        let path = dir.join("scheduler.csv");
+        std::fs::write(&path, csv::scheduler_csv(result))?;
+        written.push(path);
+    }
 
     let charts = charts(result);
     let mut inline = Vec::with_capacity(charts.len());

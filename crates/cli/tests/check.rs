@@ -1,0 +1,288 @@
+//! `linkshare check` from the outside: the contract example of issue 2 is accepted, and each
+//! broken variant the issue lists gets one precise `file:line:col` error with a fix, exit code 1.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const EXAMPLE: &str = include_str!("../../../policies/example.toml");
+
+fn linkshare(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_linkshare"))
+        .args(args)
+        .output()
+        .expect("run linkshare")
+}
+
+/// Write `text` to a scratch file named `name` and run `linkshare check` on it.
+fn check(name: &str, text: &str) -> (i32, String, String, PathBuf) {
+    let dir = std::env::temp_dir().join(format!("linkshare-check-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    let out = linkshare(&["check", path.to_str().unwrap()]);
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+        path,
+    )
+}
+
+/// Replace exactly one occurrence of `from` in the example (the variant must really differ).
+fn variant(from: &str, to: &str) -> String {
+    assert_eq!(EXAMPLE.matches(from).count(), 1, "`{from}` is not unique");
+    EXAMPLE.replacen(from, to, 1)
+}
+
+/// The policy is rejected with exactly one error at `line:col`, whose message and help contain
+/// the given fragments.
+fn assert_one_error(name: &str, text: &str, line: usize, col: usize, message: &str, help: &str) {
+    let (code, stdout, stderr, path) = check(name, text);
+    assert_eq!(code, 1, "exit code for {name}\n{stderr}");
+    assert!(
+        stdout.is_empty(),
+        "nothing on stdout for an invalid policy: {stdout}"
+    );
+    let located = format!("{}:{line}:{col}: error: ", path.display());
+    let errors: Vec<&str> = stderr.lines().filter(|l| l.contains(": error: ")).collect();
+    assert_eq!(errors.len(), 1, "{stderr}");
+    assert!(
+        errors[0].starts_with(&located),
+        "expected `{located}` in\n{stderr}"
+    );
+    assert!(
+        errors[0].contains(message),
+        "expected `{message}` in\n{stderr}"
+    );
+    let help_line = stderr
+        .lines()
+        .find(|l| l.trim_start().starts_with("help: "))
+        .unwrap_or_else(|| panic!("no help line in\n{stderr}"));
+    assert!(
+        help_line.contains(help),
+        "expected `{help}` in\n{help_line}"
+    );
+    assert!(stderr.contains("policy is invalid: 1 error"), "{stderr}");
+}
+
+#[test]
+fn the_contract_example_is_accepted_and_its_tree_printed() {
+    let (code, stdout, stderr, _) = check("example.toml", EXAMPLE);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(stdout.starts_with("htb  default=bulk"), "{stdout}");
+    for want in [
+        "root            rate 10mbit",
+        "├─ interactive  rate 2mbit   ceil 10mbit",
+        "└─ bulk         rate 8mbit   ceil 10mbit  burst 15k    cburst 3k",
+        "dscp ef",
+        "udp dst 10.0.0.0/8 dport 5000-5010  -> interactive",
+        "-> bulk (default)",
+    ] {
+        assert!(stdout.contains(want), "missing `{want}` in\n{stdout}");
+    }
+}
+
+#[test]
+fn children_promised_more_than_the_parent() {
+    assert_one_error(
+        "children.toml",
+        &variant("rate = \"8mbit\"", "rate = \"9mbit\""),
+        11,
+        8,
+        "children's guaranteed rates add up to 11mbit (interactive 2mbit + bulk 9mbit), above its rate 10mbit",
+        "lower the children's rates by 1mbit in total",
+    );
+}
+
+#[test]
+fn ceil_below_rate() {
+    let text = variant(
+        "rate = \"2mbit\"\nceil = \"10mbit\"",
+        "rate = \"2mbit\"\nceil = \"1mbit\"",
+    );
+    assert_one_error(
+        "ceil.toml",
+        &text,
+        18,
+        8,
+        "class `interactive`: ceil 1mbit is below rate 2mbit",
+        "raise ceil to at least 2mbit",
+    );
+}
+
+#[test]
+fn unknown_parent() {
+    let text = variant(
+        "name = \"interactive\"\nparent = \"root\"",
+        "name = \"interactive\"\nparent = \"rot\"",
+    );
+    assert_one_error(
+        "parent.toml",
+        &text,
+        16,
+        10,
+        "class `interactive`: unknown parent `rot`",
+        "did you mean \"root\"?",
+    );
+}
+
+#[test]
+fn cyclic_parent() {
+    let text = variant(
+        "name = \"root\"\nrate",
+        "name = \"root\"\nparent = \"bulk\"\nrate",
+    );
+    assert_one_error(
+        "cycle.toml",
+        &text,
+        11,
+        10,
+        "parent chain loops back to itself: root -> bulk -> root",
+        "give one class in the loop another parent",
+    );
+}
+
+#[test]
+fn burst_below_one_mtu() {
+    assert_one_error(
+        "burst.toml",
+        &variant("burst = \"15k\"", "burst = \"1k\""),
+        28,
+        9,
+        "class `bulk`: burst 1k is smaller than one MTU (1500 bytes)",
+        "set burst to at least \"1500b\"",
+    );
+}
+
+#[test]
+fn unknown_dscp_name() {
+    assert_one_error(
+        "dscp.toml",
+        &variant("dscp = \"ef\"", "dscp = \"af51\""),
+        38,
+        8,
+        "unknown DSCP name \"af51\"",
+        "known names: ef, af11..af43, cs0..cs7, be",
+    );
+}
+
+#[test]
+fn filter_to_a_class_with_children() {
+    assert_one_error(
+        "nonleaf.toml",
+        &variant("class = \"interactive\"\ndscp", "class = \"root\"\ndscp"),
+        37,
+        9,
+        "class `root` has children, so it is not a leaf",
+        "send the filter to one of its leaves instead: interactive, bulk",
+    );
+}
+
+#[test]
+fn default_class_that_does_not_exist() {
+    assert_one_error(
+        "default.toml",
+        &variant("default = \"bulk\"", "default = \"bluk\""),
+        6,
+        11,
+        "default class `bluk` does not exist",
+        "did you mean \"bulk\"?",
+    );
+}
+
+#[test]
+fn unit_typo() {
+    assert_one_error(
+        "unit.toml",
+        &variant("rate = \"2mbit\"", "rate = \"2mbitt\""),
+        17,
+        8,
+        "`rate`: \"2mbitt\" has an unknown rate unit `mbitt`",
+        "did you mean \"2mbit\"?",
+    );
+}
+
+#[test]
+fn every_error_is_reported_not_just_the_first() {
+    let text = variant("rate = \"2mbit\"", "rate = \"2mbitt\"").replacen(
+        "default = \"bulk\"",
+        "default = \"bluk\"",
+        1,
+    );
+    let (code, _, stderr, _) = check("two.toml", &text);
+    assert_eq!(code, 1);
+    assert!(stderr.contains("policy is invalid: 2 errors"), "{stderr}");
+}
+
+#[test]
+fn json_output_describes_the_tree() {
+    let (_, _, _, path) = check("json.toml", EXAMPLE);
+    let out = linkshare(&["check", "--json", path.to_str().unwrap()]);
+    assert!(out.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    let classes = v["classes"].as_array().expect("classes array");
+    assert_eq!(classes.len(), 3);
+    let bulk = classes
+        .iter()
+        .find(|c| c["name"] == "bulk")
+        .expect("bulk class");
+    assert_eq!(bulk["ceil_bps"].as_f64(), Some(10e6));
+
+    // An invalid policy: errors in the JSON, exit code 1.
+    let (_, _, _, bad) = check(
+        "json-bad.toml",
+        &variant("dscp = \"ef\"", "dscp = \"af51\""),
+    );
+    let out = linkshare(&["check", "--json", bad.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(v["errors"].as_array().map(Vec::len), Some(1), "{v}");
+}
+
+#[test]
+fn a_missing_file_is_an_error_naming_it() {
+    // Exit code 2: the file cannot be read (1 is kept for an invalid policy).
+    let out = linkshare(&["check", "/nonexistent/policy.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("/nonexistent/policy.toml"), "{stderr}");
+}
+
+#[test]
+fn every_shipped_policy_checks() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies");
+    let mut n = 0;
+    for e in std::fs::read_dir(&dir).unwrap() {
+        let path = e.unwrap().path();
+        if path.extension().and_then(|x| x.to_str()) != Some("toml") {
+            continue;
+        }
+        let out = linkshare(&["check", path.to_str().unwrap()]);
+        assert!(
+            out.status.success(),
+            "{}: {}",
+            path.display(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        n += 1;
+    }
+    assert!(n >= 3, "only {n} policies found");
+}
+
+#[test]
+fn help_documents_every_command_and_version_prints() {
+    let out = linkshare(&["--help"]);
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    for cmd in ["sim", "check", "run", "stat", "class", "reload", "seeds"] {
+        assert!(
+            help.lines().any(|l| l.trim_start().starts_with(cmd)),
+            "`{cmd}` missing from --help:\n{help}"
+        );
+    }
+    let out = linkshare(&["--version"]);
+    assert!(out.status.success());
+    let v = String::from_utf8_lossy(&out.stdout);
+    assert!(v.starts_with("linkshare "), "{v}");
+    assert!(v.contains(env!("CARGO_PKG_VERSION")), "{v}");
+}
