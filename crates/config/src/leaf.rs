@@ -13,8 +13,10 @@ use linkshare_core::htb::LeafSpec;
 use linkshare_core::qdisc::codel::{Codel, CodelParams};
 use linkshare_core::qdisc::drr::{Drr, DrrParams};
 use linkshare_core::qdisc::fifo::{Fifo, FifoLimit, DEFAULT_BFIFO_LIMIT, DEFAULT_PFIFO_LIMIT};
+use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams};
 use linkshare_core::qdisc::prio::{Prio, PrioParams};
 use linkshare_core::qdisc::red::{Red, RedParams};
+use linkshare_core::qdisc::rio::{Rio, RioParams};
 use linkshare_core::qdisc::sfq::{Sfq, SfqParams};
 use linkshare_core::qdisc::tbf::{Tbf, TbfParams};
 use linkshare_core::qdisc::ParamError;
@@ -45,14 +47,18 @@ pub enum LeafKind {
     Tbf(TbfParams),
     /// Random early detection (Floyd & Jacobson 1993).
     Red(RedParams),
+    /// RED with in/out profiles for AF drop precedences (Clark & Fang).
+    Rio(RioParams),
     /// Controlled delay (RFC 8289).
     Codel(CodelParams),
+    /// Flow queue CoDel (RFC 8290).
+    FqCodel(FqCodelParams),
 }
 
 impl LeafKind {
     /// Leaf kinds by name.
     pub const KNOWN: &'static [&'static str] = &[
-        "pfifo", "bfifo", "sfq", "drr", "prio", "tbf", "red", "codel",
+        "pfifo", "bfifo", "sfq", "drr", "prio", "tbf", "red", "rio", "codel", "fq_codel",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -64,7 +70,9 @@ impl LeafKind {
             LeafKind::Prio(_) => "prio",
             LeafKind::Tbf(_) => "tbf",
             LeafKind::Red(_) => "red",
+            LeafKind::Rio(_) => "rio",
             LeafKind::Codel(_) => "codel",
+            LeafKind::FqCodel(_) => "fq_codel",
         }
     }
 
@@ -87,7 +95,9 @@ impl LeafKind {
             LeafKind::Prio(p) => Box::new(Prio::new(p.clone())?),
             LeafKind::Tbf(p) => Box::new(Tbf::new(p.clone())?),
             LeafKind::Red(p) => Box::new(Red::new(p.clone())?),
+            LeafKind::Rio(p) => Box::new(Rio::new(p.clone())?),
             LeafKind::Codel(p) => Box::new(Codel::new(p.clone())?),
+            LeafKind::FqCodel(p) => Box::new(FqCodel::new(p.clone())?),
         })
     }
 }
@@ -107,7 +117,17 @@ impl fmt::Display for LeafKind {
             LeafKind::Prio(p) => write!(f, "prio(bands {})", p.bands),
             LeafKind::Tbf(p) => write!(f, "tbf(rate {} burst {})", p.rate, Size(p.burst as u64)),
             LeafKind::Red(p) => write!(f, "red(min {} max {} max_p {})", p.min, p.max, p.max_p),
+            LeafKind::Rio(p) => write!(
+                f,
+                "rio(in {}/{}/{} out {}/{}/{})",
+                p.in_min, p.in_max, p.in_max_p, p.out_min, p.out_max, p.out_max_p
+            ),
             LeafKind::Codel(p) => write!(f, "codel(target {} interval {})", p.target, p.interval),
+            LeafKind::FqCodel(p) => write!(
+                f,
+                "fq_codel(target {} interval {} flows {} quantum {} limit {})",
+                p.target, p.interval, p.flows, p.quantum, p.limit
+            ),
         }
     }
 }
@@ -216,6 +236,32 @@ pub(crate) fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<
             let check = q.validate();
             p.finish(LeafKind::Red(q), check)
         }
+        "rio" => {
+            let mut q = RioParams::default();
+            p.size("limit", &mut q.limit, 1, u32::MAX as u64);
+            p.size("in_min", &mut q.in_min, 1, u32::MAX as u64);
+            p.size("in_max", &mut q.in_max, 1, u32::MAX as u64);
+            p.float("in_max_p", &mut q.in_max_p, 0.0, 1.0);
+            p.size("out_min", &mut q.out_min, 1, u32::MAX as u64);
+            p.size("out_max", &mut q.out_max, 1, u32::MAX as u64);
+            p.float("out_max_p", &mut q.out_max_p, 0.0, 1.0);
+            p.size("avpkt", &mut q.avpkt, 1, u32::MAX as u64);
+            p.int("burst", &mut q.burst, 0, u32::MAX as i64);
+            let mut wq = -1.0;
+            p.float("wq", &mut wq, 0.0, 1.0);
+            if wq >= 0.0 {
+                q.wq = Some(wq);
+            }
+            p.rate("bandwidth", &mut q.bandwidth);
+            p.bool("ecn", &mut q.ecn);
+            p.bool("gentle", &mut q.gentle);
+            p.bool("harddrop", &mut q.harddrop);
+            p.int("in_max_precedence", &mut q.in_max_precedence, 1, 3);
+            p.word("non_af", &mut q.non_af_in, &[("out", false), ("in", true)]);
+            p.int("seed", &mut q.seed, 0, i64::MAX);
+            let check = q.validate();
+            p.finish(LeafKind::Rio(q), check)
+        }
         "codel" => {
             let mut q = CodelParams::default();
             p.time("target", &mut q.target);
@@ -225,6 +271,25 @@ pub(crate) fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<
             p.opt_time("ce_threshold", &mut q.ce_threshold);
             let check = q.validate();
             p.finish(LeafKind::Codel(q), check)
+        }
+        "fq_codel" => {
+            let mut q = FqCodelParams::default();
+            p.time("target", &mut q.target);
+            p.time("interval", &mut q.interval);
+            p.int("limit", &mut q.limit, 1, u32::MAX as i64);
+            p.size("memory_limit", &mut q.memory_limit, 1, u32::MAX as u64);
+            p.int("flows", &mut q.flows, 1, u32::MAX as i64);
+            p.size("quantum", &mut q.quantum, 1, u32::MAX as u64);
+            p.bool("ecn", &mut q.ecn);
+            p.opt_time("ce_threshold", &mut q.ce_threshold);
+            p.int(
+                "drop_batch_size",
+                &mut q.drop_batch_size,
+                1,
+                u32::MAX as i64,
+            );
+            let check = q.validate();
+            p.finish(LeafKind::FqCodel(q), check)
         }
         _ => {
             let help = match suggest(&kind, LeafKind::KNOWN.iter().copied()) {
@@ -238,5 +303,95 @@ pub(crate) fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<
             );
             None
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::Policy;
+    use linkshare_core::PacketMeta;
+
+    fn errors(text: &str) -> Vec<(usize, usize, String)> {
+        match Policy::parse(text, "p.toml") {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(e) => e
+                .diagnostics
+                .into_iter()
+                .map(|d| (d.line, d.col, d.message))
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn fq_codel_as_root_and_leaf() {
+        let p = Policy::parse("qdisc = \"fq_codel\"\n", "p.toml").unwrap();
+        assert_eq!(
+            p.root_leaf(),
+            Some(&LeafKind::FqCodel(FqCodelParams::default()))
+        );
+        assert_eq!(p.build::<PacketMeta>().unwrap().kind(), "fq_codel");
+        let text = "qdisc = { type = \"fq_codel\", target = \"2ms\", interval = \"50ms\", \
+                    flows = 256, quantum = 300, limit = 500, memory_limit = \"4m\", ecn = false, \
+                    ce_threshold = \"1ms\", drop_batch_size = 8 }\n";
+        let p = Policy::parse(text, "p.toml").unwrap();
+        let Some(LeafKind::FqCodel(q)) = p.root_leaf() else {
+            panic!("{:?}", p.root_leaf())
+        };
+        assert_eq!(q.target.0, 2_000_000);
+        assert_eq!(q.interval.0, 50_000_000);
+        assert_eq!((q.flows, q.quantum, q.limit), (256, 300, 500));
+        assert_eq!(q.memory_limit, 4 << 20);
+        assert!(!q.ecn);
+        assert_eq!(q.ce_threshold.map(|d| d.0), Some(1_000_000));
+        assert_eq!(q.drop_batch_size, 8);
+        let leaf = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n\
+                    leaf = \"fq_codel\"\n";
+        let p = Policy::parse(leaf, "p.toml").unwrap();
+        assert_eq!(p.classes()[0].leaf.name(), "fq_codel");
+        p.build::<PacketMeta>().unwrap();
+    }
+
+    #[test]
+    fn rio_keys() {
+        let text =
+            "qdisc = { type = \"rio\", in_min = \"20k\", in_max = \"40k\", in_max_p = 0.05, \
+                    out_min = \"5k\", out_max = \"10k\", out_max_p = 0.2, in_max_precedence = 2, \
+                    non_af = \"in\", gentle = true }\n";
+        let p = Policy::parse(text, "p.toml").unwrap();
+        let Some(LeafKind::Rio(q)) = p.root_leaf() else {
+            panic!("{:?}", p.root_leaf())
+        };
+        assert_eq!(
+            (q.in_min, q.in_max, q.out_min, q.out_max),
+            (20480, 40960, 5120, 10240)
+        );
+        assert_eq!((q.in_max_p, q.out_max_p), (0.05, 0.2));
+        assert_eq!(q.in_max_precedence, 2);
+        assert!(q.non_af_in && q.gentle);
+        assert_eq!(p.build::<PacketMeta>().unwrap().kind(), "rio");
+        let e = errors("qdisc = { type = \"rio\", out_min = \"20k\" }\n");
+        assert!(
+            e[0].2.contains("out_min") && e[0].2.contains("below out_max"),
+            "{e:?}"
+        );
+        let e = errors("qdisc = { type = \"rio\", non_af = \"maybe\" }\n");
+        assert!(e[0].2.contains("non_af"), "{e:?}");
+        let e = errors("qdisc = { type = \"rio\", in_max_precedence = 4 }\n");
+        assert!(e[0].2.contains("in_max_precedence"), "{e:?}");
+    }
+
+    #[test]
+    fn fq_codel_bad_values_point_at_the_value() {
+        let e = errors("qdisc = { type = \"fq_codel\", quantum = 10 }\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!((e[0].0, e[0].1), (1, 40));
+        assert!(e[0].2.contains("quantum"), "{e:?}");
+        let e = errors("qdisc = { type = \"fq_codel\", flows = 100000 }\n");
+        assert!(e[0].2.contains("flows"), "{e:?}");
+        let e = errors("qdisc = { type = \"fq_codel\", target = \"200ms\" }\n");
+        assert!(e[0].2.contains("target"), "{e:?}");
+        let e = errors("qdisc = { type = \"fq_codel\", drop_batch_size = 5000 }\n");
+        assert!(e[0].2.contains("drop_batch_size"), "{e:?}");
     }
 }

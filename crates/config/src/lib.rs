@@ -43,6 +43,7 @@ use std::path::Path;
 use linkshare_core::cbq::{self, Cbq, CbqClassSpec, CbqParams};
 use linkshare_core::classify::{ClassId, Classifier, FilterSpec};
 use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
+use linkshare_core::qdisc::drr::{Drr, DrrClassSpec, DrrParams};
 use linkshare_core::units::Rate;
 use linkshare_core::{Packet, Qdisc};
 
@@ -58,6 +59,9 @@ pub enum QdiscKind {
     Htb,
     /// Class-Based Queueing (Floyd & Jacobson), with ALTQ's options: see [`CbqOptions`].
     Cbq,
+    /// Deficit round robin over flat classes, each with a `quantum` and a leaf
+    /// (`qdisc = "drr"` with `[[class]]`; without classes `"drr"` is the flow-hash leaf).
+    Drr,
     /// A single discipline without classes (`qdisc = "sfq"`): see [`Policy::root_leaf`].
     Leaf,
 }
@@ -77,6 +81,7 @@ impl QdiscKind {
         match self {
             QdiscKind::Htb => "htb",
             QdiscKind::Cbq => "cbq",
+            QdiscKind::Drr => "drr",
             QdiscKind::Leaf => "leaf",
         }
     }
@@ -431,6 +436,9 @@ impl Policy {
             (QdiscKind::Leaf, Some(leaf)) => leaf
                 .build::<P>()
                 .map_err(|e| self.build_error(e.to_string(), &e.help)),
+            (QdiscKind::Drr, _) => self
+                .build_drr::<P>()
+                .map(|d| Box::new(d) as Box<dyn Qdisc<P>>),
             (QdiscKind::Cbq, _) => self
                 .build_cbq::<P>(driver)
                 .map(|c| Box::new(c) as Box<dyn Qdisc<P>>),
@@ -543,6 +551,31 @@ impl Policy {
         let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
         let classifier = Classifier::new(filters, self.default_id);
         Htb::new(self.htb_params(), specs, classifier).map_err(|e| {
+            self.build_error(
+                format!("the scheduler rejected the policy: {e}"),
+                "this is a bug in linkshare's checks: please report it with the policy file",
+            )
+        })
+    }
+
+    /// Build the classful DRR (`qdisc = "drr"` with classes).
+    pub fn build_drr<P: Packet + 'static>(&self) -> Result<Drr<P>, ConfigError> {
+        let specs = self
+            .classes
+            .iter()
+            .map(|c| -> Result<DrrClassSpec<P>, ConfigError> {
+                Ok(DrrClassSpec {
+                    name: c.name.clone(),
+                    quantum: c.quantum,
+                    leaf: c.leaf.spec().map_err(|e| {
+                        self.build_error(format!("class `{}`: {e}", c.name), &e.help)
+                    })?,
+                })
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
+        let classifier = Classifier::new(filters, self.default_id);
+        Drr::with_classes(DrrParams::default(), specs, classifier).map_err(|e| {
             self.build_error(
                 format!("the scheduler rejected the policy: {e}"),
                 "this is a bug in linkshare's checks: please report it with the policy file",

@@ -93,6 +93,9 @@ pub(crate) fn tree(p: &Policy) -> String {
     if let Some(leaf) = p.root_leaf() {
         return format!("{leaf}  (root, no classes)  mtu={}\n", p.mtu);
     }
+    if p.kind == crate::QdiscKind::Drr {
+        return drr_tree(p);
+    }
     let mut out = match p.cbq_options() {
         Some(o) => format!(
             "cbq  default={}  mtu={}  scheduler={}  guideline={}  efficient={}  undertime_clock={}  offtime_unit={}{}\n",
@@ -160,6 +163,33 @@ pub(crate) fn tree(p: &Policy) -> String {
         out.push_str(&line);
         out.push('\n');
     }
+    filters(p, &mut out);
+    out
+}
+
+/// The classful DRR: flat classes with their quanta and leaves.
+fn drr_tree(p: &Policy) -> String {
+    let mut out = format!("drr  default={}  mtu={}\n", p.default, p.mtu);
+    let rows: Vec<Vec<String>> = p
+        .classes()
+        .iter()
+        .map(|c| {
+            vec![
+                c.name.clone(),
+                format!("quantum {}", c.quantum),
+                c.leaf.to_string(),
+            ]
+        })
+        .collect();
+    for line in align(&rows) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    filters(p, &mut out);
+    out
+}
+
+fn filters(p: &Policy, out: &mut String) {
     out.push_str("filters (first match wins):\n");
     let mut frows: Vec<Vec<String>> = p
         .filters()
@@ -182,5 +212,4 @@ pub(crate) fn tree(p: &Policy) -> String {
         out.push_str(&line);
         out.push('\n');
     }
-    out
 }

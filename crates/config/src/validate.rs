@@ -189,7 +189,7 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
             );
             None
         }
-        Some(v) => read_root(&mut sink, v),
+        Some(v) => read_root(&mut sink, v, get(entries, "class").is_some()),
     };
     let r2q = match get(entries, "r2q") {
         Some(v) => values::int(&mut sink, "`r2q`", v, 1, u32::MAX as i64).map(|n| n as u32),
@@ -214,6 +214,7 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
     let policy = match root {
         Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu),
         Some(Root::Cbq) => tree(&mut sink, doc, QdiscKind::Cbq, r2q, mtu),
+        Some(Root::Drr) => drr_tree(&mut sink, doc, mtu),
         Some(Root::Leaf(leaf)) => leaf_root(&mut sink, doc, leaf, r2q, mtu),
         None => {
             // Still read the classes and filters so their problems are reported too, unless
@@ -247,11 +248,14 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
 enum Root {
     Htb,
     Cbq,
+    /// `qdisc = "drr"` with `[[class]]` sections: the classful DRR.
+    Drr,
     Leaf(LeafKind),
 }
 
-/// `qdisc = "htb"`, `qdisc = "sfq"` or `qdisc = { type = "sfq", … }`.
-fn read_root(sink: &mut Sink, v: &Spanned<Raw>) -> Option<Root> {
+/// `qdisc = "htb"`, `qdisc = "sfq"` or `qdisc = { type = "sfq", … }`. `"drr"` with classes is
+/// the classful DRR, without classes the flow-hash leaf.
+fn read_root(sink: &mut Sink, v: &Spanned<Raw>, has_classes: bool) -> Option<Root> {
     let name = match v.get_ref() {
         Raw::Str(s) => s.trim().to_ascii_lowercase(),
         Raw::Table(e) => match e.iter().find(|(k, _)| k.get_ref() == "type") {
@@ -277,6 +281,18 @@ fn read_root(sink: &mut Sink, v: &Spanned<Raw>) -> Option<Root> {
         } else {
             Root::Cbq
         });
+    }
+    if name == "drr" && has_classes {
+        if let Raw::Table(_) = v.get_ref() {
+            sink.error(
+                &v.span(),
+                "`qdisc`: a classful drr takes no options in a table",
+                "write `qdisc = \"drr\"` and give each `[[class]]` its `quantum` and `leaf`; a table \
+                 (`{ type = \"drr\", flows = 1024 }`) is the classless flow-hash drr, without `[[class]]`",
+            );
+            return None;
+        }
+        return Some(Root::Drr);
     }
     if LeafKind::KNOWN.contains(&name.as_str()) {
         return read_leaf(sink, "`qdisc`", v).map(Root::Leaf);
@@ -397,32 +413,7 @@ fn read_class(
         broken: false,
     };
     // Name first: every other message names the class.
-    if let Some(v) = get(e, "name") {
-        if let Some(s) = values::string(sink, "class `name`", v, "\"bulk\"") {
-            let t = s.trim();
-            if t.is_empty() {
-                sink.error(
-                    &v.span(),
-                    "class name is empty",
-                    "give the class a name, e.g. `name = \"bulk\"`",
-                );
-            } else if t != s {
-                sink.error(
-                    &v.span(),
-                    format!("class name \"{s}\" has leading or trailing spaces"),
-                    format!("write `name = \"{t}\"`"),
-                );
-            } else {
-                d.name = at(Some(s.to_string()), v.span());
-            }
-        }
-    } else {
-        sink.error(
-            &header,
-            format!("class #{} has no `name`", index + 1),
-            "add `name = \"...\"`: filters, `parent` and `default` refer to classes by name",
-        );
-    }
+    d.name = read_class_name(sink, index, &header, e);
     let ctx = match &d.name {
         Some(n) => format!("class `{}`", n.v),
         None => format!("class #{}", index + 1),
@@ -492,6 +483,42 @@ fn read_class(
     }
     d.broken = sink.diags.iter().filter(|d| d.is_error()).count() > errors_before;
     d
+}
+
+/// A class's `name`: present, a string, not empty, no stray spaces.
+fn read_class_name(
+    sink: &mut Sink,
+    index: usize,
+    header: &Range<usize>,
+    e: &Entries,
+) -> Option<At<String>> {
+    let Some(v) = get(e, "name") else {
+        sink.error(
+            header,
+            format!("class #{} has no `name`", index + 1),
+            "add `name = \"...\"`: filters, `parent` and `default` refer to classes by name",
+        );
+        return None;
+    };
+    let s = values::string(sink, "class `name`", v, "\"bulk\"")?;
+    let t = s.trim();
+    if t.is_empty() {
+        sink.error(
+            &v.span(),
+            "class name is empty",
+            "give the class a name, e.g. `name = \"bulk\"`",
+        );
+        None
+    } else if t != s {
+        sink.error(
+            &v.span(),
+            format!("class name \"{s}\" has leading or trailing spaces"),
+            format!("write `name = \"{t}\"`"),
+        );
+        None
+    } else {
+        at(Some(s.to_string()), v.span())
+    }
 }
 
 fn read_filter(sink: &mut Sink, index: usize, header: Range<usize>, e: &Entries) -> FilterDraft {
@@ -1237,4 +1264,215 @@ fn quantum_warning(sink: &mut Sink, class: &str, span: &Range<usize>, w: Quantum
             "set `quantum` or raise `r2q`",
         ),
     }
+}
+
+/// Class keys under `qdisc = "drr"`.
+const DRR_CLASS_KEYS: &[&str] = &["name", "quantum", "leaf"];
+/// Keys of HTB/CBQ classes that have no meaning in a flat DRR.
+const NOT_DRR_CLASS_KEYS: &[&str] = &[
+    "parent", "rate", "ceil", "burst", "cburst", "prio", "share", "borrow",
+];
+
+/// The classful DRR (`qdisc = "drr"` with `[[class]]`): flat classes, each with a `quantum`
+/// (bytes per round, default one MTU-sized frame: `mtu` + 14) and a `leaf`; filters and
+/// `default` as for HTB.
+fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Option<Policy> {
+    use linkshare_core::qdisc::drr::{
+        MAX_QUANTUM as DRR_MAX_QUANTUM, MIN_QUANTUM as DRR_MIN_QUANTUM,
+    };
+    for key in CBQ_TOP_KEYS.iter().chain(&["r2q"]) {
+        if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
+            sink.error(
+                &k.span(),
+                format!("`{key}` does not apply to qdisc drr"),
+                format!("remove `{key}`; DRR shares the link by each class's `quantum`"),
+            );
+        }
+    }
+    let mtu_v = mtu.unwrap_or(DEFAULT_MTU);
+    let default_quantum = mtu_v + 14;
+    let class_tables = tables(sink, doc, "class");
+    let filter_tables = tables(sink, doc, "filter");
+    let mut infos: Vec<ClassInfo> = Vec::new();
+    let mut by_name: HashMap<String, usize> = HashMap::new();
+    let mut ok = true;
+    for (i, (header, e)) in class_tables.into_iter().enumerate() {
+        let errors_before = sink.diags.iter().filter(|d| d.is_error()).count();
+        let name = read_class_name(sink, i, &header, e);
+        let ctx = match &name {
+            Some(n) => format!("class `{}`", n.v),
+            None => format!("class #{}", i + 1),
+        };
+        for (k, _) in e {
+            let key = k.get_ref().as_str();
+            if NOT_DRR_CLASS_KEYS.contains(&key) {
+                sink.error(
+                    &k.span(),
+                    format!("{ctx}: `{key}` does not apply under qdisc = \"drr\""),
+                    "DRR classes are flat and share the link in proportion to their `quantum` \
+                     (bytes per round): remove it and set `quantum`, or use qdisc = \"htb\" for \
+                     rates and a hierarchy",
+                );
+            }
+        }
+        let others: Vec<_> = e
+            .iter()
+            .filter(|(k, _)| !NOT_DRR_CLASS_KEYS.contains(&k.get_ref().as_str()))
+            .cloned()
+            .collect();
+        check_keys(sink, &format!("{ctx}: "), &others, DRR_CLASS_KEYS);
+        let mut quantum = default_quantum;
+        if let Some(v) = get(e, "quantum") {
+            match values::size(sink, &format!("{ctx}: `quantum`"), v) {
+                Some(q) if (DRR_MIN_QUANTUM as u64..=DRR_MAX_QUANTUM as u64).contains(&q) => {
+                    quantum = q as u32
+                }
+                Some(q) => sink.error(
+                    &v.span(),
+                    format!(
+                        "{ctx}: `quantum` {q} bytes is out of range {DRR_MIN_QUANTUM}..={DRR_MAX_QUANTUM}"
+                    ),
+                    format!(
+                        "give at least one MTU-sized frame ({default_quantum}); shares follow the ratio of quanta"
+                    ),
+                ),
+                None => {}
+            }
+        }
+        let leaf = match get(e, "leaf") {
+            Some(v) => read_leaf(sink, &format!("{ctx}: `leaf`"), v),
+            None => Some(LeafKind::Pfifo {
+                limit: DEFAULT_PFIFO_LIMIT,
+            }),
+        };
+        let broken = sink.diags.iter().filter(|d| d.is_error()).count() > errors_before;
+        let (Some(name), Some(leaf), false) = (name, leaf, broken) else {
+            ok = false;
+            continue;
+        };
+        if let Some(&first) = by_name.get(&name.v) {
+            sink.error(
+                &name.span,
+                format!("class `{}` is defined twice", name.v),
+                format!(
+                    "class names must be unique; the first `{}` is at line {}: rename one",
+                    name.v, infos[first].line
+                ),
+            );
+            ok = false;
+            continue;
+        }
+        by_name.insert(name.v.clone(), infos.len());
+        infos.push(ClassInfo {
+            id: infos.len() as ClassId,
+            name: name.v,
+            parent: None,
+            parent_id: None,
+            rate: Rate(0),
+            ceil: Rate(0),
+            burst: 0,
+            cburst: 0,
+            prio: 0,
+            quantum,
+            leaf,
+            is_leaf: true,
+            depth: 0,
+            level: 0,
+            children: Vec::new(),
+            line: sink_line(sink, &header),
+            cbq: None,
+        });
+    }
+    if infos.is_empty() && ok {
+        sink.error(
+            &doc.anchor(),
+            "qdisc drr has no classes",
+            "add `[[class]]` sections with `name`, `quantum` and `leaf`",
+        );
+        return None;
+    }
+    let names: Vec<&str> = infos.iter().map(|c| c.name.as_str()).collect();
+    let unknown_help = |what: &str| -> String {
+        match suggest(what, names.iter().copied()) {
+            Some(s) => format!(
+                "did you mean \"{s}\"? defined classes: {}",
+                names.join(", ")
+            ),
+            None => format!("defined classes: {}", names.join(", ")),
+        }
+    };
+    let mut default_id = None;
+    match get(&doc.entries, "default") {
+        None => sink.error(
+            &doc.anchor(),
+            "the policy has no `default` class",
+            format!(
+                "add `default = \"...\"` naming the class for packets no filter matches (classes: {})",
+                names.join(", ")
+            ),
+        ),
+        Some(v) => {
+            if let Some(d) = values::string(sink, "`default`", v, "\"bulk\"") {
+                let d = d.trim();
+                match by_name.get(d) {
+                    Some(&j) => default_id = Some(j),
+                    // A class that failed to read was reported already.
+                    None if !ok => {}
+                    None => sink.error(
+                        &v.span(),
+                        format!("default class `{d}` does not exist"),
+                        format!("name a class: {}", unknown_help(d)),
+                    ),
+                }
+            }
+        }
+    }
+    let mut filters = Vec::new();
+    for (fi, (header, e)) in filter_tables.into_iter().enumerate() {
+        let f = read_filter(sink, fi, header, e);
+        let Some(cl) = &f.class else { continue };
+        let Some(&j) = by_name.get(cl.v.as_str()) else {
+            if ok {
+                sink.error(
+                    &cl.span,
+                    format!("filter #{}: class `{}` does not exist", fi + 1, cl.v),
+                    format!("send it to a class: {}", unknown_help(&cl.v)),
+                );
+            }
+            continue;
+        };
+        if f.matches_all {
+            sink.warn(
+                &f.header,
+                format!(
+                    "filter #{} has no match, so it matches every packet",
+                    fi + 1
+                ),
+                "add a match (dscp, protocol, src, dst, ports), or remove it and set `default`",
+            );
+        }
+        let mut spec = f.spec;
+        spec.class = j as ClassId;
+        filters.push(FilterInfo {
+            class: cl.v.clone(),
+            spec,
+            line: sink_line(sink, &f.header),
+        });
+    }
+    let (Some(mtu), Some(default_id), true) = (mtu, default_id, ok) else {
+        return None;
+    };
+    Some(Policy {
+        origin: String::new(),
+        kind: QdiscKind::Drr,
+        root_leaf: None,
+        cbq: None,
+        r2q: DEFAULT_R2Q,
+        mtu,
+        default: infos[default_id].name.clone(),
+        default_id: default_id as ClassId,
+        classes: infos,
+        filters,
+        warnings: Vec::new(),
+    })
 }

@@ -1,5 +1,5 @@
 //! `codel`: Controlled Delay AQM (RFC 8289), as a stand-alone qdisc and as a per-flow state
-//! machine ([`CodelState`]) reused by `fq_codel`.
+//! machine ([`CodelQueue`]: a FIFO with its [`CodelState`]) reused by `fq_codel`.
 //!
 //! Every packet is timestamped at enqueue; at dequeue its sojourn time is compared with `target`.
 //! Once the sojourn time has stayed above `target` for `interval` (and more than one MTU is
@@ -118,91 +118,158 @@ impl CodelState {
         }
         now >= self.first_above_time
     }
+}
 
-    /// Run CoDel's dequeue over `q` (timestamped packets, `bytes` their total). Dropped packets go
-    /// to `drop`; CE marks are counted in `marks`. O(1) amortised, at most
-    /// [`MAX_DROPS_PER_DEQUEUE`] drops.
-    pub fn dequeue<P: Packet>(
+/// ECN marks made by CoDel: `ecn` instead of a control-law drop, `ce` for a sojourn above
+/// `ce_threshold`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct CodelMarks {
+    pub ecn: u64,
+    pub ce: u64,
+}
+
+impl CodelMarks {
+    pub fn total(&self) -> u64 {
+        self.ecn + self.ce
+    }
+}
+
+/// One CoDel-controlled FIFO: timestamped packets, their byte total and the control state. The
+/// `codel` qdisc is one of these; `fq_codel` keeps one per flow bucket.
+#[derive(Debug)]
+pub struct CodelQueue<P> {
+    q: VecDeque<(P, Time)>,
+    bytes: u64,
+    /// The control state (public for tests and per-flow stats).
+    pub vars: CodelState,
+}
+
+impl<P> Default for CodelQueue<P> {
+    fn default() -> Self {
+        CodelQueue {
+            q: VecDeque::new(),
+            bytes: 0,
+            vars: CodelState::default(),
+        }
+    }
+}
+
+impl<P: Packet> CodelQueue<P> {
+    /// Append a packet stamped with its arrival time. O(1).
+    pub fn push(&mut self, pkt: P, now: Time) {
+        self.bytes += pkt.len() as u64;
+        self.q.push_back((pkt, now));
+    }
+    /// Packets queued.
+    pub fn len(&self) -> usize {
+        self.q.len()
+    }
+    pub fn is_empty(&self) -> bool {
+        self.q.is_empty()
+    }
+    /// Bytes queued.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+    /// Remove the head packet without running the control law (overflow victims). O(1).
+    pub fn pop_head(&mut self) -> Option<P> {
+        let (pk, _) = self.q.pop_front()?;
+        self.bytes -= pk.len() as u64;
+        Some(pk)
+    }
+    fn pop(&mut self, now: Time) -> Option<(P, Duration)> {
+        let (pk, ts) = self.q.pop_front()?;
+        self.bytes -= pk.len() as u64;
+        Some((pk, now.saturating_since(ts)))
+    }
+
+    /// Run CoDel's dequeue (RFC 8289 §5.5): the packet to send, if any. Dropped packets go to
+    /// `drop`; ECN marks are counted in `marks`. O(1) amortised, at most
+    /// [`MAX_DROPS_PER_DEQUEUE`] drops per call.
+    pub fn dequeue(
         &mut self,
-        q: &mut VecDeque<(P, Time)>,
-        bytes: &mut u64,
         now: Time,
         p: &CodelParams,
         drop: &mut dyn FnMut(P),
-        marks: &mut u64,
+        marks: &mut CodelMarks,
     ) -> Option<P> {
         let now_ns = now.0;
-        let pop = |q: &mut VecDeque<(P, Time)>, bytes: &mut u64| {
-            let (pk, ts) = q.pop_front()?;
-            *bytes -= pk.len() as u64;
-            Some((pk, now.saturating_since(ts)))
-        };
-        let Some((mut pkt, mut soj)) = pop(q, bytes) else {
-            self.dropping = false;
+        let Some((mut pkt, mut soj)) = self.pop(now) else {
+            self.vars.dropping = false;
             return None;
         };
         let mut drops = 0u32;
-        let drop_now = self.should_drop(soj, *bytes + pkt.len() as u64, now_ns, p);
-        if self.dropping {
+        let drop_now = self
+            .vars
+            .should_drop(soj, self.bytes + pkt.len() as u64, now_ns, p);
+        if self.vars.dropping {
             if !drop_now {
-                self.dropping = false;
+                self.vars.dropping = false;
             } else {
-                while self.dropping && now_ns >= self.drop_next && drops < MAX_DROPS_PER_DEQUEUE {
-                    self.count = self.count.wrapping_add(1);
-                    self.newton_step();
+                while self.vars.dropping
+                    && now_ns >= self.vars.drop_next
+                    && drops < MAX_DROPS_PER_DEQUEUE
+                {
+                    let st = &mut self.vars;
+                    st.count = st.count.wrapping_add(1);
+                    st.newton_step();
                     if p.ecn && pkt.mark_ce() {
-                        *marks += 1;
-                        self.drop_next = self.control_law(self.drop_next, p.interval);
+                        marks.ecn += 1;
+                        st.drop_next = st.control_law(st.drop_next, p.interval);
                         break;
                     }
                     drop(pkt);
                     drops += 1;
-                    match pop(q, bytes) {
+                    match self.pop(now) {
                         Some((n, s)) => {
                             pkt = n;
                             soj = s;
                         }
                         None => {
-                            self.dropping = false;
+                            self.vars.dropping = false;
                             return None;
                         }
                     }
-                    if !self.should_drop(soj, *bytes + pkt.len() as u64, now_ns, p) {
-                        self.dropping = false;
+                    let backlog = self.bytes + pkt.len() as u64;
+                    let st = &mut self.vars;
+                    if !st.should_drop(soj, backlog, now_ns, p) {
+                        st.dropping = false;
                     } else {
-                        self.drop_next = self.control_law(self.drop_next, p.interval);
+                        st.drop_next = st.control_law(st.drop_next, p.interval);
                     }
                 }
             }
         } else if drop_now {
             if p.ecn && pkt.mark_ce() {
-                *marks += 1;
+                marks.ecn += 1;
             } else {
                 drop(pkt);
-                match pop(q, bytes) {
+                match self.pop(now) {
                     Some((n, s)) => {
                         pkt = n;
                         soj = s;
                     }
                     None => return None,
                 }
-                self.should_drop(soj, *bytes + pkt.len() as u64, now_ns, p);
+                let backlog = self.bytes + pkt.len() as u64;
+                self.vars.should_drop(soj, backlog, now_ns, p);
             }
-            self.dropping = true;
-            let delta = self.count.wrapping_sub(self.lastcount);
-            if delta > 1 && now_ns.saturating_sub(self.drop_next) < 16 * p.interval.0 {
-                self.count = delta;
-                self.newton_step();
+            let st = &mut self.vars;
+            st.dropping = true;
+            let delta = st.count.wrapping_sub(st.lastcount);
+            if delta > 1 && now_ns.saturating_sub(st.drop_next) < 16 * p.interval.0 {
+                st.count = delta;
+                st.newton_step();
             } else {
-                self.count = 1;
-                self.rec_inv_sqrt = u32::MAX;
+                st.count = 1;
+                st.rec_inv_sqrt = u32::MAX;
             }
-            self.lastcount = self.count;
-            self.drop_next = self.control_law(now_ns, p.interval);
+            st.lastcount = st.count;
+            st.drop_next = st.control_law(now_ns, p.interval);
         }
         if let Some(ce) = p.ce_threshold {
             if soj > ce && pkt.mark_ce() {
-                *marks += 1;
+                marks.ce += 1;
             }
         }
         Some(pkt)
@@ -213,9 +280,8 @@ impl CodelState {
 #[derive(Debug)]
 pub struct Codel<P> {
     p: CodelParams,
-    q: VecDeque<(P, Time)>,
-    bytes: u64,
-    st: CodelState,
+    q: CodelQueue<P>,
+    marks: CodelMarks,
     stats: QdiscStats,
     dropped: VecDeque<Dropped<P>>,
 }
@@ -225,15 +291,18 @@ impl<P: Packet> Codel<P> {
         params.validate()?;
         Ok(Codel {
             p: params,
-            q: VecDeque::new(),
-            bytes: 0,
-            st: CodelState::default(),
+            q: CodelQueue::default(),
+            marks: CodelMarks::default(),
             stats: QdiscStats::default(),
             dropped: VecDeque::new(),
         })
     }
     pub fn state(&self) -> &CodelState {
-        &self.st
+        &self.q.vars
+    }
+    /// ECN marks: instead of drops, and above `ce_threshold`.
+    pub fn marks(&self) -> CodelMarks {
+        self.marks
     }
 }
 
@@ -248,14 +317,13 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
                 reason: DropReason::QueueLimit,
             });
         }
-        self.bytes += len as u64;
-        self.q.push_back((pkt, now));
+        self.q.push(pkt, now);
         self.stats.on_enqueue(len);
         Ok(())
     }
     /// O(1) amortised; at most [`MAX_DROPS_PER_DEQUEUE`] drops per call.
     fn dequeue(&mut self, now: Time) -> Dequeued<P> {
-        let mut marks = 0u64;
+        let mut marks = CodelMarks::default();
         let stats = &mut self.stats;
         let dropped = &mut self.dropped;
         let mut on_drop = |pk: P| {
@@ -265,15 +333,10 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
                 reason: DropReason::Aqm,
             });
         };
-        let r = self.st.dequeue(
-            &mut self.q,
-            &mut self.bytes,
-            now,
-            &self.p,
-            &mut on_drop,
-            &mut marks,
-        );
-        self.stats.marked += marks;
+        let r = self.q.dequeue(now, &self.p, &mut on_drop, &mut marks);
+        self.stats.marked += marks.total();
+        self.marks.ecn += marks.ecn;
+        self.marks.ce += marks.ce;
         match r {
             Some(pk) => {
                 self.stats.on_dequeue(pk.len());
@@ -292,10 +355,13 @@ impl<P: Packet> Qdisc<P> for Codel<P> {
         "codel"
     }
     fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
-        f("sojourn_us", self.st.last_sojourn.0 as f64 / 1000.0);
-        f("count", self.st.count as f64);
-        f("dropping", if self.st.dropping { 1.0 } else { 0.0 });
-        f("drop_next_us", self.st.drop_next as f64 / 1000.0);
+        let st = &self.q.vars;
+        f("sojourn_us", st.last_sojourn.0 as f64 / 1000.0);
+        f("count", st.count as f64);
+        f("dropping", if st.dropping { 1.0 } else { 0.0 });
+        f("drop_next_us", st.drop_next as f64 / 1000.0);
+        f("ecn_marks", self.marks.ecn as f64);
+        f("ce_marks", self.marks.ce as f64);
     }
 }
 

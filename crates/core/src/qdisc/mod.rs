@@ -27,6 +27,7 @@ pub mod fifo;
 pub mod fq_codel;
 pub mod prio;
 pub mod red;
+pub mod rio;
 pub mod sfq;
 pub mod tbf;
 
