@@ -725,7 +725,7 @@ rate = "1mbit"
 [[filter]]
 class = "a"
 dscp = ["ef", 10, "cs1"]
-tos = "0x10/0xfc"
+tos = "0x28/0xfc"
 protocol = "tcp"
 src = "2001:db8::/32"
 src_port = 80
@@ -738,7 +738,7 @@ protocol = 99
     let p = Policy::parse(text, "policy.toml").unwrap();
     let f = &p.filters()[0].spec;
     assert_eq!(f.dscp, Some(vec![46, 10, 8]));
-    assert_eq!(f.tos, Some((0x10, 0xfc)));
+    assert_eq!(f.tos, Some((0x28, 0xfc)));
     assert_eq!(f.protocol, Some(6));
     assert_eq!(
         f.src.map(|s| (s.addr.to_string(), s.len)),
@@ -827,4 +827,55 @@ fn unreadable_file() {
             .starts_with("/nonexistent/policy.toml: error: cannot read"),
         "{e}"
     );
+}
+
+#[test]
+fn port_match_with_a_protocol_the_classifier_reads_no_ports_of_warns() {
+    // The classifier reads ports of TCP and UDP only (core `transport_ports`): an SCTP port
+    // filter never matches, and the checker must say so; TCP and UDP stay silent.
+    let base = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n[[filter]]\nclass = \"a\"\ndst_port = 80\n";
+    for proto in ["sctp", "icmp", "132"] {
+        let text = format!("{base}protocol = \"{proto}\"\n");
+        let p = Policy::parse(&text, "policy.toml").unwrap();
+        assert_eq!(p.warnings().len(), 1, "{proto}: {:?}", p.warnings());
+        let w = &p.warnings()[0];
+        assert_eq!((w.line, w.col), pos(&text, "80"));
+        assert!(w.message.contains("only for tcp and udp"), "{w}");
+        assert!(w.help.as_deref().unwrap().contains("use tcp or udp"), "{w}");
+    }
+    for proto in ["tcp", "udp"] {
+        let text = format!("{base}protocol = \"{proto}\"\n");
+        let p = Policy::parse(&text, "policy.toml").unwrap();
+        assert!(p.warnings().is_empty(), "{proto}: {:?}", p.warnings());
+    }
+}
+
+#[test]
+fn tos_contradicting_dscp_warns() {
+    let base = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n[[filter]]\nclass = \"a\"\ndscp = \"ef\"\n";
+    let text = format!("{base}tos = \"0x00/0xfc\"\n");
+    let p = Policy::parse(&text, "policy.toml").unwrap();
+    assert_eq!(p.warnings().len(), 1, "{:?}", p.warnings());
+    let w = &p.warnings()[0];
+    assert_eq!((w.line, w.col), pos(&text, "\"0x00/0xfc\""));
+    assert!(w.message.contains("contradicts `dscp`"), "{w}");
+    assert!(w.help.as_deref().unwrap().contains("tos 0xb8/0xfc"), "{w}");
+    // Agreeing conditions, and a mask on the ECN bits only, are fine.
+    for tos in ["0xb8/0xfc", "0x01/0x03"] {
+        let text = format!("{base}tos = \"{tos}\"\n");
+        let p = Policy::parse(&text, "policy.toml").unwrap();
+        assert!(p.warnings().is_empty(), "{tos}: {:?}", p.warnings());
+    }
+}
+
+#[test]
+fn mtu_above_an_ip_packet_is_refused() {
+    let base = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n";
+    one_error(
+        &format!("mtu = 65536\n{base}"),
+        "65536",
+        &["`mtu` 65536 bytes is out of range"],
+        &["68 to 65535"],
+    );
+    assert!(Policy::parse(&format!("mtu = 65535\n{base}"), "x").is_ok());
 }
