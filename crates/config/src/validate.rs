@@ -864,7 +864,8 @@ fn tree(
             None => rate.map(|r| {
                 let (q, w) = default_quantum(r, r2q_v);
                 // Only leaves use their quantum (DRR among leaves of equal prio).
-                if let (Some(w), true, Some(rs)) = (w, is_leaf[i], &c.rate) {
+                // A zero rate is already an error: no quantum warning on top.
+                if let (Some(w), true, Some(rs), false) = (w, is_leaf[i], &c.rate, r.0 == 0) {
                     quantum_warning(sink, &name, &rs.span, w);
                 }
                 q

@@ -879,3 +879,11 @@ fn mtu_above_an_ip_packet_is_refused() {
     );
     assert!(Policy::parse(&format!("mtu = 65535\n{base}"), "x").is_ok());
 }
+
+#[test]
+fn a_zero_rate_is_one_error_without_a_quantum_warning() {
+    let text = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"0bit\"\n";
+    let e = Policy::parse(text, "policy.toml").unwrap_err();
+    assert_eq!(e.diagnostics.len(), 1, "{e}");
+    assert!(e.diagnostics[0].message.contains("rate is zero"), "{e}");
+}
