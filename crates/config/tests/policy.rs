@@ -453,6 +453,18 @@ fn toml_syntax_error_is_located() {
     assert_eq!(errs[0].line, line, "{}", errs[0]);
     assert!(errs[0].col > 1 && errs[0].col <= 9, "{}", errs[0]);
     assert!(errs[0].message.contains("invalid TOML"), "{}", errs[0]);
+    // An unquoted value with a unit says what to write, at the value.
+    assert_eq!(errs[0].col, 8, "{}", errs[0]);
+    assert_eq!(errs[0].message, "invalid TOML: `8mbit` must be quoted");
+    assert_eq!(
+        errs[0].help.as_deref(),
+        Some("write `rate = \"8mbit\"`: a value with a unit is a string")
+    );
+    // Other syntax errors keep toml's own message.
+    let text = edit(EXAMPLE, "name = \"bulk\"", "name = bulk");
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 1);
+    assert!(!errs[0].message.contains("must be quoted"), "{}", errs[0]);
     // Duplicate keys are syntax errors in TOML.
     let text = edit(EXAMPLE, "prio = 1", "prio = 1\nprio = 2");
     let errs = errors(&text);
