@@ -856,7 +856,7 @@ fn tree(
                 sink.error(
                     &q.span,
                     format!("class `{name}`: quantum {} is too large", Size(q.v)),
-                    format!("use at most {MAX_QUANTUM} bytes"),
+                    format!("use at most 4g; tc advises {MIN_QUANTUM} to {MAX_QUANTUM} bytes"),
                 );
                 None
             }
@@ -864,8 +864,12 @@ fn tree(
             None => rate.map(|r| {
                 let (q, w) = default_quantum(r, r2q_v);
                 // Only leaves use their quantum (DRR among leaves of equal prio).
-                // A zero rate is already an error: no quantum warning on top.
-                if let (Some(w), true, Some(rs), false) = (w, is_leaf[i], &c.rate, r.0 == 0) {
+                // A zero rate is already an error: no quantum warning on top. CBQ has no
+                // quantum (its WRR allotment comes from the rates and the mtu).
+                let htb = kind == QdiscKind::Htb;
+                if let (Some(w), true, Some(rs), false, true) =
+                    (w, is_leaf[i], &c.rate, r.0 == 0, htb)
+                {
                     quantum_warning(sink, &name, &rs.span, w);
                 }
                 q

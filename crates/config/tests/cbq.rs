@@ -228,3 +228,14 @@ fn avgpkt_above_the_mtu_is_refused_by_the_checker_not_the_build() {
         .all(|c| c.cbq.as_ref().unwrap().avgpkt == 576));
     assert!(p.build_cbq::<PacketMeta>(&Driver::default()).is_ok());
 }
+
+#[test]
+fn cbq_has_no_quantum_so_no_quantum_warning() {
+    // 32 kbit/s gives HTB a quantum of 400 bytes (clamped, with a warning naming `quantum`);
+    // `quantum` is not a CBQ key, so CBQ must not ask for it.
+    let text = "qdisc = \"cbq\"\ndefault = \"b\"\n[[class]]\nname = \"c\"\nrate = \"64kbit\"\n[[class]]\nname = \"b\"\nparent = \"c\"\nrate = \"32kbit\"\n";
+    let p = Policy::parse(text, "p.toml").unwrap();
+    assert!(p.warnings().is_empty(), "{:?}", p.warnings());
+    let htb = Policy::parse(&text.replace("\"cbq\"", "\"htb\""), "p.toml").unwrap();
+    assert_eq!(htb.warnings().len(), 1, "{:?}", htb.warnings());
+}
