@@ -676,9 +676,13 @@ fn tree(
             by_name.insert(name.v.as_str(), i);
         }
     }
+    // Each name once (a duplicate is reported above), in file order.
     let names: Vec<&str> = classes
         .iter()
-        .filter_map(|c| c.name.as_ref().map(|n| n.v.as_str()))
+        .enumerate()
+        .filter_map(|(i, c)| c.name.as_ref().map(|x| (i, x.v.as_str())))
+        .filter(|(i, name)| by_name.get(name) == Some(i))
+        .map(|(_, name)| name)
         .collect();
     let name_of = |i: usize| {
         classes[i]

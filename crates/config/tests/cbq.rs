@@ -203,7 +203,9 @@ fn cbq_allows_sixteen_levels_and_names_itself_when_deeper() {
     let errs = errors(&chain(17));
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(
-        errs[0].2.contains("class `c16` is at level 17 of the tree; CBQ supports at most 16 levels"),
+        errs[0]
+            .2
+            .contains("class `c16` is at level 17 of the tree; CBQ supports at most 16 levels"),
         "{errs:?}"
     );
 }
@@ -215,7 +217,9 @@ fn avgpkt_above_the_mtu_is_refused_by_the_checker_not_the_build() {
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert_eq!((errs[0].0, errs[0].1), (28, 10));
     assert!(
-        errs[0].2.contains("class `video`: avgpkt 2000 bytes is above the mtu (1500 bytes)"),
+        errs[0]
+            .2
+            .contains("class `video`: avgpkt 2000 bytes is above the mtu (1500 bytes)"),
         "{errs:?}"
     );
     assert!(errs[0].3.contains("raise `mtu`"), "{errs:?}");

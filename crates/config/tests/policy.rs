@@ -641,6 +641,19 @@ fn duplicate_class_names() {
                 && d.help.as_deref().unwrap().contains("line 9")),
         "{errs:#?}"
     );
+    // Lists of defined classes name each class once.
+    let text = edit(&text, "default = \"bulk\"", "default = \"bulky\"");
+    let d = errors(&text)
+        .into_iter()
+        .find(|d| d.message.contains("`bulky` does not exist"))
+        .expect("default error");
+    assert!(
+        d.help
+            .as_deref()
+            .unwrap()
+            .ends_with("defined classes: root, interactive"),
+        "{d}"
+    );
 }
 
 #[test]

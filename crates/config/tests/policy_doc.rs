@@ -68,7 +68,9 @@ fn shown(text: &str) -> Vec<String> {
     text.lines()
         .filter(|l| {
             let t = l.trim_start();
-            let gutter = t.trim_start_matches(|c: char| c.is_ascii_digit()).trim_start();
+            let gutter = t
+                .trim_start_matches(|c: char| c.is_ascii_digit())
+                .trim_start();
             let summary = t.starts_with("policy is") || t.ends_with(" errors");
             !(t.is_empty() || gutter.starts_with('|') || summary)
         })

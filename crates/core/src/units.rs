@@ -417,9 +417,19 @@ mod tests {
             "{}",
             w.message
         );
-        let w = Rate::parse_with_warning("2KiBps").unwrap().1.expect("warning");
-        assert!(w.message.contains("2 kibibytes per second"), "{}", w.message);
-        let w = Rate::parse_with_warning("100Bps").unwrap().1.expect("warning");
+        let w = Rate::parse_with_warning("2KiBps")
+            .unwrap()
+            .1
+            .expect("warning");
+        assert!(
+            w.message.contains("2 kibibytes per second"),
+            "{}",
+            w.message
+        );
+        let w = Rate::parse_with_warning("100Bps")
+            .unwrap()
+            .1
+            .expect("warning");
         assert!(w.message.contains("100 bytes per second"), "{}", w.message);
         assert!(Rate::parse_with_warning("10mbps").unwrap().1.is_none());
         assert!(Rate::parse_with_warning("10Mbit").unwrap().1.is_none());
