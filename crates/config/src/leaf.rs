@@ -150,13 +150,18 @@ pub(crate) fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<
             }
         },
         _ => {
+            let help = if ctx == "`qdisc`" {
+                "write `qdisc = \"htb\"`, `qdisc = \"cbq\"`, a discipline without classes such as `qdisc = \"sfq\"`, or a table `qdisc = { type = \"sfq\", … }`"
+            } else {
+                "write `leaf = \"pfifo\"` or a `[class.leaf]` table with `type` and its parameters"
+            };
             sink.error(
                 &v.span(),
                 format!(
                     "{ctx}: expected a qdisc name or table, found {}",
                     v.get_ref().kind()
                 ),
-                "write `leaf = \"pfifo\"` or a `[class.leaf]` table with `type` and its parameters",
+                help,
             );
             return None;
         }

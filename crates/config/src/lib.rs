@@ -601,6 +601,11 @@ impl Policy {
 fn syntax_error(e: &toml::de::Error, text: &str, origin: &str) -> ConfigError {
     let index = diag::LineIndex::new(text);
     let (line, col) = e.span().map(|s| index.line_col(s.start)).unwrap_or((1, 1));
+    if let Some(d) = unquoted_unit(text, line, origin) {
+        return ConfigError {
+            diagnostics: vec![d],
+        };
+    }
     let message = raw::syntax_message(e.message());
     let help = if message.contains("duplicate key") {
         "each key may appear once per table; remove or rename the repeated one"
@@ -619,4 +624,30 @@ fn syntax_error(e: &toml::de::Error, text: &str, origin: &str) -> ConfigError {
             help: Some(help.to_string()),
         }],
     }
+}
+
+/// The commonest TOML mistake in a policy: a value with a unit written without quotes
+/// (`rate = 10mbit`). toml only says "expected newline"; say what to write instead.
+fn unquoted_unit(text: &str, line: usize, origin: &str) -> Option<Diagnostic> {
+    let src = text.lines().nth(line.checked_sub(1)?)?;
+    let (key, value) = src.split_once('=')?;
+    let value = value.split('#').next().unwrap_or("").trim();
+    let digits = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter(|&i| i > 0)?;
+    if !value[digits..].chars().all(|c| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let key = key.trim();
+    let col = src.find(value).map(|i| src[..i].chars().count() + 1)?;
+    Some(Diagnostic {
+        severity: Severity::Error,
+        file: origin.to_string(),
+        line,
+        col,
+        message: format!("invalid TOML: `{value}` must be quoted"),
+        help: Some(format!(
+            "write `{key} = \"{value}\"`: a value with a unit is a string"
+        )),
+    })
 }

@@ -9,7 +9,7 @@
 use std::collections::HashMap;
 use std::ops::Range;
 
-use linkshare_core::classify::{ClassId, FilterSpec};
+use linkshare_core::classify::{ClassId, FilterIssue, FilterSpec};
 use linkshare_core::htb::{
     default_burst, default_quantum, QuantumWarning, DEFAULT_MTU, DEFAULT_R2Q, MAX_DEPTH,
     MAX_QUANTUM, MIN_QUANTUM, NUM_PRIO,
@@ -155,6 +155,8 @@ struct ClassDraft {
     share: Option<At<f64>>,
     /// CBQ's per-class keys.
     cbq: CbqClass,
+    /// Where CBQ's `avgpkt` was written (checked against the mtu).
+    avgpkt_span: Option<Range<usize>>,
     /// A written key could not be read.
     broken: bool,
 }
@@ -197,12 +199,12 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
     };
     let mtu = match get(entries, "mtu") {
         Some(v) => match values::size(&mut sink, "`mtu`", v) {
-            Some(m) if (68..=65536).contains(&m) => Some(m as u32),
+            Some(m) if (68..=65535).contains(&m) => Some(m as u32),
             Some(m) => {
                 sink.error(
                     &v.span(),
                     format!("`mtu` {m} bytes is out of range"),
-                    "use the largest packet size on the link, from 68 to 65536 bytes (1500 on Ethernet)",
+                    "use the largest packet size on the link, from 68 to 65535 bytes (1500 on Ethernet)",
                 );
                 None
             }
@@ -410,6 +412,7 @@ fn read_class(
         leaf: None,
         share: None,
         cbq: CbqClass::default(),
+        avgpkt_span: None,
         broken: false,
     };
     // Name first: every other message names the class.
@@ -457,6 +460,7 @@ fn read_class(
     }
     if cbq {
         read_cbq_class(sink, &ctx, e, &mut d.cbq);
+        d.avgpkt_span = get(e, "avgpkt").map(|v| v.span());
     }
     if let Some(v) = get(e, "ceil") {
         d.ceil = at(values::rate(sink, &format!("{ctx}: `ceil`"), v), v.span());
@@ -556,6 +560,19 @@ fn read_filter(sink: &mut Sink, index: usize, header: Range<usize>, e: &Entries)
     }
     if let Some(v) = get(e, "tos") {
         f.spec.tos = values::tos(sink, &format!("{ctx}: `tos`"), v);
+        if let (Some(list), Some((val, mask))) = (&f.spec.dscp, f.spec.tos) {
+            if f.spec.issues().contains(&FilterIssue::TosDscpConflict) {
+                let d = list.first().copied().unwrap_or(0);
+                sink.warn(
+                    &v.span(),
+                    format!("{ctx}: `tos` {val:#04x}/{mask:#04x} contradicts `dscp`, so this filter never matches"),
+                    format!(
+                        "the DSCP is the top six bits of the TOS byte (dscp {d} is tos {:#04x}/0xfc): remove `tos` or `dscp`",
+                        d << 2
+                    ),
+                );
+            }
+        }
     }
     if let Some(v) = get(e, "protocol") {
         f.spec.protocol = values::protocol(sink, &format!("{ctx}: `protocol`"), v);
@@ -593,9 +610,9 @@ fn read_filter(sink: &mut Sink, index: usize, header: Range<usize>, e: &Entries)
                 .unwrap_or_else(|| p.to_string());
             sink.warn(
                 ps,
-                format!("{ctx}: protocol {name} has no ports, so this port match never succeeds"),
+                format!("{ctx}: ports are matched only for tcp and udp, so with protocol {name} this filter never matches"),
                 format!(
-                    "remove the port match or use tcp, udp or sctp (protocol at line {})",
+                    "remove the port match or use tcp or udp (protocol at line {})",
                     sink_line(sink, pr)
                 ),
             );
@@ -686,9 +703,13 @@ fn tree(
             by_name.insert(name.v.as_str(), i);
         }
     }
+    // Each name once (a duplicate is reported above), in file order.
     let names: Vec<&str> = classes
         .iter()
-        .filter_map(|c| c.name.as_ref().map(|n| n.v.as_str()))
+        .enumerate()
+        .filter_map(|(i, c)| c.name.as_ref().map(|x| (i, x.v.as_str())))
+        .filter(|(i, name)| by_name.get(name) == Some(i))
+        .map(|(_, name)| name)
         .collect();
     let name_of = |i: usize| {
         classes[i]
@@ -793,8 +814,13 @@ fn tree(
             depth[start] = Some(path.len() - 1);
         }
     }
+    // HTB keeps 8 levels as Linux does; CBQ 16.
+    let (max_depth, kind_upper) = match kind {
+        QdiscKind::Cbq => (linkshare_core::cbq::MAX_DEPTH, "CBQ"),
+        _ => (MAX_DEPTH, "HTB"),
+    };
     for i in 0..n {
-        if depth[i] == Some(MAX_DEPTH) {
+        if depth[i] == Some(max_depth) {
             let span = classes[i]
                 .parent
                 .as_ref()
@@ -802,7 +828,7 @@ fn tree(
                 .unwrap_or(classes[i].header.clone());
             sink.error(
                 &span,
-                format!("class `{}` is at level {} of the tree; HTB supports at most {MAX_DEPTH} levels from root to leaf", name_of(i), MAX_DEPTH + 1),
+                format!("class `{}` is at level {} of the tree; {kind_upper} supports at most {max_depth} levels from root to leaf", name_of(i), max_depth + 1),
                 "attach it higher up, or merge intermediate classes",
             );
         }
@@ -861,7 +887,7 @@ fn tree(
                 sink.error(
                     &q.span,
                     format!("class `{name}`: quantum {} is too large", Size(q.v)),
-                    format!("use at most {MAX_QUANTUM} bytes"),
+                    format!("use at most 4g; tc advises {MIN_QUANTUM} to {MAX_QUANTUM} bytes"),
                 );
                 None
             }
@@ -869,13 +895,19 @@ fn tree(
             None => rate.map(|r| {
                 let (q, w) = default_quantum(r, r2q_v);
                 // Only leaves use their quantum (DRR among leaves of equal prio).
-                if let (Some(w), true, Some(rs)) = (w, is_leaf[i], &c.rate) {
+                // A zero rate is already an error: no quantum warning on top. CBQ has no
+                // quantum (its WRR allotment comes from the rates and the mtu).
+                let htb = kind == QdiscKind::Htb;
+                if let (Some(w), true, Some(rs), false, true) =
+                    (w, is_leaf[i], &c.rate, r.0 == 0, htb)
+                {
                     quantum_warning(sink, &name, &rs.span, w);
                 }
                 q
             }),
         };
         let d = depth[i].unwrap_or(0);
+        let cbq = (kind == QdiscKind::Cbq).then(|| cbq_class(sink, &name, c, mtu));
         infos.push(ClassInfo {
             id: i as ClassId,
             name,
@@ -903,7 +935,7 @@ fn tree(
             },
             children: children[i].iter().map(|&k| k as ClassId).collect(),
             line: sink_line(sink, &c.header),
-            cbq: (kind == QdiscKind::Cbq).then(|| c.cbq.clone()),
+            cbq,
         });
     }
 
@@ -1146,6 +1178,26 @@ fn resolve_shares(sink: &mut Sink, classes: &mut [ClassDraft]) {
             );
         }
     }
+}
+
+/// A CBQ class's keys with the mtu applied: `avgpkt` cannot exceed the mtu (it is an average
+/// packet size); left out, it is 1000 bytes or the mtu if smaller.
+fn cbq_class(sink: &mut Sink, name: &str, c: &ClassDraft, mtu: Option<u32>) -> CbqClass {
+    let mut k = c.cbq.clone();
+    let Some(mtu) = mtu else { return k };
+    match &c.avgpkt_span {
+        Some(span) if k.avgpkt > mtu => sink.error(
+            span,
+            format!(
+                "class `{name}`: avgpkt {} bytes is above the mtu ({mtu} bytes)",
+                k.avgpkt
+            ),
+            format!("avgpkt is the average packet size: use at most {mtu}, or raise `mtu`"),
+        ),
+        Some(_) => {}
+        None => k.avgpkt = k.avgpkt.min(mtu),
+    }
+    k
 }
 
 /// CBQ's per-class keys (rate/share and prio are read with the common keys).

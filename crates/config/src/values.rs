@@ -36,9 +36,10 @@ pub(crate) const PROTOCOLS: &[(&str, u8)] = &[
     ("sctp", 132),
 ];
 
-/// Protocols that carry ports.
+/// Protocols whose ports the classifier reads (`linkshare_core::classify::transport_ports`):
+/// TCP and UDP only.
 pub(crate) fn has_ports(proto: u8) -> bool {
-    matches!(proto, 6 | 17 | 33 | 132 | 136)
+    matches!(proto, 6 | 17)
 }
 
 pub(crate) fn protocol_name(proto: u8) -> Option<&'static str> {

@@ -183,3 +183,63 @@ fn cbq_keys_are_checked() {
     let errs = errors(&EXAMPLE.replace("share = \"50%\"", "share = \"80%\""));
     assert!(errs[0].2.contains("impossible capacity"), "{errs:?}");
 }
+
+#[test]
+fn cbq_allows_sixteen_levels_and_names_itself_when_deeper() {
+    let chain = |levels: usize| {
+        let mut t = format!("qdisc = \"cbq\"\ndefault = \"c{}\"\n", levels - 1);
+        for i in 0..levels {
+            t.push_str(&format!("[[class]]\nname = \"c{i}\"\n"));
+            if i > 0 {
+                t.push_str(&format!("parent = \"c{}\"\n", i - 1));
+            }
+            t.push_str("rate = \"1mbit\"\n");
+        }
+        t
+    };
+    // The core's CBQ takes 16 levels: the checker must not stop at HTB's 8.
+    let p = Policy::parse(&chain(16), "p.toml").unwrap();
+    assert!(p.build_cbq::<PacketMeta>(&Driver::default()).is_ok());
+    let errs = errors(&chain(17));
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0]
+            .2
+            .contains("class `c16` is at level 17 of the tree; CBQ supports at most 16 levels"),
+        "{errs:?}"
+    );
+}
+
+#[test]
+fn avgpkt_above_the_mtu_is_refused_by_the_checker_not_the_build() {
+    let text = EXAMPLE.replace("avgpkt = 1000", "avgpkt = 2000");
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert_eq!((errs[0].0, errs[0].1), (28, 10));
+    assert!(
+        errs[0]
+            .2
+            .contains("class `video`: avgpkt 2000 bytes is above the mtu (1500 bytes)"),
+        "{errs:?}"
+    );
+    assert!(errs[0].3.contains("raise `mtu`"), "{errs:?}");
+    // Left out, avgpkt follows a small mtu down, and the tree builds.
+    let small = format!("mtu = 576\n{}", EXAMPLE.replace("avgpkt = 1000\n", ""));
+    let p = Policy::parse(&small, "p.toml").unwrap();
+    assert!(p
+        .classes()
+        .iter()
+        .all(|c| c.cbq.as_ref().unwrap().avgpkt == 576));
+    assert!(p.build_cbq::<PacketMeta>(&Driver::default()).is_ok());
+}
+
+#[test]
+fn cbq_has_no_quantum_so_no_quantum_warning() {
+    // 32 kbit/s gives HTB a quantum of 400 bytes (clamped, with a warning naming `quantum`);
+    // `quantum` is not a CBQ key, so CBQ must not ask for it.
+    let text = "qdisc = \"cbq\"\ndefault = \"b\"\n[[class]]\nname = \"c\"\nrate = \"64kbit\"\n[[class]]\nname = \"b\"\nparent = \"c\"\nrate = \"32kbit\"\n";
+    let p = Policy::parse(text, "p.toml").unwrap();
+    assert!(p.warnings().is_empty(), "{:?}", p.warnings());
+    let htb = Policy::parse(&text.replace("\"cbq\"", "\"htb\""), "p.toml").unwrap();
+    assert_eq!(htb.warnings().len(), 1, "{:?}", htb.warnings());
+}

@@ -453,6 +453,18 @@ fn toml_syntax_error_is_located() {
     assert_eq!(errs[0].line, line, "{}", errs[0]);
     assert!(errs[0].col > 1 && errs[0].col <= 9, "{}", errs[0]);
     assert!(errs[0].message.contains("invalid TOML"), "{}", errs[0]);
+    // An unquoted value with a unit says what to write, at the value.
+    assert_eq!(errs[0].col, 8, "{}", errs[0]);
+    assert_eq!(errs[0].message, "invalid TOML: `8mbit` must be quoted");
+    assert_eq!(
+        errs[0].help.as_deref(),
+        Some("write `rate = \"8mbit\"`: a value with a unit is a string")
+    );
+    // Other syntax errors keep toml's own message.
+    let text = edit(EXAMPLE, "name = \"bulk\"", "name = bulk");
+    let errs = errors(&text);
+    assert_eq!(errs.len(), 1);
+    assert!(!errs[0].message.contains("must be quoted"), "{}", errs[0]);
     // Duplicate keys are syntax errors in TOML.
     let text = edit(EXAMPLE, "prio = 1", "prio = 1\nprio = 2");
     let errs = errors(&text);
@@ -629,6 +641,19 @@ fn duplicate_class_names() {
                 && d.help.as_deref().unwrap().contains("line 9")),
         "{errs:#?}"
     );
+    // Lists of defined classes name each class once.
+    let text = edit(&text, "default = \"bulk\"", "default = \"bulky\"");
+    let d = errors(&text)
+        .into_iter()
+        .find(|d| d.message.contains("`bulky` does not exist"))
+        .expect("default error");
+    assert!(
+        d.help
+            .as_deref()
+            .unwrap()
+            .ends_with("defined classes: root, interactive"),
+        "{d}"
+    );
 }
 
 #[test]
@@ -725,7 +750,7 @@ rate = "1mbit"
 [[filter]]
 class = "a"
 dscp = ["ef", 10, "cs1"]
-tos = "0x10/0xfc"
+tos = "0x28/0xfc"
 protocol = "tcp"
 src = "2001:db8::/32"
 src_port = 80
@@ -738,7 +763,7 @@ protocol = 99
     let p = Policy::parse(text, "policy.toml").unwrap();
     let f = &p.filters()[0].spec;
     assert_eq!(f.dscp, Some(vec![46, 10, 8]));
-    assert_eq!(f.tos, Some((0x10, 0xfc)));
+    assert_eq!(f.tos, Some((0x28, 0xfc)));
     assert_eq!(f.protocol, Some(6));
     assert_eq!(
         f.src.map(|s| (s.addr.to_string(), s.len)),
@@ -827,4 +852,63 @@ fn unreadable_file() {
             .starts_with("/nonexistent/policy.toml: error: cannot read"),
         "{e}"
     );
+}
+
+#[test]
+fn port_match_with_a_protocol_the_classifier_reads_no_ports_of_warns() {
+    // The classifier reads ports of TCP and UDP only (core `transport_ports`): an SCTP port
+    // filter never matches, and the checker must say so; TCP and UDP stay silent.
+    let base = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n[[filter]]\nclass = \"a\"\ndst_port = 80\n";
+    for proto in ["sctp", "icmp", "132"] {
+        let text = format!("{base}protocol = \"{proto}\"\n");
+        let p = Policy::parse(&text, "policy.toml").unwrap();
+        assert_eq!(p.warnings().len(), 1, "{proto}: {:?}", p.warnings());
+        let w = &p.warnings()[0];
+        assert_eq!((w.line, w.col), pos(&text, "80"));
+        assert!(w.message.contains("only for tcp and udp"), "{w}");
+        assert!(w.help.as_deref().unwrap().contains("use tcp or udp"), "{w}");
+    }
+    for proto in ["tcp", "udp"] {
+        let text = format!("{base}protocol = \"{proto}\"\n");
+        let p = Policy::parse(&text, "policy.toml").unwrap();
+        assert!(p.warnings().is_empty(), "{proto}: {:?}", p.warnings());
+    }
+}
+
+#[test]
+fn tos_contradicting_dscp_warns() {
+    let base = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n[[filter]]\nclass = \"a\"\ndscp = \"ef\"\n";
+    let text = format!("{base}tos = \"0x00/0xfc\"\n");
+    let p = Policy::parse(&text, "policy.toml").unwrap();
+    assert_eq!(p.warnings().len(), 1, "{:?}", p.warnings());
+    let w = &p.warnings()[0];
+    assert_eq!((w.line, w.col), pos(&text, "\"0x00/0xfc\""));
+    assert!(w.message.contains("contradicts `dscp`"), "{w}");
+    assert!(w.help.as_deref().unwrap().contains("tos 0xb8/0xfc"), "{w}");
+    // Agreeing conditions, and a mask on the ECN bits only, are fine.
+    for tos in ["0xb8/0xfc", "0x01/0x03"] {
+        let text = format!("{base}tos = \"{tos}\"\n");
+        let p = Policy::parse(&text, "policy.toml").unwrap();
+        assert!(p.warnings().is_empty(), "{tos}: {:?}", p.warnings());
+    }
+}
+
+#[test]
+fn mtu_above_an_ip_packet_is_refused() {
+    let base = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n";
+    one_error(
+        &format!("mtu = 65536\n{base}"),
+        "65536",
+        &["`mtu` 65536 bytes is out of range"],
+        &["68 to 65535"],
+    );
+    assert!(Policy::parse(&format!("mtu = 65535\n{base}"), "x").is_ok());
+}
+
+#[test]
+fn a_zero_rate_is_one_error_without_a_quantum_warning() {
+    let text = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"0bit\"\n";
+    let e = Policy::parse(text, "policy.toml").unwrap_err();
+    assert_eq!(e.diagnostics.len(), 1, "{e}");
+    assert!(e.diagnostics[0].message.contains("rate is zero"), "{e}");
 }

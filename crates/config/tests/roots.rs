@@ -80,3 +80,16 @@ fn parameter_tables_are_checked_key_by_key() {
         "{errs:?}"
     );
 }
+
+#[test]
+fn a_root_of_the_wrong_type_is_explained_as_a_root() {
+    let errs = errors("qdisc = 5\n");
+    assert_eq!(errs.len(), 1, "{errs:?}");
+    assert!(
+        errs[0].2.contains("expected a qdisc name or table"),
+        "{errs:?}"
+    );
+    // The fix talks about `qdisc`, not about a class's `leaf`.
+    assert!(errs[0].3.starts_with("write `qdisc = \"htb\"`"), "{errs:?}");
+    assert!(!errs[0].3.contains("leaf"), "{errs:?}");
+}

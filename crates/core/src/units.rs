@@ -191,9 +191,10 @@ impl Rate {
             Some(UnitWarning {
                 text: text.to_string(),
                 message: format!(
-                    "`{text}` is read as tc reads it: {} bytes per second ({}); \
+                    "`{text}` is read as tc reads it: {} {}bytes per second ({}); \
                      if you meant bits per second write `{}{}bit`",
                     format_num(num),
+                    byte_prefix(&unit_l[..unit_l.len() - 3]),
                     rate,
                     format_num(num),
                     &unit_l[..unit_l.len() - 3]
@@ -288,6 +289,21 @@ fn to_integer(v: f64, text: &str) -> Result<u64, UnitError> {
         });
     }
     Ok(v.round() as u64)
+}
+
+/// The word for a rate unit's prefix: `m` → `mega`, `ki` → `kibi`.
+fn byte_prefix(p: &str) -> &'static str {
+    match p {
+        "k" => "kilo",
+        "m" => "mega",
+        "g" => "giga",
+        "t" => "tera",
+        "ki" => "kibi",
+        "mi" => "mebi",
+        "gi" => "gibi",
+        "ti" => "tebi",
+        _ => "",
+    }
 }
 
 fn format_num(n: f64) -> String {
@@ -396,6 +412,25 @@ mod tests {
         assert_eq!(r, Rate(80_000_000));
         let w = w.expect("warning");
         assert!(w.message.contains("10mbit"), "{}", w.message);
+        assert!(
+            w.message.contains("10 megabytes per second (80mbit)"),
+            "{}",
+            w.message
+        );
+        let w = Rate::parse_with_warning("2KiBps")
+            .unwrap()
+            .1
+            .expect("warning");
+        assert!(
+            w.message.contains("2 kibibytes per second"),
+            "{}",
+            w.message
+        );
+        let w = Rate::parse_with_warning("100Bps")
+            .unwrap()
+            .1
+            .expect("warning");
+        assert!(w.message.contains("100 bytes per second"), "{}", w.message);
         assert!(Rate::parse_with_warning("10mbps").unwrap().1.is_none());
         assert!(Rate::parse_with_warning("10Mbit").unwrap().1.is_none());
     }
