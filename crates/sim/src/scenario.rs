@@ -190,6 +190,7 @@ struct RawLink {
     mtu: Option<SV>,
     device_buffer: Option<SV>,
     timer_hz: Option<SV>,
+    clock_hz: Option<SV>,
     overhead: Option<SV>,
     queue: Option<SV>,
 }
@@ -239,6 +240,8 @@ pub struct LinkSpec {
     pub device_buffer: u64,
     /// Wake-up timer frequency; 0 = exact wake-ups.
     pub timer_hz: u32,
+    /// Resolution of the scheduler's clock (`now` rounded down to its tick); 0 = exact.
+    pub clock_hz: u32,
     /// Bytes added to every packet's length for scheduling and transmission (tc's `overhead`).
     pub overhead: u32,
     /// Packet limit of the `pfifo` used when the scenario has no policy.
@@ -487,6 +490,7 @@ impl Scenario {
             mtu,
             device_buffer: opt_size(doc, rl.device_buffer.as_ref(), 0)?,
             timer_hz: opt_int(doc, rl.timer_hz.as_ref(), 0, 0, 1_000_000)? as u32,
+            clock_hz: opt_int(doc, rl.clock_hz.as_ref(), 0, 0, 1_000_000)? as u32,
             overhead: opt_int(doc, rl.overhead.as_ref(), 0, 0, 1024)? as u32,
             queue: opt_int(doc, rl.queue.as_ref(), DEFAULT_QUEUE as i64, 1, 10_000_000)? as u32,
         };
