@@ -29,7 +29,7 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    fn one(file: &str, line: usize, col: usize, message: String, help: Option<String>) -> Self {
+    pub(crate) fn one(file: &str, line: usize, col: usize, message: String, help: Option<String>) -> Self {
         ScenarioError {
             diagnostics: vec![Diagnostic {
                 severity: Severity::Error,
@@ -90,7 +90,7 @@ impl Doc<'_> {
     }
 }
 
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
@@ -180,6 +180,7 @@ struct RawScenario {
     policy: Option<Spanned<RawPolicy>>,
     #[serde(default)]
     flow: Vec<Spanned<RawFlow>>,
+    sweep: Option<crate::sweep::RawSweep>,
 }
 
 #[derive(Deserialize)]
@@ -370,6 +371,9 @@ pub struct Scenario {
     pub flows: Vec<FlowSpec>,
     /// Where it was read from (for messages).
     pub origin: String,
+    /// The `[sweep]` section with every point built, if the file has one. The scenario itself
+    /// is the file without it.
+    pub sweep: Option<crate::sweep::Sweep>,
 }
 
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
@@ -426,7 +430,7 @@ impl Scenario {
         default_name: &str,
     ) -> Result<Scenario, ScenarioError> {
         let doc = Doc { text, origin };
-        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+        let mut raw: RawScenario = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
             let msg = e
                 .message()
@@ -442,7 +446,19 @@ impl Scenario {
             };
             doc.err(span, msg, help)
         })?;
-        Self::from_raw(raw, &doc, base, default_name)
+        let raw_sweep = raw.sweep.take();
+        let mut sc = Self::from_raw(raw, &doc, base, default_name)?;
+        if let Some(rs) = raw_sweep {
+            sc.sweep = Some(crate::sweep::expand(
+                rs,
+                text,
+                origin,
+                base,
+                default_name,
+                &sc.name,
+            )?);
+        }
+        Ok(sc)
     }
 
     fn from_raw(
@@ -541,6 +557,7 @@ impl Scenario {
             policy,
             flows,
             origin: doc.origin.to_string(),
+            sweep: None,
         })
     }
 }
