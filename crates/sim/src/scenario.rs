@@ -29,7 +29,13 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    pub(crate) fn one(file: &str, line: usize, col: usize, message: String, help: Option<String>) -> Self {
+    pub(crate) fn one(
+        file: &str,
+        line: usize,
+        col: usize,
+        message: String,
+        help: Option<String>,
+    ) -> Self {
         ScenarioError {
             diagnostics: vec![Diagnostic {
                 severity: Severity::Error,

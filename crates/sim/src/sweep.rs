@@ -37,7 +37,7 @@ use std::sync::Mutex;
 use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
-use crate::model::{Summary, SimResult};
+use crate::model::{SimResult, Summary};
 use crate::report::numfmt::{fixed, fixed_pad};
 use crate::report::{Align, TextTable};
 use crate::scenario::{line_col, FlowKind, Pattern, Scenario, ScenarioError};
@@ -139,11 +139,7 @@ pub(crate) fn expand(
                 return Err(err(ks.span(), "`keys` is empty".into(), None));
             }
             (Some(k), Some(_)) => {
-                return Err(err(
-                    k.span(),
-                    "give `key` or `keys`, not both".into(),
-                    None,
-                ))
+                return Err(err(k.span(), "give `key` or `keys`, not both".into(), None))
             }
             (None, None) => {
                 return Err(err(
@@ -155,8 +151,7 @@ pub(crate) fn expand(
         };
         for k in &keys {
             let mut probe = base.clone();
-            set_key(&mut probe, k.get_ref(), None)
-                .map_err(|(m, h)| err(k.span(), m, h))?;
+            set_key(&mut probe, k.get_ref(), None).map_err(|(m, h)| err(k.span(), m, h))?;
         }
         let Some(values) = ra.values else {
             return Err(err(
@@ -177,11 +172,7 @@ pub(crate) fn expand(
             Some(l) => {
                 return Err(err(
                     l.span(),
-                    format!(
-                        "{} labels for {} values",
-                        l.get_ref().len(),
-                        values.len()
-                    ),
+                    format!("{} labels for {} values", l.get_ref().len(), values.len()),
                     Some("give one label per value, or none".into()),
                 ))
             }
@@ -195,7 +186,11 @@ pub(crate) fn expand(
                 .unwrap_or_default()
                 .to_string(),
         };
-        let name_span = ra.name.as_ref().map(|n| n.span()).unwrap_or(axis_span.clone());
+        let name_span = ra
+            .name
+            .as_ref()
+            .map(|n| n.span())
+            .unwrap_or(axis_span.clone());
         if axis_name.is_empty()
             || !axis_name
                 .chars()
@@ -223,11 +218,18 @@ pub(crate) fn expand(
                     Some("give the axis `labels`".into()),
                 ));
             }
-            let e = value_edits(&keys, v.get_ref())
-                .map_err(|m| err(v.span(), m, None))?;
+            let e = value_edits(&keys, v.get_ref()).map_err(|m| err(v.span(), m, None))?;
             // Check the value alone against the base, so that a bad value is blamed on its line.
             point_scenario(&base, &[e.as_slice()], origin, base_dir, default_name).map_err(
-                |inner| relocate(inner, text, origin, v.span(), &format!("{axis_name} = {label}")),
+                |inner| {
+                    relocate(
+                        inner,
+                        text,
+                        origin,
+                        v.span(),
+                        &format!("{axis_name} = {label}"),
+                    )
+                },
             )?;
             per_value.push((e, v.span()));
         }
@@ -270,12 +272,11 @@ pub(crate) fn expand(
             .map(|(a, &c)| axes[a].labels[c].clone())
             .collect();
         let desc = describe(&axes, &labels);
-        let mut sc = point_scenario(&base, &chosen, origin, base_dir, default_name).map_err(
-            |inner| {
+        let mut sc =
+            point_scenario(&base, &chosen, origin, base_dir, default_name).map_err(|inner| {
                 let span = edits[0][choice[0]].1.clone();
                 relocate(inner, text, origin, span, &desc)
-            },
-        )?;
+            })?;
         sc.name = format!("{name}-p{}", i + 1);
         points.push(Point {
             index: i + 1,
@@ -305,7 +306,8 @@ fn point_scenario(
 ) -> Result<Scenario, ScenarioError> {
     let mut doc = base.clone();
     for (key, value) in edits.iter().flat_map(|e| e.iter()) {
-        set_key(&mut doc, key, value.as_ref()).map_err(|(m, h)| ScenarioError::one(origin, 0, 0, m, h))?;
+        set_key(&mut doc, key, value.as_ref())
+            .map_err(|(m, h)| ScenarioError::one(origin, 0, 0, m, h))?;
     }
     let text = toml::to_string(&doc).map_err(|e| {
         ScenarioError::one(origin, 0, 0, format!("cannot build the point: {e}"), None)
@@ -415,7 +417,9 @@ fn set_key(
                     .filter_map(|it| it.get("name").and_then(|n| n.as_str()).map(String::from))
                     .collect();
                 let found = items.iter_mut().find_map(|it| match it {
-                    toml::Value::Table(t) if t.get("name").and_then(|n| n.as_str()) == Some(sel) => {
+                    toml::Value::Table(t)
+                        if t.get("name").and_then(|n| n.as_str()) == Some(sel) =>
+                    {
                         Some(t)
                     }
                     _ => None,
@@ -464,7 +468,11 @@ pub struct PointError {
 
 impl fmt::Display for PointError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "sweep point {} ({}): {}", self.index, self.point, self.error)
+        write!(
+            f,
+            "sweep point {} ({}): {}",
+            self.index, self.point, self.error
+        )
     }
 }
 
@@ -644,11 +652,16 @@ impl SweepResult {
             row.push(fixed_pad(s.link.utilisation * s.link.rate_bps / 1e6, 3));
             for l in &leaves {
                 let c = s.classes.get(l);
-                row.push(c.map(|c| fixed_pad(c.rate_bps / 1e6, 3)).unwrap_or("-".into()));
+                row.push(
+                    c.map(|c| fixed_pad(c.rate_bps / 1e6, 3))
+                        .unwrap_or("-".into()),
+                );
                 if s0.classes.get(l).is_some_and(|c| c.assigned_rate_bps > 0.0) {
                     row.push(
                         c.map(|c| rate_error_pct(c.rate_bps, c.assigned_rate_bps))
-                            .map(|e| format!("{}{}%", if e >= 0.0 { "+" } else { "" }, fixed_pad(e, 2)))
+                            .map(|e| {
+                                format!("{}{}%", if e >= 0.0 { "+" } else { "" }, fixed_pad(e, 2))
+                            })
                             .unwrap_or("-".into()),
                     );
                 }
@@ -855,7 +868,8 @@ size = 1000
     #[test]
     fn errors_point_at_the_sweep_line() {
         // A bad value: blamed on its own line.
-        let e = parse("[[sweep.axis]]\nkey = \"flow.in.size\"\nvalues = [64,\n 99999]\n").unwrap_err();
+        let e =
+            parse("[[sweep.axis]]\nkey = \"flow.in.size\"\nvalues = [64,\n 99999]\n").unwrap_err();
         let d = e.first().unwrap();
         assert_eq!(d.line, 23, "{e}");
         assert!(d.message.contains("sweep point `size = 99999`"), "{e}");
@@ -872,17 +886,26 @@ size = 1000
         // Structure.
         let e = parse("[[sweep.axis]]\nkey = \"link.timer_hz\"\n").unwrap_err();
         assert!(e.first().unwrap().message.contains("needs `values`"), "{e}");
-        let e = parse("[[sweep.axis]]\nkey = \"link.timer_hz\"\nvalues = [1, 2]\nlabels = [\"a\"]\n")
-            .unwrap_err();
-        assert!(e.first().unwrap().message.contains("1 labels for 2 values"), "{e}");
+        let e =
+            parse("[[sweep.axis]]\nkey = \"link.timer_hz\"\nvalues = [1, 2]\nlabels = [\"a\"]\n")
+                .unwrap_err();
+        assert!(
+            e.first().unwrap().message.contains("1 labels for 2 values"),
+            "{e}"
+        );
         let e = parse(
             "[[sweep.axis]]\nkey = \"link.timer_hz\"\nvalues = [1]\n[[sweep.axis]]\nkey = \"link.timer_hz\"\nvalues = [2]\n",
         )
         .unwrap_err();
         assert!(e.first().unwrap().message.contains("two sweep axes"), "{e}");
-        let e = parse("[[sweep.axis]]\nkeys = [\"link.timer_hz\", \"link.clock_hz\"]\nvalues = [[1, 2, 3]]\n")
-            .unwrap_err();
-        assert!(e.first().unwrap().message.contains("3 values for 2 keys"), "{e}");
+        let e = parse(
+            "[[sweep.axis]]\nkeys = [\"link.timer_hz\", \"link.clock_hz\"]\nvalues = [[1, 2, 3]]\n",
+        )
+        .unwrap_err();
+        assert!(
+            e.first().unwrap().message.contains("3 values for 2 keys"),
+            "{e}"
+        );
         let e = parse("[sweep]\n").unwrap_err();
         assert!(e.first().unwrap().message.contains("at least one"), "{e}");
     }
@@ -910,7 +933,10 @@ size = 1000
         assert!(t.contains("c vs rate"), "{t}");
         assert_eq!(t.lines().count(), 2 + 4 + 1, "{t}");
         let csv = a.csv();
-        assert!(csv.starts_with("point,rate,size,kind,name,rate_bps,"), "{csv}");
+        assert!(
+            csv.starts_with("point,rate,size,kind,name,rate_bps,"),
+            "{csv}"
+        );
         assert!(csv.contains("\n4,4mbit,1000,flow,in,"), "{csv}");
     }
 }
