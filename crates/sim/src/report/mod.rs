@@ -33,8 +33,9 @@ pub use csv::{
     scheduler_csv, timeseries_csv, write_timeseries_csv, HEADER as TIMESERIES_HEADER,
     SCHEDULER_HEADER,
 };
+pub use order::class_tree;
 pub use summary::{summary_json, write_summary_json};
-pub use table::render_table;
+pub use table::{render_table, Align, TextTable};
 
 /// Extra context for the report that the result itself does not carry.
 #[derive(Clone, Debug, Default)]
