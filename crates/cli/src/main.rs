@@ -29,7 +29,9 @@ enum Command {
     /// Simulate a scenario (default: the embedded two-agency example) and write its report
     ///
     /// Prints a table of what each class and flow got; writes summary.json, timeseries.csv,
-    /// rtt.csv, plots (SVG and PNG) and report.html to the output directory.
+    /// rtt.csv, plots (SVG and PNG) and report.html to the output directory. A scenario with a
+    /// [sweep] section runs every point and prints one row per point; it writes sweep.csv and
+    /// sweep.json (`--point N` runs one point with the full report).
     /// Exit codes: 0 ok, 1 invalid scenario or failed run, 2 unreadable file or unwritable output.
     Sim {
         /// Scenario file (TOML, docs/scenario-format.md); the embedded two-agency example if omitted
@@ -37,9 +39,13 @@ enum Command {
         /// Output directory (default: out/<scenario name>)
         #[arg(long)]
         out: Option<std::path::PathBuf>,
-        /// Print summary.json on stdout instead of the table
+        /// Print summary.json (sweep.json for a sweep) on stdout instead of the table
         #[arg(long)]
         json: bool,
+        /// For a scenario with a [sweep]: run only point N (as numbered in the sweep's table) and
+        /// write its full report; 0 runs the file without its sweep
+        #[arg(long, value_name = "N")]
+        point: Option<usize>,
     },
     /// Shape real traffic: a bump-in-the-wire between two Linux interfaces
     Run(router_cmds::RunArgs),
@@ -66,7 +72,8 @@ fn main() {
             scenario,
             out,
             json,
-        } => sim_cmd::run(scenario.as_deref(), out.as_deref(), *json).unwrap_or_else(|e| {
+            point,
+        } => sim_cmd::run(scenario.as_deref(), out.as_deref(), *json, *point).unwrap_or_else(|e| {
             eprintln!("error: {e:#}");
             2
         }),

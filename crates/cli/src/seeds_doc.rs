@@ -15,7 +15,13 @@
 //! * `goodput:FLOW` — a flow's goodput in Mbit/s (`FLOW*` sums flows `FLOW.1` … `FLOW.N`);
 //! * `rtt_p50:FLOW` / `rtt_p99:FLOW` — a flow's RTT percentiles in ms;
 //! * `fairness:CLASS` — Jain's index across the class's flows;
-//! * `utilisation` — of the bottleneck, percent.
+//! * `utilisation` — of the bottleneck, percent;
+//! * `rate_error:CLASS` — `(rate / assigned rate − 1) × 100`, percent.
+//!
+//! A scenario with a `[sweep]` runs every point; each figure then names its points after `@`:
+//! `class_mbit:c@clock=exact,size=64` (exactly one point must match), or aggregates over every
+//! matching point with a prefix: `min:`, `max:`, `maxabs:` (largest absolute value), `spread:`
+//! (max − min), e.g. `maxabs:rate_error:c@clock=exact,burst=default`.
 //!
 //! Templates replace `{0}`, `{1}`, … with the figures, printed with three significant digits.
 
@@ -25,6 +31,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context};
 use linkshare_sim::model::{SeriesKind, SimResult};
+use linkshare_sim::sweep::SweepResult;
 use linkshare_sim::{run, Scenario};
 use serde::Deserialize;
 
@@ -164,13 +171,19 @@ fn esc(s: &str) -> String {
     s.replace('|', "\\|").replace('\n', " ")
 }
 
-fn run_all(paths: &[String], root: &Path) -> anyhow::Result<BTreeMap<String, SimResult>> {
+/// A scenario's result: one run, or every point of its sweep.
+enum Ran {
+    One(Box<SimResult>),
+    Sweep(SweepResult),
+}
+
+fn run_all(paths: &[String], root: &Path) -> anyhow::Result<BTreeMap<String, Ran>> {
     let threads = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1)
         .min(paths.len().max(1));
     let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: std::sync::Mutex<BTreeMap<String, anyhow::Result<SimResult>>> = Default::default();
+    let results: std::sync::Mutex<BTreeMap<String, anyhow::Result<Ran>>> = Default::default();
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| loop {
@@ -178,7 +191,14 @@ fn run_all(paths: &[String], root: &Path) -> anyhow::Result<BTreeMap<String, Sim
                 let Some(p) = paths.get(i) else { break };
                 let r = Scenario::load(&root.join(p))
                     .map_err(|e| anyhow!("{e}"))
-                    .and_then(|sc| run(&sc, None).map_err(|e| anyhow!("{p}: {e}")));
+                    .and_then(|mut sc| match sc.sweep.take() {
+                        Some(sw) => linkshare_sim::sweep::run(&sc.name, &sw, 1, None)
+                            .map(Ran::Sweep)
+                            .map_err(|e| anyhow!("{p}: {e}")),
+                        None => run(&sc, None)
+                            .map(|r| Ran::One(Box::new(r)))
+                            .map_err(|e| anyhow!("{p}: {e}")),
+                    });
                 if let Ok(mut m) = results.lock() {
                     m.insert(p.clone(), r);
                 }
@@ -191,11 +211,11 @@ fn run_all(paths: &[String], root: &Path) -> anyhow::Result<BTreeMap<String, Sim
     map.into_iter().map(|(k, v)| v.map(|r| (k, r))).collect()
 }
 
-fn fill(m: &Measure, r: &SimResult) -> anyhow::Result<String> {
+fn fill(m: &Measure, r: &Ran) -> anyhow::Result<String> {
     let vals: Vec<f64> = m
         .get
         .iter()
-        .map(|g| figure(g, r).with_context(|| format!("`{g}` in {}", m.scenario)))
+        .map(|g| figure_of(g, r).with_context(|| format!("`{g}` in {}", m.scenario)))
         .collect::<anyhow::Result<_>>()?;
     let mut s = m.show.clone();
     for (i, v) in vals.iter().enumerate() {
@@ -212,6 +232,45 @@ fn sig3(v: f64) -> String {
     let mag = v.abs().log10().floor() as i32;
     let decimals = (2 - mag).max(0) as usize;
     format!("{v:.decimals$}")
+}
+
+/// A figure of a single run, or of the points of a sweep named after `@`.
+fn figure_of(spec: &str, ran: &Ran) -> anyhow::Result<f64> {
+    let sw = match ran {
+        Ran::One(r) => return figure(spec, r),
+        Ran::Sweep(sw) => sw,
+    };
+    let Some((fig, sel)) = spec.split_once('@') else {
+        bail!("the scenario is a sweep: name its points, e.g. `{spec}@axis=label`");
+    };
+    let points = sw.select(sel).map_err(|e| anyhow!(e))?;
+    if points.is_empty() {
+        bail!("no point of the sweep matches `{sel}`");
+    }
+    let agg = ["min:", "max:", "maxabs:", "spread:"]
+        .iter()
+        .find_map(|p| fig.strip_prefix(p).map(|rest| (&p[..p.len() - 1], rest)));
+    let Some((agg, inner)) = agg else {
+        if points.len() != 1 {
+            bail!(
+                "`{sel}` matches {} points: name every axis, or aggregate with min:, max:, maxabs: or spread:",
+                points.len()
+            );
+        }
+        return figure(fig, &points[0].result);
+    };
+    let xs: Vec<f64> = points
+        .iter()
+        .map(|p| figure(inner, &p.result))
+        .collect::<anyhow::Result<_>>()?;
+    let max = xs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    let min = xs.iter().copied().fold(f64::INFINITY, f64::min);
+    Ok(match agg {
+        "min" => min,
+        "max" => max,
+        "maxabs" => xs.iter().map(|x| x.abs()).fold(0.0, f64::max),
+        _ => max - min,
+    })
 }
 
 fn figure(spec: &str, r: &SimResult) -> anyhow::Result<f64> {
@@ -290,6 +349,12 @@ fn figure(spec: &str, r: &SimResult) -> anyhow::Result<f64> {
             .copied()
             .ok_or_else(|| anyhow!("no fairness for class `{class}`")),
         ["utilisation"] => Ok(100.0 * s.link.utilisation),
+        ["rate_error", class] => s
+            .classes
+            .get(*class)
+            .filter(|c| c.assigned_rate_bps > 0.0)
+            .map(|c| linkshare_sim::sweep::rate_error_pct(c.rate_bps, c.assigned_rate_bps))
+            .ok_or_else(|| anyhow!("no class `{class}` with an assigned rate")),
         _ => bail!("unknown figure `{spec}`"),
     }
 }

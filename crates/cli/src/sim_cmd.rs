@@ -9,6 +9,11 @@
 //! A progress bar is drawn on stderr when the run takes longer than a second and stderr is a
 //! terminal.
 //!
+//! A scenario with a `[sweep]` section runs every point (in parallel, deterministic), prints one
+//! row per point and writes `sweep.csv` and `sweep.json` into DIR (with `--json`, `sweep.json`
+//! goes to stdout). `--point N` runs point N alone with the full report; `--point 0` runs the file
+//! without its sweep.
+//!
 //! Exit codes: 0 success, 1 invalid scenario or failed run, 2 unreadable scenario file or
 //! unwritable output directory.
 
@@ -28,7 +33,12 @@ pub const EXIT_FAILED: i32 = 1;
 pub const EXIT_IO: i32 = 2;
 
 /// Run `sim`; returns the process exit code.
-pub fn run(scenario: Option<&Path>, out: Option<&Path>, json: bool) -> anyhow::Result<i32> {
+pub fn run(
+    scenario: Option<&Path>,
+    out: Option<&Path>,
+    json: bool,
+    point: Option<usize>,
+) -> anyhow::Result<i32> {
     let loaded = match scenario {
         Some(path) => {
             if !path.is_file() {
@@ -47,13 +57,28 @@ pub fn run(scenario: Option<&Path>, out: Option<&Path>, json: bool) -> anyhow::R
             "two-agency",
         ),
     };
-    let sc = match loaded {
+    let mut sc = match loaded {
         Ok(sc) => sc,
         Err(e) => {
             print_scenario_error(&e, scenario);
             return Ok(EXIT_FAILED);
         }
     };
+    match (point, sc.sweep.take()) {
+        (None, Some(sweep)) => return run_sweep(&sc, &sweep, out, json),
+        (Some(0), _) | (None, None) => {}
+        (Some(n), Some(mut sweep)) if n <= sweep.points.len() => {
+            sc = sweep.points.swap_remove(n - 1).scenario;
+        }
+        (Some(n), sweep) => {
+            let have = sweep.map(|s| s.points.len()).unwrap_or(0);
+            eprintln!(
+                "{}: error: there is no point {n}: the scenario's sweep has {have} points",
+                sc.origin
+            );
+            return Ok(EXIT_FAILED);
+        }
+    }
 
     let result = {
         let mut bar = Progress::new(&sc.name);
@@ -99,6 +124,66 @@ pub fn run(scenario: Option<&Path>, out: Option<&Path>, json: bool) -> anyhow::R
             }
             Err(e) => {
                 eprintln!("{}: error: cannot write the report: {e}", dir.display());
+                return Ok(EXIT_IO);
+            }
+        }
+    }
+    Ok(EXIT_OK)
+}
+
+/// Run every point of a sweep, print the table (or sweep.json) and write sweep.csv/sweep.json.
+fn run_sweep(
+    sc: &Scenario,
+    sweep: &linkshare_sim::sweep::Sweep,
+    out: Option<&Path>,
+    json: bool,
+) -> anyhow::Result<i32> {
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let result = {
+        let bar = std::sync::Mutex::new(Progress::new(&sc.name));
+        let cb = |f: f64| {
+            if let Ok(mut b) = bar.lock() {
+                b.update(f);
+            }
+        };
+        let r = linkshare_sim::sweep::run(&sc.name, sweep, threads, Some(&cb));
+        if let Ok(mut b) = bar.lock() {
+            b.finish();
+        }
+        r
+    };
+    let result = match result {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{}: error: {e}", sc.origin);
+            return Ok(EXIT_FAILED);
+        }
+    };
+    if json {
+        std::io::stdout().write_all(result.json()?.as_bytes())?;
+    } else {
+        print!("{}", result.render_table());
+    }
+    let dir: Option<PathBuf> = match (out, json) {
+        (Some(d), _) => Some(d.to_path_buf()),
+        (None, false) => Some(default_out_dir(&sc.name)),
+        (None, true) => None,
+    };
+    if let Some(dir) = dir {
+        match result.write(&dir) {
+            Ok(files) => {
+                if !json {
+                    println!(
+                        "\nwrote {} files to {} (`--point N` runs one point with plots)",
+                        files.len(),
+                        dir.display()
+                    );
+                }
+            }
+            Err(e) => {
+                eprintln!("{}: error: cannot write the sweep: {e}", dir.display());
                 return Ok(EXIT_IO);
             }
         }

@@ -14,6 +14,7 @@
 //! * [`tcp`] (NewReno, CUBIC), [`udp`] (CBR, Poisson, on/off), [`ping`]: the traffic;
 //! * [`metrics`]: RTT histograms, fairness;
 //! * `world`: the topology and the event loop, behind [`run`];
+//! * [`sweep`]: `[sweep]` sections: one file, many points, one table;
 //! * [`model`]: the results; [`report`]: the files written from them.
 
 pub mod engine;
@@ -25,6 +26,7 @@ pub mod ping;
 pub mod policy;
 pub mod report;
 pub mod scenario;
+pub mod sweep;
 pub mod tcp;
 pub mod udp;
 mod world;

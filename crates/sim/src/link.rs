@@ -33,6 +33,14 @@
 //! the end of a transmission also pulls the scheduler (ACKs are triggers too, seed 000), so the
 //! timer only matters when nothing else happens. At most one wake-up is pending; an earlier one
 //! replaces a later one, a stale one is ignored.
+//!
+//! ## The scheduler's clock and `clock_hz`
+//! With `clock_hz = 0` the scheduler is told the exact time. With `clock_hz > 0` every `now` it is
+//! given (at enqueue and dequeue) is rounded **down** to a multiple of `1/clock_hz` s, as Linux
+//! 2.4's default packet-scheduler clock (`PSCHED_JIFFIES`) was: time, and so a class's tokens,
+//! advance only at ticks, and a class can send at most its bucket per tick however often it is
+//! pulled (seed 002). A wake-up is then also rounded up to the clock's next tick, where the
+//! scheduler can first see the time it asked for.
 
 use std::collections::VecDeque;
 
@@ -63,6 +71,8 @@ pub struct Link {
     rate_bps: u64,
     pub delay_ns: u64,
     timer_hz: u64,
+    /// Resolution of the clock the scheduler sees; 0 = exact.
+    clock_hz: u64,
     /// `mtu + overhead`: the room the pull rule asks for.
     full_packet: u64,
     device_cap: u64,
@@ -87,6 +97,7 @@ impl Link {
             rate_bps: spec.rate.0,
             delay_ns: spec.delay.0,
             timer_hz: spec.timer_hz as u64,
+            clock_hz: spec.clock_hz as u64,
             full_packet: spec.mtu as u64 + spec.overhead as u64,
             device_cap: spec.device_buffer,
             device: VecDeque::with_capacity(64),
@@ -111,6 +122,12 @@ impl Link {
         round_up_to_tick(t, self.timer_hz)
     }
 
+    /// The time the scheduler is told at `now`: rounded down to the clock's tick.
+    #[inline]
+    fn sched_now(&self, now: u64) -> Time {
+        Time(round_down_to_tick(now, self.clock_hz))
+    }
+
     /// Bytes waiting in the device buffer (not counting the wire).
     pub fn device_bytes(&self) -> u64 {
         self.device_bytes
@@ -122,7 +139,7 @@ impl Link {
         let now = eng.now();
         let len = pkt.meta.len as u64;
         let flow = pkt.flow as usize;
-        let r = match self.qdisc.enqueue(pkt, Time(now)) {
+        let r = match self.qdisc.enqueue(pkt, self.sched_now(now)) {
             Ok(()) => {
                 self.flows[flow].backlog += len;
                 Offered::Queued
@@ -153,8 +170,9 @@ impl Link {
     /// Pull the scheduler while the device has room (the rule in the module docs).
     pub fn pull(&mut self, eng: &mut Engine) {
         let now = eng.now();
+        let sched_now = self.sched_now(now);
         while self.has_room() {
-            match self.qdisc.dequeue(Time(now)) {
+            match self.qdisc.dequeue(sched_now) {
                 Dequeued::Packet(p) => {
                     let f = &mut self.flows[p.flow as usize];
                     f.backlog = f.backlog.saturating_sub(p.meta.len as u64);
@@ -167,7 +185,7 @@ impl Link {
                 }
                 Dequeued::Empty => break,
                 Dequeued::NotBefore(t) => {
-                    let at = self.round_to_tick(t.0).max(now);
+                    let at = round_up_to_tick(self.round_to_tick(t.0), self.clock_hz).max(now);
                     if at < self.wake_at {
                         self.wake_at = at;
                         eng.at(at, Ev::Wake);
@@ -223,9 +241,30 @@ pub fn round_up_to_tick(t: u64, hz: u64) -> u64 {
     ns.min(u64::MAX as u128) as u64
 }
 
+/// `t` (ns) rounded down to a multiple of `1/hz` seconds; `hz = 0` leaves it unchanged.
+pub fn round_down_to_tick(t: u64, hz: u64) -> u64 {
+    if hz == 0 {
+        return t;
+    }
+    let ticks = t as u128 * hz as u128 / 1_000_000_000;
+    let ns = (ticks * 1_000_000_000).div_ceil(hz as u128);
+    ns.min(t as u128) as u64
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ticks_round_down() {
+        assert_eq!(round_down_to_tick(12_345, 0), 12_345);
+        assert_eq!(round_down_to_tick(19_999_999, 100), 10_000_000);
+        assert_eq!(round_down_to_tick(20_000_000, 100), 20_000_000);
+        assert_eq!(round_down_to_tick(9_999_999, 100), 0);
+        // 1024 Hz: the second tick starts at 1953125 ns.
+        assert_eq!(round_down_to_tick(1_953_125, 1024), 1_953_125);
+        assert_eq!(round_down_to_tick(1_953_124, 1024), 976_563);
+    }
 
     #[test]
     fn ticks_round_up() {

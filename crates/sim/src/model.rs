@@ -29,6 +29,13 @@ pub struct LinkSummary {
     pub mtu: u32,
     pub device_buffer_bytes: u64,
     pub timer_hz: u32,
+    /// Resolution of the scheduler's clock; written only when set (0 = exact).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub clock_hz: u32,
+}
+
+fn is_zero(x: &u32) -> bool {
+    *x == 0
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

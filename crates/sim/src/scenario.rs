@@ -29,7 +29,13 @@ pub struct ScenarioError {
 }
 
 impl ScenarioError {
-    fn one(file: &str, line: usize, col: usize, message: String, help: Option<String>) -> Self {
+    pub(crate) fn one(
+        file: &str,
+        line: usize,
+        col: usize,
+        message: String,
+        help: Option<String>,
+    ) -> Self {
         ScenarioError {
             diagnostics: vec![Diagnostic {
                 severity: Severity::Error,
@@ -90,7 +96,7 @@ impl Doc<'_> {
     }
 }
 
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
+pub(crate) fn line_col(text: &str, offset: usize) -> (usize, usize) {
     let offset = offset.min(text.len());
     let before = text.get(..offset).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
@@ -180,6 +186,7 @@ struct RawScenario {
     policy: Option<Spanned<RawPolicy>>,
     #[serde(default)]
     flow: Vec<Spanned<RawFlow>>,
+    sweep: Option<crate::sweep::RawSweep>,
 }
 
 #[derive(Deserialize)]
@@ -190,6 +197,7 @@ struct RawLink {
     mtu: Option<SV>,
     device_buffer: Option<SV>,
     timer_hz: Option<SV>,
+    clock_hz: Option<SV>,
     overhead: Option<SV>,
     queue: Option<SV>,
 }
@@ -239,6 +247,8 @@ pub struct LinkSpec {
     pub device_buffer: u64,
     /// Wake-up timer frequency; 0 = exact wake-ups.
     pub timer_hz: u32,
+    /// Resolution of the scheduler's clock (`now` rounded down to its tick); 0 = exact.
+    pub clock_hz: u32,
     /// Bytes added to every packet's length for scheduling and transmission (tc's `overhead`).
     pub overhead: u32,
     /// Packet limit of the `pfifo` used when the scenario has no policy.
@@ -367,6 +377,9 @@ pub struct Scenario {
     pub flows: Vec<FlowSpec>,
     /// Where it was read from (for messages).
     pub origin: String,
+    /// The `[sweep]` section with every point built, if the file has one. The scenario itself
+    /// is the file without it.
+    pub sweep: Option<crate::sweep::Sweep>,
 }
 
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
@@ -423,7 +436,7 @@ impl Scenario {
         default_name: &str,
     ) -> Result<Scenario, ScenarioError> {
         let doc = Doc { text, origin };
-        let raw: RawScenario = toml::from_str(text).map_err(|e| {
+        let mut raw: RawScenario = toml::from_str(text).map_err(|e| {
             let span = e.span().unwrap_or(0..0);
             let msg = e
                 .message()
@@ -439,7 +452,19 @@ impl Scenario {
             };
             doc.err(span, msg, help)
         })?;
-        Self::from_raw(raw, &doc, base, default_name)
+        let raw_sweep = raw.sweep.take();
+        let mut sc = Self::from_raw(raw, &doc, base, default_name)?;
+        if let Some(rs) = raw_sweep {
+            sc.sweep = Some(crate::sweep::expand(
+                rs,
+                text,
+                origin,
+                base,
+                default_name,
+                &sc.name,
+            )?);
+        }
+        Ok(sc)
     }
 
     fn from_raw(
@@ -487,6 +512,7 @@ impl Scenario {
             mtu,
             device_buffer: opt_size(doc, rl.device_buffer.as_ref(), 0)?,
             timer_hz: opt_int(doc, rl.timer_hz.as_ref(), 0, 0, 1_000_000)? as u32,
+            clock_hz: opt_int(doc, rl.clock_hz.as_ref(), 0, 0, 1_000_000)? as u32,
             overhead: opt_int(doc, rl.overhead.as_ref(), 0, 0, 1024)? as u32,
             queue: opt_int(doc, rl.queue.as_ref(), DEFAULT_QUEUE as i64, 1, 10_000_000)? as u32,
         };
@@ -537,6 +563,7 @@ impl Scenario {
             policy,
             flows,
             origin: doc.origin.to_string(),
+            sweep: None,
         })
     }
 }

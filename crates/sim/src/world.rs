@@ -704,6 +704,7 @@ impl<'a> World<'a> {
                 mtu: sc.link.mtu,
                 device_buffer_bytes: sc.link.device_buffer,
                 timer_hz: sc.link.timer_hz,
+                clock_hz: sc.link.clock_hz,
             },
             events: self.eng.processed(),
             ..Summary::default()

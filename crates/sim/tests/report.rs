@@ -113,6 +113,7 @@ fn synthetic() -> SimResult {
             mtu: 1500,
             device_buffer_bytes: 3000,
             timer_hz: 1000,
+            clock_hz: 0,
         },
         classes,
         flows,

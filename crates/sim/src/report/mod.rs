@@ -30,8 +30,9 @@ use crate::model::SimResult;
 
 pub use charts::{charts, Chart};
 pub use csv::{timeseries_csv, write_timeseries_csv, HEADER as TIMESERIES_HEADER};
+pub use order::class_tree;
 pub use summary::{summary_json, write_summary_json};
-pub use table::render_table;
+pub use table::{render_table, Align, TextTable};
 
 /// Extra context for the report that the result itself does not carry.
 #[derive(Clone, Debug, Default)]
