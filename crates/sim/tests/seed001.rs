@@ -69,7 +69,11 @@ fn fig09_udp_classes_with_and_without_borrowing() {
         }
     }
     let sum = |sel: &str| ["a", "b", "c"].iter().map(|c| r(&sw, sel, c)).sum::<f64>();
-    assert!(sum("borrow=no,mode=altq") < 9.95, "{}", sum("borrow=no,mode=altq"));
+    assert!(
+        sum("borrow=no,mode=altq") < 9.95,
+        "{}",
+        sum("borrow=no,mode=altq")
+    );
     assert!(sum("borrow=no,mode=default") > 9.95);
     assert!(sum("borrow=yes,mode=default") > 9.95);
 }
@@ -89,7 +93,11 @@ fn fig11_13_device_buffer_defeats_link_sharing() {
         }
         let sel = format!("borrow=yes,buffer=20k,mode={mode}");
         assert!(r(&sw, &sel, "big") < 5.5, "{sel}: {}", r(&sw, &sel, "big"));
-        assert!(r(&sw, &sel, "small") > 4.5, "{sel}: {}", r(&sw, &sel, "small"));
+        assert!(
+            r(&sw, &sel, "small") > 4.5,
+            "{sel}: {}",
+            r(&sw, &sel, "small")
+        );
         let sel = format!("borrow=yes,buffer=2k,mode={mode}");
         near(r(&sw, &sel, "big"), 7.5, 0.03, &sel);
         near(r(&sw, &sel, "small"), 2.5, 0.05, &sel);
@@ -127,7 +135,11 @@ fn fig15_wide_area() {
     let sw = sweep("fig15-wide-area.toml", 12);
     for mode in ["altq", "default"] {
         let s = |small: &str, buffer: &str, c: &str| {
-            r(&sw, &format!("small={small},buffer={buffer},mode={mode}"), c)
+            r(
+                &sw,
+                &format!("small={small},buffer={buffer},mode={mode}"),
+                c,
+            )
         };
         assert!(s("udp", "20k", "big") < s("udp", "20k", "small"), "{mode}");
         near(s("tcp", "20k", "big"), s("tcp", "20k", "small"), 0.1, mode);
@@ -148,14 +160,25 @@ fn fig17_18_undertime_clock() {
     let sw = sweep("fig17-18-undertime-clock.toml", 6);
     for hz in ["100", "500"] {
         let s = |buffer: &str, kernel: &str| {
-            r(&sw, &format!("buffer={buffer},class=small,hz={hz},kernel={kernel}"), "small")
+            r(
+                &sw,
+                &format!("buffer={buffer},class=small,hz={hz},kernel={kernel}"),
+                "small",
+            )
         };
         let (old, new) = (s("52k", "old"), s("52k", "new"));
         assert!(old < 4.0, "{hz} Hz old: {old}");
-        assert!(new > old * 1.05 && new < 5.0, "{hz} Hz new {new}, old {old}");
+        assert!(
+            new > old * 1.05 && new < 5.0,
+            "{hz} Hz new {new}, old {old}"
+        );
         assert!(s("52k", "default") > 9.9, "{hz} Hz default");
         for kernel in ["old", "new", "default"] {
-            assert!(s("2k", kernel) > 9.9, "{hz} Hz {kernel} 2k: {}", s("2k", kernel));
+            assert!(
+                s("2k", kernel) > 9.9,
+                "{hz} Hz {kernel} 2k: {}",
+                s("2k", kernel)
+            );
         }
     }
 }
@@ -167,9 +190,16 @@ fn fig17_18_undertime_clock() {
 fn fig22_packet_size_sensitivity() {
     let sw = sweep("fig22-packet-size.toml", 6);
     let s = |size: u32, unit: &str| {
-        r(&sw, &format!("avgpkt=9180,size={size},unit={unit}"), "small")
+        r(
+            &sw,
+            &format!("avgpkt=9180,size={size},unit={unit}"),
+            "small",
+        )
     };
-    let packets: Vec<f64> = [128, 540, 1500, 9180].iter().map(|&z| s(z, "packets")).collect();
+    let packets: Vec<f64> = [128, 540, 1500, 9180]
+        .iter()
+        .map(|&z| s(z, "packets"))
+        .collect();
     assert!(packets[0] < 0.6 * 2.5, "{packets:?}");
     assert!(packets[0] < packets[1] && packets[1] < packets[2] && packets[2] < packets[3]);
     assert!(packets[2] < 0.95 * 2.5, "{packets:?}");
