@@ -449,7 +449,8 @@ impl Policy {
     }
 
     /// CBQ's qdisc-wide parameters for a driver: the link is the root classes' allocation, the
-    /// timer is the driver's, and ALTQ's two-tick minimum suspension comes with `altq_compat`.
+    /// timer is the driver's, and ALTQ's two-tick minimum suspension and `ifnow` clamp come with
+    /// `altq_compat`.
     pub fn cbq_params(&self, driver: &Driver) -> Option<CbqParams> {
         let o = self.cbq.as_ref()?;
         let link = Rate(
@@ -485,6 +486,8 @@ impl Policy {
         } else {
             0
         };
+        // ALTQ's 16-MTU clamp on its link model (seed 001 §6.1) comes with `altq_compat` too.
+        p.clamp_ifnow = o.altq_compat;
         Some(p)
     }
 

@@ -109,6 +109,7 @@ fn altq_compat_turns_on_every_altq_behaviour_and_keys_still_override() {
     assert_eq!(params.link, Rate(1_500_000));
     assert_eq!(params.timer_hz, 100);
     assert_eq!(params.min_suspend_ticks, 2);
+    assert!(params.clamp_ifnow);
     assert_eq!(params.guideline, cbq::Guideline::Formal);
     assert_eq!(params.scheduler, cbq::Scheduler::Wrr);
     assert_eq!(params.undertime_clock, cbq::UndertimeClock::Expected);
@@ -122,6 +123,7 @@ fn contract_example_builds_with_the_fixed_behaviour_by_default() {
     let p = Policy::parse(EXAMPLE, "p.toml").unwrap();
     let params = p.cbq_params(&Driver::default()).unwrap();
     assert_eq!(params.min_suspend_ticks, 0);
+    assert!(!params.clamp_ifnow);
     assert_eq!(params.undertime_clock, cbq::UndertimeClock::Actual);
     assert_eq!(params.offtime_unit, cbq::OfftimeUnit::Bytes);
     assert_eq!(params.guideline, cbq::Guideline::Formal);

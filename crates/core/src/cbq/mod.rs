@@ -53,7 +53,8 @@
 //! cost grows only with the logarithms and cache misses (see `docs/cbq.md`).
 //!
 //! ## Differences from ALTQ, on purpose
-//! * no device-queue model beyond `ifnow` (its 16-MTU clamp, `maxiftime`, is kept);
+//! * no device-queue model beyond `ifnow`; ALTQ's 16-MTU clamp on it (`maxiftime`) only with
+//!   [`CbqParams::clamp_ifnow`] (seed 001 §6.1: behind a large driver buffer it wastes the link);
 //! * WRR allotments are computed exactly (ALTQ divides by an integer `M` that is 0 on slow
 //!   links) and over leaves only (ALTQ counts inner classes in `num_`/`alloc_` too);
 //! * times are ns rather than µs, and packet times are exact (no `ns_per_byte` truncation).
@@ -426,7 +427,12 @@ impl<P: Packet> Cbq<P> {
             stack.extend(children[c as usize].iter().rev());
         }
         let max_height = height.iter().copied().max().unwrap_or(0) as u32;
-        let maxiftime = 16 * tx_ns(params.mtu as u64, params.link.0);
+        // ALTQ's `maxiftime`; without the clamp `ifnow` follows the link exactly.
+        let maxiftime = if params.clamp_ifnow {
+            16 * tx_ns(params.mtu as u64, params.link.0)
+        } else {
+            u64::MAX / 4
+        };
         Ok(Cbq {
             params,
             classes,

@@ -91,6 +91,12 @@ pub struct CbqParams {
     /// With `timer_hz > 0`: a suspension lasts at least this many ticks (ALTQ: 2, seed 001
     /// §6.1.1). 0 = off.
     pub min_suspend_ticks: u32,
+    /// ALTQ's `maxiftime`: when the link model `ifnow` runs more than 16 MTU-times ahead of the
+    /// dequeue time, pull it back to `now + 16 MTU-times` (`rmc_update_class_util`). Behind a
+    /// driver buffer larger than 16 MTUs the pull-back shortens the root's gaps below its packet
+    /// times, the root looks overlimit and a borrowing class is suspended while the link is not
+    /// full (seed 001 §6.1). Off: `ifnow` is the exact finish time of a FIFO draining at `link`.
+    pub clamp_ifnow: bool,
 }
 
 impl CbqParams {
@@ -107,12 +113,13 @@ impl CbqParams {
             offtime_unit: OfftimeUnit::Bytes,
             timer_hz: 0,
             min_suspend_ticks: 0,
+            clamp_ifnow: false,
         }
     }
 
     /// Every ALTQ behaviour at once: WRR, top-level link sharing with ALTQ's heuristic (seed 001
     /// §2.1), expected-finish-time undertime (§6), offtime in packets (§6.3), two-tick minimum
-    /// suspension at `timer_hz` (§6.1.1; ALTQ's default kernel ran at 100 Hz).
+    /// suspension at `timer_hz` (§6.1.1; ALTQ's default kernel ran at 100 Hz), the `ifnow` clamp (§6.1).
     pub fn altq_compat(link: Rate, timer_hz: u32) -> Self {
         CbqParams {
             link,
@@ -124,6 +131,7 @@ impl CbqParams {
             offtime_unit: OfftimeUnit::Packets,
             timer_hz,
             min_suspend_ticks: ALTQ_MIN_SUSPEND_TICKS,
+            clamp_ifnow: true,
         }
     }
 

@@ -666,3 +666,48 @@ fn general_scheduler_splits_borrowed_bandwidth() {
         }
     }
 }
+
+/// Seed 001 §6.1: behind a driver buffer larger than 16 MTUs the scheduler runs ahead of the
+/// link; ALTQ pulls its link model `ifnow` back to 16 MTU-times ahead of `now`, so the root's
+/// gaps look shorter than its packets, the root goes overlimit and a lone borrowing class is
+/// suspended while the link could carry it ("it is not possible the full utilisation of the
+/// output link"). Without the clamp `ifnow` follows the link and the class gets it all.
+#[test]
+fn ifnow_clamp_wastes_the_link_behind_a_large_device_buffer() {
+    let mut got = Vec::new();
+    for clamp in [true, false] {
+        let mut p = CbqParams::new(Rate(10 * M));
+        p.clamp_ifnow = clamp;
+        let mut q = build(
+            p,
+            &[
+                ("root", None, 10 * M, 0, false),
+                ("a", Some("root"), 25 * M / 10, 0, true),
+                ("b", Some("root"), 75 * M / 10, 0, true),
+            ],
+            |_| {},
+        );
+        // 40 packets of device buffer (60 KB), 16 MTUs is 24 KB.
+        got.push(run(&mut q, 10 * M, 40, 0, &[sat(1, 1500)], SEC / 2, 3 * SEC)[1]);
+        // A device of one packet never runs ahead: the clamp changes nothing.
+        let mut p = CbqParams::new(Rate(10 * M));
+        p.clamp_ifnow = clamp;
+        let mut q = build(
+            p,
+            &[
+                ("root", None, 10 * M, 0, false),
+                ("a", Some("root"), 25 * M / 10, 0, true),
+                ("b", Some("root"), 75 * M / 10, 0, true),
+            ],
+            |_| {},
+        );
+        let small = run(&mut q, 10 * M, 1, 0, &[sat(1, 1500)], SEC / 2, 3 * SEC)[1];
+        assert!(
+            mbit(small) > 9.9,
+            "clamp {clamp}, 1-packet device: {}",
+            mbit(small)
+        );
+    }
+    assert!(mbit(got[0]) < 9.0, "clamped: {}", mbit(got[0]));
+    assert!(mbit(got[1]) > 9.9, "not clamped: {}", mbit(got[1]));
+}
