@@ -591,8 +591,9 @@ fn priority_class_rtt_stays_low_under_saturating_bulk() {
     let p = lab.write_policy("p.toml", PRIO_BULK);
     lab.start(&p);
     let t0 = Instant::now();
-    // 20 Mbit/s of bulk into a 10 Mbit/s link for 3 s.
-    let bulk = udp_source(&lab, 7200, 20e6, 1400, t0, 0.0, 3.2);
+    // 50 Mbit/s of bulk into a 10 Mbit/s link for 3 s: five times the link, so that the bulk
+    // queue stays full even when a busy machine delays the sender's thread now and then.
+    let bulk = udp_source(&lab, 7200, 50e6, 1400, t0, 0.0, 3.2);
     std::thread::sleep(Duration::from_millis(500));
     let prio = udp_rtts(&lab, 7100, 40, Duration::from_millis(15));
     let through_bulk = udp_rtts(&lab, 7201, 15, Duration::from_millis(15));
