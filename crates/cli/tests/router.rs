@@ -12,6 +12,9 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 
 static SEQ: AtomicU32 = AtomicU32::new(0);
+/// One testbed at a time: the tests measure rates and delays, and on a 2-core machine two
+/// testbeds pushing traffic at once starve each other's shaper and senders.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn ip(args: &[&str]) -> bool {
     Command::new("ip")
@@ -87,6 +90,7 @@ struct Lab {
     rc: String,
     dir: PathBuf,
     shaper: Option<Child>,
+    _serial: std::sync::MutexGuard<'static, ()>,
 }
 
 impl Drop for Lab {
@@ -109,6 +113,8 @@ impl Lab {
             eprintln!("SKIP: not root");
             return None;
         }
+        // A test that panicked while holding the lock has cleaned up in Drop: go on.
+        let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
         let tag = format!(
             "{}{}",
             std::process::id() % 100000,
@@ -129,6 +135,7 @@ impl Lab {
             rc: format!("rc{tag}"),
             dir,
             shaper: None,
+            _serial: serial,
         };
         must_ip(&["netns", "add", &lab.r]);
         must_ip(&["netns", "add", &lab.c]);
