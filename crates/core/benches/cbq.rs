@@ -224,7 +224,7 @@ fn bench_cbq_forward(c: &mut Criterion) {
         let mut i = 0usize;
         group.bench_with_input(BenchmarkId::from_parameter(n), &n, |b, _| {
             b.iter(|| {
-                let _ = q.enqueue(ring[i & 4095].clone(), Time(now));
+                let _ = q.enqueue(ring[i & 4095], Time(now));
                 i = i.wrapping_add(1);
                 loop {
                     match q.dequeue(Time(now)) {
