@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use linkshare_config::{ConfigError, Diagnostic, Policy};
+use linkshare_config::{ClassInfo, ConfigError, Diagnostic, Driver, Policy};
 use serde_json::{json, Value};
 
 /// Exit code: the policy is valid (possibly with warnings).
@@ -110,6 +110,47 @@ fn diag_json(d: &Diagnostic) -> Value {
     })
 }
 
+/// CBQ's root options, as `check --json` shows them (null for other qdiscs).
+fn cbq_options_json(p: &Policy) -> Value {
+    match p.cbq_options() {
+        Some(o) => json!({
+            "scheduler": o.scheduler.name(),
+            "guideline": o.guideline.name(),
+            "efficient": o.efficient,
+            "undertime_clock": o.undertime_clock.name(),
+            "offtime_unit": o.offtime_unit.name(),
+            "altq_compat": o.altq_compat,
+        }),
+        None => Value::Null,
+    }
+}
+
+/// A CBQ class's keys with the derived `maxidle`/`minidle`/`offtime` filled in (null for other
+/// qdiscs): what the scheduler will run with.
+fn cbq_class_json(p: &Policy, c: &ClassInfo) -> Value {
+    let (Some(k), Some(params)) = (c.cbq.as_ref(), p.cbq_params(&Driver::default())) else {
+        return Value::Null;
+    };
+    let d = linkshare_core::cbq::derive(
+        params.link.bits_per_sec(),
+        c.rate.bits_per_sec(),
+        k.avgpkt,
+        params.mtu,
+        k.maxburst,
+        k.minburst,
+    );
+    json!({
+        "borrow": k.borrow,
+        "maxburst": d.maxburst,
+        "minburst": d.minburst,
+        "avgpkt_bytes": k.avgpkt,
+        "maxidle_ns": k.maxidle.map_or(d.maxidle_ns, |t| t.as_nanos()),
+        "minidle_ns": k.minidle.map_or(d.minidle_ns, |t| t.as_nanos()),
+        "offtime_ns": k.offtime.map_or(d.offtime_ns, |t| t.as_nanos()),
+        "extradelay_ns": k.extradelay.as_nanos(),
+    })
+}
+
 fn to_json(origin: &str, result: &Result<Policy, ConfigError>) -> Value {
     match result {
         Ok(p) => {
@@ -132,6 +173,7 @@ fn to_json(origin: &str, result: &Result<Policy, ConfigError>) -> Value {
                         "is_leaf": c.is_leaf,
                         "leaf": if c.is_leaf { Value::String(c.leaf.to_string()) } else { Value::Null },
                         "depth": c.depth,
+                        "cbq": cbq_class_json(p, c),
                         "line": c.line,
                     })
                 })
@@ -149,6 +191,7 @@ fn to_json(origin: &str, result: &Result<Policy, ConfigError>) -> Value {
                 "default": p.default_class(),
                 "r2q": p.htb_params().r2q,
                 "mtu": p.htb_params().mtu,
+                "cbq": cbq_options_json(p),
                 "classes": classes,
                 "filters": filters,
                 "warnings": p.warnings().iter().map(diag_json).collect::<Vec<_>>(),

@@ -286,3 +286,80 @@ fn help_documents_every_command_and_version_prints() {
     assert!(v.starts_with("linkshare "), "{v}");
     assert!(v.contains(env!("CARGO_PKG_VERSION")), "{v}");
 }
+
+/// The CBQ contract example of issue 4: `check --json` shows the root options as written and
+/// each class's estimator parameters as the scheduler will use them, derived when not given.
+#[test]
+fn json_shows_cbq_options_and_derived_parameters() {
+    let policy = r#"
+qdisc = "cbq"
+default = "video"
+scheduler = "prr"
+guideline = "formal"
+efficient = false
+altq_compat = false
+undertime_clock = "actual"
+offtime_unit = "bytes"
+
+[[class]]
+name = "root"
+rate = "1.5mbit"
+
+[[class]]
+name = "agencyA"
+parent = "root"
+rate = "1050kbit"
+borrow = true
+
+[[class]]
+name = "video"
+parent = "agencyA"
+rate = "450kbit"
+prio = 1
+borrow = true
+maxburst = 16
+minburst = 2
+avgpkt = 1000
+leaf = "pfifo"
+"#;
+    let (code, _, stderr, path) = check("cbq.toml", policy);
+    assert_eq!(code, 0, "{stderr}");
+    let out = linkshare(&["check", "--json", path.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert_eq!(v["qdisc"], "cbq");
+    assert_eq!(v["cbq"]["scheduler"], "prr");
+    assert_eq!(v["cbq"]["guideline"], "formal");
+    assert_eq!(v["cbq"]["undertime_clock"], "actual");
+    assert_eq!(v["cbq"]["offtime_unit"], "bytes");
+    let video = v["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "video")
+        .expect("class video");
+    let k = &video["cbq"];
+    assert_eq!(k["maxburst"], 16);
+    assert_eq!(k["minburst"], 2);
+    assert_eq!(k["avgpkt_bytes"], 1000);
+    // By hand, with g = 31/32: ptime = 1000 B at 1.5 Mbit/s = 5.333 ms; cptime = 1000 B at
+    // 450 kbit/s − ptime = 12.444 ms; maxidle = cptime·((32/31)^16 − 1) = 8.238 ms;
+    // offtime = cptime·(1 + 32·(32/31 − 1)) = 25.290 ms; minidle = 1500 B at 450 kbit/s = 26.667 ms.
+    let near = |key: &str, want_ns: f64| {
+        let got = k[key].as_f64().unwrap_or_else(|| panic!("{key} in {k}"));
+        assert!(
+            (got - want_ns).abs() <= want_ns * 1e-3,
+            "{key}: {got} ns, by hand {want_ns} ns"
+        );
+    };
+    near("maxidle_ns", 8.2378e6);
+    near("offtime_ns", 25.2903e6);
+    near("minidle_ns", 26.6667e6);
+    // An HTB policy has no CBQ section.
+    let (_, _, _, htb) = check("htb-json.toml", EXAMPLE);
+    let out = linkshare(&["check", "--json", htb.to_str().unwrap()]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+    assert!(
+        v["cbq"].is_null() && v["classes"][0]["cbq"].is_null(),
+        "{v}"
+    );
+}
