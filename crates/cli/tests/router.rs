@@ -1101,3 +1101,65 @@ fn measure_forwarding_and_lateness() {
         st["lateness_ns"]
     );
 }
+
+const CBQ_TWO: &str = r#"
+qdisc = "cbq"
+default = "b"
+[[class]]
+name = "root"
+rate = "10mbit"
+[[class]]
+name = "a"
+parent = "root"
+rate = "3mbit"
+borrow = false
+leaf = { type = "pfifo", limit = 40 }
+[[class]]
+name = "b"
+parent = "root"
+rate = "7mbit"
+borrow = true
+leaf = { type = "pfifo", limit = 40 }
+[[filter]]
+class = "a"
+protocol = "udp"
+dst_port = "7301"
+"#;
+
+/// CBQ runs in the real shaper through the same interface as in the simulator: two overloaded
+/// classes get their allocations, and the one allowed to borrow takes the link when the other
+/// stops.
+#[test]
+fn cbq_classes_get_their_allocations_and_borrow_on_the_real_shaper() {
+    let Some(mut lab) = Lab::new() else { return };
+    let p = lab.write_policy("cbq.toml", CBQ_TWO);
+    lab.start(&p);
+    let t0 = Instant::now();
+    let sink = udp_sink(&lab, &[7301, 7302], t0, 4.6);
+    let srcs = [
+        udp_source(&lab, 7301, 8e6, 1000, t0, 0.0, 2.6),
+        udp_source(&lab, 7302, 12e6, 1000, t0, 0.0, 4.5),
+    ];
+    for s in srcs {
+        s.join().unwrap();
+    }
+    let st = lab.stat();
+    let got = sink.join().unwrap();
+    let (a, b) = (ip_rate(&got[0], 1.0, 2.5), ip_rate(&got[1], 1.0, 2.5));
+    eprintln!(
+        "cbq both overloaded: a {:.3} b {:.3} Mbit/s",
+        a / 1e6,
+        b / 1e6
+    );
+    assert!(
+        within(a, 3e6, 0.03),
+        "a {a} not within 3 % of 3 Mbit/s: {st}"
+    );
+    assert!(
+        within(b, 7e6, 0.03),
+        "b {b} not within 3 % of 7 Mbit/s: {st}"
+    );
+    let alone = ip_rate(&got[1], 3.2, 4.4);
+    eprintln!("cbq a stopped: b {:.3} Mbit/s", alone / 1e6);
+    assert!(within(alone, 10e6, 0.03), "b alone {alone}: {st}");
+}
