@@ -32,6 +32,10 @@ pub struct RunArgs {
     /// Busy-poll waits shorter than this many microseconds instead of sleeping (default 50).
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u64>,
+    /// Receive ring: v2 hands each frame over at once (lowest latency, the default); v3 hands
+    /// over blocks of frames (fewer wake-ups at very high packet rates, up to 1 ms extra latency)
+    #[arg(long, value_name = "v2|v3", default_value = "v2")]
+    pub rx_ring: linkshare_router::RxRingKind,
 }
 
 #[derive(clap::Args, Debug)]
@@ -90,6 +94,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         control,
         device_buffer: a.device_buffer,
         busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1000)),
+        rx_ring: a.rx_ring,
         emulate: match &a.emulate {
             Some(t) => Some(
                 linkshare_router::emulate::EmulateSpec::parse(t)

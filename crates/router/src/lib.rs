@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 
 pub use frame::{classify_frame, Frame, Parsed};
 pub use hist::Hist;
-pub use port::{PacketPort, Port, PortCounters, RxFrame, TxDrop};
+pub use port::{PacketPort, Port, PortCounters, RxFrame, RxRingKind, TxDrop};
 
 /// Everything `linkshare run` needs.
 #[derive(Clone, Debug)]
@@ -45,6 +45,8 @@ pub struct Options {
     pub emulate: Option<emulate::EmulateSpec>,
     /// Waits shorter than this are busy-polled; `None`: [`DEFAULT_BUSY_POLL_NS`] (50 µs).
     pub busy_poll_ns: Option<u64>,
+    /// The kind of receive ring on both interfaces.
+    pub rx_ring: RxRingKind,
 }
 
 /// Default control socket path for a pair of interfaces.
@@ -287,9 +289,9 @@ impl Shaper {
             }
             None => None,
         };
-        let p0 = PacketPort::open(&opts.dev_in)
+        let p0 = PacketPort::open_with(&opts.dev_in, opts.rx_ring)
             .with_context(|| format!("cannot open {}", opts.dev_in))?;
-        let p1 = PacketPort::open(&opts.dev_out)
+        let p1 = PacketPort::open_with(&opts.dev_out, opts.rx_ring)
             .with_context(|| format!("cannot open {}", opts.dev_out))?;
         let now = sys::monotonic_ns();
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);

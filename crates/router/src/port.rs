@@ -4,7 +4,9 @@
 //!
 //! [`PacketPort`] is AF_PACKET with memory-mapped rings, two sockets per interface:
 //!
-//! * **receive**: a `TPACKET_V3` ring (blocks of variable-size frames). The kernel fills a block
+//! * **receive**: by default a `TPACKET_V2` ring (one slot per frame, handed over at once: the
+//!   lowest latency), or with [`RxRingKind::V3`] a `TPACKET_V3` ring (blocks of variable-size
+//!   frames: fewer wake-ups at high rates). The V3 kernel fills a block
 //!   and hands it over when it is full or when the retire timer (`RX_BLOCK_TOV_MS`) expires; the
 //!   socket polls readable then. We walk every frame of each user-owned block and give the block
 //!   back. The socket is bound to `ETH_P_ALL`, promiscuous (`PACKET_ADD_MEMBERSHIP`), and ignores
@@ -120,6 +122,8 @@ const RX_FRAME_SIZE: u32 = 2048;
 /// A partly filled receive block is handed over after this many milliseconds (the kernel's
 /// minimum granularity): the worst extra latency at low packet rates.
 pub const RX_BLOCK_TOV_MS: u32 = 1;
+/// Bytes of a V2 receive ring (2048 slots of 2 KiB at a 1500-byte MTU).
+const RX_V2_BYTES: usize = 4 << 20;
 /// Transmit ring: 512 slots.
 const TX_FRAME_NR: u32 = 512;
 
@@ -138,6 +142,11 @@ const H3_SLL: usize = 48; // TPACKET_ALIGN(sizeof(tpacket3_hdr))
 const SLL_PKTTYPE: usize = 10;
 const H2_STATUS: usize = 0; // tpacket2_hdr.tp_status
 const H2_LEN: usize = 4;
+const H2_SNAPLEN: usize = 8;
+const H2_MAC: usize = 12;
+const H2_VLAN_TCI: usize = 24;
+const H2_VLAN_TPID: usize = 26;
+const H2_SLL: usize = 32; // TPACKET_ALIGN(sizeof(tpacket2_hdr))
 /// Where a TPACKET_V2 transmit frame's data starts: TPACKET2_HDRLEN - sizeof(sockaddr_ll).
 const H2_DATA: usize = 32;
 
@@ -150,12 +159,41 @@ const TP_STATUS_SEND_REQUEST: u32 = 1;
 const TP_STATUS_SENDING: u32 = 2;
 const TP_STATUS_WRONG_FORMAT: u32 = 4;
 
+/// How the receive ring hands frames over.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxRingKind {
+    /// `TPACKET_V2`: one slot per frame, each handed over as soon as the kernel has written it
+    /// (microseconds of latency; one status word per frame).
+    #[default]
+    V2,
+    /// `TPACKET_V3`: blocks of frames, handed over when full or after the retire timer
+    /// (`RX_BLOCK_TOV_MS`): fewest wake-ups at high packet rates, but up to a millisecond of
+    /// extra latency per frame when the rate is low.
+    V3,
+}
+
+impl std::str::FromStr for RxRingKind {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "v2" | "tpacket_v2" => Ok(RxRingKind::V2),
+            "v3" | "tpacket_v3" => Ok(RxRingKind::V3),
+            other => Err(format!("unknown receive ring `{other}`: use v2 or v3")),
+        }
+    }
+}
+
 struct RxRing {
     fd: OwnedFd,
     map: Mmap,
+    kind: RxRingKind,
+    /// V3: the current block. V2: the next frame slot.
     block: usize,
-    /// Next frame to read in the current block: (index, byte offset in the block).
+    /// V3: next frame to read in the current block: (index, byte offset in the block).
     pos: Option<(u32, usize)>,
+    /// V2: slot size and count.
+    frame_size: usize,
+    frame_nr: usize,
 }
 
 struct TxRing {
@@ -189,11 +227,16 @@ fn ctx(what: String) -> impl FnOnce(io::Error) -> io::Error {
 impl PacketPort {
     /// Open interface `name`: both sockets, both rings, promiscuous mode.
     pub fn open(name: &str) -> io::Result<PacketPort> {
+        Self::open_with(name, RxRingKind::default())
+    }
+
+    /// Open interface `name` with the given kind of receive ring.
+    pub fn open_with(name: &str, kind: RxRingKind) -> io::Result<PacketPort> {
         let idx = sys::ifindex(name)?;
         let mtu = sys::mtu(name)?;
         Ok(PacketPort {
             name: name.to_string(),
-            rx: RxRing::open(idx).map_err(ctx(format!("{name}: receive ring")))?,
+            rx: RxRing::open(idx, mtu, kind).map_err(ctx(format!("{name}: receive ring")))?,
             tx: TxRing::open(idx, mtu).map_err(ctx(format!("{name}: transmit ring")))?,
             c: PortCounters::default(),
         })
@@ -204,32 +247,57 @@ impl PacketPort {
 }
 
 impl RxRing {
-    fn open(idx: i32) -> io::Result<RxRing> {
+    fn open(idx: i32, mtu: u32, kind: RxRingKind) -> io::Result<RxRing> {
         let fd = sys::packet_socket(sys::ETH_P_ALL)?;
         let raw = fd.as_raw_fd();
-        sys::setsockopt(
-            raw,
-            libc::SOL_PACKET,
-            opt::PACKET_VERSION,
-            "PACKET_VERSION(TPACKET_V3)",
-            &opt::TPACKET_V3,
-        )?;
-        let req = TpacketReq3 {
-            block_size: RX_BLOCK_SIZE,
-            block_nr: RX_BLOCK_NR,
-            frame_size: RX_FRAME_SIZE,
-            frame_nr: RX_BLOCK_SIZE / RX_FRAME_SIZE * RX_BLOCK_NR,
-            retire_blk_tov: RX_BLOCK_TOV_MS,
-            sizeof_priv: 0,
-            feature_req_word: 0,
+        let (version, vname) = match kind {
+            RxRingKind::V2 => (opt::TPACKET_V2, "PACKET_VERSION(TPACKET_V2)"),
+            RxRingKind::V3 => (opt::TPACKET_V3, "PACKET_VERSION(TPACKET_V3)"),
         };
-        sys::setsockopt(
-            raw,
-            libc::SOL_PACKET,
-            opt::PACKET_RX_RING,
-            "PACKET_RX_RING",
-            &req,
-        )?;
+        sys::setsockopt(raw, libc::SOL_PACKET, opt::PACKET_VERSION, vname, &version)?;
+        // V2 slots hold one frame of the MTU plus Ethernet, a VLAN tag and the ring's headers.
+        let frame_size = (mtu as usize + 18 + H2_SLL + 32)
+            .next_power_of_two()
+            .max(RX_FRAME_SIZE as usize);
+        let block_size = frame_size.max(1 << 16);
+        let (len, frame_nr) = match kind {
+            RxRingKind::V2 => {
+                let block_nr = (RX_V2_BYTES / block_size).max(2);
+                let req = TpacketReq {
+                    block_size: block_size as u32,
+                    block_nr: block_nr as u32,
+                    frame_size: frame_size as u32,
+                    frame_nr: (block_size / frame_size * block_nr) as u32,
+                };
+                sys::setsockopt(
+                    raw,
+                    libc::SOL_PACKET,
+                    opt::PACKET_RX_RING,
+                    "PACKET_RX_RING",
+                    &req,
+                )?;
+                (block_size * block_nr, block_size / frame_size * block_nr)
+            }
+            RxRingKind::V3 => {
+                let req = TpacketReq3 {
+                    block_size: RX_BLOCK_SIZE,
+                    block_nr: RX_BLOCK_NR,
+                    frame_size: RX_FRAME_SIZE,
+                    frame_nr: RX_BLOCK_SIZE / RX_FRAME_SIZE * RX_BLOCK_NR,
+                    retire_blk_tov: RX_BLOCK_TOV_MS,
+                    sizeof_priv: 0,
+                    feature_req_word: 0,
+                };
+                sys::setsockopt(
+                    raw,
+                    libc::SOL_PACKET,
+                    opt::PACKET_RX_RING,
+                    "PACKET_RX_RING",
+                    &req,
+                )?;
+                ((RX_BLOCK_SIZE * RX_BLOCK_NR) as usize, 0)
+            }
+        };
         let one: libc::c_int = 1;
         // Not seeing our own transmissions; older kernels lack it (the PACKET_OUTGOING check
         // below still skips them), so a failure is not fatal.
@@ -240,18 +308,87 @@ impl RxRing {
             "PACKET_IGNORE_OUTGOING",
             &one,
         );
-        let map = Mmap::new(raw, (RX_BLOCK_SIZE * RX_BLOCK_NR) as usize)?;
+        let map = Mmap::new(raw, len)?;
         sys::packet_bind(raw, idx, sys::ETH_P_ALL)?;
         sys::packet_promisc(raw, idx)?;
         Ok(RxRing {
             fd,
             map,
+            kind,
             block: 0,
             pos: None,
+            frame_size,
+            frame_nr,
         })
     }
 
     fn batch(
+        &mut self,
+        budget: usize,
+        c: &mut PortCounters,
+        f: &mut dyn FnMut(RxFrame<'_>),
+    ) -> usize {
+        match self.kind {
+            RxRingKind::V2 => self.batch_v2(budget, c, f),
+            RxRingKind::V3 => self.batch_v3(budget, c, f),
+        }
+    }
+
+    /// Walk ready V2 slots in order, handing each back as soon as it is read.
+    fn batch_v2(
+        &mut self,
+        budget: usize,
+        c: &mut PortCounters,
+        f: &mut dyn FnMut(RxFrame<'_>),
+    ) -> usize {
+        let fs = self.frame_size;
+        let mut seen = 0;
+        while seen < budget {
+            let h = self.block * fs;
+            let status = self.map.read_u32(h + H2_STATUS);
+            fence(Ordering::Acquire);
+            if status & TP_STATUS_USER == 0 {
+                break;
+            }
+            let len = self.map.read_u32(h + H2_LEN) as usize;
+            let snap = self.map.read_u32(h + H2_SNAPLEN) as usize;
+            let mac = usize::from(self.map.read_u16(h + H2_MAC));
+            let pkttype = self
+                .map
+                .slice(h + H2_SLL + SLL_PKTTYPE, 1)
+                .map_or(0, |b| b[0]);
+            seen += 1;
+            if pkttype == libc::PACKET_OUTGOING {
+                c.rx_own_skipped += 1;
+            } else if mac.saturating_add(snap) <= fs {
+                if let Some(data) = self.map.slice(h + mac, snap) {
+                    let vlan = (status & TP_STATUS_VLAN_VALID != 0).then(|| {
+                        let tpid = if status & TP_STATUS_VLAN_TPID_VALID != 0 {
+                            self.map.read_u16(h + H2_VLAN_TPID)
+                        } else {
+                            0x8100
+                        };
+                        (tpid, self.map.read_u16(h + H2_VLAN_TCI))
+                    });
+                    let truncated = snap < len;
+                    if truncated {
+                        c.rx_truncated += 1;
+                    }
+                    f(RxFrame {
+                        data,
+                        vlan,
+                        truncated,
+                    });
+                }
+            }
+            fence(Ordering::Release);
+            self.map.write_u32(h + H2_STATUS, TP_STATUS_KERNEL);
+            self.block = (self.block + 1) % self.frame_nr;
+        }
+        seen
+    }
+
+    fn batch_v3(
         &mut self,
         budget: usize,
         c: &mut PortCounters,

@@ -21,7 +21,10 @@ pub enum LabCommand {
 
 pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
     match &args.command {
-        Some(LabCommand::Bench(b)) => bench::run(b),
+        Some(LabCommand::Bench(b)) => {
+            testbed::install_signal_cleanup()?;
+            bench::run(b)
+        }
         None => anyhow::bail!("`linkshare lab` is not available in this build yet"),
     }
 }
