@@ -36,6 +36,10 @@ pub struct RunArgs {
     /// over blocks of frames (fewer wake-ups at very high packet rates, up to 1 ms extra latency)
     #[arg(long, value_name = "v2|v3", default_value = "v2")]
     pub rx_ring: linkshare_router::RxRingKind,
+    /// Line rate of the interfaces (tc units, e.g. 1gbit) when the drivers report none or the
+    /// wrong one; the device buffer drains at the faster of this and the policy's root rate
+    #[arg(long, value_name = "RATE")]
+    pub line_rate: Option<String>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -95,6 +99,14 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         device_buffer: a.device_buffer,
         busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1000)),
         rx_ring: a.rx_ring,
+        line_rate: match &a.line_rate {
+            Some(t) => Some(
+                linkshare_core::units::Rate::parse(t)
+                    .map_err(|e| anyhow::anyhow!("--line-rate {t}: {e}"))?
+                    .bits_per_sec(),
+            ),
+            None => None,
+        },
         emulate: match &a.emulate {
             Some(t) => Some(
                 linkshare_router::emulate::EmulateSpec::parse(t)

@@ -21,12 +21,17 @@ pub enum Parsed {
     Malformed(ParseError),
 }
 
-/// Parse a received frame.
+/// Parse a received frame. An IP frame is charged its whole length as it will leave
+/// (Ethernet header and VLAN tags included, no FCS or preamble) — the bytes the kernel's HTB
+/// charges too, so a class's rate means the same on both.
 pub fn classify_frame(bytes: Vec<u8>) -> Parsed {
     match wire::parse_ethernet(&bytes) {
-        Ok(meta) => match meta.l3 {
+        Ok(mut meta) => match meta.l3 {
             linkshare_core::packet::L3::Other(_) => Parsed::Other(bytes),
-            _ => Parsed::Ip(Frame { bytes, meta }),
+            _ => {
+                meta.len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+                Parsed::Ip(Frame { bytes, meta })
+            }
         },
         Err(e) => Parsed::Malformed(e),
     }
@@ -146,6 +151,21 @@ mod tests {
         );
         // DSCP kept.
         assert_eq!(f.bytes[15] >> 2, 0xb8 >> 2);
+    }
+
+    #[test]
+    fn frames_are_charged_their_length_on_the_wire() {
+        // 14-byte Ethernet header + 28-byte IP packet, padded to the 60-byte minimum.
+        let mut f = ipv4_udp(0);
+        let Parsed::Ip(p) = classify_frame(f.clone()) else {
+            panic!("not ip")
+        };
+        assert_eq!(p.len(), 42);
+        f.resize(60, 0);
+        let Parsed::Ip(p) = classify_frame(f) else {
+            panic!("not ip")
+        };
+        assert_eq!(p.len(), 60);
     }
 
     #[test]

@@ -47,6 +47,9 @@ pub struct Options {
     pub busy_poll_ns: Option<u64>,
     /// The kind of receive ring on both interfaces.
     pub rx_ring: RxRingKind,
+    /// Line rate of the interfaces in bit/s (`None`: what the drivers report; unknown counts as
+    /// the policy's root rate). The device buffer drains at the faster of this and the root rate.
+    pub line_rate: Option<u64>,
 }
 
 /// Default control socket path for a pair of interfaces.
@@ -146,6 +149,9 @@ struct Dir {
     policy_text: Option<(String, String)>,
     /// Link rate for device pacing (bits/s), 0 = unpaced.
     link_bps: u64,
+    /// The outgoing interface's line rate (bits/s; 0 = unknown): the device buffer drains at
+    /// the faster of this and `link_bps`.
+    line_bps: u64,
     device_buffer: u64,
     /// `--device-buffer` as given (`None`: derived from the rate, again on every reload).
     device_buffer_opt: Option<u64>,
@@ -189,6 +195,7 @@ impl Dir {
             policy_path: path,
             policy_text: None,
             link_bps,
+            line_bps: 0,
             device_buffer: buf.unwrap_or(default_device_buffer(link_bps)),
             device_buffer_opt: buf,
             in_flight: 0.0,
@@ -200,10 +207,26 @@ impl Dir {
         }
     }
 
+    /// How fast the device buffer empties. With HTB, which holds its root to its ceil by
+    /// itself: the line rate when the interface is faster than the root (shaping below line
+    /// rate, the NIC sends at its own speed, so queued frames wait on the scheduler, not in the
+    /// ring), else the root rate (shaping at line rate, the NIC is the bottleneck and the buffer
+    /// keeps its queue short). CBQ's estimator measures the link itself (its root is never
+    /// regulated, the link's transmission time spaces the packets), so with CBQ and every other
+    /// root the buffer drains at the root rate. 0 = unpaced.
+    fn drain_bps(&self) -> u64 {
+        match &self.sched {
+            _ if self.link_bps == 0 => 0,
+            Some(Sched::Htb(_)) => self.link_bps.max(self.line_bps),
+            _ => self.link_bps,
+        }
+    }
+
     fn drain_model(&mut self, now_ns: u64) {
-        if self.link_bps > 0 {
+        let bps = self.drain_bps();
+        if bps > 0 {
             let dt = now_ns.saturating_sub(self.last_drain_ns) as f64 / 1e9;
-            self.in_flight = (self.in_flight - dt * self.link_bps as f64 / 8.0).max(0.0);
+            self.in_flight = (self.in_flight - dt * bps as f64 / 8.0).max(0.0);
         } else {
             self.in_flight = 0.0;
         }
@@ -307,6 +330,16 @@ impl Shaper {
             None => Dir::new(None, None, 0, opts.device_buffer),
         };
         d1.last_drain_ns = now;
+        // The device buffers drain at the interfaces' line rates (as given, or as the drivers
+        // report them).
+        d0.line_bps = opts
+            .line_rate
+            .or_else(|| sys::link_speed_bps(&opts.dev_out))
+            .unwrap_or(0);
+        d1.line_bps = opts
+            .line_rate
+            .or_else(|| sys::link_speed_bps(&opts.dev_in))
+            .unwrap_or(0);
         Ok(Shaper {
             names: [opts.dev_in.clone(), opts.dev_out.clone()],
             opts,
@@ -427,9 +460,9 @@ impl Shaper {
                 return;
             }
             let dir = &mut self.dirs[d];
-            if dir.link_bps > 0 && dir.in_flight >= dir.device_buffer as f64 {
-                let wait =
-                    (dir.in_flight - dir.device_buffer as f64 + 1.0) * 8.0 / dir.link_bps as f64;
+            let drain = dir.drain_bps();
+            if drain > 0 && dir.in_flight >= dir.device_buffer as f64 {
+                let wait = (dir.in_flight - dir.device_buffer as f64 + 1.0) * 8.0 / drain as f64;
                 let t = now_ns + (wait * 1e9) as u64;
                 dir.eligible = Some(dir.eligible.map_or(t, |e| e.max(t)));
                 min_deadline(&mut dir.deadline, t);
@@ -637,6 +670,8 @@ impl Shaper {
                 }
                 json!({"from": self.names[1 - d.to], "to": self.names[d.to],
                        "shaped": d.sched.is_some(),
+                       "device_buffer_bytes": d.device_buffer, "line_bps": d.line_bps,
+                       "drain_bps": d.drain_bps(),
                        "policy": d.policy_path.as_ref().map(|p| p.display().to_string()),
                        "kind": d.sched.as_ref().map(|s| s.qr().kind()),
                        "backlog_packets": bl.0, "backlog_bytes": bl.1, "qdisc": qd,

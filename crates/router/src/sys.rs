@@ -188,6 +188,58 @@ pub fn mtu(name: &str) -> io::Result<u32> {
     u32::try_from(m).map_err(|_| io::Error::other(format!("{name}: negative MTU {m}")))
 }
 
+/// The interface's line rate in bit/s as its driver reports it (`ETHTOOL_GSET`), `None` when
+/// the driver reports none or an unknown speed.
+pub fn link_speed_bps(name: &str) -> Option<u64> {
+    /// `struct ethtool_cmd` (the legacy, fixed-size settings request).
+    #[repr(C)]
+    struct EthtoolCmd {
+        cmd: u32,
+        supported: u32,
+        advertising: u32,
+        speed: u16,
+        duplex: u8,
+        port: u8,
+        phy_address: u8,
+        transceiver: u8,
+        autoneg: u8,
+        mdio_support: u8,
+        maxtxpkt: u32,
+        maxrxpkt: u32,
+        speed_hi: u16,
+        eth_tp_mdix: u8,
+        eth_tp_mdix_ctrl: u8,
+        lp_advertising: u32,
+        reserved: [u32; 2],
+    }
+    const ETHTOOL_GSET: u32 = 1;
+    const SIOCETHTOOL: libc::c_ulong = 0x8946;
+    // SAFETY: all-zero is a valid value of these plain-data structs.
+    let mut cmd: EthtoolCmd = unsafe { std::mem::zeroed() };
+    cmd.cmd = ETHTOOL_GSET;
+    // SAFETY: as above.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let b = name.as_bytes();
+    if b.len() >= req.ifr_name.len() {
+        return None;
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(b) {
+        *d = *s as libc::c_char;
+    }
+    req.ifr_ifru.ifru_data = (&mut cmd as *mut EthtoolCmd).cast();
+    // SAFETY: plain system call.
+    let fd = own(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })
+        .ok()?;
+    // SAFETY: `req` is a valid ifreq whose data points at a live ethtool_cmd.
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), SIOCETHTOOL as _, &mut req) };
+    if r != 0 {
+        return None;
+    }
+    let mbit = u32::from(cmd.speed) | (u32::from(cmd.speed_hi) << 16);
+    // SPEED_UNKNOWN is -1 (all ones); 0 means none either.
+    (mbit != 0 && mbit != u32::MAX && mbit != 0xffff).then(|| u64::from(mbit) * 1_000_000)
+}
+
 /// A shared memory mapping of a packet socket's rings; unmapped on drop.
 pub struct Mmap {
     ptr: *mut u8,
