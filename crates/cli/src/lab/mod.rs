@@ -683,7 +683,7 @@ mod tests {
 
     #[test]
     fn no_policy_becomes_one_class_at_link_rate() {
-        let text = "[link]\nrate = \"2mbit\"\n[[flow]]\nkind = \"udp\"\nrate = \"1mbit\"\n";
+        let text = "[link]\nrate = \"2mbit\"\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\n";
         let sc = Scenario::parse(text, "t.toml").unwrap();
         let (p, notes) = policy_text(&sc, text, Path::new("")).unwrap();
         assert_eq!(notes.len(), 1);
