@@ -164,12 +164,19 @@ fn saturated_udp_classes_get_their_rates_and_namespaces_go() {
     assert_eq!(s["lab"]["interrupted"], false);
     for (class, want) in [("a", 5e6), ("b", 3e6), ("c", 2e6)] {
         let got = s["classes"][class]["rate_bps"].as_f64().unwrap();
-        eprintln!("class {class}: {:.3} Mbit/s (policy {:.0})", got / 1e6, want / 1e6);
+        eprintln!(
+            "class {class}: {:.3} Mbit/s (policy {:.0})",
+            got / 1e6,
+            want / 1e6
+        );
         assert!(
             (got / want - 1.0).abs() < 0.03,
             "class {class}: {got} bit/s, policy {want}"
         );
-        assert_eq!(s["classes"][class]["assigned_rate_bps"].as_f64(), Some(want));
+        assert_eq!(
+            s["classes"][class]["assigned_rate_bps"].as_f64(),
+            Some(want)
+        );
     }
     // The flows landed in the classes the policy's filters name, and arrived at the sink.
     assert_eq!(s["flows"]["ua"]["class"], "a");
@@ -218,7 +225,10 @@ fn sigterm_mid_run_cleans_up() {
     let t0 = Instant::now();
     let tag = format!("lslab{pid}x");
     while namespaces_of(pid).len() < 3 || processes_mentioning(&tag).is_empty() {
-        assert!(t0.elapsed() < Duration::from_secs(10), "the lab did not start");
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the lab did not start"
+        );
         assert!(child.try_wait().unwrap().is_none(), "the lab exited early");
         std::thread::sleep(Duration::from_millis(50));
     }
@@ -230,7 +240,10 @@ fn sigterm_mid_run_cleans_up() {
         if let Some(s) = child.try_wait().unwrap() {
             break s;
         }
-        assert!(t1.elapsed() < Duration::from_secs(10), "no exit after SIGTERM");
+        assert!(
+            t1.elapsed() < Duration::from_secs(10),
+            "no exit after SIGTERM"
+        );
         std::thread::sleep(Duration::from_millis(20));
     };
     assert_eq!(status.code(), Some(130), "{status}");
@@ -256,8 +269,11 @@ fn sigterm_mid_run_cleans_up() {
 fn bad_scenario_is_reported_with_its_line() {
     let dir = scratch("bad");
     let sc = dir.join("bad.toml");
-    std::fs::write(&sc, "[link]\nrate = \"10mbit\"\n[[flow]]\nname = \"x\"\nkind = \"quic\"\n")
-        .unwrap();
+    std::fs::write(
+        &sc,
+        "[link]\nrate = \"10mbit\"\n[[flow]]\nname = \"x\"\nkind = \"quic\"\n",
+    )
+    .unwrap();
     let out = Command::new(exe()).arg("lab").arg(&sc).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");

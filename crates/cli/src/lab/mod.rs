@@ -25,8 +25,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use linkshare_sim::metrics::{jain, Hist};
 use linkshare_sim::model::{
-    ClassState, ClassSummary, FlowSummary, LabInfo, LinkSummary, QdiscSummary, Sample,
-    SeriesKind, SimResult, Summary,
+    ClassState, ClassSummary, FlowSummary, LabInfo, LinkSummary, QdiscSummary, Sample, SeriesKind,
+    SimResult, Summary,
 };
 use linkshare_sim::scenario::FlowKind;
 use linkshare_sim::Scenario;
@@ -683,13 +683,17 @@ mod tests {
 
     #[test]
     fn no_policy_becomes_one_class_at_link_rate() {
-        let text = "[link]\nrate = \"2mbit\"\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\n";
+        let text =
+            "[link]\nrate = \"2mbit\"\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\n";
         let sc = Scenario::parse(text, "t.toml").unwrap();
         let (p, notes) = policy_text(&sc, text, Path::new("")).unwrap();
         assert_eq!(notes.len(), 1);
         let pol = linkshare_config::Policy::parse(&p, "gen").unwrap();
         assert_eq!(pol.classes().len(), 1);
-        assert_eq!(class_of(&sc, &Plan::new(&sc.flows[0], 10.0, 1).unwrap()), "link");
+        assert_eq!(
+            class_of(&sc, &Plan::new(&sc.flows[0], 10.0, 1).unwrap()),
+            "link"
+        );
     }
 
     #[test]

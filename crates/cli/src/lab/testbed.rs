@@ -118,7 +118,9 @@ pub fn ip_batch(ns: &str, lines: &[String]) -> anyhow::Result<()> {
 pub fn unavailable() -> Option<String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
-        return Some("the lab needs root (network namespaces and veth pairs): run it with sudo".into());
+        return Some(
+            "the lab needs root (network namespaces and veth pairs): run it with sudo".into(),
+        );
     }
     match Command::new("ip")
         .arg("-V")
@@ -200,7 +202,9 @@ pub fn offloads_off(dev: &str) {
         let n = dev.len().min(15);
         req.name[..n].copy_from_slice(&dev.as_bytes()[..n]);
         // SAFETY: `req` is a valid ifreq pointing at a live ethtool_value.
-        unsafe { libc::ioctl(fd, 0x8946 /* SIOCETHTOOL */, &mut req) };
+        unsafe {
+            libc::ioctl(fd, 0x8946 /* SIOCETHTOOL */, &mut req)
+        };
     }
     // SAFETY: closing the fd we opened.
     unsafe { libc::close(fd) };
@@ -363,7 +367,9 @@ impl Router for LinkshareRouter {
         }
         let t0 = Instant::now();
         loop {
-            if self.control.exists() && linkshare_router::request(&self.control, &json!({"cmd": "stat"})).is_ok() {
+            if self.control.exists()
+                && linkshare_router::request(&self.control, &json!({"cmd": "stat"})).is_ok()
+            {
                 return Ok(());
             }
             if let Some(ch) = self.child.as_mut() {
@@ -521,15 +527,51 @@ impl Testbed {
             ip(&["netns", "add", ns])?;
         }
         ip(&[
-            "link", "add", &self.dev_a, "netns", &self.ns_a, "type", "veth", "peer", "name",
-            &self.dev_ra, "netns", &self.ns_r,
+            "link",
+            "add",
+            &self.dev_a,
+            "netns",
+            &self.ns_a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &self.dev_ra,
+            "netns",
+            &self.ns_r,
         ])?;
         ip(&[
-            "link", "add", &self.dev_c, "netns", &self.ns_c, "type", "veth", "peer", "name",
-            &self.dev_rc, "netns", &self.ns_r,
+            "link",
+            "add",
+            &self.dev_c,
+            "netns",
+            &self.ns_c,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &self.dev_rc,
+            "netns",
+            &self.ns_r,
         ])?;
-        ip(&["-n", &self.ns_a, "addr", "add", &format!("{ADDR_A}/24"), "dev", &self.dev_a])?;
-        ip(&["-n", &self.ns_c, "addr", "add", &format!("{ADDR_C}/24"), "dev", &self.dev_c])?;
+        ip(&[
+            "-n",
+            &self.ns_a,
+            "addr",
+            "add",
+            &format!("{ADDR_A}/24"),
+            "dev",
+            &self.dev_a,
+        ])?;
+        ip(&[
+            "-n",
+            &self.ns_c,
+            "addr",
+            "add",
+            &format!("{ADDR_C}/24"),
+            "dev",
+            &self.dev_c,
+        ])?;
         for (ns, dev) in [
             (&self.ns_a, &self.dev_a),
             (&self.ns_r, &self.dev_ra),
@@ -568,7 +610,11 @@ impl Testbed {
 
     /// Start `router` in B with `policy`; the testbed owns it from now on and stops it first
     /// when dropped.
-    pub fn start_router(&mut self, mut router: Box<dyn Router>, policy: &Path) -> anyhow::Result<()> {
+    pub fn start_router(
+        &mut self,
+        mut router: Box<dyn Router>,
+        policy: &Path,
+    ) -> anyhow::Result<()> {
         let r = router.start(self, policy);
         self.router = Some(router);
         r

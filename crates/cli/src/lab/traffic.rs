@@ -455,7 +455,12 @@ fn udp_sink(
             return;
         }
     };
-    let _ = setsockopt_int(s.as_raw_fd(), libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, 4 << 20);
+    let _ = setsockopt_int(
+        s.as_raw_fd(),
+        libc::SOL_SOCKET,
+        libc::SO_RCVBUFFORCE,
+        4 << 20,
+    );
     let _ = ready.send(Ok(()));
     let mut buf = vec![0u8; 65536];
     let mut t0: Option<Instant> = None;

@@ -53,10 +53,10 @@ pub fn render_html(result: &SimResult, plots: &[PlotEntry], command: Option<&str
          <h1>linkshare {long}: {scenario}</h1>\n"
     );
     if let Some(lab) = &s.lab {
-        let _ = write!(
+        let _ = writeln!(
             h,
             "<p>Measured on real kernel traffic through <code>{}</code> in network namespaces \
-             ({} s of wall-clock time{}).</p>\n",
+             ({} s of wall-clock time{}).</p>",
             escape(&lab.router),
             fixed(lab.wall_clock_s, 1),
             if lab.interrupted { ", interrupted" } else { "" }
