@@ -6,90 +6,40 @@ use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
+/// The namespace testbed of `linkshare lab` (crates/cli/src/lab/testbed.rs), compiled into this
+/// test: a test cannot import the binary's modules.
+#[allow(dead_code)]
+#[path = "../src/lab/testbed.rs"]
+mod testbed;
+
 /// One testbed at a time: the tests measure rates and delays, and on a 2-core machine two
 /// testbeds pushing traffic at once starve each other's shaper and senders.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-fn ip(args: &[&str]) -> bool {
-    Command::new("ip")
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-fn must_ip(args: &[&str]) {
-    assert!(ip(args), "ip {args:?} failed");
-}
-
 /// Run `f` in a thread that has joined network namespace `ns`.
 fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {
-    let path = format!("/var/run/netns/{ns}");
-    std::thread::spawn(move || {
-        let file = std::fs::File::open(&path).expect("open netns");
-        use std::os::fd::AsRawFd;
-        // SAFETY: valid fd to a netns file; affects only this thread.
-        let r = unsafe { libc::setns(file.as_raw_fd(), libc::CLONE_NEWNET) };
-        assert_eq!(r, 0, "setns {path}");
-        f()
-    })
-    .join()
-    .expect("namespace thread panicked")
+    testbed::in_ns(ns, f).expect("namespace thread")
 }
 
-/// Turn off transmit checksum offload and segmentation on `dev` (current namespace), so frames
-/// captured by AF_PACKET on the peer are complete, MTU-sized and checksummed.
-fn offloads_off(dev: &str) {
-    #[repr(C)]
-    struct EthtoolValue {
-        cmd: u32,
-        data: u32,
-    }
-    #[repr(C)]
-    struct Ifreq {
-        name: [u8; 16],
-        data: *mut libc::c_void,
-        pad: [u8; 16],
-    }
-    // SAFETY: plain socket call.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
-    assert!(fd >= 0);
-    for cmd in [
-        0x17u32, /* STXCSUM */
-        0x1f,    /* STSO */
-        0x24,    /* SGSO */
-        0x2c,    /* SGRO */
-    ] {
-        let mut v = EthtoolValue { cmd, data: 0 };
-        let mut req = Ifreq {
-            name: [0; 16],
-            data: (&mut v as *mut EthtoolValue).cast(),
-            pad: [0; 16],
-        };
-        req.name[..dev.len()].copy_from_slice(dev.as_bytes());
-        // SAFETY: `req` is a valid ifreq pointing at a live ethtool_value.
-        unsafe { libc::ioctl(fd, 0x8946, &mut req) };
-    }
-    // SAFETY: closing the fd we opened.
-    unsafe { libc::close(fd) };
-}
-
+/// Namespaces a (sender), r (shaper), c (sink) of the promoted testbed, with the shaper started
+/// by `ip netns exec` from the test's own build of the binary.
 struct Lab {
     a: String,
     r: String,
     c: String,
+    /// The interfaces of the shaper (towards a, towards c) and a's interface.
     ra: String,
     rc: String,
+    va: String,
     dir: PathBuf,
     shaper: Option<Child>,
+    // Dropped after `shaper` is killed (Drop below): deletes the namespaces.
+    _bed: testbed::Testbed,
     _serial: std::sync::MutexGuard<'static, ()>,
 }
 
@@ -99,76 +49,36 @@ impl Drop for Lab {
             let _ = ch.kill();
             let _ = ch.wait();
         }
-        for ns in [&self.a, &self.r, &self.c] {
-            ip(&["netns", "del", ns]);
-        }
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
 impl Lab {
     fn new() -> Option<Lab> {
-        // SAFETY: geteuid has no preconditions.
-        if unsafe { libc::geteuid() } != 0 {
-            eprintln!("SKIP: not root");
+        if let Some(why) = testbed::unavailable() {
+            eprintln!("SKIP: {why}");
             return None;
         }
         // A test that panicked while holding the lock has cleaned up in Drop: go on.
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let tag = format!(
-            "{}{}",
-            std::process::id() % 100000,
-            SEQ.fetch_add(1, Ordering::SeqCst)
-        );
-        let a = format!("lsta{tag}");
-        if !ip(&["netns", "add", &a]) {
-            eprintln!("SKIP: `ip netns add` does not work here");
-            return None;
-        }
-        let dir = std::env::temp_dir().join(format!("lsrt{tag}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        let lab = Lab {
-            r: format!("lstr{tag}"),
-            c: format!("lstc{tag}"),
-            a,
-            ra: format!("ra{tag}"),
-            rc: format!("rc{tag}"),
-            dir,
-            shaper: None,
-            _serial: serial,
+        let bed = match testbed::Testbed::new() {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("SKIP: cannot build the namespace testbed: {e:#}");
+                return None;
+            }
         };
-        must_ip(&["netns", "add", &lab.r]);
-        must_ip(&["netns", "add", &lab.c]);
-        let (va, vc) = (format!("va{tag}"), format!("vc{tag}"));
-        must_ip(&[
-            "link", "add", &va, "netns", &lab.a, "type", "veth", "peer", "name", &lab.ra, "netns",
-            &lab.r,
-        ]);
-        must_ip(&[
-            "link", "add", &vc, "netns", &lab.c, "type", "veth", "peer", "name", &lab.rc, "netns",
-            &lab.r,
-        ]);
-        must_ip(&["-n", &lab.a, "addr", "add", "10.77.0.1/24", "dev", &va]);
-        must_ip(&["-n", &lab.c, "addr", "add", "10.77.0.2/24", "dev", &vc]);
-        for (ns, dev) in [
-            (&lab.a, &va),
-            (&lab.r, &lab.ra),
-            (&lab.r, &lab.rc),
-            (&lab.c, &vc),
-        ] {
-            must_ip(&["-n", ns, "link", "set", dev, "up"]);
-            must_ip(&["-n", ns, "link", "set", "lo", "up"]);
-        }
-        for (ns, dev) in [
-            (&lab.a, &va),
-            (&lab.c, &vc),
-            (&lab.r, &lab.ra),
-            (&lab.r, &lab.rc),
-        ] {
-            let d = dev.clone();
-            in_ns(ns, move || offloads_off(&d));
-        }
-        Some(lab)
+        Some(Lab {
+            a: bed.ns_a.clone(),
+            r: bed.ns_r.clone(),
+            c: bed.ns_c.clone(),
+            ra: bed.dev_ra.clone(),
+            rc: bed.dev_rc.clone(),
+            va: bed.dev_a.clone(),
+            dir: bed.dir.clone(),
+            shaper: None,
+            _bed: bed,
+            _serial: serial,
+        })
     }
 
     fn control(&self) -> PathBuf {
@@ -936,7 +846,7 @@ fn malformed_frames_are_counted_and_sigterm_exits_cleanly() {
     let Some(mut lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", ONE_CLASS);
     lab.start(&p);
-    let va = lab.ra.replacen("ra", "va", 1);
+    let va = lab.va.clone();
     let before = lab.stat();
     let mut first_frag = ipv4_frame(5, 46, 60);
     first_frag[20] = 0x20; // MF, offset 0

@@ -89,9 +89,26 @@ pub struct Summary {
     pub fairness: BTreeMap<String, f64>,
     /// The scheduler's own counters at the end of the run.
     pub qdisc: QdiscSummary,
+    /// Present only when the figures were measured on real kernel traffic (`linkshare lab`)
+    /// rather than simulated; absent from a simulation's `summary.json`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lab: Option<LabInfo>,
     /// Events processed and wall-clock time, for the curious (not part of the determinism check).
     #[serde(skip)]
     pub events: u64,
+}
+
+/// How a `linkshare lab` run was measured: real sockets in network namespaces, a real router.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct LabInfo {
+    /// What forwarded the traffic: `linkshare` (`linkshare run`) or `kernel-htb`.
+    pub router: String,
+    /// Wall-clock seconds the traffic ran (the scenario's duration unless interrupted).
+    pub wall_clock_s: f64,
+    /// True if the run was stopped early (SIGINT/SIGTERM); the figures cover `wall_clock_s`.
+    pub interrupted: bool,
+    /// What of the scenario the lab could not reproduce (per-flow `extra_delay`, …).
+    pub notes: Vec<String>,
 }
 
 /// The root scheduler's counters (`QdiscStats`) and its discipline-specific figures.

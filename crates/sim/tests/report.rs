@@ -119,6 +119,7 @@ fn synthetic() -> SimResult {
         flows,
         fairness,
         qdisc: Default::default(),
+        lab: None,
         events: 123,
     };
 
@@ -658,4 +659,38 @@ fn font_sheet_draws_every_printable_character() {
     let dir = out_dir("font");
     fs::create_dir_all(&dir).unwrap();
     fs::write(dir.join("font.png"), raster::encode_png(&canvas).unwrap()).unwrap();
+}
+
+#[test]
+fn lab_runs_are_marked_and_simulations_are_not() {
+    let sim = synthetic();
+    let json = linkshare_sim::report::summary_json(&sim).unwrap();
+    assert!(!json.contains("\"lab\""), "{json}");
+    assert!(!render_table(&sim).contains("measured in the lab"));
+
+    let mut lab = synthetic();
+    lab.summary.lab = Some(linkshare_sim::model::LabInfo {
+        router: "linkshare".into(),
+        wall_clock_s: 9.5,
+        interrupted: true,
+        notes: vec!["per-flow `extra_delay` is not emulated".into()],
+    });
+    let v: serde_json::Value =
+        serde_json::from_str(&linkshare_sim::report::summary_json(&lab).unwrap()).unwrap();
+    assert_eq!(v["lab"]["router"], "linkshare");
+    assert_eq!(v["lab"]["interrupted"], true);
+    let table = render_table(&lab);
+    assert!(
+        table.contains("through linkshare (9.5 s wall clock, interrupted)"),
+        "{table}"
+    );
+    assert!(table.contains("note: per-flow `extra_delay`"), "{table}");
+    let dir = out_dir("lab-marked");
+    write_all(&lab, &dir).unwrap();
+    let html = fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(
+        html.contains("<h1>linkshare lab run: two-classes</h1>"),
+        "{html}"
+    );
+    assert!(html.contains("interrupted"));
 }

@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
-use super::testbed::{in_ns, Bed, RouterKind};
+use super::testbed::{in_ns, interrupted, KernelRouter, LinkshareRouter, Router, Testbed};
 
 /// The measurements, by the name `--only` takes.
 const SUITES: &[(&str, &str)] = &[
@@ -64,7 +64,10 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     if !(0.5..=600.0).contains(&args.seconds) {
         bail!("--seconds {} is out of range: use 0.5 to 600", args.seconds);
     }
-    super::testbed::preflight()?;
+    if let Some(why) = super::testbed::unavailable() {
+        bail!("{why}");
+    }
+    super::testbed::install_signal_handlers()?;
     let want = |n: &str| args.only.is_empty() || args.only.iter().any(|o| o == n);
     let secs = args.seconds;
     let mut all = serde_json::Map::new();
@@ -203,21 +206,72 @@ impl Via {
     }
 }
 
+/// The two end hosts of a testbed (names only, so threads can share them).
+#[derive(Clone)]
+struct Hosts {
+    a: String,
+    c: String,
+}
+
+impl Hosts {
+    fn ns_a(&self) -> &str {
+        &self.a
+    }
+    fn ns_c(&self) -> &str {
+        &self.c
+    }
+    fn addr_c(&self) -> Ipv4Addr {
+        super::testbed::ADDR_C
+    }
+}
+
+/// A testbed with its router started, and the router's process id.
+struct Bed {
+    t: Testbed,
+    pid: Option<u32>,
+}
+
+impl Bed {
+    fn ns_a(&self) -> &str {
+        &self.t.ns_a
+    }
+    fn ns_c(&self) -> &str {
+        &self.t.ns_c
+    }
+    fn dev_c(&self) -> &str {
+        &self.t.dev_c
+    }
+    fn addr_c(&self) -> Ipv4Addr {
+        super::testbed::ADDR_C
+    }
+    fn router_pid(&self) -> Option<u32> {
+        self.pid
+    }
+    fn hosts(&self) -> Hosts {
+        Hosts {
+            a: self.t.ns_a.clone(),
+            c: self.t.ns_c.clone(),
+        }
+    }
+}
+
 /// A testbed whose router forwards `via`, with `policy` (TOML) where it shapes.
 fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
-    let kind = match via {
-        Via::None => RouterKind::Bridge,
-        Via::Kernel => RouterKind::Kernel(policy.to_string()),
-        Via::Linkshare => RouterKind::Linkshare {
-            policy: policy.to_string(),
-            args: Vec::new(),
-        },
-        Via::LinkshareV3 => RouterKind::Linkshare {
-            policy: policy.to_string(),
-            args: vec!["--rx-ring".into(), "v3".into()],
-        },
+    if interrupted() {
+        bail!("interrupted");
+    }
+    let mut t = Testbed::new()?;
+    let router: Box<dyn Router> = match via {
+        Via::None => Box::new(KernelRouter::bridge()),
+        Via::Kernel => Box::new(KernelRouter::htb(crate::export_tc::tc_script)),
+        Via::Linkshare => Box::new(LinkshareRouter::new(Vec::new())?),
+        Via::LinkshareV3 => Box::new(LinkshareRouter::new(vec!["--rx-ring".into(), "v3".into()])?),
     };
-    Bed::new(kind)
+    let file = t.write_file("policy.toml", policy)?;
+    t.start_router(router, &file)?;
+    t.wait_reachable()?;
+    let pid = t.router().and_then(|r| r.pid());
+    Ok(Bed { t, pid })
 }
 
 /// A one-class HTB policy of rate `rate` (tc units) with leaf `leaf`.
@@ -368,7 +422,7 @@ fn flood_here(f: &Flood, dst: Ipv4Addr, secs: f64) -> u64 {
     let mut sent = 0u64;
     let mut next_port = 0usize;
     let mut sock = 0usize;
-    while t0.elapsed().as_secs_f64() < secs {
+    while t0.elapsed().as_secs_f64() < secs && !interrupted() {
         if let Some(rate) = f.rate_bps {
             let due = sent as f64 * frame_bits / rate;
             let now = t0.elapsed().as_secs_f64();
@@ -508,13 +562,25 @@ fn throughput(secs: f64) -> anyhow::Result<Table> {
          (seed 000 Table 1 compares CBQ on and off).",
     );
     let mut base = None;
-    for via in [Via::None, Via::Kernel, Via::Linkshare, Via::LinkshareV3] {
-        let b = bed(via, &unlimited(PFIFO))?;
-        let g = tcp_goodput(&b, secs)? / 1e6;
+    let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
+    let rows: [(&str, Via, String); 5] = [
+        (Via::None.name(), Via::None, String::new()),
+        ("kernel HTB, 1 class", Via::Kernel, unlimited(PFIFO)),
+        ("linkshare HTB, 1 class", Via::Linkshare, unlimited(PFIFO)),
+        ("linkshare CBQ, 3 classes", Via::Linkshare, cbq3),
+        (
+            "linkshare HTB, --rx-ring v3",
+            Via::LinkshareV3,
+            unlimited(PFIFO),
+        ),
+    ];
+    for (label, via, policy) in rows {
+        let b = bed(via, &policy)?;
+        let g = tcp_goodput(&b.hosts(), secs)? / 1e6;
         let rel = base.map(|x: f64| format!("{:.0} %", 100.0 * g / x));
         base.get_or_insert(g);
         t.row(vec![
-            via.name().into(),
+            label.into(),
             format!("{g:.0}"),
             rel.unwrap_or_else(|| "100 %".into()),
         ]);
@@ -523,7 +589,7 @@ fn throughput(secs: f64) -> anyhow::Result<Table> {
 }
 
 /// Goodput of one bulk TCP stream A → C in bit/s, after a 0.5 s warm-up.
-fn tcp_goodput(bed: &Bed, secs: f64) -> anyhow::Result<f64> {
+fn tcp_goodput(bed: &Hosts, secs: f64) -> anyhow::Result<f64> {
     let c = bed.ns_c().to_string();
     let ip = bed.addr_c();
     let listener = in_ns(&c, move || TcpListener::bind(SocketAddrV4::new(ip, 5201)))??;
@@ -568,7 +634,7 @@ fn tcp_goodput(bed: &Bed, secs: f64) -> anyhow::Result<f64> {
 }
 
 /// Transactions per second of a UDP request/response loop A ↔ C with the given sizes.
-fn udp_rr(bed: &Bed, req: usize, resp: usize, secs: f64) -> anyhow::Result<f64> {
+fn udp_rr(bed: &Hosts, req: usize, resp: usize, secs: f64) -> anyhow::Result<f64> {
     let c = bed.ns_c().to_string();
     let ip = bed.addr_c();
     let server = in_ns(&c, move || UdpSocket::bind(SocketAddrV4::new(ip, 5202)))??;
@@ -619,9 +685,10 @@ fn request_response(secs: f64) -> anyhow::Result<Table> {
             "request/response (bytes)",
             "no shaper: trans/s (RTT µs)",
             "kernel HTB: trans/s (RTT µs)",
-            "linkshare: trans/s (RTT µs)",
-            "linkshare overhead per transaction (µs)",
-            "linkshare --rx-ring v3: trans/s (RTT µs)",
+            "linkshare HTB: trans/s (RTT µs)",
+            "linkshare CBQ, 3 classes: trans/s (RTT µs)",
+            "CBQ overhead per transaction (µs)",
+            "linkshare HTB --rx-ring v3: trans/s (RTT µs)",
         ],
         "One UDP request/response at a time A ↔ C (netperf UDP_RR style); RTT = 1 / rate. Both \
          directions cross router B: the request through the shaped direction, the response \
@@ -630,24 +697,33 @@ fn request_response(secs: f64) -> anyhow::Result<Table> {
          packet for CBQ in 1997.",
     );
     let mut cols: Vec<Vec<f64>> = Vec::new();
-    for via in [Via::None, Via::Kernel, Via::Linkshare, Via::LinkshareV3] {
-        let b = bed(via, &unlimited(PFIFO))?;
+    let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
+    let cols_spec: [(Via, String); 5] = [
+        (Via::None, String::new()),
+        (Via::Kernel, unlimited(PFIFO)),
+        (Via::Linkshare, unlimited(PFIFO)),
+        (Via::Linkshare, cbq3),
+        (Via::LinkshareV3, unlimited(PFIFO)),
+    ];
+    for (via, policy) in cols_spec {
+        let b = bed(via, &policy)?;
         let mut col = Vec::new();
         for (q, r) in SIZES {
-            col.push(udp_rr(&b, q, r, secs)?);
+            col.push(udp_rr(&b.hosts(), q, r, secs)?);
         }
         cols.push(col);
     }
     for (i, (q, r)) in SIZES.iter().enumerate() {
         let cell = |tps: f64| format!("{tps:.0} ({:.1})", 1e6 / tps);
-        let over = 1e6 / cols[2][i] - 1e6 / cols[0][i];
+        let over = 1e6 / cols[3][i] - 1e6 / cols[0][i];
         t.row(vec![
             format!("{q}/{r}"),
             cell(cols[0][i]),
             cell(cols[1][i]),
             cell(cols[2][i]),
-            format!("{over:.1}"),
             cell(cols[3][i]),
+            format!("{over:.1}"),
+            cell(cols[4][i]),
         ]);
     }
     Ok(t)
@@ -841,7 +917,7 @@ fn accuracy(secs: f64) -> anyhow::Result<Table> {
 }
 
 /// UDP echo probes with TOS `tos` from A to C every `gap` for `secs`; RTTs in µs.
-fn probe_rtts(bed: &Bed, tos: u8, gap: Duration, secs: f64) -> anyhow::Result<Vec<f64>> {
+fn probe_rtts(bed: &Hosts, tos: u8, gap: Duration, secs: f64) -> anyhow::Result<Vec<f64>> {
     let c = bed.ns_c().to_string();
     let ip = bed.addr_c();
     let echo = in_ns(&c, move || UdpSocket::bind(SocketAddrV4::new(ip, 5203)))??;
@@ -944,7 +1020,8 @@ fn priority(secs: f64) -> anyhow::Result<Table> {
     );
     for via in [Via::Kernel, Via::Linkshare] {
         let b = bed(via, PRIORITY_POLICY)?;
-        let (bed_ref, s2) = (&b, secs);
+        let hosts = b.hosts();
+        let (bed_ref, s2) = (&hosts, secs);
         let (rtts, be, goodput) = std::thread::scope(|sc| -> anyhow::Result<_> {
             let bulk = sc.spawn(move || tcp_goodput(bed_ref, s2 + 1.0));
             std::thread::sleep(Duration::from_millis(700));

@@ -1,16 +1,63 @@
-//! `linkshare lab`: a namespace testbed (hosts A, B, C of the seeds) with real kernel traffic
-//! through linkshare or the kernel's HTB (being written).
+//! `linkshare lab [SCENARIO] [--out DIR]`: a scenario's flows as real kernel traffic through a
+//! real router, in network namespaces — hosts A, B, C of the seeds. See docs/lab.md.
+//!
+//! The scenario file is the one `linkshare sim` reads. Its policy runs in the router namespace
+//! ([`testbed::Router`]: `linkshare run`), its flows become sockets in the sender and sink
+//! namespaces ([`traffic`]), in real time. Every `sample` the router's class counters (the
+//! control socket's `stat`) and the flows' delivered bytes are recorded; at the end the same
+//! result model the simulator produces ([`linkshare_sim::model::SimResult`], marked with
+//! `lab`) is printed as the same table and written as the same files.
+//!
+//! Exit codes: 0 ok, 1 invalid scenario or a flow failed, 2 unreadable file, no testbed (not
+//! root, no `ip`) or unwritable output, 130 interrupted (the partial report is still written).
 
 pub mod bench;
 pub mod testbed;
+pub mod traffic;
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
 use clap::{Args, Subcommand};
+use linkshare_sim::metrics::{jain, Hist};
+use linkshare_sim::model::{
+    ClassState, ClassSummary, FlowSummary, LabInfo, LinkSummary, QdiscSummary, Sample, SeriesKind,
+    SimResult, Summary,
+};
+use linkshare_sim::scenario::FlowKind;
+use linkshare_sim::Scenario;
+
+use testbed::{ClassCounters, LinkshareRouter, RouterStats, Testbed};
+use traffic::{FlowLive, Plan, Traffic};
+
+/// The default scenario: three classes on 10 Mbit/s for 15 s, embedded so that `linkshare lab`
+/// works from a clean clone.
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../../scenarios/lab-default.toml");
+pub const DEFAULT_ORIGIN: &str = "scenarios/lab-default.toml (embedded)";
+
+/// Exit code of an interrupted run.
+pub const EXIT_INTERRUPTED: i32 = 130;
+/// At most this many flows (one or two threads each).
+const MAX_FLOWS: usize = 256;
 
 #[derive(Args, Debug)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct LabArgs {
     #[command(subcommand)]
     pub command: Option<LabCommand>,
+    /// Scenario file (the format `linkshare sim` reads); the embedded lab-default if omitted
+    pub scenario: Option<PathBuf>,
+    /// Output directory (default: out/<scenario name>-lab, or -lab-kernel with --kernel)
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Route through the kernel's HTB instead of linkshare: a Linux bridge in the router
+    /// namespace with the policy from `linkshare export tc` on its port towards the sink
+    #[arg(long)]
+    pub kernel: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -20,11 +67,668 @@ pub enum LabCommand {
 }
 
 pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
-    match &args.command {
-        Some(LabCommand::Bench(b)) => {
-            testbed::install_signal_cleanup()?;
-            bench::run(b)
+    if let Some(LabCommand::Bench(b)) = &args.command {
+        return bench::run(b);
+    }
+    let (sc, text) = match load(args.scenario.as_deref()) {
+        Ok(x) => x,
+        Err(code) => return Ok(code),
+    };
+    if let Some(why) = testbed::unavailable() {
+        eprintln!("error: {why}");
+        return Ok(2);
+    }
+    let base = args
+        .scenario
+        .as_deref()
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let (policy_text, mut notes) = policy_text(&sc, &text, &base)?;
+    let duration = sc.duration.as_secs_f64();
+    if sc.flows.len() > MAX_FLOWS {
+        eprintln!(
+            "{}: error: the lab runs at most {MAX_FLOWS} flows, the scenario has {}",
+            sc.origin,
+            sc.flows.len()
+        );
+        return Ok(1);
+    }
+    let mut plans = Vec::new();
+    for (i, f) in sc.flows.iter().enumerate() {
+        match Plan::new(f, duration, sc.seed.wrapping_add(i as u64)) {
+            Ok(p) => plans.push(p),
+            Err(e) => {
+                eprintln!("{}: error: {e}", sc.origin);
+                return Ok(1);
+            }
         }
-        None => anyhow::bail!("`linkshare lab` is not available in this build yet"),
+    }
+    notes.extend(unsupported(&sc));
+    let router_args = router_args(&sc);
+    if args.kernel && !router_args.is_empty() {
+        notes.push(format!(
+            "--kernel: the kernel here has no netem, so the link's delay and device buffer ({}) are not emulated",
+            router_args.join(" ")
+        ));
+    }
+
+    testbed::install_signal_handlers()?;
+    let suffix = if args.kernel { "lab-kernel" } else { "lab" };
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::sim_cmd::default_out_dir(&format!("{}-{suffix}", sc.name)));
+    eprintln!(
+        "lab: {} — {} flows for {:.1} s through {} in network namespaces",
+        sc.name,
+        plans.len(),
+        duration,
+        if args.kernel {
+            "the kernel's HTB"
+        } else {
+            "linkshare"
+        }
+    );
+    let router: Box<dyn testbed::Router> = if args.kernel {
+        // Fail before building anything when the kernel cannot take the policy.
+        let p = linkshare_config::Policy::parse(&policy_text, &sc.origin)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        crate::export_tc::tc_script(&p, "probe0")
+            .context("--kernel runs the policy on the kernel's HTB")?;
+        Box::new(testbed::KernelRouter::htb(crate::export_tc::tc_script))
+    } else {
+        Box::new(LinkshareRouter::new(router_args)?)
+    };
+    let measured = measure(&sc, &plans, &policy_text, router)?;
+    let interrupted = measured.interrupted;
+    let failures: Vec<String> = measured
+        .live
+        .iter()
+        .filter_map(|l| l.error.lock().ok().and_then(|e| e.clone()))
+        .collect();
+    let result = build_result(&sc, &plans, measured, notes);
+    print!("{}", linkshare_sim::report::render_table(&result));
+    let opts = linkshare_sim::report::ReportOptions {
+        command: Some(std::env::args().collect::<Vec<_>>().join(" ")),
+    };
+    match linkshare_sim::report::write_all_with(&result, &out, &opts) {
+        Ok(files) => {
+            let html = files
+                .iter()
+                .find(|p| p.extension().is_some_and(|e| e == "html"));
+            println!(
+                "\nwrote {} files to {}{}",
+                files.len(),
+                out.display(),
+                html.map(|h| format!(" (open {})", h.display()))
+                    .unwrap_or_default()
+            );
+        }
+        Err(e) => {
+            eprintln!("{}: error: cannot write the report: {e}", out.display());
+            return Ok(2);
+        }
+    }
+    for f in &failures {
+        eprintln!("error: {f}");
+    }
+    Ok(if interrupted {
+        EXIT_INTERRUPTED
+    } else if failures.is_empty() {
+        0
+    } else {
+        1
+    })
+}
+
+/// The scenario and its text; on failure the diagnostics are printed and the exit code returned.
+fn load(path: Option<&Path>) -> Result<(Scenario, String), i32> {
+    let (text, origin, base, stem) = match path {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => (
+                t,
+                p.display().to_string(),
+                p.parent().map(Path::to_path_buf).unwrap_or_default(),
+                p.file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("scenario")
+                    .to_string(),
+            ),
+            Err(e) => {
+                eprintln!("{}: error: cannot read the scenario: {e}", p.display());
+                return Err(2);
+            }
+        },
+        None => (
+            DEFAULT_SCENARIO.to_string(),
+            DEFAULT_ORIGIN.to_string(),
+            PathBuf::from("scenarios"),
+            "lab-default".to_string(),
+        ),
+    };
+    match Scenario::parse_with(&text, &origin, &base, &stem) {
+        Ok(mut sc) => {
+            if sc.sweep.take().is_some() {
+                eprintln!(
+                    "{origin}: note: the lab runs the file without its [sweep] (one point at a time: copy the point's values into the file)"
+                );
+            }
+            Ok((sc, text))
+        }
+        Err(e) => {
+            for d in &e.diagnostics {
+                if d.line > 0 && d.file == origin {
+                    eprintln!("{}", d.render_with_source(&text));
+                } else {
+                    eprintln!("{d}");
+                }
+            }
+            Err(1)
+        }
+    }
+}
+
+/// The policy file for `linkshare run`: the scenario's `policy = "path"` file, its inline
+/// `[policy]` table written out, or (no policy) one HTB class at the link rate.
+fn policy_text(sc: &Scenario, text: &str, base: &Path) -> anyhow::Result<(String, Vec<String>)> {
+    let doc: toml::Table = toml::from_str(text).context("scenario is not TOML")?;
+    match doc.get("policy") {
+        Some(toml::Value::String(p)) => {
+            let path = base.join(p);
+            let t = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read the policy {}", path.display()))?;
+            Ok((t, Vec::new()))
+        }
+        Some(toml::Value::Table(t)) => Ok((
+            toml::to_string(t).context("cannot write the inline policy")?,
+            Vec::new(),
+        )),
+        _ => Ok((
+            format!(
+                "qdisc = \"htb\"\ndefault = \"link\"\n[[class]]\nname = \"link\"\nrate = \"{}bit\"\n",
+                sc.link.rate.0
+            ),
+            vec![format!(
+                "the scenario has no policy: the lab shapes the link rate with one HTB class `link` (the simulator uses a pfifo of {} packets)",
+                sc.link.queue
+            )],
+        )),
+    }
+}
+
+/// What the lab does not reproduce, said in the summary.
+fn unsupported(sc: &Scenario) -> Vec<String> {
+    let mut notes = Vec::new();
+    if sc.flows.iter().any(|f| f.extra_delay.0 > 0) {
+        notes.push("per-flow `extra_delay` is not emulated (the testbed has one path)".into());
+    }
+    if sc.link.timer_hz > 0 || sc.link.clock_hz > 0 {
+        notes.push(
+            "`timer_hz`/`clock_hz` are not applied: linkshare run wakes at exact deadlines".into(),
+        );
+    }
+    if sc.link.overhead > 0 {
+        notes.push("link `overhead` is not applied".into());
+    }
+    if sc.flows.iter().any(|f| {
+        matches!(&f.kind, FlowKind::Tcp(t) if t.cc != linkshare_sim::scenario::CcKind::Cubic
+                || t.min_rto != linkshare_sim::scenario::DEFAULT_MIN_RTO
+                || t.init_cwnd != linkshare_sim::scenario::DEFAULT_INIT_CWND)
+    }) {
+        notes.push(
+            "TCP runs the kernel's default congestion control (cc, min_rto, init_cwnd are the kernel's)"
+                .into(),
+        );
+    }
+    notes
+}
+
+/// `run` options from the link: its delay as an emulated delay line, its device buffer.
+fn router_args(sc: &Scenario) -> Vec<String> {
+    let mut a = Vec::new();
+    if sc.link.delay.0 > 0 {
+        a.push("--emulate".to_string());
+        a.push(format!("delay={}us", sc.link.delay.0 / 1000));
+    }
+    if sc.link.device_buffer > 0 {
+        a.push("--device-buffer".to_string());
+        a.push(sc.link.device_buffer.to_string());
+    }
+    a
+}
+
+/// Everything one run measured.
+struct Measured {
+    live: Vec<Arc<FlowLive>>,
+    /// Router snapshots: index 0 at t0, then one per sample.
+    snapshots: Vec<(f64, RouterStats)>,
+    /// Flow delivered/sent/received at each snapshot.
+    flow_marks: Vec<Vec<(u64, u64, u64)>>,
+    elapsed: f64,
+    interrupted: bool,
+    router: &'static str,
+}
+
+fn measure(
+    sc: &Scenario,
+    plans: &[Plan],
+    policy_text: &str,
+    router: Box<dyn testbed::Router>,
+) -> anyhow::Result<Measured> {
+    let mut bed = Testbed::new()?;
+    let srcs: Vec<_> = unique(plans.iter().map(|p| p.src));
+    let dsts: Vec<_> = unique(plans.iter().map(|p| p.dst));
+    if let Some(both) = srcs.iter().find(|a| dsts.contains(a)) {
+        anyhow::bail!(
+            "{}: address {both} is both a source and a destination; the lab puts sources on the sender and destinations on the sink",
+            sc.origin
+        );
+    }
+    bed.add_flow_addresses(&srcs, &dsts)?;
+    let policy = bed.write_file("policy.toml", policy_text)?;
+    let name = router.name();
+    bed.start_router(router, &policy)?;
+    bed.wait_reachable()?;
+
+    let live: Vec<Arc<FlowLive>> = plans.iter().map(|_| Arc::default()).collect();
+    let (mut traffic, t0) = Traffic::start(plans, &live, &bed.ns_a, &bed.ns_c)?;
+    let duration = sc.duration.as_secs_f64();
+    let sample = sc.sample.as_secs_f64();
+    let mut snapshots = Vec::new();
+    let mut flow_marks = Vec::new();
+    let marks = |live: &[Arc<FlowLive>]| -> Vec<(u64, u64, u64)> {
+        live.iter()
+            .map(|l| {
+                (
+                    l.delivered.load(Ordering::Relaxed),
+                    l.packets_sent.load(Ordering::Relaxed),
+                    l.packets_received.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    };
+    let mut interrupted = false;
+    let mut k = 0u64;
+    loop {
+        let due = (k as f64 * sample).min(duration);
+        // Sleep until `due`, waking to notice a signal.
+        loop {
+            if testbed::interrupted() {
+                interrupted = true;
+                break;
+            }
+            let now = Instant::now().saturating_duration_since(t0).as_secs_f64();
+            if now >= due && Instant::now() >= t0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs_f64((due - now).clamp(0.0005, 0.05)));
+        }
+        if interrupted {
+            break;
+        }
+        let router = bed.router().context("the router is gone")?;
+        let st = router.stats()?;
+        snapshots.push((due, st));
+        flow_marks.push(marks(&live));
+        if due >= duration {
+            break;
+        }
+        k += 1;
+    }
+    let elapsed = Instant::now()
+        .saturating_duration_since(t0)
+        .as_secs_f64()
+        .min(duration);
+    if interrupted {
+        // One last snapshot so the partial report covers the time that ran.
+        if let Some(r) = bed.router() {
+            if let Ok(st) = r.stats() {
+                snapshots.push((elapsed, st));
+                flow_marks.push(marks(&live));
+            }
+        }
+    }
+    traffic.finish();
+    drop(bed);
+    Ok(Measured {
+        live,
+        snapshots,
+        flow_marks,
+        elapsed,
+        interrupted,
+        router: name,
+    })
+}
+
+fn unique<T: PartialEq + Copy>(it: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v: Vec<T> = Vec::new();
+    for x in it {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
+}
+
+fn class_mode(m: &str) -> &'static str {
+    match m {
+        "can_send" => "can_send",
+        "may_borrow" => "may_borrow",
+        "cant_send" => "cant_send",
+        _ => "unknown",
+    }
+}
+
+/// The simulator's result model from what the lab measured.
+fn build_result(sc: &Scenario, plans: &[Plan], m: Measured, notes: Vec<String>) -> SimResult {
+    let dur = if m.interrupted {
+        m.elapsed.max(1e-3)
+    } else {
+        sc.duration.as_secs_f64()
+    };
+    let empty = RouterStats::default();
+    let first = m.snapshots.first().map(|s| &s.1).unwrap_or(&empty);
+    let last = m.snapshots.last().map(|s| &s.1).unwrap_or(&empty);
+    let base_of = |name: &str| -> ClassCounters {
+        first
+            .classes
+            .iter()
+            .find(|c| c.name == name)
+            .cloned()
+            .unwrap_or_default()
+    };
+
+    // Time series.
+    let mut samples = Vec::new();
+    let mut class_states = Vec::new();
+    for w in 1..m.snapshots.len() {
+        let (t_prev, prev) = (&m.snapshots[w - 1].0, &m.snapshots[w - 1].1);
+        let (t, cur) = (m.snapshots[w].0, &m.snapshots[w].1);
+        let span = (t - t_prev).max(1e-9);
+        for c in &cur.classes {
+            let p = prev
+                .classes
+                .iter()
+                .find(|x| x.name == c.name)
+                .cloned()
+                .unwrap_or_default();
+            let bytes = c.sent_bytes.saturating_sub(p.sent_bytes);
+            samples.push(Sample {
+                time_s: t,
+                kind: SeriesKind::Class,
+                name: c.name.clone(),
+                bytes,
+                rate_bps: bytes as f64 * 8.0 / span,
+                backlog_bytes: c.backlog_bytes,
+                drops: c.drops.saturating_sub(p.drops),
+                rtt_ms: None,
+            });
+            class_states.push(ClassState {
+                time_s: t,
+                class: c.name.clone(),
+                mode: class_mode(&c.mode),
+                tokens_bytes: Some(c.tokens),
+                ctokens_bytes: Some(c.ctokens),
+                avgidle_us: None,
+            });
+        }
+        for (i, p) in plans.iter().enumerate() {
+            let (d1, s1, r1) = m.flow_marks[w][i];
+            let (d0, s0, r0) = m.flow_marks[w - 1][i];
+            let bytes = d1.saturating_sub(d0);
+            let rtts: Vec<f64> = m.live[i]
+                .rtt
+                .lock()
+                .map(|v| {
+                    v.iter()
+                        .filter(|(at, _)| *at > *t_prev && *at <= t)
+                        .map(|x| x.1)
+                        .collect()
+                })
+                .unwrap_or_default();
+            let udp = matches!(p.spec.kind, FlowKind::Udp(_));
+            samples.push(Sample {
+                time_s: t,
+                kind: SeriesKind::Flow,
+                name: p.spec.name.clone(),
+                bytes,
+                rate_bps: bytes as f64 * 8.0 / span,
+                backlog_bytes: 0,
+                drops: if udp {
+                    s1.saturating_sub(s0).saturating_sub(r1.saturating_sub(r0))
+                } else {
+                    0
+                },
+                rtt_ms: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
+            });
+        }
+    }
+
+    // Classes.
+    let mut classes = BTreeMap::new();
+    let mut link_bytes = 0u64;
+    for c in &last.classes {
+        let b = base_of(&c.name);
+        let bytes = c.sent_bytes.saturating_sub(b.sent_bytes);
+        if c.parent.is_none() {
+            link_bytes += bytes;
+        }
+        classes.insert(
+            c.name.clone(),
+            ClassSummary {
+                bytes,
+                packets: c.sent_packets.saturating_sub(b.sent_packets),
+                drops: c.drops.saturating_sub(b.drops),
+                rate_bps: bytes as f64 * 8.0 / dur,
+                parent: c.parent.clone(),
+                assigned_rate_bps: c.rate_bps,
+                ceil_bps: c.ceil_bps,
+                overlimits: c.overlimits.saturating_sub(b.overlimits),
+                lends: c.lends.saturating_sub(b.lends),
+                borrows: c.borrows.saturating_sub(b.borrows),
+            },
+        );
+    }
+    if last.classes.is_empty() {
+        let bytes = last.dequeued_bytes.saturating_sub(first.dequeued_bytes);
+        link_bytes = bytes;
+        classes.insert(
+            last.kind.clone(),
+            ClassSummary {
+                bytes,
+                packets: last.dequeued_packets.saturating_sub(first.dequeued_packets),
+                rate_bps: bytes as f64 * 8.0 / dur,
+                assigned_rate_bps: sc.link.rate.0 as f64,
+                ceil_bps: sc.link.rate.0 as f64,
+                overlimits: last.overlimits,
+                ..ClassSummary::default()
+            },
+        );
+    }
+
+    // Flows.
+    let mss = sc.link.mtu.saturating_sub(40).max(1) as u64;
+    let mut flows = BTreeMap::new();
+    let mut rtt_points = Vec::new();
+    let mut per_class: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (i, p) in plans.iter().enumerate() {
+        let l = &m.live[i];
+        let delivered = l.delivered.load(Ordering::Relaxed);
+        let sent = l.packets_sent.load(Ordering::Relaxed);
+        let received = l.packets_received.load(Ordering::Relaxed);
+        let retransmits = l.retransmits.load(Ordering::Relaxed);
+        let active = (p.stop.min(dur) - p.start).max(0.0);
+        let goodput = if active > 0.0 {
+            delivered as f64 * 8.0 / active
+        } else {
+            0.0
+        };
+        let class = class_of(sc, p);
+        let mut rtt = Hist::default();
+        if let Ok(v) = l.rtt.lock() {
+            for (at, ms) in v.iter() {
+                rtt.record((ms * 1e6) as u64);
+                rtt_points.push((*at, p.spec.name.clone(), *ms));
+            }
+        }
+        let owd = l.owd.lock().map(|h| h.clone()).unwrap_or_default();
+        let (kind, packets_sent, lost, rtt_ms, owd_ms) = match &p.spec.kind {
+            FlowKind::Tcp(_) => (
+                "tcp",
+                delivered.div_ceil(mss),
+                retransmits,
+                (rtt.n > 0).then(|| rtt.to_stats_ms()),
+                None,
+            ),
+            FlowKind::Udp(_) => (
+                "udp",
+                sent,
+                sent.saturating_sub(received),
+                None,
+                (owd.n > 0).then(|| owd.to_stats_ms()),
+            ),
+            FlowKind::Ping(_) => (
+                "ping",
+                sent,
+                sent.saturating_sub(received),
+                (rtt.n > 0).then(|| rtt.to_stats_ms()),
+                None,
+            ),
+        };
+        if kind != "ping" {
+            per_class.entry(class.clone()).or_default().push(goodput);
+        }
+        flows.insert(
+            p.spec.name.clone(),
+            FlowSummary {
+                kind: kind.to_string(),
+                class,
+                bytes_delivered: delivered,
+                goodput_bps: goodput,
+                packets_sent,
+                packets_lost: lost,
+                retransmits: if kind == "tcp" { retransmits } else { 0 },
+                rtt_ms,
+                owd_ms,
+                timeouts: 0,
+                cwnd_reductions: 0,
+            },
+        );
+    }
+    let fairness = per_class
+        .into_iter()
+        .filter(|(c, _)| !c.is_empty())
+        .map(|(c, xs)| (c, jain(&xs)))
+        .collect();
+
+    let summary = Summary {
+        scenario: sc.name.clone(),
+        duration_s: dur,
+        seed: sc.seed,
+        link: LinkSummary {
+            rate_bps: sc.link.rate.0 as f64,
+            utilisation: link_bytes as f64 * 8.0 / (sc.link.rate.0 as f64 * dur),
+            delay_ms: sc.link.delay.0 as f64 / 1e6,
+            mtu: sc.link.mtu,
+            device_buffer_bytes: sc.link.device_buffer,
+            timer_hz: 0,
+            clock_hz: 0,
+        },
+        classes,
+        flows,
+        fairness,
+        qdisc: QdiscSummary {
+            kind: last.kind.clone(),
+            enqueued_packets: last.enqueued_packets.saturating_sub(first.enqueued_packets),
+            dequeued_packets: last.dequeued_packets.saturating_sub(first.dequeued_packets),
+            drops: last.drops.clone(),
+            marked: last.marked,
+            overlimits: last.overlimits.saturating_sub(first.overlimits),
+            extra: last.extra.clone(),
+        },
+        lab: Some(LabInfo {
+            router: m.router.to_string(),
+            wall_clock_s: m.elapsed,
+            interrupted: m.interrupted,
+            notes,
+        }),
+        events: 0,
+    };
+    SimResult {
+        summary,
+        samples,
+        class_states,
+        rtt_points,
+    }
+}
+
+/// The class the policy's classifier puts the flow in (what the simulator reports).
+fn class_of(sc: &Scenario, p: &Plan) -> String {
+    let Some(policy) = &sc.policy else {
+        return "link".to_string();
+    };
+    let proto = match p.spec.kind {
+        FlowKind::Tcp(_) => 6,
+        FlowKind::Udp(_) => 17,
+        FlowKind::Ping(_) => 1,
+    };
+    let mut meta = linkshare_core::PacketMeta {
+        tos: p.spec.tos,
+        proto,
+        src: p.spec.src,
+        dst: p.spec.dst,
+        src_port: if proto == 1 { 0 } else { p.spec.sport },
+        dst_port: if proto == 1 { 0 } else { p.spec.dport },
+        ..linkshare_core::PacketMeta::default()
+    };
+    meta.flow_hash = linkshare_core::wire::flow_hash(&meta, 0);
+    policy.class_of(&meta)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn embedded_default_parses_and_has_three_classes() {
+        let sc = Scenario::parse_with(
+            DEFAULT_SCENARIO,
+            DEFAULT_ORIGIN,
+            Path::new("scenarios"),
+            "lab-default",
+        )
+        .unwrap();
+        let (text, notes) = policy_text(&sc, DEFAULT_SCENARIO, Path::new("scenarios")).unwrap();
+        assert!(notes.is_empty());
+        let p = linkshare_config::Policy::parse(&text, "inline").unwrap();
+        let leaves = p.classes().iter().filter(|c| c.parent.is_some()).count();
+        assert_eq!(leaves, 3, "{text}");
+        assert!(sc.duration.as_secs_f64() <= 20.0);
+    }
+
+    #[test]
+    fn no_policy_becomes_one_class_at_link_rate() {
+        let text =
+            "[link]\nrate = \"2mbit\"\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\n";
+        let sc = Scenario::parse(text, "t.toml").unwrap();
+        let (p, notes) = policy_text(&sc, text, Path::new("")).unwrap();
+        assert_eq!(notes.len(), 1);
+        let pol = linkshare_config::Policy::parse(&p, "gen").unwrap();
+        assert_eq!(pol.classes().len(), 1);
+        assert_eq!(
+            class_of(&sc, &Plan::new(&sc.flows[0], 10.0, 1).unwrap()),
+            "link"
+        );
+    }
+
+    #[test]
+    fn link_delay_and_buffer_become_run_options() {
+        let text = "[link]\nrate = \"2mbit\"\ndelay = \"20ms\"\ndevice_buffer = 3000\n";
+        let sc = Scenario::parse(text, "t.toml").unwrap();
+        assert_eq!(
+            router_args(&sc),
+            ["--emulate", "delay=20000us", "--device-buffer", "3000"]
+        );
     }
 }

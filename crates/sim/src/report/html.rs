@@ -39,14 +39,32 @@ pub fn render_html(result: &SimResult, plots: &[PlotEntry], command: Option<&str
     } else {
         escape(&s.scenario)
     };
+    let (short, long) = if s.lab.is_some() {
+        ("lab", "lab run")
+    } else {
+        ("sim", "simulation")
+    };
     let mut h = String::new();
     let _ = write!(
         h,
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n\
-         <title>linkshare sim: {scenario}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
-         <h1>linkshare simulation: {scenario}</h1>\n"
+         <title>linkshare {short}: {scenario}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n\
+         <h1>linkshare {long}: {scenario}</h1>\n"
     );
+    if let Some(lab) = &s.lab {
+        let _ = writeln!(
+            h,
+            "<p>Measured on real kernel traffic through <code>{}</code> in network namespaces \
+             ({} s of wall-clock time{}).</p>",
+            escape(&lab.router),
+            fixed(lab.wall_clock_s, 1),
+            if lab.interrupted { ", interrupted" } else { "" }
+        );
+        for n in &lab.notes {
+            let _ = writeln!(h, "<p>Note: {}</p>", escape(n));
+        }
+    }
 
     // Run and link parameters.
     h.push_str("<dl class=\"meta\">\n");

@@ -92,6 +92,18 @@ pub fn render_table(result: &SimResult) -> String {
         s.link.mtu,
         percent(s.link.utilisation),
     ));
+    if let Some(lab) = &s.lab {
+        out.push_str(&format!(
+            "measured in the lab: real kernel traffic through {} ({} s wall clock{})\n",
+            lab.router,
+            fixed(lab.wall_clock_s, 1),
+            if lab.interrupted { ", interrupted" } else { "" }
+        ));
+        for n in &lab.notes {
+            out.push_str(&format!("note: {n}\n"));
+        }
+        out.push('\n');
+    }
 
     // Classes.
     let tree = class_tree(s);

@@ -1,0 +1,301 @@
+//! `linkshare lab`: a scenario's flows as real traffic through `linkshare run` in network
+//! namespaces. The tests that build a testbed skip (with the reason printed) when not root or
+//! when `ip netns` does not work; they run one at a time (`SERIAL`), and the lab's names carry its
+//! pid, so they coexist with other test binaries' namespaces.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_linkshare")
+}
+
+/// Why the lab cannot run here, if it cannot.
+fn skip_reason() -> Option<&'static str> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not root");
+    }
+    let ok = Command::new("ip")
+        .args(["netns", "list"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    (!ok).then_some("`ip netns` does not work here")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lslabtest-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+/// Namespaces whose name shows they belong to the lab process `pid`.
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    let prefix = format!("lslab{pid}x");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Processes whose command line mentions `needle` (the router started by a lab run).
+fn processes_mentioning(needle: &str) -> Vec<u32> {
+    let mut v = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        if let Ok(cmd) = std::fs::read(e.path().join("cmdline")) {
+            if String::from_utf8_lossy(&cmd).contains(needle) {
+                v.push(pid);
+            }
+        }
+    }
+    v
+}
+
+/// Three UDP classes, each offered more than its rate, for `secs`; HTB 5/3/2 Mbit/s on 10.
+fn three_udp(secs: u32) -> String {
+    format!(
+        r#"
+name = "lab-three-udp"
+duration = "{secs}s"
+sample = "500ms"
+[link]
+rate = "10mbit"
+[policy]
+qdisc = "htb"
+default = "c"
+[[policy.class]]
+name = "root"
+rate = "10mbit"
+[[policy.class]]
+name = "a"
+parent = "root"
+rate = "5mbit"
+ceil = "10mbit"
+[[policy.class]]
+name = "b"
+parent = "root"
+rate = "3mbit"
+ceil = "10mbit"
+[[policy.class]]
+name = "c"
+parent = "root"
+rate = "2mbit"
+ceil = "10mbit"
+[[policy.filter]]
+class = "a"
+dscp = "af11"
+[[policy.filter]]
+class = "b"
+dscp = "cs1"
+[[flow]]
+name = "ua"
+kind = "udp"
+dscp = "af11"
+rate = "7mbit"
+size = 1000
+[[flow]]
+name = "ub"
+kind = "udp"
+dscp = "cs1"
+rate = "5mbit"
+size = 1000
+[[flow]]
+name = "uc"
+kind = "udp"
+rate = "4mbit"
+size = 1000
+[[flow]]
+name = "probe"
+kind = "ping"
+dscp = "af11"
+interval = "200ms"
+"#
+    )
+}
+
+#[test]
+fn saturated_udp_classes_get_their_rates_and_namespaces_go() {
+    rates_through(false);
+}
+
+/// `--kernel`: the same scenario through a bridge with the kernel's HTB (`export tc`) gets the
+/// same rates, and the summary says which router ran.
+#[test]
+fn kernel_htb_gets_the_same_rates() {
+    rates_through(true);
+}
+
+fn rates_through(kernel: bool) {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch(if kernel { "rates-kernel" } else { "rates" });
+    let sc = dir.join("three.toml");
+    std::fs::write(&sc, three_udp(5)).unwrap();
+    let out_dir = dir.join("out");
+    let t0 = Instant::now();
+    let child = Command::new(exe())
+        .arg("lab")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out_dir)
+        .args(if kernel { &["--kernel"][..] } else { &[][..] })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0));
+    assert!(t0.elapsed() < Duration::from_secs(20));
+    assert!(stdout.contains("measured in the lab"), "{stdout}");
+
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    let router = if kernel { "kernel-htb" } else { "linkshare" };
+    assert_eq!(s["lab"]["router"], router, "{s}");
+    assert_eq!(s["lab"]["interrupted"], false);
+    for (class, want) in [("a", 5e6), ("b", 3e6), ("c", 2e6)] {
+        let got = s["classes"][class]["rate_bps"].as_f64().unwrap();
+        eprintln!(
+            "class {class}: {:.3} Mbit/s (policy {:.0})",
+            got / 1e6,
+            want / 1e6
+        );
+        assert!(
+            (got / want - 1.0).abs() < 0.03,
+            "class {class}: {got} bit/s, policy {want}"
+        );
+        assert_eq!(
+            s["classes"][class]["assigned_rate_bps"].as_f64(),
+            Some(want)
+        );
+    }
+    // The flows landed in the classes the policy's filters name, and arrived at the sink.
+    assert_eq!(s["flows"]["ua"]["class"], "a");
+    assert_eq!(s["flows"]["uc"]["class"], "c");
+    let ua = s["flows"]["ua"]["goodput_bps"].as_f64().unwrap();
+    assert!((ua / 5e6 - 1.0).abs() < 0.05, "ua goodput {ua}");
+    // Overloaded: the sink lost what the class dropped; the probe measured its RTT.
+    assert!(s["flows"]["ua"]["packets_lost"].as_u64().unwrap() > 0);
+    assert!(s["flows"]["probe"]["rtt_ms"]["samples"].as_u64().unwrap() >= 10);
+    assert!(out_dir.join("timeseries.csv").is_file());
+    assert!(out_dir.join("report.html").is_file());
+    let ts = std::fs::read_to_string(out_dir.join("timeseries.csv")).unwrap();
+    // 10 samples of 4 classes and 4 flows.
+    assert_eq!(ts.lines().count(), 1 + 10 * 8, "{ts}");
+
+    assert!(
+        namespaces_of(pid).is_empty(),
+        "namespaces left: {:?}",
+        namespaces_of(pid)
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn sigterm_mid_run_cleans_up() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("sigterm");
+    let sc = dir.join("three.toml");
+    std::fs::write(&sc, three_udp(30)).unwrap();
+    let out_dir = dir.join("out");
+    let mut child = Command::new(exe())
+        .arg("lab")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out_dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    // Wait until the testbed exists and the router runs, then let traffic flow a little.
+    let t0 = Instant::now();
+    let tag = format!("lslab{pid}x");
+    while namespaces_of(pid).len() < 3 || processes_mentioning(&tag).is_empty() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the lab did not start"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "the lab exited early");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_millis(1500));
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    let t1 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t1.elapsed() < Duration::from_secs(10),
+            "no exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(130), "{status}");
+    assert!(namespaces_of(pid).is_empty(), "{:?}", namespaces_of(pid));
+    // The router (`linkshare run ... --control /tmp/lslab<pid>x0/ctl.sock`) is gone too.
+    assert!(
+        processes_mentioning(&tag).is_empty(),
+        "{:?}",
+        processes_mentioning(&tag)
+    );
+    // The partial report says so.
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(s["lab"]["interrupted"], true);
+    let wall = s["lab"]["wall_clock_s"].as_f64().unwrap();
+    assert!((1.0..10.0).contains(&wall), "{wall}");
+    assert!(s["classes"]["a"]["bytes"].as_u64().unwrap() > 0);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn bad_scenario_is_reported_with_its_line() {
+    let dir = scratch("bad");
+    let sc = dir.join("bad.toml");
+    std::fs::write(
+        &sc,
+        "[link]\nrate = \"10mbit\"\n[[flow]]\nname = \"x\"\nkind = \"quic\"\n",
+    )
+    .unwrap();
+    let out = Command::new(exe()).arg("lab").arg(&sc).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("bad.toml:"), "{err}");
+    let missing = Command::new(exe())
+        .arg("lab")
+        .arg(Path::new("/nonexistent/x.toml"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}
