@@ -268,8 +268,11 @@ fn unsupported(sc: &Scenario) -> Vec<String> {
             "`timer_hz`/`clock_hz` are not applied: linkshare run wakes at exact deadlines".into(),
         );
     }
-    if sc.link.overhead > 0 {
-        notes.push("link `overhead` is not applied".into());
+    if sc.link.overhead != 14 {
+        notes.push(format!(
+            "the routers charge whole Ethernet frames (IP length + 14 bytes, as the kernel's HTB does): `overhead = 14` in the simulator's terms; this scenario has overhead = {}",
+            sc.link.overhead
+        ));
     }
     if sc.flows.iter().any(|f| {
         matches!(&f.kind, FlowKind::Tcp(t) if t.cc != linkshare_sim::scenario::CcKind::Cubic

@@ -9,7 +9,8 @@
 //!
 //! B has no addresses: the [`Router`] bridges `dev_ra` and `dev_rc` (a bump in the wire), so A and
 //! C share one L2 segment and every frame from A to C crosses the router's scheduler. The router
-//! is either `linkshare run` ([`LinkshareRouter`]) or, later, a Linux bridge with the kernel's HTB.
+//! is either `linkshare run` ([`LinkshareRouter`]) or a Linux bridge, bare or with the kernel's HTB
+//! from `export tc` ([`KernelRouter`]).
 //!
 //! Names carry the process id and a sequence number (`lslab<pid>x<seq>a`), so parallel runs and
 //! test binaries never collide. Everything is removed on every exit path: [`Drop`] stops the
