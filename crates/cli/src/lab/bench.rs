@@ -278,12 +278,6 @@ fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
     t.start_router(router, &file)?;
     t.wait_reachable()?;
     let pid = t.router().and_then(|r| r.pid());
-    // The shaper on the last CPU, the flood sender on the first (see `pin`).
-    if let (Some(p), n) = (pid, cpus()) {
-        if n >= 2 {
-            pin(p, n - 1);
-        }
-    }
     Ok(Bed { t, pid })
 }
 
@@ -396,9 +390,6 @@ fn flood(bed: &Bed, f: Flood, secs: f64) -> anyhow::Result<std::thread::JoinHand
 }
 
 fn flood_here(f: &Flood, dst: Ipv4Addr, secs: f64) -> u64 {
-    if cpus() >= 2 {
-        pin(0, 0);
-    }
     let socks: Vec<UdpSocket> = (0..f.flows.max(1))
         .filter_map(|_| UdpSocket::bind("0.0.0.0:0").ok())
         .collect();
@@ -541,27 +532,6 @@ fn measure_flood(bed: &Bed, f: Flood, secs: f64) -> anyhow::Result<Measured> {
 
 /// How many times each flood figure is measured (the median is reported).
 static REPEAT: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(3);
-
-/// Pin thread or process `pid` (0: the calling thread) to one CPU: on a small machine, the
-/// sender and the shaper each get a core of their own, which makes forwarding figures repeatable.
-fn pin(pid: u32, cpu: usize) {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET writes within it; sched_setaffinity reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        libc::sched_setaffinity(
-            pid as libc::pid_t,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &set,
-        );
-    }
-}
-
-fn cpus() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-}
 
 fn measure_flood_once(bed: &Bed, f: Flood, secs: f64) -> anyhow::Result<Measured> {
     let _sinks = sinks(bed, f.ports)?;
@@ -799,8 +769,7 @@ fn forwarding(secs: f64) -> anyhow::Result<Table> {
             "shaper CPU (ns/pkt)",
             "machine CPU (ns/pkt)",
         ],
-        "60-byte frames from one UDP sender as fast as it can (sendmmsg, pinned to the first CPU; \
-         linkshare pinned to the last), counted at C's interface, median of `--repeat` runs; policies never limit (10 Gbit/s). Shaper CPU is the linkshare process's \
+        "60-byte frames from one UDP sender as fast as it can (sendmmsg), counted at C's interface, median of `--repeat` runs; policies never limit (10 Gbit/s). Shaper CPU is the linkshare process's \
          user + system time per forwarded packet; machine CPU is all busy time of the machine \
          (sender, bridge or shaper, receiver) per forwarded packet. Seed 001 Table 4 compares \
          FIFO with CBQ on a 1998 PC router.",
