@@ -299,3 +299,71 @@ fn bad_scenario_is_reported_with_its_line() {
     assert_eq!(missing.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `lab bench` refuses what it does not know, before building anything.
+#[test]
+fn bench_rejects_unknown_measurements() {
+    let out = Command::new(exe())
+        .args(["lab", "bench", "--only", "throughput,warp"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("`warp`") && err.contains("forwarding"),
+        "{err}"
+    );
+}
+
+/// `lab bench --only forwarding`: every router forwards small frames, the shaper's CPU per
+/// packet is measured for linkshare rows only, and the JSON carries the same table.
+#[test]
+fn bench_forwarding_measures_every_router() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("bench");
+    let json = dir.join("bench.json");
+    let out = Command::new(exe())
+        .args([
+            "lab",
+            "bench",
+            "--only",
+            "forwarding",
+            "--seconds",
+            "0.5",
+            "--repeat",
+            "1",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("| router B |"), "{stdout}");
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["results"]["forwarding"].as_array().unwrap();
+    assert_eq!(rows.len(), 6, "{v}");
+    for r in rows {
+        let router = r["router B"].as_str().unwrap();
+        let kpps: f64 = r["forwarded (kpps)"].as_str().unwrap().parse().unwrap();
+        assert!(kpps > 1.0, "{router}: {kpps} kpps");
+        let cpu = r["shaper CPU (ns/pkt)"].as_str().unwrap();
+        if router.starts_with("linkshare") {
+            let ns: f64 = cpu.parse().unwrap();
+            assert!(ns > 10.0 && ns < 1e6, "{router}: {ns} ns/pkt");
+        } else {
+            assert_eq!(cpu, "–", "{router}");
+        }
+    }
+    assert!(v["machine"]["cores"].as_u64().unwrap() >= 1);
+    let _ = std::fs::remove_dir_all(&dir);
+}

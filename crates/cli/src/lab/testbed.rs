@@ -909,3 +909,44 @@ impl Drop for Testbed {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tc_class_statistics_become_counters() {
+        let text = "class htb 1:1 root rate 10Mbit ceil 10Mbit burst 2750b cburst 2750b \n \
+Sent 1500 bytes 3 pkt (dropped 0, overlimits 2 requeues 0) \n \
+backlog 0b 0p requeues 0\n \
+lended: 0 borrowed: 0 giants: 0\n \
+tokens: 34375 ctokens: 34375\n\n\
+class htb 1:2 parent 1:1 leaf 3: prio 0 rate 2Mbit ceil 10Mbit burst 1750b cburst 2750b \n \
+Sent 15000 bytes 10 pkt (dropped 4, overlimits 7 requeues 0) \n \
+backlog 3Kb 2p requeues 0\n \
+lended: 6 borrowed: 4 giants: 0\n \
+tokens: -1000 ctokens: 5000\n";
+        let names = vec![
+            ("root".to_string(), None, 10e6, 10e6),
+            ("voice".to_string(), Some("root".to_string()), 2e6, 10e6),
+        ];
+        let c = parse_tc_classes(text, &names);
+        assert_eq!(c.len(), 2);
+        assert_eq!(
+            (c[0].name.as_str(), c[0].sent_bytes, c[0].sent_packets),
+            ("root", 1500, 3)
+        );
+        assert_eq!(c[0].overlimits, 2);
+        let v = &c[1];
+        assert_eq!(v.name, "voice");
+        assert_eq!(v.parent.as_deref(), Some("root"));
+        assert_eq!(
+            (v.sent_bytes, v.sent_packets, v.drops, v.overlimits),
+            (15000, 10, 4, 7)
+        );
+        assert_eq!((v.lends, v.borrows), (6, 4));
+        assert_eq!(v.backlog_bytes, 3 * 1024);
+        // 1000 ticks of 64 ns at 2 Mbit/s = 16 bytes of debt; 5000 ticks at 10 Mbit/s = 400 bytes.
+        assert_eq!((v.tokens, v.ctokens), (-16, 400));
+    }
+}
