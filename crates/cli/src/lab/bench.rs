@@ -397,17 +397,7 @@ fn flood_here(f: &Flood, dst: Ipv4Addr, secs: f64) -> u64 {
         return 0;
     }
     for s in &socks {
-        let v: libc::c_int = f.tos.into();
-        // SAFETY: a valid socket and an int option.
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_TOS,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+        let _ = set_tos(s, f.tos);
     }
     const BATCH: usize = 32;
     let buf = vec![0x42u8; f.payload];
@@ -654,23 +644,55 @@ fn tcp_goodput(bed: &Hosts, secs: f64) -> anyhow::Result<f64> {
         .map_err(|_| anyhow!("the TCP receiver panicked"))
 }
 
+/// Set the TOS byte of a UDP socket's packets.
+fn set_tos(s: &UdpSocket, tos: u8) -> std::io::Result<()> {
+    super::traffic::setsockopt_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, tos.into())
+}
+
+/// A UDP server in namespace C that answers every datagram: with `reply` bytes, or (`None`) by
+/// echoing it. Stops when dropped.
+struct Responder {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Responder {
+    fn start(ns: &str, addr: SocketAddrV4, reply: Option<usize>) -> anyhow::Result<Responder> {
+        let sock = in_ns(ns, move || UdpSocket::bind(addr))??;
+        sock.set_read_timeout(Some(Duration::from_millis(200)))?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let flag = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let mut buf = vec![0u8; 65536];
+            let fixed = reply.map(|n| vec![0u8; n]);
+            while !flag.load(std::sync::atomic::Ordering::Relaxed) {
+                if let Ok((n, from)) = sock.recv_from(&mut buf) {
+                    let out = fixed.as_deref().unwrap_or(&buf[..n]);
+                    let _ = sock.send_to(out, from);
+                }
+            }
+        });
+        Ok(Responder {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Responder {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
 /// Transactions per second of a UDP request/response loop A ↔ C with the given sizes.
 fn udp_rr(bed: &Hosts, req: usize, resp: usize, secs: f64) -> anyhow::Result<f64> {
     let c = bed.ns_c().to_string();
     let ip = bed.addr_c();
-    let server = in_ns(&c, move || UdpSocket::bind(SocketAddrV4::new(ip, 5202)))??;
-    server.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let srv = std::thread::spawn(move || {
-        let mut buf = vec![0u8; 65536];
-        let out = vec![0u8; resp];
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Ok((_, from)) = server.recv_from(&mut buf) {
-                let _ = server.send_to(&out, from);
-            }
-        }
-    });
+    let _server = Responder::start(&c, SocketAddrV4::new(ip, 5202), Some(resp))?;
     let a = bed.ns_a().to_string();
     let n = in_ns(&a, move || -> std::io::Result<f64> {
         let s = UdpSocket::bind("0.0.0.0:0")?;
@@ -694,8 +716,6 @@ fn udp_rr(bed: &Hosts, req: usize, resp: usize, secs: f64) -> anyhow::Result<f64
         let (n, el) = run(secs)?;
         Ok(n as f64 / el)
     })?;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = srv.join();
     n.context("UDP request/response A ↔ C")
 }
 
@@ -780,7 +800,7 @@ fn forwarding(secs: f64) -> anyhow::Result<Table> {
         (
             "linkshare pfifo (no scheduler)",
             Via::Linkshare,
-            "qdisc = { type = \"pfifo\", limit = 10000 }\n".into(),
+            format!("qdisc = {PFIFO}\n"),
         ),
         ("linkshare HTB, 1 class", Via::Linkshare, unlimited(PFIFO)),
         (
@@ -871,7 +891,7 @@ fn sfq_flood(secs: f64) -> anyhow::Result<Table> {
         (
             "linkshare FIFO",
             Via::Linkshare,
-            "qdisc = { type = \"pfifo\", limit = 10000 }\n".into(),
+            format!("qdisc = {PFIFO}\n"),
         ),
         ("linkshare SFQ", Via::Linkshare, "qdisc = \"sfq\"\n".into()),
         ("linkshare HTB + SFQ", Via::Linkshare, unlimited(sfq)),
@@ -940,32 +960,11 @@ fn accuracy(secs: f64) -> anyhow::Result<Table> {
 fn probe_rtts(bed: &Hosts, tos: u8, gap: Duration, secs: f64) -> anyhow::Result<Vec<f64>> {
     let c = bed.ns_c().to_string();
     let ip = bed.addr_c();
-    let echo = in_ns(&c, move || UdpSocket::bind(SocketAddrV4::new(ip, 5203)))??;
-    echo.set_read_timeout(Some(Duration::from_millis(200)))?;
-    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let stop2 = stop.clone();
-    let srv = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
-        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
-            if let Ok((n, from)) = echo.recv_from(&mut buf) {
-                let _ = echo.send_to(&buf[..n], from);
-            }
-        }
-    });
+    let _echo = Responder::start(&c, SocketAddrV4::new(ip, 5203), None)?;
     let a = bed.ns_a().to_string();
     let rtts = in_ns(&a, move || -> std::io::Result<Vec<f64>> {
         let s = UdpSocket::bind("0.0.0.0:0")?;
-        let v: libc::c_int = tos.into();
-        // SAFETY: a valid socket and an int option.
-        unsafe {
-            libc::setsockopt(
-                s.as_raw_fd(),
-                libc::IPPROTO_IP,
-                libc::IP_TOS,
-                (&v as *const libc::c_int).cast(),
-                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-            );
-        }
+        set_tos(&s, tos)?;
         s.connect(SocketAddrV4::new(ip, 5203))?;
         s.set_read_timeout(Some(Duration::from_millis(500)))?;
         let mut out = Vec::new();
@@ -987,8 +986,6 @@ fn probe_rtts(bed: &Hosts, tos: u8, gap: Duration, secs: f64) -> anyhow::Result<
         }
         Ok(out)
     })?;
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = srv.join();
     rtts.context("UDP probes A ↔ C")
 }
 

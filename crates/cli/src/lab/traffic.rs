@@ -216,7 +216,8 @@ fn wait_until(t0: Instant, t: f64, stop: &AtomicBool) -> bool {
     }
 }
 
-fn setsockopt_int(fd: RawFd, level: i32, name: i32, v: i32) -> std::io::Result<()> {
+/// `setsockopt` of an int option.
+pub(crate) fn setsockopt_int(fd: RawFd, level: i32, name: i32, v: i32) -> std::io::Result<()> {
     // SAFETY: a valid fd and a pointer to a live c_int of the size passed.
     let r = unsafe {
         libc::setsockopt(

@@ -32,6 +32,8 @@
 //! data or data that fills a hole (RFC 5681 §4.2). The ACK echoes the timestamp of the segment that
 //! advanced the left edge (RFC 7323 §4.3), so RTT samples include the delayed-ACK wait.
 
+pub mod cc;
+
 use crate::scenario::{CcKind, TcpSpec};
 
 /// Delayed-ACK timeout.
