@@ -18,6 +18,9 @@
 //! BBR's quanta) is the kernel's. The sender multiplies by the MSS. All times are nanoseconds of
 //! the simulator's clock; rates are bytes per second.
 //!
+//! Controllers: [`reno`] (`tcp_reno`, net/ipv4/tcp_cong.c), `cubic` (net/ipv4/tcp_cubic.c) and
+//! `bbr` (net/ipv4/tcp_bbr.c, v1); [`new`] builds the one a scenario names.
+//!
 //! [`ssthresh`]: CongestionControl::ssthresh
 //! [`cong_avoid`]: CongestionControl::cong_avoid
 //! [`cong_control`]: CongestionControl::cong_control
@@ -25,6 +28,27 @@
 //! [`cwnd_event`]: CongestionControl::cwnd_event
 //! [`pkts_acked`]: CongestionControl::pkts_acked
 //! [`undo_cwnd`]: CongestionControl::undo_cwnd
+
+pub mod reno;
+
+use crate::scenario::CcKind;
+
+/// The controller a scenario's `cc` names, for a connection with initial window `init_cwnd`
+/// segments and `mss`-byte segments. Controllers with randomness (BBR's gain-cycle phase) draw
+/// it from a fixed seed here; use [`new_seeded`] to give each flow its own.
+pub fn new(kind: CcKind, init_cwnd: u32, mss: u32) -> Box<dyn CongestionControl> {
+    new_seeded(kind, init_cwnd, mss, 0)
+}
+
+/// [`new`] with a seed for the controller's deterministic random choices (e.g. the flow index).
+pub fn new_seeded(kind: CcKind, init_cwnd: u32, mss: u32, seed: u64) -> Box<dyn CongestionControl> {
+    let _ = (init_cwnd, mss, seed);
+    match kind {
+        CcKind::NewReno => Box::new(reno::Reno::new()),
+        // Until CUBIC and BBR land, they run Reno.
+        CcKind::Cubic | CcKind::Bbr => Box::new(reno::Reno::new()),
+    }
+}
 
 /// Linux's `enum tcp_ca_state` (include/net/tcp.h).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
