@@ -18,8 +18,8 @@
 //! BBR's quanta) is the kernel's. The sender multiplies by the MSS. All times are nanoseconds of
 //! the simulator's clock; rates are bytes per second.
 //!
-//! Controllers: [`reno`] (`tcp_reno`, net/ipv4/tcp_cong.c), `cubic` (net/ipv4/tcp_cubic.c) and
-//! `bbr` (net/ipv4/tcp_bbr.c, v1); [`new`] builds the one a scenario names.
+//! Controllers: [`reno`] (`tcp_reno`, net/ipv4/tcp_cong.c), [`cubic`] (net/ipv4/tcp_cubic.c) and
+//! [`bbr`] (net/ipv4/tcp_bbr.c, v1); [`new`] builds the one a scenario names.
 //!
 //! [`ssthresh`]: CongestionControl::ssthresh
 //! [`cong_avoid`]: CongestionControl::cong_avoid
@@ -29,7 +29,9 @@
 //! [`pkts_acked`]: CongestionControl::pkts_acked
 //! [`undo_cwnd`]: CongestionControl::undo_cwnd
 
+pub mod bbr;
 pub mod cubic;
+mod minmax;
 pub mod reno;
 
 use crate::scenario::CcKind;
@@ -43,12 +45,10 @@ pub fn new(kind: CcKind, init_cwnd: u32, mss: u32) -> Box<dyn CongestionControl>
 
 /// [`new`] with a seed for the controller's deterministic random choices (e.g. the flow index).
 pub fn new_seeded(kind: CcKind, init_cwnd: u32, mss: u32, seed: u64) -> Box<dyn CongestionControl> {
-    let _ = (init_cwnd, mss, seed);
     match kind {
         CcKind::NewReno => Box::new(reno::Reno::new()),
         CcKind::Cubic => Box::new(cubic::Cubic::new()),
-        // Until BBR lands it runs Reno.
-        CcKind::Bbr => Box::new(reno::Reno::new()),
+        CcKind::Bbr => Box::new(bbr::Bbr::new(init_cwnd, mss, seed)),
     }
 }
 
