@@ -260,6 +260,8 @@ pub struct LinkSpec {
 pub enum CcKind {
     NewReno,
     Cubic,
+    /// BBR v1 as Linux's `tcp_bbr`.
+    Bbr,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -639,12 +641,13 @@ fn flow_from_raw(
             let cc = match rf.cc.as_ref().map(|c| c.get_ref().as_str()) {
                 None | Some("newreno") | Some("reno") => CcKind::NewReno,
                 Some("cubic") => CcKind::Cubic,
+                Some("bbr") => CcKind::Bbr,
                 Some(other) => {
                     let sp = rf.cc.as_ref().map(|c| c.span()).unwrap_or(span.clone());
                     return Err(doc.err(
                         sp,
                         format!("unknown congestion control `{other}`"),
-                        Some("cc = \"newreno\" or \"cubic\"".into()),
+                        Some("cc = \"newreno\", \"cubic\" or \"bbr\"".into()),
                     ));
                 }
             };

@@ -212,7 +212,7 @@ impl Sender {
     fn reduce(&mut self) -> u64 {
         self.stats.cwnd_reductions += 1;
         match self.cc {
-            CcKind::NewReno => (self.flight() / 2).max(2 * self.mss),
+            CcKind::NewReno | CcKind::Bbr => (self.flight() / 2).max(2 * self.mss),
             CcKind::Cubic => {
                 let cwnd_seg = self.cwnd as f64 / self.mss as f64;
                 self.cubic.w_max = if cwnd_seg < self.cubic.w_max {
@@ -289,7 +289,7 @@ impl Sender {
             return;
         }
         match self.cc {
-            CcKind::NewReno => {
+            CcKind::NewReno | CcKind::Bbr => {
                 self.ca_acc += acked;
                 if self.ca_acc >= self.cwnd {
                     self.ca_acc -= self.cwnd;
