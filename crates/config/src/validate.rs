@@ -11,8 +11,8 @@ use std::ops::Range;
 
 use linkshare_core::classify::{ClassId, FilterIssue, FilterSpec};
 use linkshare_core::htb::{
-    default_burst, default_quantum, QuantumWarning, DEFAULT_MTU, DEFAULT_R2Q, MAX_DEPTH,
-    MAX_QUANTUM, MIN_QUANTUM, NUM_PRIO,
+    default_burst, default_quantum, QuantumWarning, BURST_LIMIT, DEFAULT_MTU, DEFAULT_R2Q,
+    MAX_DEPTH, MAX_QUANTUM, MIN_QUANTUM, NUM_PRIO, QUANTUM_LIMIT,
 };
 use linkshare_core::qdisc::fifo::DEFAULT_PFIFO_LIMIT;
 use linkshare_core::units::{Rate, Size};
@@ -883,11 +883,14 @@ fn tree(
             None => ceil.map(|r| default_burst(r, mtu_v)),
         };
         let quantum = match &c.quantum {
-            Some(q) if q.v > u32::MAX as u64 => {
+            Some(q) if q.v > QUANTUM_LIMIT as u64 => {
                 sink.error(
                     &q.span,
                     format!("class `{name}`: quantum {} is too large", Size(q.v)),
-                    format!("use at most 4g; tc advises {MIN_QUANTUM} to {MAX_QUANTUM} bytes"),
+                    format!(
+                        "use at most {}; tc advises {MIN_QUANTUM} to {MAX_QUANTUM} bytes",
+                        Size(QUANTUM_LIMIT as u64)
+                    ),
                 );
                 None
             }
@@ -1279,11 +1282,14 @@ fn check_burst(
     mtu: Option<u32>,
     rate: Option<Rate>,
 ) -> Option<u32> {
-    if b.v > u32::MAX as u64 {
+    if b.v > BURST_LIMIT as u64 {
         sink.error(
             &b.span,
             format!("class `{class}`: {key} {} is too large", Size(b.v)),
-            "use at most 4g",
+            format!(
+                "use at most {} (the largest bucket kept exactly)",
+                Size(BURST_LIMIT as u64)
+            ),
         );
         return None;
     }

@@ -296,6 +296,48 @@ fn class_its_own_parent() {
     );
 }
 
+/// Issue 13: a quantum above 2^31 passed `check` and overflowed HTB's deficit; a burst above what
+/// a bucket holds was silently cut. Each is an error at the value that names the limit.
+#[test]
+fn quantum_and_burst_above_their_limits() {
+    use linkshare_core::htb::{BURST_LIMIT, QUANTUM_LIMIT};
+    use linkshare_core::units::Size;
+    let q_max = Size(QUANTUM_LIMIT as u64).to_string();
+    let b_max = Size(BURST_LIMIT as u64).to_string();
+    for q in ["\"2g\"", "\"3g\"", "2147483649", "\"17m\""] {
+        let text = edit(EXAMPLE, "prio = 1\n", &format!("prio = 1\nquantum = {q}\n"));
+        one_error(
+            &text,
+            q,
+            &["class `bulk`", "quantum", "too large"],
+            &[&format!("at most {q_max}")],
+        );
+    }
+    // The limit itself is accepted.
+    let text = edit(
+        EXAMPLE,
+        "prio = 1\n",
+        &format!("prio = 1\nquantum = \"{q_max}\"\n"),
+    );
+    assert!(Policy::parse(&text, "policy.toml").is_ok());
+    for (key, from) in [("burst", "burst = \"15k\""), ("cburst", "cburst = \"3k\"")] {
+        for v in ["\"300m\"", "\"1g\"", "\"257m\""] {
+            let text = edit(EXAMPLE, from, &format!("{key} = {v}"));
+            one_error(
+                &text,
+                v,
+                &["class `bulk`", &format!("{key} "), "too large"],
+                &[&format!("at most {b_max}")],
+            );
+        }
+        let text = edit(EXAMPLE, from, &format!("{key} = \"{b_max}\""));
+        assert!(
+            Policy::parse(&text, "policy.toml").is_ok(),
+            "{key} = {b_max}"
+        );
+    }
+}
+
 #[test]
 fn burst_smaller_than_mtu() {
     let text = edit(EXAMPLE, "burst = \"15k\"", "burst = \"1k\"");
@@ -344,6 +386,17 @@ fn unknown_dscp_name() {
         &["unknown DSCP name \"af44\""],
         &["af11..af43"],
     );
+    // The fuzzer's findings (issue 13): a multi-byte character and non-digit suffixes are
+    // located errors, not a panic of `check` or of a shaper reloading the file.
+    for bad in ["cé", "cs#", "af1#"] {
+        let text = edit(EXAMPLE, "dscp = \"ef\"", &format!("dscp = \"{bad}\""));
+        one_error(
+            &text,
+            &format!("\"{bad}\""),
+            &[&format!("unknown DSCP name \"{bad}\"")],
+            &["af11..af43"],
+        );
+    }
 }
 
 #[test]

@@ -19,17 +19,31 @@ pub fn parse(name: &str) -> Option<u8> {
         "va" | "voice-admit" => return Some(44),
         _ => {}
     }
-    let b = n.as_bytes();
-    if b.len() == 3 && &n[..2] == "cs" {
-        let d = b[2].wrapping_sub(b'0');
-        return (d <= 7).then_some(d * 8);
+    // Names with a digit suffix, matched on characters (never sliced at a byte index) and with
+    // digits converted only once known to be digits: the parser is total on any string.
+    if let Some(d) = n.strip_prefix("cs").and_then(single_digit) {
+        return (d <= 7).then(|| d * 8);
     }
-    if b.len() == 4 && &n[..2] == "af" {
-        let x = b[2].wrapping_sub(b'0');
-        let y = b[3].wrapping_sub(b'0');
-        return ((1..=4).contains(&x) && (1..=3).contains(&y)).then_some(8 * x + 2 * y);
+    if let Some(rest) = n.strip_prefix("af") {
+        let mut chars = rest.chars();
+        let digits = (chars.next(), chars.next(), chars.next());
+        if let (Some(x), Some(y), None) = digits {
+            let x = x.to_digit(10).unwrap_or(0);
+            let y = y.to_digit(10).unwrap_or(0);
+            if (1..=4).contains(&x) && (1..=3).contains(&y) {
+                return u8::try_from(8 * x + 2 * y).ok();
+            }
+        }
     }
     None
+}
+
+/// The value of a string made of exactly one ASCII digit.
+fn single_digit(s: &str) -> Option<u8> {
+    match s.as_bytes() {
+        [d @ b'0'..=b'9'] => Some(d - b'0'),
+        _ => None,
+    }
 }
 
 /// The conventional name of a code point, if it has one.
@@ -87,6 +101,45 @@ mod tests {
         for v in 0..64 {
             if let Some(n) = name(v) {
                 assert_eq!(parse(n), Some(v));
+            }
+        }
+    }
+
+    /// Inputs the first fuzzing pass (issue 13) found: a multi-byte character where the parser
+    /// sliced at a byte index (panic in release), and digits that are not digits (overflow).
+    #[test]
+    fn fuzz_findings_are_refused() {
+        for s in [
+            "cé",
+            "cs#",
+            "af1#",
+            "a\u{e9}1",
+            "é",
+            "csé",
+            "afé",
+            "af\u{e9}",
+            "cs\u{10ffff}",
+        ] {
+            assert_eq!(parse(s), None, "{s:?}");
+        }
+    }
+
+    proptest::proptest! {
+        /// The parser is total: any string gives a code point below 64 or `None`, never a panic.
+        #[test]
+        fn parse_is_total(s in "\\PC{0,6}") {
+            if let Some(v) = parse(&s) {
+                proptest::prop_assert!(v < 64);
+            }
+        }
+
+        /// A `cs`/`af` prefix with any ASCII tail: accepted values are in range and name-consistent.
+        #[test]
+        fn prefixed_shapes(p in "(cs|af|CS|Af)", rest in "[ -~]{0,3}") {
+            let s = format!("{p}{rest}");
+            if let Some(v) = parse(&s) {
+                proptest::prop_assert!(v < 64);
+                proptest::prop_assert_eq!(name(v).map(parse), Some(Some(v)));
             }
         }
     }

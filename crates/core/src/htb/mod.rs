@@ -327,6 +327,21 @@ impl<P: Packet> Htb<P> {
                     class: s.name.clone(),
                 });
             }
+            if s.quantum > QUANTUM_LIMIT {
+                return Err(HtbError::QuantumTooLarge {
+                    class: s.name.clone(),
+                    quantum: s.quantum,
+                });
+            }
+            for (key, bytes) in [("burst", s.burst), ("cburst", s.cburst)] {
+                if bytes > BURST_LIMIT {
+                    return Err(HtbError::BurstTooLarge {
+                        class: s.name.clone(),
+                        key,
+                        bytes,
+                    });
+                }
+            }
         }
         // Depth of each class from its root (0 for roots); detects cycles.
         let mut depth = vec![u32::MAX; n];
@@ -1147,9 +1162,11 @@ impl<P: Packet> Htb<P> {
                     let len = pkt.len();
                     let cl = &mut self.classes[leaf as usize];
                     let d = &mut cl.deficit[usize::from(level > 0)];
-                    *d -= len as i32;
+                    // Saturating: with quantum ≤ QUANTUM_LIMIT the deficit stays far from
+                    // the bounds; a giant packet must not wrap it either.
+                    *d = d.saturating_sub(i32::try_from(len).unwrap_or(i32::MAX));
                     if *d < 0 {
-                        *d += cl.quantum as i32;
+                        *d = d.saturating_add(i32::try_from(cl.quantum).unwrap_or(i32::MAX));
                         self.advance_cursor(lid);
                     }
                     if now_empty {

@@ -19,6 +19,13 @@ pub const DEFAULT_BURST_TICK_NS: u64 = 1_000_000;
 /// Quantum bounds outside which tc warns (and clamps).
 pub const MIN_QUANTUM: u32 = 1000;
 pub const MAX_QUANTUM: u32 = 200_000;
+/// The largest `quantum` a class may have (16 MiB, as DRR's): DRR deficits are 32-bit and a
+/// deficit moves by at most one quantum plus one packet, so it can never overflow.
+pub const QUANTUM_LIMIT: u32 = 1 << 24;
+/// The largest `burst`/`cburst` (256 MiB): a bucket of tokens in nano-bits (8·10⁹ per byte) must
+/// fit a quarter of an `i64`, the headroom that keeps charging and refilling free of overflow
+/// (about 288 MB); the limit is that, rounded down to a round size.
+pub const BURST_LIMIT: u32 = 256 << 20;
 
 /// Qdisc-wide parameters.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -108,11 +115,12 @@ impl<P: Packet> HtbClassSpec<P> {
 /// tick it gains at most `rate × tick` bytes of tokens. If the bucket holds that much, nothing is
 /// clipped and the long-run rate is exact whatever the packet size. One millisecond covers every
 /// tick rate of at least 1000 Hz; the MTU term lets a full packet go as soon as the class has
-/// been idle for one packet time, as tc's `rate/HZ + mtu` does.
+/// been idle for one packet time, as tc's `rate/HZ + mtu` does. Capped at [`BURST_LIMIT`] (reached
+/// only above 2 Tbit/s).
 pub fn default_burst(rate: Rate, mtu: u32) -> u32 {
     let tick_bytes =
         (rate.0 as u128 * DEFAULT_BURST_TICK_NS as u128).div_ceil(8 * NS_PER_SEC as u128);
-    (tick_bytes + mtu as u128).min(u32::MAX as u128) as u32
+    (tick_bytes + mtu as u128).min(BURST_LIMIT as u128) as u32
 }
 
 /// Why a default quantum was adjusted, in the words a user can act on.
@@ -157,6 +165,14 @@ pub enum HtbError {
     },
     #[error("class `{class}`: quantum is zero")]
     ZeroQuantum { class: String },
+    #[error("class `{class}`: quantum {quantum} bytes is above the limit of {QUANTUM_LIMIT}")]
+    QuantumTooLarge { class: String, quantum: u32 },
+    #[error("class `{class}`: {key} {bytes} bytes is above the limit of {BURST_LIMIT}")]
+    BurstTooLarge {
+        class: String,
+        key: &'static str,
+        bytes: u32,
+    },
     #[error("default class index {0} does not exist")]
     UnknownDefault(ClassId),
     #[error("default class `{0}` is not a leaf")]

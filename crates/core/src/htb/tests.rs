@@ -468,6 +468,69 @@ fn construction_errors() {
     assert!(cls(chain, 7).is_none());
 }
 
+/// Issue 13: a quantum above 2^31 overflowed the deficit (`quantum as i32`: a panic in debug, a
+/// class that never gets a turn in release), and a burst above what a bucket holds was silently
+/// cut. Both are typed construction errors naming the limit; the limits themselves work.
+#[test]
+fn quantum_and_burst_limits_are_enforced() {
+    let p = HtbParams::default();
+    let leaf = |q: u32, burst: u32, cburst: u32| {
+        let root =
+            HtbClassSpec::<PacketMeta>::new("root", None, Rate::mbit(10), Rate::mbit(10), &p);
+        let mut a = HtbClassSpec::new("a", Some(0), Rate::mbit(5), Rate::mbit(10), &p);
+        (a.quantum, a.burst, a.cburst) = (q, burst, cburst);
+        let b = HtbClassSpec::new("b", Some(0), Rate::mbit(5), Rate::mbit(10), &p);
+        Htb::new(p, vec![root, a, b], Classifier::new(vec![], 1))
+    };
+    let ok_b = 100_000;
+    for q in [QUANTUM_LIMIT + 1, (1 << 31) + 1, u32::MAX] {
+        assert!(
+            matches!(leaf(q, ok_b, ok_b), Err(HtbError::QuantumTooLarge { quantum, .. }) if quantum == q),
+            "quantum {q}"
+        );
+    }
+    for bytes in [BURST_LIMIT + 1, u32::MAX] {
+        assert!(matches!(
+            leaf(1500, bytes, ok_b),
+            Err(HtbError::BurstTooLarge { key: "burst", .. })
+        ));
+        assert!(matches!(
+            leaf(1500, ok_b, bytes),
+            Err(HtbError::BurstTooLarge { key: "cburst", .. })
+        ));
+    }
+    // At the limits: a bucket holds all of its burst, and both leaves get turns.
+    let mut htb = leaf(QUANTUM_LIMIT, BURST_LIMIT, BURST_LIMIT).unwrap();
+    for _ in 0..4 {
+        for c in [1, 2] {
+            htb.enqueue_to(c, pkt(1500), Time(0)).unwrap();
+        }
+    }
+    let mut now = 0;
+    let mut served = 0;
+    for _ in 0..1000 {
+        match htb.dequeue(Time(now)) {
+            Dequeued::Packet(_) => served += 1,
+            Dequeued::NotBefore(t) => now = t.0,
+            Dequeued::Empty => break,
+        }
+    }
+    assert_eq!(served, 8);
+    let sent = |c| htb.class_stats(c).map(|s| s.sent.packets);
+    assert_eq!(
+        (sent(1), sent(2)),
+        (Some(4), Some(4)),
+        "neither leaf starves"
+    );
+    let mut tokens = Vec::new();
+    htb.visit_classes(&mut |v| tokens.push((v.name.to_string(), v.tokens, v.ctokens)));
+    let a = tokens.iter().find(|t| t.0 == "a").unwrap();
+    assert_eq!(
+        (a.1, a.2),
+        (BURST_LIMIT as i64 - 6000, BURST_LIMIT as i64 - 6000)
+    );
+}
+
 #[test]
 fn default_burst_formula() {
     // 1 ms of rate plus one MTU.
