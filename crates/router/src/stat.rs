@@ -88,7 +88,7 @@ impl Shaper {
                        "kind": d.sched.as_ref().map(|s| s.qr().kind()),
                        "backlog_packets": bl.0, "backlog_bytes": bl.1, "qdisc": qd,
                        "classes": classes,
-                       "emulate": d.emu.as_ref().map(|e| json!({"lost": e.lost, "in_line": e.in_line()}))})
+                       "emulate": d.emu.as_ref().map(|e| json!({"lost": e.lost, "overflow": e.overflow, "in_line": e.in_line()}))})
             })
             .collect();
         let h = &self.lateness;
