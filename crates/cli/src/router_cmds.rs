@@ -26,7 +26,8 @@ pub struct RunArgs {
     /// Bytes allowed in flight to the NIC (default: 3028, or 1 ms of the root rate if more).
     #[arg(long)]
     pub device_buffer: Option<u64>,
-    /// Link emulation after the scheduler on OUT: rate=..,delay=..,loss=..[%],seed=..
+    /// Link emulation after the scheduler on OUT: rate=..,delay=..,loss=..[%],seed=..,limit=FRAMES
+    /// (the line holds at most `limit` frames, default 1000; the excess is dropped and counted)
     #[arg(long)]
     pub emulate: Option<String>,
     /// Busy-poll waits shorter than this many microseconds instead of sleeping (default 50).

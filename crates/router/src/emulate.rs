@@ -1,5 +1,7 @@
 //! `--emulate rate=..,delay=..,loss=..,seed=..`: a link after the scheduler on OUT — serialization
-//! at `rate`, a fixed `delay`, random loss from a deterministic PRNG.
+//! at `rate`, a fixed `delay`, random loss from a deterministic PRNG. The line holds at most
+//! `limit` frames (default 1000, netem's default `limit`): past it a frame is dropped and counted
+//! as `overflow`, so a `rate` below what the scheduler lets go cannot grow memory without bound.
 
 use std::collections::VecDeque;
 
@@ -12,7 +14,12 @@ pub struct EmulateSpec {
     /// Probability of loss, 0..=1.
     pub loss: f64,
     pub seed: u64,
+    /// Frames the line holds at most (`limit=`).
+    pub limit: usize,
 }
+
+/// Frames the emulated line holds when `limit=` is not given (netem's default).
+pub const DEFAULT_LIMIT: usize = 1000;
 
 impl EmulateSpec {
     /// Parse `rate=10mbit,delay=20ms,loss=1%,seed=7` (every key optional).
@@ -22,6 +29,7 @@ impl EmulateSpec {
             delay: Duration(0),
             loss: 0.0,
             seed: 1,
+            limit: DEFAULT_LIMIT,
         };
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part
@@ -43,7 +51,17 @@ impl EmulateSpec {
                     s.loss = p;
                 }
                 "seed" => s.seed = v.parse().map_err(|_| format!("seed: bad number `{v}`"))?,
-                _ => return Err(format!("unknown key `{k}` (rate, delay, loss, seed)")),
+                "limit" => {
+                    s.limit = v.parse().map_err(|_| format!("limit: bad number `{v}`"))?;
+                    if s.limit == 0 {
+                        return Err("limit: must be at least 1 frame".into());
+                    }
+                }
+                _ => {
+                    return Err(format!(
+                        "unknown key `{k}` (rate, delay, loss, seed, limit)"
+                    ))
+                }
             }
         }
         Ok(s)
@@ -58,6 +76,8 @@ pub struct Emulator {
     link_free_ns: u64,
     queue: VecDeque<(u64, Vec<u8>)>,
     pub lost: u64,
+    /// Frames dropped because the line already held `limit` frames.
+    pub overflow: u64,
 }
 
 impl Emulator {
@@ -68,6 +88,7 @@ impl Emulator {
             link_free_ns: 0,
             queue: VecDeque::new(),
             lost: 0,
+            overflow: 0,
         }
     }
 
@@ -81,6 +102,10 @@ impl Emulator {
 
     /// A frame leaves the scheduler at `now_ns`.
     pub fn push(&mut self, now_ns: u64, frame: Vec<u8>) {
+        if self.queue.len() >= self.spec.limit {
+            self.overflow += 1;
+            return;
+        }
         if self.spec.loss > 0.0 && self.next_unit() < self.spec.loss {
             self.lost += 1;
             return;
@@ -141,5 +166,31 @@ mod tests {
         e.push(100, vec![1]);
         assert!(e.pop_due(5_000_099).is_none());
         assert_eq!(e.pop_due(5_000_100), Some(vec![1]));
+    }
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    /// A link slower than what the scheduler lets go: the line holds at most `limit` frames.
+    #[test]
+    fn queue_is_bounded_when_the_emulated_rate_is_below_the_offered_rate() {
+        let mut e = Emulator::new(EmulateSpec::parse("rate=1mbit").unwrap());
+        for i in 0..100_000u64 {
+            e.push(i * 1000, vec![0; 1500]); // 1500 B every µs: 12 Gbit/s offered to 1 Mbit/s
+        }
+        assert!(e.in_line() <= 1000, "{} frames in line", e.in_line());
+        assert_eq!(
+            e.in_line() as u64 + e.overflow,
+            100_000,
+            "every frame queued or counted"
+        );
+        let mut small = Emulator::new(EmulateSpec::parse("rate=1mbit,limit=5").unwrap());
+        for _ in 0..8 {
+            small.push(0, vec![0; 100]);
+        }
+        assert_eq!((small.in_line(), small.overflow), (5, 3));
+        assert!(EmulateSpec::parse("limit=0").is_err());
     }
 }

@@ -10,6 +10,7 @@ pub mod emulate;
 pub mod frame;
 pub mod hist;
 pub mod port;
+mod stat;
 pub mod sys;
 
 use std::collections::HashMap;
@@ -113,7 +114,7 @@ pub fn load_sched(text: &str, origin: &str) -> Result<(Policy, Sched), String> {
 }
 
 #[derive(Clone, Copy, Debug, Default)]
-struct Live {
+pub(crate) struct Live {
     bytes: u64,
     packets: u64,
     bps: f64,
@@ -605,94 +606,6 @@ impl Shaper {
         let r = self.reload(d, &text, &path.display().to_string())?;
         self.dirs[d].policy_path = Some(path.to_path_buf());
         Ok(r)
-    }
-
-    /// The `stat --json` object.
-    pub fn stat(&mut self) -> Value {
-        self.refresh_ports();
-        let ifs: Vec<Value> = (0..2)
-            .map(|i| {
-                let s = &self.ifs[i];
-                let p = &s.port;
-                json!({"name": self.names[i], "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
-                   "tx_packets": p.tx_frames, "tx_bytes": p.tx_bytes, "non_ip_passed": s.non_ip,
-                   "fragments": s.fragments,
-                   "tx_errors": s.tx_ring_full + s.tx_too_big,
-                   "tx_drops": {"ring_full": s.tx_ring_full, "too_big": s.tx_too_big},
-                   "tx_kicks": p.kicks, "tx_kick_errors": p.kick_errors,
-                   "rx_ring_drops": p.rx_ring_drops, "rx_truncated": p.rx_truncated,
-                   "rx_own_skipped": p.rx_own_skipped, "rx_blocks": p.rx_blocks,
-                   "malformed": s.malformed, "parse_issues": s.issues})
-            })
-            .collect();
-        let dirs: Vec<Value> = (0..2)
-            .map(|i| {
-                let d = &self.dirs[i];
-                let mut classes = Vec::new();
-                let mut bl = (0, 0);
-                let mut qd = Value::Null;
-                if let Some(s) = &d.sched {
-                    let st = s.qr().stats();
-                    bl = (st.backlog.packets, st.backlog.bytes);
-                    let reasons = |dc: &linkshare_core::qdisc::DropCounts| -> Value {
-                        dc.iter()
-                            .map(|(r, c)| (r.name().to_string(), json!(c.packets)))
-                            .collect::<serde_json::Map<String, Value>>()
-                            .into()
-                    };
-                    qd = json!({"enqueued": st.enqueued.packets, "enqueued_bytes": st.enqueued.bytes,
-                        "dequeued": st.dequeued.packets, "dequeued_bytes": st.dequeued.bytes,
-                        "dropped": st.dropped.total().packets, "refused": st.refused.total().packets,
-                        "dropped_by_reason": reasons(&st.dropped),
-                        "refused_by_reason": reasons(&st.refused),
-                        "overlimits": st.overlimits, "marked": st.marked,
-                        "backlog_packets": st.backlog.packets, "backlog_bytes": st.backlog.bytes});
-                    let mut names: Vec<String> = Vec::new();
-                    s.qr().visit_classes(&mut |c: &ClassView<'_>| {
-                        names.push(c.name.to_string());
-                    });
-                    s.qr().visit_classes(&mut |c: &ClassView<'_>| {
-                        let live = d.live.get(c.name).copied().unwrap_or_default();
-                        classes.push(json!({
-                            "name": c.name,
-                            "parent": c.parent.and_then(|p| names.get(p as usize)),
-                            "leaf": c.is_leaf, "level": c.level,
-                            "rate_bps": c.rate.bits_per_sec(), "ceil_bps": c.ceil.bits_per_sec(),
-                            "prio": c.prio, "mode": c.mode.name(),
-                            "live_rate_bps": live.bps, "live_pps": live.pps,
-                            "sent_bytes": c.stats.sent.bytes, "sent_packets": c.stats.sent.packets,
-                            "drops": c.stats.drops, "overlimits": c.stats.overlimits,
-                            "lended": c.stats.lends, "borrowed": c.stats.borrows,
-                            "backlog_packets": c.backlog.packets, "backlog_bytes": c.backlog.bytes,
-                            "tokens": c.tokens, "ctokens": c.ctokens,
-                        }));
-                    });
-                }
-                json!({"from": self.names[1 - d.to], "to": self.names[d.to],
-                       "shaped": d.sched.is_some(),
-                       "device_buffer_bytes": d.device_buffer, "line_bps": d.line_bps,
-                       "drain_bps": d.drain_bps(),
-                       "policy": d.policy_path.as_ref().map(|p| p.display().to_string()),
-                       "kind": d.sched.as_ref().map(|s| s.qr().kind()),
-                       "backlog_packets": bl.0, "backlog_bytes": bl.1, "qdisc": qd,
-                       "classes": classes,
-                       "emulate": d.emu.as_ref().map(|e| json!({"lost": e.lost, "in_line": e.in_line()}))})
-            })
-            .collect();
-        let h = &self.lateness;
-        json!({
-            "uptime_s": self.now().0 as f64 / 1e9,
-            "policy": self.dirs[0].policy_path.as_ref().map(|p| p.display().to_string()),
-            "kind": self.dirs[0].sched.as_ref().map(|s| s.qr().kind()),
-            "lateness_us": {"p50": h.quantile(0.5).div_ceil(1000),
-                            "p99": h.quantile(0.99).div_ceil(1000),
-                            "max": h.max().div_ceil(1000),
-                            "samples": h.count()},
-            "lateness_ns": {"p50": h.quantile(0.5), "p99": h.quantile(0.99),
-                            "max": h.max(), "mean": h.mean(), "samples": h.count()},
-            "interfaces": ifs,
-            "directions": dirs,
-        })
     }
 
     fn handle_request(&mut self, line: &str) -> Value {

@@ -346,7 +346,7 @@ pub struct ClassStats {
 #[derive(Clone, Debug)]
 pub struct ClassView<'a> {
     pub name: &'a str,
-    /// Index of the parent in visiting order's numbering (`id` of the parent), if any.
+    /// The parent's `id` (a class id, not a position in visiting order), if any.
     pub parent: Option<u32>,
     pub id: u32,
     pub level: u8,
