@@ -26,10 +26,14 @@ pub struct RunArgs {
     /// Bytes allowed in flight to the NIC (default: 3028, or 1 ms of the root rate if more).
     #[arg(long)]
     pub device_buffer: Option<u64>,
-    /// Link emulation after the scheduler on OUT: rate=..,delay=..,loss=..[%],seed=..,limit=FRAMES
-    /// (the line holds at most `limit` frames, default 1000; the excess is dropped and counted)
+    /// Link emulation: rate=..,delay=..,loss=..[%],seed=.. after the scheduler on OUT, and
+    /// reverse_delay=.. on OUT -> IN
     #[arg(long)]
     pub emulate: Option<String>,
+    /// Extra one-way delay for one IPv4 host, both directions: frames from ADDR on IN -> OUT,
+    /// frames to ADDR on OUT -> IN (repeatable), e.g. --path-delay 10.1.0.5=20ms
+    #[arg(long = "path-delay", value_name = "ADDR=DELAY")]
+    pub path_delay: Vec<String>,
     /// Busy-poll waits shorter than this many microseconds instead of sleeping (default 50).
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u64>,
@@ -115,7 +119,21 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
             ),
             None => None,
         },
+        path_delays: a
+            .path_delay
+            .iter()
+            .map(|t| linkshare_router::emulate::PathDelay::parse(t))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| anyhow::anyhow!("--path-delay: {e}"))?,
     };
+    if let Some(dup) = opts.path_delays.iter().enumerate().find_map(|(i, p)| {
+        opts.path_delays[..i]
+            .iter()
+            .any(|q| q.addr == p.addr)
+            .then_some(p.addr)
+    }) {
+        bail!("--path-delay: {dup} is given twice");
+    }
     let mut s = match Shaper::new(opts) {
         Ok(s) => s,
         Err(e) => {

@@ -1,36 +1,65 @@
-//! `--emulate rate=..,delay=..,loss=..,seed=..`: a link after the scheduler on OUT — serialization
-//! at `rate`, a fixed `delay`, random loss from a deterministic PRNG. The line holds at most
-//! `limit` frames (default 1000, netem's default `limit`): past it a frame is dropped and counted
-//! as `overflow`, so a `rate` below what the scheduler lets go cannot grow memory without bound.
+//! Link emulation inside the shaper, for kernels without netem (`tc qdisc add … netem` fails with
+//! "Specified qdisc kind is unknown" on the lab's kernel): a delay line per direction.
+//!
+//! * `--emulate rate=..,delay=..,reverse_delay=..,loss=..,seed=..`: on OUT, after the scheduler,
+//!   serialization at `rate`, a fixed one-way `delay` and random loss from a deterministic PRNG
+//!   (xorshift64*); on the reverse direction (OUT → IN, after the reverse policy if any, else as
+//!   received) a fixed `reverse_delay`. This is netem's `rate`/`delay`/`loss` without jitter
+//!   (Linux net/sched/sch_netem.c: `time_to_send = now + delay`, serialized behind the last
+//!   packet when a rate is set).
+//! * `--path-delay ADDR=DELAY` (repeatable): a per-host extra one-way delay, in both directions:
+//!   added to frames whose IPv4 *source* is ADDR on the forward direction and to frames whose
+//!   IPv4 *destination* is ADDR on the reverse one. A host behind ADDR then sees a base RTT of
+//!   `delay + reverse_delay + 2 × DELAY` — the simulator's `2 × (delay + extra_delay)` when
+//!   `reverse_delay = delay` (docs/scenario-format.md).
+//!
+//! Frames of one total delay share a FIFO line, so a line's release times never decrease and its
+//! head is its next deadline; with several lines the earliest head goes first. Memory is bounded:
+//! a direction's lines hold at most [`line_limit`] bytes (rate × longest delay, clamped to
+//! [`MIN_LINE_BYTES`, `MAX_LINE_BYTES`]); a frame beyond it is dropped and counted as
+//! `line_full`, never queued.
 
 use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr};
 
 use linkshare_core::{Duration, Rate};
 
+/// The smallest byte bound of a direction's delay lines (a few dozen full frames).
+pub const MIN_LINE_BYTES: u64 = 256 * 1024;
+/// The largest byte bound of a direction's delay lines, whatever the rate and delay.
+pub const MAX_LINE_BYTES: u64 = 64 * 1024 * 1024;
+/// Rate assumed for the bound when neither the emulation, the policy nor the driver gives one.
+pub const FALLBACK_LINE_BPS: u64 = 10_000_000_000;
+
+/// `--emulate`'s keys.
 #[derive(Clone, Debug, PartialEq)]
 pub struct EmulateSpec {
     pub rate: Option<Rate>,
+    /// One-way delay on OUT (after the scheduler).
     pub delay: Duration,
-    /// Probability of loss, 0..=1.
+    /// One-way delay on the reverse direction (OUT → IN).
+    pub reverse_delay: Duration,
+    /// Probability of loss on OUT, 0..=1.
     pub loss: f64,
     pub seed: u64,
-    /// Frames the line holds at most (`limit=`).
-    pub limit: usize,
 }
 
-/// Frames the emulated line holds when `limit=` is not given (netem's default).
-pub const DEFAULT_LIMIT: usize = 1000;
-
-impl EmulateSpec {
-    /// Parse `rate=10mbit,delay=20ms,loss=1%,seed=7` (every key optional).
-    pub fn parse(text: &str) -> Result<EmulateSpec, String> {
-        let mut s = EmulateSpec {
+impl Default for EmulateSpec {
+    fn default() -> Self {
+        EmulateSpec {
             rate: None,
             delay: Duration(0),
+            reverse_delay: Duration(0),
             loss: 0.0,
             seed: 1,
-            limit: DEFAULT_LIMIT,
-        };
+        }
+    }
+}
+
+impl EmulateSpec {
+    /// Parse `rate=10mbit,delay=20ms,reverse_delay=20ms,loss=1%,seed=7` (every key optional).
+    pub fn parse(text: &str) -> Result<EmulateSpec, String> {
+        let mut s = EmulateSpec::default();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let (k, v) = part
                 .split_once('=')
@@ -38,6 +67,10 @@ impl EmulateSpec {
             match k {
                 "rate" => s.rate = Some(Rate::parse(v).map_err(|e| format!("rate: {e}"))?),
                 "delay" => s.delay = Duration::parse(v).map_err(|e| format!("delay: {e}"))?,
+                "reverse_delay" => {
+                    s.reverse_delay =
+                        Duration::parse(v).map_err(|e| format!("reverse_delay: {e}"))?
+                }
                 "loss" => {
                     let (num, pct) = match v.strip_suffix('%') {
                         Some(n) => (n, true),
@@ -51,15 +84,9 @@ impl EmulateSpec {
                     s.loss = p;
                 }
                 "seed" => s.seed = v.parse().map_err(|_| format!("seed: bad number `{v}`"))?,
-                "limit" => {
-                    s.limit = v.parse().map_err(|_| format!("limit: bad number `{v}`"))?;
-                    if s.limit == 0 {
-                        return Err("limit: must be at least 1 frame".into());
-                    }
-                }
                 _ => {
                     return Err(format!(
-                        "unknown key `{k}` (rate, delay, loss, seed, limit)"
+                        "unknown key `{k}` (rate, delay, reverse_delay, loss, seed)"
                     ))
                 }
             }
@@ -68,28 +95,131 @@ impl EmulateSpec {
     }
 }
 
-/// The emulated link's state.
+/// `--path-delay ADDR=DELAY`: extra one-way delay, both directions, for one IPv4 host.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PathDelay {
+    pub addr: Ipv4Addr,
+    pub delay: Duration,
+}
+
+impl PathDelay {
+    /// Parse `10.1.0.5=20ms`.
+    pub fn parse(text: &str) -> Result<PathDelay, String> {
+        let (a, d) = text
+            .split_once('=')
+            .ok_or_else(|| format!("`{text}`: expected ADDR=DELAY, e.g. 10.1.0.5=20ms"))?;
+        let addr: Ipv4Addr = a
+            .trim()
+            .parse()
+            .map_err(|_| format!("`{a}` is not an IPv4 address"))?;
+        let delay = Duration::parse(d.trim()).map_err(|e| format!("`{d}`: {e}"))?;
+        Ok(PathDelay { addr, delay })
+    }
+}
+
+/// Which address of a frame selects its path delay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AddrKey {
+    /// The forward direction: the sender's address is the source.
+    Src,
+    /// The reverse direction: the sender's address is the destination.
+    Dst,
+}
+
+/// One direction's emulated link.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LineSpec {
+    pub rate: Option<Rate>,
+    pub delay: Duration,
+    pub loss: f64,
+    pub seed: u64,
+    pub paths: Vec<PathDelay>,
+    pub key: AddrKey,
+    /// Bytes the lines may hold together (see [`line_limit`]).
+    pub limit_bytes: u64,
+}
+
+impl LineSpec {
+    /// The longest delay a frame of this direction can get.
+    pub fn max_delay(&self) -> Duration {
+        let extra = self.paths.iter().map(|p| p.delay.0).max().unwrap_or(0);
+        Duration(self.delay.0 + extra)
+    }
+}
+
+/// The byte bound of a direction's lines: what `bps` delivers in `max_delay`, clamped to
+/// [`MIN_LINE_BYTES`, `MAX_LINE_BYTES`]. With the scheduler in front, the lines never hold more
+/// than that in steady state; a burst beyond it is dropped (`line_full`).
+pub fn line_limit(bps: u64, max_delay: Duration) -> u64 {
+    let bytes = bps as u128 * max_delay.0 as u128 / 8 / 1_000_000_000;
+    (bytes.min(MAX_LINE_BYTES as u128) as u64).max(MIN_LINE_BYTES)
+}
+
+/// Frames that did not get through the emulated link, by reason.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct EmuDrops {
+    /// Lost on purpose (`loss=`).
+    pub lost: u64,
+    /// The lines held their byte bound already.
+    pub line_full: u64,
+}
+
+#[derive(Debug)]
+struct Line {
+    delay_ns: u64,
+    /// (release instant, frame), release instants non-decreasing.
+    queue: VecDeque<(u64, Vec<u8>)>,
+}
+
+/// The emulated link's state: one FIFO line per distinct total delay.
 #[derive(Debug)]
 pub struct Emulator {
-    spec: EmulateSpec,
+    spec: LineSpec,
     rng: u64,
     link_free_ns: u64,
-    queue: VecDeque<(u64, Vec<u8>)>,
-    pub lost: u64,
-    /// Frames dropped because the line already held `limit` frames.
-    pub overflow: u64,
+    lines: Vec<Line>,
+    /// `(address, line index)` of every path delay.
+    route: Vec<(Ipv4Addr, usize)>,
+    bytes: u64,
+    frames: usize,
+    pub drops: EmuDrops,
 }
 
 impl Emulator {
-    pub fn new(spec: EmulateSpec) -> Emulator {
+    pub fn new(spec: LineSpec) -> Emulator {
+        let mut lines = vec![Line {
+            delay_ns: spec.delay.0,
+            queue: VecDeque::new(),
+        }];
+        let mut route = Vec::new();
+        for p in &spec.paths {
+            let d = spec.delay.0 + p.delay.0;
+            let i = match lines.iter().position(|l| l.delay_ns == d) {
+                Some(i) => i,
+                None => {
+                    lines.push(Line {
+                        delay_ns: d,
+                        queue: VecDeque::new(),
+                    });
+                    lines.len() - 1
+                }
+            };
+            route.push((p.addr, i));
+        }
         Emulator {
             rng: spec.seed.max(1),
             spec,
             link_free_ns: 0,
-            queue: VecDeque::new(),
-            lost: 0,
-            overflow: 0,
+            lines,
+            route,
+            bytes: 0,
+            frames: 0,
+            drops: EmuDrops::default(),
         }
+    }
+
+    pub fn spec(&self) -> &LineSpec {
+        &self.spec
     }
 
     fn next_unit(&mut self) -> f64 {
@@ -100,42 +230,90 @@ impl Emulator {
         (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
     }
 
-    /// A frame leaves the scheduler at `now_ns`.
-    pub fn push(&mut self, now_ns: u64, frame: Vec<u8>) {
-        if self.queue.len() >= self.spec.limit {
-            self.overflow += 1;
-            return;
-        }
+    fn line_of(&self, src: IpAddr, dst: IpAddr) -> usize {
+        let key = match self.spec.key {
+            AddrKey::Src => src,
+            AddrKey::Dst => dst,
+        };
+        let IpAddr::V4(a) = key else { return 0 };
+        self.route
+            .iter()
+            .find(|(x, _)| *x == a)
+            .map_or(0, |(_, i)| *i)
+    }
+
+    /// The total one-way delay a frame from `src` to `dst` gets (serialization excluded).
+    pub fn delay_for(&self, src: IpAddr, dst: IpAddr) -> Duration {
+        Duration(self.lines[self.line_of(src, dst)].delay_ns)
+    }
+
+    /// A frame enters the link at `now_ns`. A frame lost or over the bound is handed back (for
+    /// reuse) and counted in [`Emulator::drops`].
+    pub fn push(
+        &mut self,
+        now_ns: u64,
+        frame: Vec<u8>,
+        src: IpAddr,
+        dst: IpAddr,
+    ) -> Result<(), Vec<u8>> {
         if self.spec.loss > 0.0 && self.next_unit() < self.spec.loss {
-            self.lost += 1;
-            return;
+            self.drops.lost += 1;
+            return Err(frame);
+        }
+        let len = frame.len() as u64;
+        if self.bytes + len > self.spec.limit_bytes {
+            self.drops.line_full += 1;
+            return Err(frame);
         }
         let start = self.link_free_ns.max(now_ns);
         let ser = self
             .spec
             .rate
-            .and_then(|r| r.tx_time(frame.len() as u64))
+            .and_then(|r| r.tx_time(len))
             .map_or(0, |d| d.0);
         self.link_free_ns = start + ser;
-        self.queue
-            .push_back((self.link_free_ns + self.spec.delay.0, frame));
+        let i = self.line_of(src, dst);
+        let line = &mut self.lines[i];
+        line.queue
+            .push_back((self.link_free_ns + line.delay_ns, frame));
+        self.bytes += len;
+        self.frames += 1;
+        Ok(())
     }
 
-    /// Frames due at `now_ns`, in order.
+    fn earliest(&self) -> Option<(usize, u64)> {
+        self.lines
+            .iter()
+            .enumerate()
+            .filter_map(|(i, l)| l.queue.front().map(|(t, _)| (i, *t)))
+            .min_by_key(|&(i, t)| (t, i))
+    }
+
+    /// The next frame due at `now_ns`, earliest first.
     pub fn pop_due(&mut self, now_ns: u64) -> Option<Vec<u8>> {
-        match self.queue.front() {
-            Some((t, _)) if *t <= now_ns => self.queue.pop_front().map(|(_, f)| f),
-            _ => None,
+        let (i, t) = self.earliest()?;
+        if t > now_ns {
+            return None;
         }
+        let (_, f) = self.lines[i].queue.pop_front()?;
+        self.bytes -= f.len() as u64;
+        self.frames -= 1;
+        Some(f)
     }
 
     /// When the next frame is due.
     pub fn next_due(&self) -> Option<u64> {
-        self.queue.front().map(|(t, _)| *t)
+        self.earliest().map(|(_, t)| t)
     }
 
+    /// Frames on the lines now.
     pub fn in_line(&self) -> usize {
-        self.queue.len()
+        self.frames
+    }
+
+    /// Bytes on the lines now.
+    pub fn in_line_bytes(&self) -> u64 {
+        self.bytes
     }
 }
 
@@ -143,54 +321,147 @@ impl Emulator {
 mod tests {
     use super::*;
 
+    fn v4(a: [u8; 4]) -> IpAddr {
+        IpAddr::V4(Ipv4Addr::from(a))
+    }
+
+    fn line(text: &str, key: AddrKey, paths: &[&str]) -> LineSpec {
+        let s = EmulateSpec::parse(text).unwrap();
+        LineSpec {
+            rate: s.rate,
+            delay: if key == AddrKey::Src {
+                s.delay
+            } else {
+                s.reverse_delay
+            },
+            loss: s.loss,
+            seed: s.seed,
+            paths: paths.iter().map(|p| PathDelay::parse(p).unwrap()).collect(),
+            key,
+            limit_bytes: MAX_LINE_BYTES,
+        }
+    }
+
+    const A: [u8; 4] = [10, 1, 0, 5];
+    const B: [u8; 4] = [10, 1, 0, 6];
+    const C: [u8; 4] = [10, 2, 0, 1];
+
     #[test]
     fn parses_and_delays_and_loses_deterministically() {
-        let s = EmulateSpec::parse("rate=8mbit,delay=10ms,loss=50%,seed=3").unwrap();
+        let s =
+            EmulateSpec::parse("rate=8mbit,delay=10ms,reverse_delay=4ms,loss=50%,seed=3").unwrap();
         assert_eq!(s.rate, Some(Rate(8_000_000)));
         assert_eq!(s.delay, Duration(10_000_000));
+        assert_eq!(s.reverse_delay, Duration(4_000_000));
         assert!(EmulateSpec::parse("loss=150%").is_err());
         assert!(EmulateSpec::parse("bogus=1").is_err());
+        let spec = line("rate=8mbit,delay=10ms,loss=50%,seed=3", AddrKey::Src, &[]);
         let run = || {
-            let mut e = Emulator::new(s.clone());
+            let mut e = Emulator::new(spec.clone());
             for _ in 0..1000 {
-                e.push(0, vec![0; 1000]);
+                let _ = e.push(0, vec![0; 1000], v4(A), v4(C));
             }
-            (e.lost, e.next_due())
+            (e.drops.lost, e.next_due())
         };
         let (lost, first) = run();
         assert_eq!(run().0, lost, "same seed, same losses");
         assert!((400..600).contains(&lost), "lost {lost}");
         // 1000 bytes at 8 Mbit/s = 1 ms serialization, plus 10 ms.
         assert_eq!(first, Some(11_000_000));
-        let mut e = Emulator::new(EmulateSpec::parse("delay=5ms").unwrap());
-        e.push(100, vec![1]);
+        let mut e = Emulator::new(line("delay=5ms", AddrKey::Src, &[]));
+        e.push(100, vec![1], v4(A), v4(C)).unwrap();
         assert!(e.pop_due(5_000_099).is_none());
         assert_eq!(e.pop_due(5_000_100), Some(vec![1]));
     }
-}
 
-#[cfg(test)]
-mod bound_tests {
-    use super::*;
-
-    /// A link slower than what the scheduler lets go: the line holds at most `limit` frames.
     #[test]
-    fn queue_is_bounded_when_the_emulated_rate_is_below_the_offered_rate() {
-        let mut e = Emulator::new(EmulateSpec::parse("rate=1mbit").unwrap());
-        for i in 0..100_000u64 {
-            e.push(i * 1000, vec![0; 1500]); // 1500 B every µs: 12 Gbit/s offered to 1 Mbit/s
-        }
-        assert!(e.in_line() <= 1000, "{} frames in line", e.in_line());
+    fn path_delay_parses_and_refuses_garbage() {
+        let p = PathDelay::parse("10.1.0.5=20ms").unwrap();
         assert_eq!(
-            e.in_line() as u64 + e.overflow,
-            100_000,
-            "every frame queued or counted"
+            (p.addr, p.delay),
+            (Ipv4Addr::new(10, 1, 0, 5), Duration(20_000_000))
         );
-        let mut small = Emulator::new(EmulateSpec::parse("rate=1mbit,limit=5").unwrap());
-        for _ in 0..8 {
-            small.push(0, vec![0; 100]);
+        assert!(PathDelay::parse("10.1.0.5").is_err());
+        assert!(PathDelay::parse("host=20ms").is_err());
+        assert!(PathDelay::parse("10.1.0.5=soon").is_err());
+    }
+
+    /// The reverse direction delays by `reverse_delay` plus the destination's path delay; the
+    /// forward direction by `delay` plus the source's.
+    #[test]
+    fn reverse_and_per_address_delays() {
+        let paths = ["10.1.0.5=5ms", "10.1.0.6=20ms"];
+        let mut fwd = Emulator::new(line("delay=10ms,reverse_delay=10ms", AddrKey::Src, &paths));
+        let mut rev = Emulator::new(line("delay=10ms,reverse_delay=10ms", AddrKey::Dst, &paths));
+        assert_eq!(fwd.delay_for(v4(A), v4(C)), Duration(15_000_000));
+        assert_eq!(fwd.delay_for(v4(B), v4(C)), Duration(30_000_000));
+        assert_eq!(
+            fwd.delay_for(v4(C), v4(A)),
+            Duration(10_000_000),
+            "keyed by source"
+        );
+        assert_eq!(
+            rev.delay_for(v4(C), v4(A)),
+            Duration(15_000_000),
+            "keyed by destination"
+        );
+        assert_eq!(rev.delay_for(v4(A), v4(C)), Duration(10_000_000));
+        // Data from A then B at t = 0; their replies leave the sink at t = 1 ms.
+        fwd.push(0, vec![b'a'], v4(A), v4(C)).unwrap();
+        fwd.push(0, vec![b'b'], v4(B), v4(C)).unwrap();
+        let untagged = IpAddr::V6(std::net::Ipv6Addr::LOCALHOST);
+        fwd.push(0, vec![b'6'], untagged, untagged).unwrap();
+        rev.push(1_000_000, vec![b'A'], v4(C), v4(A)).unwrap();
+        rev.push(1_000_000, vec![b'B'], v4(C), v4(B)).unwrap();
+        // Releases come out in time order across lines, each exactly at its instant.
+        let mut out = Vec::new();
+        for t in (0..=40_000_000u64).step_by(500_000) {
+            while let Some(f) = fwd.pop_due(t) {
+                out.push((t, f[0]));
+            }
+            while let Some(f) = rev.pop_due(t) {
+                out.push((t, f[0]));
+            }
         }
-        assert_eq!((small.in_line(), small.overflow), (5, 3));
-        assert!(EmulateSpec::parse("limit=0").is_err());
+        assert_eq!(
+            out,
+            [
+                (10_000_000, b'6'),
+                (15_000_000, b'a'),
+                (16_000_000, b'A'),
+                (30_000_000, b'b'),
+                (31_000_000, b'B'),
+            ]
+        );
+        // Round trip of A: 15 + 15 ms = 2·(10 + 5).
+        assert_eq!(fwd.in_line() + rev.in_line(), 0);
+        assert_eq!(fwd.in_line_bytes(), 0);
+    }
+
+    /// A frame beyond the byte bound is dropped and counted, never queued.
+    #[test]
+    fn lines_hold_at_most_their_bound() {
+        let limit = line_limit(8_000_000, Duration(1_000_000_000));
+        assert_eq!(limit, 1_000_000, "1 s at 8 Mbit/s");
+        assert_eq!(line_limit(1_000, Duration(1_000_000)), MIN_LINE_BYTES);
+        assert_eq!(line_limit(u64::MAX, Duration(u64::MAX)), MAX_LINE_BYTES);
+        let mut spec = line("reverse_delay=10ms", AddrKey::Dst, &["10.1.0.5=5ms"]);
+        assert_eq!(spec.max_delay(), Duration(15_000_000));
+        spec.limit_bytes = 3000;
+        let mut e = Emulator::new(spec);
+        for _ in 0..5 {
+            let _ = e.push(0, vec![0; 1000], v4(C), v4(A));
+        }
+        assert_eq!(e.in_line(), 3);
+        assert_eq!(e.in_line_bytes(), 3000);
+        assert_eq!(
+            e.drops,
+            EmuDrops {
+                lost: 0,
+                line_full: 2
+            }
+        );
+        assert!(e.pop_due(15_000_000).is_some());
+        assert!(e.push(0, vec![0; 1000], v4(C), v4(A)).is_ok(), "room again");
     }
 }

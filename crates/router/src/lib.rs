@@ -42,8 +42,10 @@ pub struct Options {
     pub control: PathBuf,
     /// Bytes allowed in flight to the NIC; `None`: [`default_device_buffer`] of the root rate.
     pub device_buffer: Option<u64>,
-    /// Link emulation after the scheduler on OUT.
+    /// Link emulation: after the scheduler on OUT, and a delay on the reverse direction.
     pub emulate: Option<emulate::EmulateSpec>,
+    /// Per-host extra one-way delays, both directions (`--path-delay ADDR=DELAY`).
+    pub path_delays: Vec<emulate::PathDelay>,
     /// Waits shorter than this are busy-polled; `None`: [`DEFAULT_BUSY_POLL_NS`] (50 µs).
     pub busy_poll_ns: Option<u64>,
     /// The kind of receive ring on both interfaces.
@@ -254,6 +256,34 @@ impl Dir {
     }
 }
 
+/// Direction `d`'s emulated link from `--emulate` and `--path-delay` (`key` says which: `Src` is
+/// the forward direction), or `None` when it would do nothing.
+fn emulator(opts: &Options, d: &Dir, key: emulate::AddrKey) -> Option<emulate::Emulator> {
+    let e = opts.emulate.clone().unwrap_or_default();
+    let fwd = key == emulate::AddrKey::Src;
+    let mut spec = emulate::LineSpec {
+        rate: if fwd { e.rate } else { None },
+        delay: if fwd { e.delay } else { e.reverse_delay },
+        loss: if fwd { e.loss } else { 0.0 },
+        seed: e.seed,
+        paths: opts.path_delays.clone(),
+        key,
+        limit_bytes: 0,
+    };
+    let idle = spec.rate.is_none() && spec.loss == 0.0 && spec.max_delay().0 == 0;
+    if idle && !(fwd && opts.emulate.is_some()) {
+        return None;
+    }
+    // The bound: the emulated rate, else the faster of the policy's root and the line rate.
+    let bps = spec
+        .rate
+        .map(|r| r.0)
+        .or_else(|| Some(d.link_bps.max(d.line_bps)).filter(|b| *b > 0))
+        .unwrap_or(emulate::FALLBACK_LINE_BPS);
+    spec.limit_bytes = emulate::line_limit(bps, spec.max_delay());
+    Some(emulate::Emulator::new(spec))
+}
+
 /// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
 const RX_BUDGET: usize = 256;
 /// Waits shorter than this are busy-polled instead of sleeping on the timerfd.
@@ -320,7 +350,6 @@ impl Shaper {
         let now = sys::monotonic_ns();
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
         d0.policy_text = Some((text, origin));
-        d0.emu = opts.emulate.clone().map(emulate::Emulator::new);
         d0.last_drain_ns = now;
         let mut d1 = match rev {
             Some((s, t, o)) => {
@@ -341,6 +370,8 @@ impl Shaper {
             .line_rate
             .or_else(|| sys::link_speed_bps(&opts.dev_in))
             .unwrap_or(0);
+        d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
+        d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
         Ok(Shaper {
             names: [opts.dev_in.clone(), opts.dev_out.clone()],
             opts,
@@ -423,9 +454,19 @@ impl Shaper {
                             self.recycle(v);
                         }
                     }
-                    None => {
-                        self.send(to, f.bytes);
-                    }
+                    None => match &mut self.dirs[i].emu {
+                        // Unshaped but delayed (the reverse direction's `reverse_delay` and
+                        // path delays): onto the line; `service` sends it when due.
+                        Some(e) => {
+                            let now_ns = sys::monotonic_ns();
+                            if let Err(v) = e.push(now_ns, f.bytes, f.meta.src, f.meta.dst) {
+                                self.recycle(v);
+                            }
+                        }
+                        None => {
+                            self.send(to, f.bytes);
+                        }
+                    },
                 }
             }
         }
@@ -485,9 +526,9 @@ impl Shaper {
                 Dequeued::Packet(p) => {
                     let eligible = dir.eligible.take();
                     dir.in_flight += f64::from(p.meta.len);
-                    if dir.emu.is_some() {
-                        if let Some(e) = &mut dir.emu {
-                            e.push(now_ns, p.bytes);
+                    if let Some(e) = &mut dir.emu {
+                        if let Err(f) = e.push(now_ns, p.bytes, p.meta.src, p.meta.dst) {
+                            self.recycle(f);
                         }
                         self.flush_emu(d, now_ns);
                     } else if self.send(to, p.bytes) {

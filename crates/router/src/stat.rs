@@ -88,7 +88,14 @@ impl Shaper {
                        "kind": d.sched.as_ref().map(|s| s.qr().kind()),
                        "backlog_packets": bl.0, "backlog_bytes": bl.1, "qdisc": qd,
                        "classes": classes,
-                       "emulate": d.emu.as_ref().map(|e| json!({"lost": e.lost, "overflow": e.overflow, "in_line": e.in_line()}))})
+                       "emulate": d.emu.as_ref().map(|e| json!({
+                           "lost": e.drops.lost, "line_full": e.drops.line_full,
+                           "in_line": e.in_line(), "in_line_bytes": e.in_line_bytes(),
+                           "limit_bytes": e.spec().limit_bytes,
+                           "delay_ns": e.spec().delay.0,
+                           "path_delays": e.spec().paths.iter()
+                               .map(|p| json!({"addr": p.addr.to_string(), "delay_ns": p.delay.0}))
+                               .collect::<Vec<_>>()}))})
             })
             .collect();
         let h = &self.lateness;

@@ -94,9 +94,10 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
         );
         return Ok(1);
     }
+    let link_delay = sc.link.delay.as_secs_f64();
     let mut plans = Vec::new();
     for (i, f) in sc.flows.iter().enumerate() {
-        match Plan::new(f, duration, sc.seed.wrapping_add(i as u64)) {
+        match Plan::new(f, duration, sc.seed.wrapping_add(i as u64), link_delay) {
             Ok(p) => plans.push(p),
             Err(e) => {
                 eprintln!("{}: error: {e}", sc.origin);
@@ -104,11 +105,29 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
             }
         }
     }
+    match separate_sources(&sc, &mut plans) {
+        Ok(n) => notes.extend(n),
+        Err(e) => {
+            eprintln!("{}: error: {e}", sc.origin);
+            return Ok(1);
+        }
+    }
+    // Every congestion control the flows ask for, before building anything.
+    let ccs = unique(plans.iter().filter_map(|p| match &p.spec.kind {
+        FlowKind::Tcp(t) => Some(traffic::linux_cc(t.cc)),
+        _ => None,
+    }));
+    if let Err(e) = traffic::check_congestion(ccs) {
+        eprintln!("{}: error: {e:#}", sc.origin);
+        return Ok(1);
+    }
     notes.extend(unsupported(&sc));
-    let router_args = router_args(&sc);
+    let (routes, route_notes) = tcp_routes(&plans);
+    notes.extend(route_notes);
+    let router_args = router_args(&sc, &plans);
     if args.kernel && !router_args.is_empty() {
         notes.push(format!(
-            "--kernel: the kernel here has no netem, so the link's delay and device buffer ({}) are not emulated",
+            "--kernel: the kernel here has no netem, so the link's delays, the flows' extra_delay and the device buffer ({}) are not emulated",
             router_args.join(" ")
         ));
     }
@@ -140,7 +159,7 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
     } else {
         Box::new(LinkshareRouter::new(router_args)?)
     };
-    let measured = measure(&sc, &plans, &policy_text, router)?;
+    let measured = measure(&sc, &plans, &routes, &policy_text, router)?;
     let interrupted = measured.interrupted;
     let failures: Vec<String> = measured
         .live
@@ -260,9 +279,6 @@ fn policy_text(sc: &Scenario, text: &str, base: &Path) -> anyhow::Result<(String
 /// What the lab does not reproduce, said in the summary.
 fn unsupported(sc: &Scenario) -> Vec<String> {
     let mut notes = Vec::new();
-    if sc.flows.iter().any(|f| f.extra_delay.0 > 0) {
-        notes.push("per-flow `extra_delay` is not emulated (the testbed has one path)".into());
-    }
     if sc.link.timer_hz > 0 || sc.link.clock_hz > 0 {
         notes.push(
             "`timer_hz`/`clock_hz` are not applied: linkshare run wakes at exact deadlines".into(),
@@ -274,31 +290,131 @@ fn unsupported(sc: &Scenario) -> Vec<String> {
             sc.link.overhead
         ));
     }
-    if sc.flows.iter().any(|f| {
-        matches!(&f.kind, FlowKind::Tcp(t) if t.cc != linkshare_sim::scenario::CcKind::Cubic
-                || t.min_rto != linkshare_sim::scenario::DEFAULT_MIN_RTO
-                || t.init_cwnd != linkshare_sim::scenario::DEFAULT_INIT_CWND)
-    }) {
-        notes.push(
-            "TCP runs the kernel's default congestion control (cc, min_rto, init_cwnd are the kernel's)"
-                .into(),
-        );
+    let no_delack: Vec<&str> = sc
+        .flows
+        .iter()
+        .filter(|f| matches!(&f.kind, FlowKind::Tcp(t) if !t.delayed_ack))
+        .map(|f| f.name.as_str())
+        .collect();
+    if !no_delack.is_empty() {
+        notes.push(format!(
+            "`delayed_ack = false` is not reproduced: the kernel's receivers delay ACKs (with Linux's quick-ACK at start) for {}",
+            list(&no_delack)
+        ));
     }
     notes
 }
 
-/// `run` options from the link: its delay as an emulated delay line, its device buffer.
-fn router_args(sc: &Scenario) -> Vec<String> {
+/// Names for a note: all of them up to four, else the first three and how many more.
+fn list(names: &[&str]) -> String {
+    if names.len() <= 4 {
+        names.join(", ")
+    } else {
+        format!("{} and {} more", names[..3].join(", "), names.len() - 3)
+    }
+}
+
+/// `run` options from the scenario: the link's delay as a delay line in each direction, each
+/// flow's `extra_delay` as a path delay on its source address (both directions), the device
+/// buffer. Base RTT of a flow = 2 × (delay + extra_delay), as in the simulator.
+fn router_args(sc: &Scenario, plans: &[Plan]) -> Vec<String> {
     let mut a = Vec::new();
     if sc.link.delay.0 > 0 {
         a.push("--emulate".to_string());
-        a.push(format!("delay={}us", sc.link.delay.0 / 1000));
+        a.push(format!(
+            "delay={d}ns,reverse_delay={d}ns",
+            d = sc.link.delay.0
+        ));
+    }
+    let paths = unique(
+        plans
+            .iter()
+            .filter(|p| p.spec.extra_delay.0 > 0)
+            .map(|p| (p.src, p.spec.extra_delay.0)),
+    );
+    for (src, d) in paths {
+        a.push("--path-delay".to_string());
+        a.push(format!("{src}={d}ns"));
     }
     if sc.link.device_buffer > 0 {
         a.push("--device-buffer".to_string());
         a.push(sc.link.device_buffer.to_string());
     }
     a
+}
+
+/// The router keys a flow's `extra_delay` by its source address, so flows that share a source
+/// but not an extra delay get their own: the first extra delay of a source keeps the address,
+/// each other one moves to a free address of the same /24 that the policy classifies exactly as
+/// the original (the simulator's class is the one reported). Returns the notes to print.
+fn separate_sources(sc: &Scenario, plans: &mut [Plan]) -> anyhow::Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let mut used: Vec<std::net::Ipv4Addr> = plans.iter().flat_map(|p| [p.src, p.dst]).collect();
+    used.extend([testbed::ADDR_A, testbed::ADDR_C]);
+    for src in unique(plans.iter().map(|p| p.src)) {
+        let delays = unique(
+            plans
+                .iter()
+                .filter(|p| p.src == src)
+                .map(|p| p.spec.extra_delay),
+        );
+        for d in delays.into_iter().skip(1) {
+            let idx: Vec<usize> = (0..plans.len())
+                .filter(|&i| plans[i].src == src && plans[i].spec.extra_delay == d)
+                .collect();
+            let same_class = |cand: std::net::Ipv4Addr| {
+                idx.iter().all(|&i| {
+                    let mut moved = plans[i].clone();
+                    moved.spec.src = std::net::IpAddr::V4(cand);
+                    class_of(sc, &moved) == class_of(sc, &plans[i])
+                })
+            };
+            let o = src.octets();
+            let found = (1..=254u8)
+                .map(|h| std::net::Ipv4Addr::new(o[0], o[1], o[2], h))
+                .find(|c| !used.contains(c) && same_class(*c));
+            let names: Vec<&str> = idx.iter().map(|&i| plans[i].spec.name.as_str()).collect();
+            let Some(cand) = found else {
+                anyhow::bail!(
+                    "flows {} share source {src} with other flows but not their extra_delay; the lab keys a path's delay by source address and finds no free address in {src}/24 that the policy classifies the same: give them their own `src`",
+                    list(&names)
+                );
+            };
+            notes.push(format!(
+                "flows {} send from {cand} instead of {src}: their extra_delay ({:.1} ms) differs from the other flows of {src}, and the router keys path delays by source address (the policy classifies {cand} the same)",
+                list(&names),
+                d.as_secs_f64() * 1e3
+            ));
+            used.push(cand);
+            for i in idx {
+                plans[i].src = cand;
+            }
+        }
+    }
+    Ok(notes)
+}
+
+/// `init_cwnd` and `min_rto` of the TCP flows as route metrics in the sender namespace, one
+/// route per destination: (destination, initcwnd, rto_min in ms). Flows to one destination that
+/// disagree get the first flow's values, said in a note.
+fn tcp_routes(plans: &[Plan]) -> (Vec<(std::net::Ipv4Addr, u32, u64)>, Vec<String>) {
+    let mut routes: Vec<(std::net::Ipv4Addr, u32, u64, &str)> = Vec::new();
+    let mut notes = Vec::new();
+    for p in plans {
+        let FlowKind::Tcp(t) = &p.spec.kind else {
+            continue;
+        };
+        let ms = t.min_rto.0.div_ceil(1_000_000).max(1);
+        match routes.iter().find(|r| r.0 == p.dst) {
+            Some(r) if (r.1, r.2) != (t.init_cwnd, ms) => notes.push(format!(
+                "flow `{}` runs with init_cwnd {} and min_rto {} ms (those of `{}`, the first TCP flow to {}): the lab sets them per destination route",
+                p.spec.name, r.1, r.2, r.3, p.dst
+            )),
+            Some(_) => {}
+            None => routes.push((p.dst, t.init_cwnd, ms, &p.spec.name)),
+        }
+    }
+    (routes.into_iter().map(|r| (r.0, r.1, r.2)).collect(), notes)
 }
 
 /// Everything one run measured.
@@ -308,6 +424,8 @@ struct Measured {
     snapshots: Vec<(f64, RouterStats)>,
     /// Flow delivered/sent/received at each snapshot.
     flow_marks: Vec<Vec<(u64, u64, u64)>>,
+    /// Flow sent/received after the drain time that follows each flow's stop.
+    drained: Vec<(u64, u64)>,
     elapsed: f64,
     interrupted: bool,
     router: &'static str,
@@ -316,6 +434,7 @@ struct Measured {
 fn measure(
     sc: &Scenario,
     plans: &[Plan],
+    routes: &[(std::net::Ipv4Addr, u32, u64)],
     policy_text: &str,
     router: Box<dyn testbed::Router>,
 ) -> anyhow::Result<Measured> {
@@ -329,6 +448,7 @@ fn measure(
         );
     }
     bed.add_flow_addresses(&srcs, &dsts)?;
+    bed.set_tcp_routes(routes)?;
     let policy = bed.write_file("policy.toml", policy_text)?;
     let name = router.name();
     bed.start_router(router, &policy)?;
@@ -392,12 +512,38 @@ fn measure(
             }
         }
     }
+    // UDP and ping receivers keep counting for max(0.5 s, 2 × base RTT) after each flow's stop,
+    // so what is still in flight then is not lost.
+    let drain_until = plans
+        .iter()
+        .filter(|p| !matches!(p.spec.kind, FlowKind::Tcp(_)))
+        .map(|p| p.stop + p.drain())
+        .fold(0.0f64, f64::max);
+    while !interrupted && !testbed::interrupted() {
+        let now = Instant::now().saturating_duration_since(t0).as_secs_f64();
+        if now >= drain_until {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs_f64(
+            (drain_until - now).clamp(0.001, 0.05),
+        ));
+    }
+    let drained = live
+        .iter()
+        .map(|l| {
+            (
+                l.packets_sent.load(Ordering::Relaxed),
+                l.packets_received.load(Ordering::Relaxed),
+            )
+        })
+        .collect();
     traffic.finish();
     drop(bed);
     Ok(Measured {
         live,
         snapshots,
         flow_marks,
+        drained,
         elapsed,
         interrupted,
         router: name,
@@ -557,9 +703,14 @@ fn build_result(sc: &Scenario, plans: &[Plan], m: Measured, notes: Vec<String>) 
     let mut per_class: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (i, p) in plans.iter().enumerate() {
         let l = &m.live[i];
-        let delivered = l.delivered.load(Ordering::Relaxed);
-        let sent = l.packets_sent.load(Ordering::Relaxed);
-        let received = l.packets_received.load(Ordering::Relaxed);
+        // Bytes delivered by the end of the run (what the simulator counts); packets sent and
+        // received after the drain time.
+        let delivered = m
+            .flow_marks
+            .last()
+            .and_then(|f| f.get(i))
+            .map_or(0, |x| x.0);
+        let (sent, received) = m.drained.get(i).copied().unwrap_or_default();
         let retransmits = l.retransmits.load(Ordering::Relaxed);
         let active = (p.stop.min(dur) - p.start).max(0.0);
         let goodput = if active > 0.0 {
@@ -720,7 +871,7 @@ mod tests {
         let pol = linkshare_config::Policy::parse(&p, "gen").unwrap();
         assert_eq!(pol.classes().len(), 1);
         assert_eq!(
-            class_of(&sc, &Plan::new(&sc.flows[0], 10.0, 1).unwrap()),
+            class_of(&sc, &Plan::new(&sc.flows[0], 10.0, 1, 0.0).unwrap()),
             "link"
         );
     }
@@ -730,8 +881,162 @@ mod tests {
         let text = "[link]\nrate = \"2mbit\"\ndelay = \"20ms\"\ndevice_buffer = 3000\n";
         let sc = Scenario::parse(text, "t.toml").unwrap();
         assert_eq!(
-            router_args(&sc),
-            ["--emulate", "delay=20000us", "--device-buffer", "3000"]
+            router_args(&sc, &[]),
+            [
+                "--emulate",
+                "delay=20000000ns,reverse_delay=20000000ns",
+                "--device-buffer",
+                "3000"
+            ]
+        );
+    }
+
+    fn plans(sc: &Scenario) -> Vec<Plan> {
+        let d = sc.link.delay.as_secs_f64();
+        sc.flows
+            .iter()
+            .map(|f| Plan::new(f, 10.0, 1, d).unwrap())
+            .collect()
+    }
+
+    /// Flows that share a source but not an extra delay get their own source address, chosen so
+    /// that the policy's address filter still classifies them the same; each source's extra
+    /// delay becomes one `--path-delay`.
+    #[test]
+    fn extra_delays_become_path_delays_on_separate_sources() {
+        let text = r#"
+[link]
+rate = "10mbit"
+delay = "10ms"
+[policy]
+qdisc = "htb"
+default = "other"
+[[policy.class]]
+name = "root"
+rate = "10mbit"
+[[policy.class]]
+name = "low"
+parent = "root"
+rate = "5mbit"
+[[policy.class]]
+name = "other"
+parent = "root"
+rate = "5mbit"
+[[policy.filter]]
+class = "low"
+src = "10.5.0.0/30"
+[[flow]]
+name = "near"
+kind = "udp"
+rate = "1mbit"
+src = "10.5.0.1"
+[[flow]]
+name = "far"
+kind = "udp"
+rate = "1mbit"
+src = "10.5.0.1"
+extra_delay = "5ms"
+[[flow]]
+name = "ping"
+kind = "ping"
+src = "10.5.0.1"
+extra_delay = "5ms"
+"#;
+        let sc = Scenario::parse(text, "t.toml").unwrap();
+        let mut ps = plans(&sc);
+        let notes = separate_sources(&sc, &mut ps).unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        // 10.5.0.2 is the first free address in the filter's /30.
+        let moved = std::net::Ipv4Addr::new(10, 5, 0, 2);
+        assert_eq!(ps[0].src, std::net::Ipv4Addr::new(10, 5, 0, 1));
+        assert_eq!((ps[1].src, ps[2].src), (moved, moved));
+        for p in &ps {
+            assert_eq!(class_of(&sc, p), "low", "{}", p.spec.name);
+        }
+        assert_eq!(
+            router_args(&sc, &ps),
+            [
+                "--emulate",
+                "delay=10000000ns,reverse_delay=10000000ns",
+                "--path-delay",
+                "10.5.0.2=5000000ns"
+            ]
+        );
+        // Base RTT 2·(10 + 5) ms; receivers drain for twice that, at least 0.5 s.
+        assert!((ps[1].base_rtt - 0.030).abs() < 1e-12);
+        assert_eq!(ps[1].drain(), 0.5);
+    }
+
+    /// No free address classifies the same: a clear error instead of a silent change of class.
+    #[test]
+    fn separate_sources_refuses_to_change_a_class() {
+        let text = r#"
+[link]
+rate = "10mbit"
+[policy]
+qdisc = "htb"
+default = "other"
+[[policy.class]]
+name = "root"
+rate = "10mbit"
+[[policy.class]]
+name = "one"
+parent = "root"
+rate = "5mbit"
+[[policy.class]]
+name = "other"
+parent = "root"
+rate = "5mbit"
+[[policy.filter]]
+class = "one"
+src = "10.5.0.1/32"
+[[flow]]
+name = "a"
+kind = "udp"
+rate = "1mbit"
+src = "10.5.0.1"
+[[flow]]
+name = "b"
+kind = "udp"
+rate = "1mbit"
+src = "10.5.0.1"
+extra_delay = "5ms"
+"#;
+        let sc = Scenario::parse(text, "t.toml").unwrap();
+        let mut ps = plans(&sc);
+        let e = separate_sources(&sc, &mut ps).unwrap_err().to_string();
+        assert!(e.contains("flows b") && e.contains("own `src`"), "{e}");
+    }
+
+    #[test]
+    fn tcp_knobs_become_one_route_per_destination() {
+        let text = r#"
+[link]
+rate = "10mbit"
+[[flow]]
+name = "a"
+kind = "tcp"
+dst = "10.9.0.1"
+init_cwnd = 4
+min_rto = "50ms"
+[[flow]]
+name = "b"
+kind = "tcp"
+dst = "10.9.0.1"
+[[flow]]
+name = "c"
+kind = "tcp"
+dst = "10.9.0.2"
+"#;
+        let sc = Scenario::parse(text, "t.toml").unwrap();
+        let (routes, notes) = tcp_routes(&plans(&sc));
+        let d1 = std::net::Ipv4Addr::new(10, 9, 0, 1);
+        let d2 = std::net::Ipv4Addr::new(10, 9, 0, 2);
+        assert_eq!(routes, [(d1, 4, 50), (d2, 10, 200)]);
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].contains("`b`") && notes[0].contains("`a`"),
+            "{notes:?}"
         );
     }
 }

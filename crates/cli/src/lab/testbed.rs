@@ -853,6 +853,21 @@ impl Testbed {
         ip_batch(&self.ns_c, &c)
     }
 
+    /// Route metrics for TCP in A, one host route per destination: `(dst, initcwnd, rto_min in
+    /// ms)` — the kernel reads a connection's initial window and minimum RTO from its route.
+    pub fn set_tcp_routes(&self, routes: &[(Ipv4Addr, u32, u64)]) -> anyhow::Result<()> {
+        let lines: Vec<String> = routes
+            .iter()
+            .map(|(d, cwnd, rto)| {
+                format!(
+                    "route replace {d}/32 dev {} initcwnd {cwnd} rto_min {rto}ms",
+                    self.dev_a
+                )
+            })
+            .collect();
+        ip_batch(&self.ns_a, &lines)
+    }
+
     /// Start `router` in B with `policy`; the testbed owns it from now on and stops it first
     /// when dropped.
     pub fn start_router(

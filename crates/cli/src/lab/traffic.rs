@@ -1,17 +1,25 @@
 //! The scenario's flows as real kernel sockets: sources in the sender namespace, sinks in the
 //! sink namespace, counters shared with the sampler through atomics.
 //!
-//! * **tcp**: one connection per flow, bulk until `stop` (or `bytes`). The window cap is the
-//!   receiver's buffer: `SO_RCVBUF` (forced, as root) set to `window` on the listening socket
-//!   before the handshake, so the advertised window — and so the data in flight — stays at about
-//!   `window`; `SO_SNDBUF` is set to the same. RTT samples are the kernel's smoothed RTT
-//!   (`TCP_INFO.tcpi_rtt`) read every 50 ms; retransmits are `tcpi_total_retrans`.
+//! * **tcp**: one connection per flow, connected (handshake done) before t0, written from `start`
+//!   to `stop` (or `bytes`) in chunks of [`NOTSENT_LOWAT`] bytes with `TCP_NOTSENT_LOWAT` set to
+//!   the same, so at `stop` at most about that much written data is still unsent (Linux
+//!   net/ipv4/tcp.c: `tcp_stream_memory_free` holds writers while `notsent ≥ lowat`). The socket
+//!   runs the flow's `cc` (`TCP_CONGESTION`, read back). A `window` set in the file is the
+//!   receiver's buffer: `SO_RCVBUF` (forced, as root) on the listening socket before the
+//!   handshake, so the advertised window stays at about `window`, and `SO_SNDBUF` the same;
+//!   without one both buffers autotune as Linux's do. RTT samples are the kernel's smoothed RTT
+//!   (`TCP_INFO.tcpi_rtt`) read every 50 ms; retransmits are `tcpi_total_retrans`, read until
+//!   everything written is acknowledged.
 //! * **udp**: datagrams of the flow's IP `size` (payload `size − 28`) paced at `rate` by a
 //!   deadline loop (absolute deadlines, 1 ns timer slack, bounded catch-up), CBR, Poisson or
 //!   on/off. Each datagram carries its number and its send time, so the sink measures loss and
 //!   one-way delay (both ends read the same monotonic clock).
 //! * **ping**: ICMP echo through a ping socket (`SOCK_DGRAM`, `IPPROTO_ICMP`) every `interval`;
 //!   the echo carries its send time, the RTT is measured on the reply.
+//!
+//! UDP and ping receivers keep counting for [`Plan::drain`] after the flow's `stop` (max(0.5 s,
+//! 2 × base RTT)), so a packet still in flight at `stop` is not counted as lost.
 //!
 //! Every socket gets the flow's TOS byte (`IP_TOS`) and is bound to the flow's source address and
 //! port, so the policy's filters see exactly what the simulator's classifier sees.
@@ -25,7 +33,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use linkshare_sim::metrics::Hist;
-use linkshare_sim::scenario::{FlowKind, FlowSpec, Pattern, SizeMix};
+use linkshare_sim::scenario::{CcKind, FlowKind, FlowSpec, Pattern, SizeMix, TcpSpec};
+pub use linkshare_sim::tcp::NOTSENT_LOWAT;
 
 use super::testbed::spawn_in_ns;
 
@@ -35,6 +44,12 @@ const UDP_HDR: usize = 28;
 const ICMP_HDR: usize = 28;
 /// How often blocking calls wake up to check the clock and the stop flag.
 const POLL: Duration = Duration::from_millis(50);
+/// How long a TCP source may take to connect before t0.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Where Linux lists the congestion controls it can run.
+pub const AVAILABLE_CC: &str = "/proc/sys/net/ipv4/tcp_available_congestion_control";
+/// `TCP_CA_NAME_MAX`.
+const CC_NAME_MAX: usize = 16;
 
 /// What one flow measured so far; shared between its threads and the sampler.
 #[derive(Default)]
@@ -71,10 +86,13 @@ pub struct Plan {
     pub start: f64,
     pub stop: f64,
     pub seed: u64,
+    /// Base RTT in seconds: 2 × (link delay + extra_delay).
+    pub base_rtt: f64,
 }
 
 impl Plan {
-    pub fn new(spec: &FlowSpec, duration: f64, seed: u64) -> anyhow::Result<Plan> {
+    /// `link_delay`: the scenario's one-way `[link] delay` in seconds.
+    pub fn new(spec: &FlowSpec, duration: f64, seed: u64, link_delay: f64) -> anyhow::Result<Plan> {
         let (std::net::IpAddr::V4(src), std::net::IpAddr::V4(dst)) = (spec.src, spec.dst) else {
             bail!(
                 "flow `{}`: the lab runs IPv4 flows only (src {}, dst {})",
@@ -90,7 +108,13 @@ impl Plan {
             start: spec.start.as_secs_f64(),
             stop: spec.stop.as_secs_f64().min(duration),
             seed,
+            base_rtt: 2.0 * (link_delay + spec.extra_delay.as_secs_f64()),
         })
+    }
+
+    /// How long after `stop` the receivers keep counting: max(0.5 s, 2 × base RTT).
+    pub fn drain(&self) -> f64 {
+        (2.0 * self.base_rtt).max(0.5)
     }
 }
 
@@ -157,16 +181,55 @@ impl Traffic {
             })?
             .context("cannot allow ping sockets in the sender namespace")?;
         }
+        // TCP connects first: every handshake is done before t0, whatever the flow's `start`.
+        let mut t0_senders = Vec::new();
+        let mut connected = Vec::new();
+        for (p, l) in plans.iter().zip(live) {
+            if !matches!(p.spec.kind, FlowKind::Tcp(_)) {
+                continue;
+            }
+            let (p, l, st) = (p.clone(), l.clone(), stop.clone());
+            let (t0_tx, t0_rx) = std::sync::mpsc::channel::<Instant>();
+            let (tx, rx) = std::sync::mpsc::channel::<Result<(), String>>();
+            tr.threads.push(spawn_in_ns(ns_a, move || {
+                set_timer_slack();
+                tcp_source(&p, &l, &st, &tx, &t0_rx);
+            })?);
+            t0_senders.push(t0_tx);
+            connected.push(rx);
+        }
+        for rx in connected {
+            match rx.recv_timeout(CONNECT_TIMEOUT + Duration::from_secs(1)) {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => {
+                    tr.finish();
+                    bail!("{e}");
+                }
+                Err(_) => {
+                    tr.finish();
+                    bail!(
+                        "a TCP flow did not connect within {} s",
+                        CONNECT_TIMEOUT.as_secs()
+                    );
+                }
+            }
+        }
         let t0 = Instant::now() + Duration::from_millis(100);
         if let Ok(mut g) = t0_cell.lock() {
             *g = Some(t0);
         }
+        for tx in t0_senders {
+            let _ = tx.send(t0);
+        }
         for (p, l) in plans.iter().zip(live) {
             let (p, l, st) = (p.clone(), l.clone(), stop.clone());
+            if matches!(p.spec.kind, FlowKind::Tcp(_)) {
+                continue;
+            }
             tr.threads.push(spawn_in_ns(ns_a, move || {
                 set_timer_slack();
                 let r = match &p.spec.kind {
-                    FlowKind::Tcp(_) => tcp_source(&p, &l, &st, t0),
+                    FlowKind::Tcp(_) => Ok(()),
                     FlowKind::Udp(_) => udp_source(&p, &l, &st, t0),
                     FlowKind::Ping(_) => ping_source(&p, &l, &st, t0),
                 };
@@ -293,11 +356,96 @@ fn connect_fd(fd: RawFd, to: SocketAddrV4) -> std::io::Result<()> {
     }
 }
 
-fn window_of(p: &Plan) -> i32 {
+/// The receive window the file fixes, if it sets one; `None`: the kernel autotunes.
+///
+/// Until the scenario format tells an explicit `window` apart from its default, a window equal to
+/// the default ([`DEFAULT_WINDOW`](linkshare_sim::scenario::DEFAULT_WINDOW)) counts as unset.
+pub fn fixed_window(t: &TcpSpec) -> Option<u64> {
+    (t.window != linkshare_sim::scenario::DEFAULT_WINDOW).then_some(t.window)
+}
+
+fn window_of(p: &Plan) -> Option<i32> {
     match &p.spec.kind {
-        FlowKind::Tcp(t) => t.window.clamp(4096, i32::MAX as u64 / 2) as i32,
-        _ => 0,
+        FlowKind::Tcp(t) => fixed_window(t).map(|w| w.clamp(4096, i32::MAX as u64 / 2) as i32),
+        _ => None,
     }
+}
+
+/// Linux's name of a congestion control, for `TCP_CONGESTION`.
+pub fn linux_cc(cc: CcKind) -> &'static str {
+    match cc {
+        CcKind::NewReno => "reno",
+        CcKind::Cubic => "cubic",
+        CcKind::Bbr => "bbr",
+    }
+}
+
+/// The congestion control of a TCP socket (`TCP_CONGESTION`).
+pub fn congestion_of(fd: RawFd) -> std::io::Result<String> {
+    let mut buf = [0u8; CC_NAME_MAX];
+    let mut len = CC_NAME_MAX as libc::socklen_t;
+    // SAFETY: `buf` has `len` writable bytes.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            buf.as_mut_ptr().cast(),
+            &mut len,
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let n = (len as usize).min(CC_NAME_MAX);
+    let end = buf[..n].iter().position(|b| *b == 0).unwrap_or(n);
+    Ok(String::from_utf8_lossy(&buf[..end]).into_owned())
+}
+
+/// Run `name` on the TCP socket `fd` and check it took; the error names the algorithm and what
+/// the kernel offers ([`AVAILABLE_CC`]).
+pub fn set_congestion(fd: RawFd, name: &str) -> anyhow::Result<()> {
+    // SAFETY: `name` is valid for `name.len()` bytes; the kernel copies at most that.
+    let r = unsafe {
+        libc::setsockopt(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_CONGESTION,
+            name.as_ptr().cast(),
+            name.len() as libc::socklen_t,
+        )
+    };
+    let missing = |why: String| {
+        let offered = std::fs::read_to_string(AVAILABLE_CC)
+            .map(|t| t.trim().to_string())
+            .unwrap_or_else(|e| format!("(unreadable: {e})"));
+        anyhow::anyhow!(
+            "congestion control `{name}` is not available in this kernel ({why}); {AVAILABLE_CC} lists: {offered} (load its module, e.g. `modprobe tcp_{name}`, or choose another `cc`)"
+        )
+    };
+    if r != 0 {
+        return Err(missing(std::io::Error::last_os_error().to_string()));
+    }
+    match congestion_of(fd) {
+        Ok(got) if got == name => Ok(()),
+        Ok(got) => Err(missing(format!("the socket runs `{got}`"))),
+        Err(e) => Err(missing(format!("cannot read it back: {e}"))),
+    }
+}
+
+/// Check that the kernel runs every congestion control in `names`, before building anything.
+pub fn check_congestion<'a>(names: impl IntoIterator<Item = &'a str>) -> anyhow::Result<()> {
+    // SAFETY: plain socket call.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        bail!("socket: {}", std::io::Error::last_os_error());
+    }
+    // SAFETY: we own the fd; the stream closes it.
+    let s = unsafe { TcpStream::from_raw_fd(fd) };
+    for n in names {
+        set_congestion(s.as_raw_fd(), n)?;
+    }
+    Ok(())
 }
 
 fn tcp_sink(
@@ -310,8 +458,11 @@ fn tcp_sink(
         let fd = bound_socket(libc::SOCK_STREAM, 0, SocketAddrV4::new(p.dst, p.spec.dport))?;
         // SAFETY: we own the fd; the listener closes it.
         let lst = unsafe { TcpListener::from_raw_fd(fd) };
-        // The window cap: the receive buffer, forced past rmem_max (we are root).
-        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, window_of(p))?;
+        // A fixed window: the receive buffer, forced past rmem_max (we are root). Otherwise
+        // the kernel autotunes it.
+        if let Some(w) = window_of(p) {
+            setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_RCVBUFFORCE, w)?;
+        }
         // SAFETY: listen on a bound socket we own.
         if unsafe { libc::listen(fd, 4) } != 0 {
             bail!("listen: {}", std::io::Error::last_os_error());
@@ -365,39 +516,113 @@ fn tcp_sink(
     }
 }
 
-fn tcp_source(p: &Plan, l: &FlowLive, stop: &AtomicBool, t0: Instant) -> anyhow::Result<()> {
+/// A TCP source: connect and report on `connected`, wait for t0 on `t0_rx`, then write from
+/// `start` to `stop`.
+fn tcp_source(
+    p: &Plan,
+    l: &FlowLive,
+    stop: &AtomicBool,
+    connected: &std::sync::mpsc::Sender<Result<(), String>>,
+    t0_rx: &std::sync::mpsc::Receiver<Instant>,
+) {
     let FlowKind::Tcp(spec) = &p.spec.kind else {
-        return Ok(());
+        return;
     };
-    if !wait_until(t0, p.start, stop) || p.start >= p.stop {
-        return Ok(());
+    let s = match tcp_connect(p, spec) {
+        Ok(s) => {
+            let _ = connected.send(Ok(()));
+            s
+        }
+        Err(e) => {
+            let _ = connected.send(Err(format!("flow `{}`: {e:#}", p.spec.name)));
+            return;
+        }
+    };
+    let Ok(t0) = t0_rx.recv() else { return };
+    if let Err(e) = tcp_write(p, spec, l, stop, t0, &s) {
+        l.fail(format!("flow `{}`: {e:#}", p.spec.name));
     }
+}
+
+/// The source's socket, set up and connected.
+fn tcp_connect(p: &Plan, spec: &TcpSpec) -> anyhow::Result<TcpStream> {
     let fd = bound_socket(libc::SOCK_STREAM, 0, SocketAddrV4::new(p.src, p.spec.sport))?;
     // SAFETY: we own the fd; the stream closes it.
-    let mut s = unsafe { TcpStream::from_raw_fd(fd) };
-    setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, window_of(p))?;
+    let s = unsafe { TcpStream::from_raw_fd(fd) };
+    if let Some(w) = window_of(p) {
+        setsockopt_int(fd, libc::SOL_SOCKET, libc::SO_SNDBUFFORCE, w)?;
+    }
     setsockopt_int(fd, libc::IPPROTO_IP, libc::IP_TOS, p.spec.tos as i32)?;
+    setsockopt_int(
+        fd,
+        libc::IPPROTO_TCP,
+        libc::TCP_NOTSENT_LOWAT,
+        NOTSENT_LOWAT as i32,
+    )?;
+    set_congestion(fd, linux_cc(spec.cc))?;
+    // A blocking connect gives up after SO_SNDTIMEO.
+    s.set_write_timeout(Some(CONNECT_TIMEOUT))?;
     connect_fd(fd, SocketAddrV4::new(p.dst, p.spec.dport))
         .with_context(|| format!("connect to {}:{}", p.dst, p.spec.dport))?;
-    s.set_write_timeout(Some(POLL))?;
-    let chunk = vec![0x5au8; 16384];
+    s.set_nonblocking(true)?;
+    Ok(s)
+}
+
+/// Wait until `fd` is writable (for a TCP socket with `TCP_NOTSENT_LOWAT`: less than the low
+/// mark unsent) or `ms` passed.
+fn poll_out(fd: RawFd, ms: i32) -> bool {
+    let mut pfd = libc::pollfd {
+        fd,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid pollfd.
+    let r = unsafe { libc::poll(&mut pfd, 1, ms) };
+    r > 0 && pfd.revents & (libc::POLLOUT | libc::POLLERR | libc::POLLHUP) != 0
+}
+
+/// Write from `start` until `stop` (or `bytes`), then close the sending side and follow the
+/// socket until everything is acknowledged (or the run ends), so retransmissions of the tail
+/// count.
+fn tcp_write(
+    p: &Plan,
+    spec: &TcpSpec,
+    l: &FlowLive,
+    stop: &AtomicBool,
+    t0: Instant,
+    mut s: &TcpStream,
+) -> anyhow::Result<()> {
+    let fd = s.as_raw_fd();
+    if !wait_until(t0, p.start, stop) {
+        return Ok(());
+    }
+    let chunk = vec![0x5au8; NOTSENT_LOWAT as usize];
     let mut left = spec.bytes.unwrap_or(u64::MAX);
     let mut next_info = 0.0;
-    while left > 0 && !stop.load(Ordering::Relaxed) {
+    let record = |now: f64| {
+        if let Some(i) = tcp_info(fd) {
+            if i.tcpi_rtt > 0 {
+                if let Ok(mut v) = l.rtt.lock() {
+                    v.push((now, i.tcpi_rtt as f64 / 1e3));
+                }
+            }
+            l.retransmits
+                .store(u64::from(i.tcpi_total_retrans), Ordering::Relaxed);
+        }
+    };
+    while left > 0 && !stop.load(Ordering::Relaxed) && p.start < p.stop {
         let now = since(t0);
         if now >= p.stop {
             break;
         }
         if now >= next_info {
             next_info = now + 0.05;
-            if let Some((rtt_us, retrans)) = tcp_info(fd) {
-                if rtt_us > 0 {
-                    if let Ok(mut v) = l.rtt.lock() {
-                        v.push((now, rtt_us as f64 / 1e3));
-                    }
-                }
-                l.retransmits.store(retrans as u64, Ordering::Relaxed);
-            }
+            record(now);
+        }
+        // Wake at `stop` at the latest.
+        let ms = ((p.stop - now) * 1e3).ceil().clamp(1.0, 50.0) as i32;
+        if !poll_out(fd, ms) || since(t0) >= p.stop {
+            continue;
         }
         let n = chunk.len().min(usize::try_from(left).unwrap_or(usize::MAX));
         match s.write(&chunk[..n]) {
@@ -405,22 +630,33 @@ fn tcp_source(p: &Plan, l: &FlowLive, stop: &AtomicBool, t0: Instant) -> anyhow:
             Err(e)
                 if matches!(
                     e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
                 ) => {}
             Err(e) => bail!("send: {e}"),
         }
     }
-    if let Some((_, retrans)) = tcp_info(fd) {
-        l.retransmits.store(retrans as u64, Ordering::Relaxed);
-    }
     let _ = s.shutdown(std::net::Shutdown::Write);
+    // Follow the tail: until the FIN is acknowledged (FIN_WAIT2 or later) or the run ends.
+    while !stop.load(Ordering::Relaxed) {
+        let now = since(t0);
+        record(now);
+        match tcp_info(fd).map(|i| i.tcpi_state) {
+            Some(st) if st == TCP_FIN_WAIT2 || st == TCP_TIME_WAIT || st == TCP_CLOSE => break,
+            None => break,
+            _ => std::thread::sleep(POLL),
+        }
+    }
+    record(since(t0));
     Ok(())
 }
 
-/// The kernel's smoothed RTT (µs) and total retransmissions of a TCP socket.
-fn tcp_info(fd: RawFd) -> Option<(u32, u32)> {
+/// `tcpi_state` values (include/net/tcp_states.h).
+const TCP_FIN_WAIT2: u8 = 5;
+const TCP_TIME_WAIT: u8 = 6;
+const TCP_CLOSE: u8 = 7;
+
+/// A TCP socket's `TCP_INFO`.
+fn tcp_info(fd: RawFd) -> Option<libc::tcp_info> {
     // SAFETY: tcp_info is plain old data; zeroed is valid.
     let mut info: libc::tcp_info = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
@@ -434,7 +670,7 @@ fn tcp_info(fd: RawFd) -> Option<(u32, u32)> {
             &mut len,
         )
     };
-    (r == 0).then_some((info.tcpi_rtt, info.tcpi_total_retrans))
+    (r == 0).then_some(info)
 }
 
 fn udp_sink(
@@ -611,7 +847,7 @@ fn ping_source(p: &Plan, l: &FlowLive, stop: &AtomicBool, t0: Instant) -> anyhow
     }
     while !stop.load(Ordering::Relaxed) {
         let now = since(t0);
-        if now >= p.stop + 1.0 {
+        if now >= p.stop + p.drain() {
             break;
         }
         if now >= next && now < p.stop {
@@ -643,4 +879,67 @@ fn ping_source(p: &Plan, l: &FlowLive, stop: &AtomicBool, t0: Instant) -> anyhow
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tcp_socket() -> TcpStream {
+        // SAFETY: plain socket call.
+        let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        // SAFETY: we own the fd; the stream closes it.
+        unsafe { TcpStream::from_raw_fd(fd) }
+    }
+
+    /// Each scenario `cc` becomes that algorithm on the socket, read back with `TCP_CONGESTION`.
+    #[test]
+    fn the_socket_runs_the_congestion_control_asked_for() {
+        for cc in [CcKind::NewReno, CcKind::Cubic] {
+            let s = tcp_socket();
+            set_congestion(s.as_raw_fd(), linux_cc(cc)).unwrap();
+            assert_eq!(congestion_of(s.as_raw_fd()).unwrap(), linux_cc(cc));
+        }
+        assert_eq!(linux_cc(CcKind::NewReno), "reno");
+    }
+
+    /// A congestion control the kernel does not have: the error names it and where Linux lists
+    /// the ones it has.
+    #[test]
+    fn a_missing_congestion_control_is_named() {
+        let e = check_congestion(["cubic", "nosuchcc"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("`nosuchcc`"), "{e}");
+        assert!(e.contains(AVAILABLE_CC), "{e}");
+        assert!(e.contains("cubic"), "lists what the kernel has: {e}");
+    }
+
+    #[test]
+    fn tcp_notsent_lowat_is_the_simulators() {
+        let s = tcp_socket();
+        let fd = s.as_raw_fd();
+        setsockopt_int(
+            fd,
+            libc::IPPROTO_TCP,
+            libc::TCP_NOTSENT_LOWAT,
+            NOTSENT_LOWAT as i32,
+        )
+        .unwrap();
+        let mut v: i32 = 0;
+        let mut len = std::mem::size_of::<i32>() as libc::socklen_t;
+        // SAFETY: `v` has `len` writable bytes.
+        let r = unsafe {
+            libc::getsockopt(
+                fd,
+                libc::IPPROTO_TCP,
+                libc::TCP_NOTSENT_LOWAT,
+                (&mut v as *mut i32).cast(),
+                &mut len,
+            )
+        };
+        assert_eq!(r, 0);
+        assert_eq!(v as u64, linkshare_sim::tcp::NOTSENT_LOWAT);
+    }
 }

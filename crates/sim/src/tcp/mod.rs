@@ -42,6 +42,10 @@ pub const DELACK_NS: u64 = 40_000_000;
 pub const INITIAL_RTO_NS: u64 = 1_000_000_000;
 /// Upper bound of the retransmission timeout.
 pub const MAX_RTO_NS: u64 = 60_000_000_000;
+/// Bytes written but not yet sent that a sender may hold: the lab sets `TCP_NOTSENT_LOWAT` to
+/// this and writes chunks of this size, so at `stop` about this much unsent data remains
+/// (docs/scenario-format.md, "One meaning").
+pub const NOTSENT_LOWAT: u64 = 16384;
 
 const CUBIC_C: f64 = 0.4;
 const CUBIC_BETA: f64 = 0.7;
