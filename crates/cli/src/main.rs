@@ -1,5 +1,6 @@
 //! The `linkshare` command line.
 
+mod bench_sched;
 mod check;
 mod export_tc;
 mod lab;
@@ -59,6 +60,8 @@ enum Command {
     Export(export_tc::ExportArgs),
     /// Build a namespace testbed and push real kernel traffic through linkshare (and the kernel's HTB)
     Lab(lab::LabArgs),
+    /// Micro-benchmarks of the datapath without I/O (`bench sched`: the scheduler core beside DPDK's)
+    Bench(bench_sched::BenchArgs),
     /// Regenerate docs/seeds.md: every seed finding beside linkshare's result (runs the scenarios)
     Seeds(seeds_doc::SeedsArgs),
 }
@@ -83,6 +86,7 @@ fn main() {
         Command::Reload(a) => report(router_cmds::reload(a)),
         Command::Export(a) => report(export_tc::run(a)),
         Command::Lab(a) => report(lab::run(a)),
+        Command::Bench(a) => report(bench_sched::run(a)),
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
     };
     std::process::exit(code);

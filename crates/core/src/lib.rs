@@ -19,6 +19,7 @@
 //!   FIFO leaves.
 //! * [`htb`]: the Hierarchical Token Bucket.
 
+pub mod benchkit;
 pub mod cbq;
 pub mod classify;
 pub mod dscp;

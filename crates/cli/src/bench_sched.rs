@@ -1,0 +1,189 @@
+//! `linkshare bench sched`: the scheduler core alone, in memory, on a tree shaped like DPDK's
+//! `librte_sched` (root → subports → pipes → 16 leaf queues per pipe), so that its figures sit
+//! beside `../shared/anchors/dpdk-sched-bench` (run both with `scripts/bench-sched`).
+//!
+//! The tree, the tag sequence and the loop are `linkshare_core::benchkit` (shared with the
+//! criterion benches); this command only parses options, times the run with the monotonic
+//! clock, measures the memory the tree took (resident set before and after building it) and
+//! prints Mpps and ns per packet, or one JSON object with `--json`.
+
+use std::time::Instant;
+
+use clap::{Args, Subcommand, ValueEnum};
+use linkshare_core::benchkit::{build_cbq, build_htb, LeafSched, Pattern, SchedBench, Shape};
+use serde_json::json;
+
+/// Micro-benchmarks of the datapath, without I/O.
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    #[command(subcommand)]
+    pub which: BenchWhich,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum BenchWhich {
+    /// Enqueue/dequeue 64-byte packets through an in-memory tree shaped like librte_sched's
+    Sched(SchedArgs),
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub enum QdiscArg {
+    Htb,
+    Cbq,
+}
+
+#[derive(Copy, Clone, Debug, ValueEnum)]
+pub enum PatternArg {
+    Random,
+    Rr,
+}
+
+/// Options of `bench sched` (the names of DPDK's bench where they exist).
+#[derive(Args, Debug)]
+#[command(
+    long_about = "Enqueue/dequeue 64-byte packets through an in-memory tree shaped like DPDK \
+librte_sched's: root -> subports -> pipes -> 16 leaf queues per pipe, every class at rate = ceil \
+= 10 Gbit/s and a fake clock advancing one packet time per packet, so the root is never the \
+limit (as in ../shared/anchors/dpdk-sched-bench). Each iteration enqueues --burst packets to the \
+next leaves (random or round robin) and dequeues up to --burst. Prints Mpps and ns per packet."
+)]
+pub struct SchedArgs {
+    #[arg(long, value_enum, default_value = "htb")]
+    pub qdisc: QdiscArg,
+    /// Class levels below the root (3: subports, pipes, leaves)
+    #[arg(long, default_value_t = 3)]
+    pub levels: u32,
+    /// Leaf queues
+    #[arg(long, default_value_t = 65_536)]
+    pub leaves: u32,
+    /// Classes on the first level below the root (with --levels 3 or more)
+    #[arg(long, default_value_t = 1)]
+    pub subports: u32,
+    #[arg(long, value_enum, default_value = "random")]
+    pub pattern: PatternArg,
+    /// Send only to this many leaves, spread evenly over the tree (the others stay idle)
+    #[arg(long)]
+    pub active: Option<u32>,
+    /// Packets standing in every (active) leaf queue (enqueued before timing)
+    #[arg(long, default_value_t = 0)]
+    pub backlog: u32,
+    /// Packets per enqueue burst and per dequeue burst
+    #[arg(long, default_value_t = 32)]
+    pub burst: u32,
+    /// Packets dequeued in the timed run
+    #[arg(long, default_value_t = 20_000_000)]
+    pub packets: u64,
+    /// Packets dequeued before timing starts
+    #[arg(long, default_value_t = 2_000_000)]
+    pub warmup: u64,
+    /// Print one JSON object
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Resident set size of this process in bytes (Linux), 0 if unknown.
+fn rss_bytes() -> u64 {
+    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
+        return 0;
+    };
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .map_or(0, |kb| kb * 1024)
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
+    match &args.which {
+        BenchWhich::Sched(a) => sched(a),
+    }
+}
+
+fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
+    let shape = Shape {
+        levels: a.levels,
+        leaves: a.leaves,
+        subports: a.subports,
+    };
+    let pattern = match a.pattern {
+        PatternArg::Random => Pattern::Random,
+        PatternArg::Rr => Pattern::RoundRobin,
+    };
+    let rss0 = rss_bytes();
+    let t0 = Instant::now();
+    match a.qdisc {
+        QdiscArg::Htb => {
+            let (q, leaves) = build_htb(&shape).map_err(anyhow::Error::msg)?;
+            let classes = q.len();
+            finish(a, "htb", q, leaves, classes, pattern, t0, rss0)
+        }
+        QdiscArg::Cbq => {
+            let (q, leaves) = build_cbq(&shape).map_err(anyhow::Error::msg)?;
+            let classes = q.len();
+            finish(a, "cbq", q, leaves, classes, pattern, t0, rss0)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish<Q: LeafSched>(
+    a: &SchedArgs,
+    name: &str,
+    q: Q,
+    leaves: Vec<u32>,
+    classes: usize,
+    pattern: Pattern,
+    t0: Instant,
+    rss0: u64,
+) -> anyhow::Result<i32> {
+    let build_s = t0.elapsed().as_secs_f64();
+    let tree_bytes = rss_bytes().saturating_sub(rss0);
+    let leaves = match a.active {
+        Some(k) if k > 0 && (k as usize) < leaves.len() => {
+            let n = leaves.len() as u64;
+            (0..k as u64)
+                .map(|i| leaves[(i * n / k as u64) as usize])
+                .collect()
+        }
+        _ => leaves,
+    };
+    let active = leaves.len();
+    let mut b =
+        SchedBench::new(q, leaves, pattern, a.backlog, a.burst).map_err(anyhow::Error::msg)?;
+    if a.warmup > 0 {
+        b.run(a.warmup);
+    }
+    let t = Instant::now();
+    let c = b.run(a.packets.max(1));
+    let wall = t.elapsed().as_secs_f64();
+    let ns = wall * 1e9 / c.dequeued.max(1) as f64;
+    let mpps = c.dequeued as f64 / wall / 1e6;
+    let per_class = tree_bytes as f64 / classes.max(1) as f64;
+    let st = b.sched.stats();
+    st.check_conservation().map_err(anyhow::Error::msg)?;
+    let pat = match pattern {
+        Pattern::Random => "random",
+        Pattern::RoundRobin => "rr",
+    };
+    if a.json {
+        println!(
+            "{}",
+            json!({
+                "qdisc": name, "levels": a.levels, "leaves": a.leaves, "subports": a.subports,
+                "classes": classes, "active": active, "pattern": pat, "backlog": a.backlog, "burst": a.burst,
+                "packets": c.dequeued, "refused": c.refused, "short_dequeues": c.short,
+                "wall_s": wall, "mpps": mpps, "ns_per_packet": ns,
+                "build_s": build_s, "tree_bytes": tree_bytes, "bytes_per_class": per_class,
+            })
+        );
+    } else {
+        println!(
+            "{name}: {} leaves ({active} active), {classes} classes, {} levels, {pat}, backlog {}, burst {}: {} packets in {wall:.3} s: {mpps:.2} Mpps, {ns:.1} ns/packet (refused {}, short dequeues {})",
+            a.leaves, a.levels, a.backlog, a.burst, c.dequeued, c.refused, c.short
+        );
+        println!(
+            "tree: built in {build_s:.2} s, {:.1} MB resident ({per_class:.0} B/class)",
+            tree_bytes as f64 / 1e6
+        );
+    }
+    Ok(0)
+}
