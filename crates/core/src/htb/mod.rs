@@ -622,6 +622,14 @@ impl<P: Packet> Htb<P> {
         let old_to_new: Vec<Option<u32>> = (0..old.classes.len() as u32)
             .map(|c| self.class_id(old.name(c)))
             .collect();
+        // Empty the old leaves first: an AQM leaf may drop while being drained, and those drops
+        // must be in `old`'s counters before they become ours.
+        let mut drained: Vec<(usize, Vec<P>)> = Vec::new();
+        for c in 0..old.classes.len() {
+            if old.classes[c].is_leaf() {
+                drained.push((c, old.drain_leaf(c as u32, now)));
+            }
+        }
         for (c, n) in old_to_new.iter().enumerate() {
             let Some(n) = *n else {
                 report.removed.push(old.name(c as u32).to_string());
@@ -657,12 +665,8 @@ impl<P: Packet> Htb<P> {
         }
         // Counters continue; the moved packets are already counted as enqueued and as backlog.
         self.stats = old.stats;
-        for (c, new_id) in old_to_new.iter().enumerate() {
-            if !old.classes[c].is_leaf() {
-                continue;
-            }
-            let pkts = old.drain_leaf(c as u32, now);
-            let target = new_id.filter(|&n| self.classes[n as usize].is_leaf());
+        for (c, pkts) in drained {
+            let target = old_to_new[c].filter(|&n| self.classes[n as usize].is_leaf());
             for pkt in pkts {
                 let to = match target {
                     Some(n) => n,
@@ -713,12 +717,14 @@ impl<P: Packet> Htb<P> {
         self.collect_victims(c);
     }
 
-    /// Every packet queued at leaf `c`, in order, leaving the leaf empty and inactive.
+    /// Every packet queued at leaf `c`, in order, leaving the leaf empty and inactive. What a leaf
+    /// qdisc drops while draining (CoDel's AQM still runs) is counted and goes to `victims`.
     fn drain_leaf(&mut self, c: u32, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         if self.classes[c as usize].q.kind() == LeafKind::Boxed {
             let b = self.classes[c as usize].q.head as usize;
             out = self.boxed[b].drain(now);
+            self.collect_victims(c);
         } else {
             while let Some(p) = self.fifo_pop(c) {
                 out.push(p);

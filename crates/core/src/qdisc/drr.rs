@@ -337,7 +337,7 @@ impl<P: Packet> Qdisc<P> for Drr<P> {
     fn drain(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for cl in &mut self.classes {
-            out.extend(cl.child.drain(now, &mut self.stats));
+            out.extend(cl.child.drain(now, &mut self.stats, &mut self.victims));
             cl.active = false;
             cl.waiting = false;
         }

@@ -211,12 +211,19 @@ impl<P: Packet> Child<P> {
         r
     }
 
-    /// Everything queued, ignoring rate limits; counted as dequeued.
-    pub(crate) fn drain(&mut self, now: Time, stats: &mut QdiscStats) -> Vec<P> {
+    /// Everything queued, ignoring rate limits; counted as dequeued. What a boxed child drops
+    /// while draining (an AQM still runs) is counted and goes to `victims`.
+    pub(crate) fn drain(
+        &mut self,
+        now: Time,
+        stats: &mut QdiscStats,
+        victims: &mut VecDeque<Dropped<P>>,
+    ) -> Vec<P> {
         let out: Vec<P> = match &mut self.q {
             ChildQ::Fifo(f) => std::iter::from_fn(|| f.pop()).collect(),
             ChildQ::Qdisc(q) => q.drain(now),
         };
+        self.collect(stats, victims);
         for p in &out {
             self.sent.add(p.len());
             stats.on_dequeue(p.len());
@@ -420,7 +427,7 @@ impl<P: Packet> Qdisc<P> for Prio<P> {
     fn drain(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for b in &mut self.bands {
-            out.extend(b.drain(now, &mut self.stats));
+            out.extend(b.drain(now, &mut self.stats, &mut self.victims));
         }
         self.mask = self.boxed_mask;
         out
