@@ -62,6 +62,8 @@
 //! * packets bigger than the burst are sent (the bucket goes into debt) and counted as `giants`.
 
 mod spec;
+use crate::qdisc::adopt::adopt_by_requeue;
+pub use crate::qdisc::adopt::AdoptReport;
 pub use spec::*;
 
 use std::collections::{BTreeSet, VecDeque};
@@ -227,23 +229,6 @@ struct Slot<P> {
 /// Per inner class: the feeds, one per prio.
 struct Inner {
     class: u32,
-}
-
-/// What [`Htb::adopt`] carried over from the scheduler it replaced.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AdoptReport {
-    /// Classes present before and after (counters, buckets and packets kept).
-    pub kept: Vec<String>,
-    /// Classes that are new.
-    pub added: Vec<String>,
-    /// Classes that are gone (their packets were classified again).
-    pub removed: Vec<String>,
-    /// Packets moved into the new tree.
-    pub moved_packets: u64,
-    /// Of those offered, packets whose class was gone and that went through the new filters.
-    pub reclassified: u64,
-    /// Packets the new leaves refused (counted as drops with the leaf's reason).
-    pub dropped_packets: u64,
 }
 
 /// The HTB qdisc. See the module documentation.
@@ -657,6 +642,8 @@ impl<P: Packet> Htb<P> {
             cl.giants = giants;
             let (mode, until) = self.mode_at(n, now.0);
             self.change_mode(n, old_key, mode, until);
+            // Taking over a throttled class is not a new overlimit event.
+            self.classes[n as usize].overlimits = overlimits;
         }
         for c in 0..self.classes.len() as u32 {
             if old.class_id(self.name(c)).is_none() {
@@ -667,6 +654,18 @@ impl<P: Packet> Htb<P> {
         self.stats = old.stats;
         for (c, pkts) in drained {
             let target = old_to_new[c].filter(|&n| self.classes[n as usize].is_leaf());
+            let mut moved = Counter::default();
+            pkts.iter().for_each(|p| moved.add(p.len()));
+            // A leaf qdisc kept by name continues its own counters (drops by reason, marks).
+            let (oq, nq) = (old.classes[c].q, target.map(|n| self.classes[n as usize].q));
+            if let (LeafKind::Boxed, Some(nq)) = (oq.kind(), nq) {
+                if nq.kind() == LeafKind::Boxed {
+                    let prior = *old.boxed[oq.head as usize].stats();
+                    self.boxed[nq.head as usize]
+                        .stats_mut()
+                        .continue_from(&prior, moved);
+                }
+            }
             for pkt in pkts {
                 let to = match target {
                     Some(n) => n,
@@ -1356,6 +1355,19 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
 
     fn stats(&self) -> &QdiscStats {
         &self.stats
+    }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+    /// From another HTB: [`Htb::adopt`] (state kept class by class); otherwise by requeueing.
+    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> AdoptReport {
+        match old.as_any_mut().and_then(|o| o.downcast_mut::<Htb<P>>()) {
+            Some(o) => Htb::adopt(self, o, now),
+            None => adopt_by_requeue(self, old, now),
+        }
     }
 
     fn take_dropped(&mut self) -> Option<Dropped<P>> {
