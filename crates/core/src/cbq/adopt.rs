@@ -71,8 +71,11 @@ impl<P: Packet> Cbq<P> {
             pkts.iter().for_each(|p| moved.add(p.len()));
             // A leaf qdisc kept by name continues its own counters (drops by reason, marks).
             if let (Leaf::Boxed(o), Some(n)) = (&old.classes[c].leaf, target) {
-                if let Leaf::Boxed(b) = &mut self.classes[n as usize].leaf {
+                let cl = &mut self.classes[n as usize];
+                if let Leaf::Boxed(b) = &mut cl.leaf {
                     b.stats_mut().continue_from(o.stats(), moved);
+                    // Its marks are in the qdisc-wide count already (continued from `old`).
+                    cl.marks_seen = b.stats().marked;
                 }
             }
             for pkt in pkts {

@@ -129,6 +129,18 @@ struct Class<P> {
     borrows: u64,
     lends: u64,
     delays: u64,
+    /// The leaf qdisc's `marked` count already added to ours (marks add up like drops).
+    marks_seen: u64,
+}
+
+impl<P: Packet> Class<P> {
+    /// ECN marks of the leaf qdisc (inline FIFOs never mark).
+    fn leaf_marked(&self) -> u64 {
+        match &self.leaf {
+            Leaf::Boxed(b) => b.stats().marked,
+            _ => 0,
+        }
+    }
 }
 
 /// What a leaf may do now.
@@ -411,6 +423,7 @@ impl<P: Packet> Cbq<P> {
                 borrows: 0,
                 lends: 0,
                 delays: 0,
+                marks_seen: 0,
             });
         }
         // Tree order.
@@ -515,6 +528,7 @@ impl<P: Packet> Cbq<P> {
             lends: c.lends,
             borrows: c.borrows,
             giants: 0,
+            marked: c.leaf_marked(),
         })
     }
 
@@ -821,6 +835,9 @@ impl<P: Packet> Cbq<P> {
                 self.stats.on_drop(d.reason, d.packet.len());
                 self.victims.push_back(d);
             }
+            let marked = b.stats().marked;
+            self.stats.marked += marked.saturating_sub(cl.marks_seen);
+            cl.marks_seen = marked;
         }
     }
 
@@ -1427,6 +1444,7 @@ impl<P: Packet> Qdisc<P> for Cbq<P> {
                     lends: cl.lends,
                     borrows: cl.borrows,
                     giants: 0,
+                    marked: cl.leaf_marked(),
                 },
                 backlog: backlogs[c as usize],
                 leaf_drops,

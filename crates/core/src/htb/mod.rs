@@ -240,6 +240,8 @@ pub struct Htb<P: Packet> {
     pool: Vec<Slot<P>>,
     free: u32,
     boxed: Vec<Box<dyn Qdisc<P>>>,
+    /// Per boxed leaf: its `marked` count already added to ours (marks add up like drops).
+    marks_seen: Vec<u64>,
     /// Visiting order: parents before children.
     order: Vec<u32>,
     inner: Vec<Inner>,
@@ -473,6 +475,7 @@ impl<P: Packet> Htb<P> {
             name_end,
             pool: Vec::new(),
             free: NIL,
+            marks_seen: vec![0; boxed.len()],
             boxed,
             order: tree_order,
             inner,
@@ -544,7 +547,16 @@ impl<P: Packet> Htb<P> {
             lends: c.lends as u64,
             borrows: c.borrows as u64,
             giants: c.giants as u64,
+            marked: self.leaf_marked(c),
         })
+    }
+
+    /// ECN marks of a class's leaf qdisc (inline FIFOs never mark).
+    fn leaf_marked(&self, cl: &Class) -> u64 {
+        match cl.q.kind() {
+            LeafKind::Boxed => self.boxed[cl.q.head as usize].stats().marked,
+            _ => 0,
+        }
     }
 
     /// Current mode of a class (as of its last charge or mode change).
@@ -661,9 +673,10 @@ impl<P: Packet> Htb<P> {
             if let (LeafKind::Boxed, Some(nq)) = (oq.kind(), nq) {
                 if nq.kind() == LeafKind::Boxed {
                     let prior = *old.boxed[oq.head as usize].stats();
-                    self.boxed[nq.head as usize]
-                        .stats_mut()
-                        .continue_from(&prior, moved);
+                    let leaf = &mut self.boxed[nq.head as usize];
+                    leaf.stats_mut().continue_from(&prior, moved);
+                    // Its marks are in the qdisc-wide count already (continued from `old`).
+                    self.marks_seen[nq.head as usize] = leaf.stats().marked;
                 }
             }
             for pkt in pkts {
@@ -746,6 +759,10 @@ impl<P: Packet> Htb<P> {
             self.stats.on_drop(d.reason, len);
             self.victims.push_back(d);
         }
+        let seen = &mut self.marks_seen[cl.q.head as usize];
+        let marked = q.stats().marked;
+        self.stats.marked += marked.saturating_sub(*seen);
+        *seen = marked;
         let empty = q.backlog().packets == 0;
         if empty && cl.active != 0 {
             self.deactivate_leaf(c);
@@ -1459,6 +1476,7 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
                     lends: cl.lends as u64,
                     borrows: cl.borrows as u64,
                     giants: cl.giants as u64,
+                    marked: self.leaf_marked(cl),
                 },
                 backlog,
                 avgidle_ns: None,

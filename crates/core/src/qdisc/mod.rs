@@ -378,6 +378,8 @@ pub struct ClassStats {
     pub borrows: u64,
     /// Packets larger than the class's burst (HTB `giants`).
     pub giants: u64,
+    /// ECN marks (CE) set by this class's leaf qdisc instead of drops.
+    pub marked: u64,
 }
 
 /// A read-only view of one class, for statistics, sampling and display.
