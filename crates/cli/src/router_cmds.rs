@@ -41,6 +41,10 @@ pub struct RunArgs {
     /// wrong one; the device buffer drains at the faster of this and the policy's root rate
     #[arg(long, value_name = "RATE")]
     pub line_rate: Option<String>,
+    /// Directory of the interface locks (one `<ifname>@<netns>.lock` per interface, holding the
+    /// owner's pid; default /run/linkshare)
+    #[arg(long, value_name = "DIR")]
+    pub lock_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -97,6 +101,10 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         dev_in: a.dev[0].clone(),
         dev_out: a.dev[1].clone(),
         control,
+        lock_dir: a
+            .lock_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(linkshare_router::DEFAULT_RUN_DIR)),
         device_buffer: a.device_buffer,
         busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1000)),
         rx_ring: a.rx_ring,
@@ -118,6 +126,13 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     };
     let mut s = match Shaper::new(opts) {
         Ok(s) => s,
+        Err(e)
+            if e.downcast_ref::<linkshare_router::guard::Refused>()
+                .is_some() =>
+        {
+            eprintln!("error: {e:#}");
+            return Ok(1);
+        }
         Err(e) => {
             let msg = format!("{e:#}");
             if msg.contains("policy is invalid") {
