@@ -6,8 +6,7 @@ use anyhow::{bail, Context};
 use linkshare_router::{default_control, request, Options, Shaper};
 use serde_json::{json, Value};
 
-/// Exit code of an invalid policy (as `linkshare check`).
-const EXIT_INVALID: i32 = 2;
+use crate::exit::{invalid, INVALID as EXIT_INVALID};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -89,7 +88,7 @@ pub struct ReloadArgs {
 
 pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     if a.dev.len() != 2 {
-        bail!("give exactly two interfaces: --dev IN --dev OUT");
+        return Err(invalid("give exactly two interfaces: --dev IN --dev OUT"));
     }
     let control = a
         .control
@@ -111,7 +110,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         line_rate: match &a.line_rate {
             Some(t) => Some(
                 linkshare_core::units::Rate::parse(t)
-                    .map_err(|e| anyhow::anyhow!("--line-rate {t}: {e}"))?
+                    .map_err(|e| invalid(format!("--line-rate {t}: {e}")))?
                     .bits_per_sec(),
             ),
             None => None,
@@ -119,7 +118,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         emulate: match &a.emulate {
             Some(t) => Some(
                 linkshare_router::emulate::EmulateSpec::parse(t)
-                    .map_err(|e| anyhow::anyhow!("--emulate: {e}"))?,
+                    .map_err(|e| invalid(format!("--emulate: {e}")))?,
             ),
             None => None,
         },
@@ -167,10 +166,10 @@ fn find_control(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
             "no shaper running (no socket in {}); give --control",
             dir.display()
         ),
-        _ => bail!(
+        _ => Err(invalid(format!(
             "several shapers running in {}; give --control",
             dir.display()
-        ),
+        ))),
     }
 }
 
@@ -301,7 +300,12 @@ pub fn edit_policy_text(text: &str, a: &ClassArgs) -> anyhow::Result<String> {
         }
     };
     match (a.action.as_str(), pos) {
-        ("add", Some(_)) => bail!("class `{}` already exists; use `class change`", a.name),
+        ("add", Some(_)) => {
+            return Err(invalid(format!(
+                "class `{}` already exists; use `class change`",
+                a.name
+            )))
+        }
         ("add", None) => {
             let mut t = toml::Table::new();
             t.insert("name".into(), toml::Value::String(a.name.clone()));
@@ -310,18 +314,28 @@ pub fn edit_policy_text(text: &str, a: &ClassArgs) -> anyhow::Result<String> {
         }
         ("change", Some(i)) => match classes[i].as_table_mut() {
             Some(t) => set(t),
-            None => bail!("class `{}` is not a table", a.name),
+            None => return Err(invalid(format!("class `{}` is not a table", a.name))),
         },
         ("del", Some(i)) => {
             classes.remove(i);
         }
-        ("change" | "del", None) => bail!("no class named `{}`", a.name),
-        (other, _) => bail!("unknown action `{other}`: use add, change or del"),
+        ("change" | "del", None) => return Err(invalid(format!("no class named `{}`", a.name))),
+        (other, _) => {
+            return Err(invalid(format!(
+                "unknown action `{other}`: use add, change or del"
+            )))
+        }
     }
     Ok(toml::to_string(&doc)?)
 }
 
 pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
+    if !matches!(a.action.as_str(), "add" | "change" | "del") {
+        return Err(invalid(format!(
+            "unknown action `{}`: use add, change or del",
+            a.action
+        )));
+    }
     let control = find_control(&a.control)?;
     let cur = request(&control, &json!({"cmd": "policy"}))?;
     let (Some(text), Some(origin)) = (cur["text"].as_str(), cur["origin"].as_str()) else {
