@@ -1,6 +1,7 @@
 //! The `linkshare` command line.
 
 mod check;
+mod class_edit;
 mod exit;
 mod export_tc;
 mod lab;

@@ -6,6 +6,7 @@ use anyhow::{bail, Context};
 use linkshare_router::{default_control, request, Options, Shaper};
 use serde_json::{json, Value};
 
+use crate::class_edit;
 use crate::exit::{invalid, INVALID as EXIT_INVALID};
 
 #[derive(clap::Args, Debug)]
@@ -73,6 +74,10 @@ pub struct ClassArgs {
     pub prio: Option<u8>,
     #[arg(long)]
     pub control: Option<PathBuf>,
+    /// Also write the change into the policy file the shaper runs (comments and layout kept),
+    /// so a later SIGHUP keeps it
+    #[arg(long)]
+    pub write: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -274,61 +279,6 @@ pub fn stat(a: &StatArgs) -> anyhow::Result<i32> {
     }
 }
 
-/// Apply `class add|change|del` to a policy's text; returns the edited text.
-pub fn edit_policy_text(text: &str, a: &ClassArgs) -> anyhow::Result<String> {
-    let mut doc: toml::Table = toml::from_str(text).context("running policy is not TOML")?;
-    let classes = doc
-        .entry("class")
-        .or_insert_with(|| toml::Value::Array(Vec::new()))
-        .as_array_mut()
-        .context("`class` is not an array of tables")?;
-    let pos = classes
-        .iter()
-        .position(|c| c.get("name").and_then(toml::Value::as_str) == Some(a.name.as_str()));
-    let set = |t: &mut toml::Table| {
-        if let Some(p) = &a.parent {
-            t.insert("parent".into(), toml::Value::String(p.clone()));
-        }
-        if let Some(r) = &a.rate {
-            t.insert("rate".into(), toml::Value::String(r.clone()));
-        }
-        if let Some(c) = &a.ceil {
-            t.insert("ceil".into(), toml::Value::String(c.clone()));
-        }
-        if let Some(p) = a.prio {
-            t.insert("prio".into(), toml::Value::Integer(i64::from(p)));
-        }
-    };
-    match (a.action.as_str(), pos) {
-        ("add", Some(_)) => {
-            return Err(invalid(format!(
-                "class `{}` already exists; use `class change`",
-                a.name
-            )))
-        }
-        ("add", None) => {
-            let mut t = toml::Table::new();
-            t.insert("name".into(), toml::Value::String(a.name.clone()));
-            set(&mut t);
-            classes.push(toml::Value::Table(t));
-        }
-        ("change", Some(i)) => match classes[i].as_table_mut() {
-            Some(t) => set(t),
-            None => return Err(invalid(format!("class `{}` is not a table", a.name))),
-        },
-        ("del", Some(i)) => {
-            classes.remove(i);
-        }
-        ("change" | "del", None) => return Err(invalid(format!("no class named `{}`", a.name))),
-        (other, _) => {
-            return Err(invalid(format!(
-                "unknown action `{other}`: use add, change or del"
-            )))
-        }
-    }
-    Ok(toml::to_string(&doc)?)
-}
-
 pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
     if !matches!(a.action.as_str(), "add" | "change" | "del") {
         return Err(invalid(format!(
@@ -341,13 +291,24 @@ pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
     let (Some(text), Some(origin)) = (cur["text"].as_str(), cur["origin"].as_str()) else {
         bail!("the shaper did not return its policy");
     };
-    let edited = edit_policy_text(text, a)?;
+    let edited = class_edit::edit_policy_text(text, a)?;
+    let path = cur["path"].as_str().map(PathBuf::from);
     let r = request(
         &control,
         &json!({"cmd": "reload", "text": edited,
-                "origin": format!("{origin} (after class {} {})", a.action, a.name)}),
+                "origin": class_edit::change_origin(origin, cur["path"].as_str())}),
     )?;
-    report_reload(&r, &format!("class {} {}", a.action, a.name))
+    let code = report_reload(&r, &format!("class {} {}", a.action, a.name))?;
+    if code != 0 || !a.write {
+        return Ok(code);
+    }
+    let Some(path) = path else {
+        bail!("the shaper runs no policy file: nothing to --write (the change is applied)");
+    };
+    class_edit::write_back(&path, a)
+        .with_context(|| format!("the change is applied but {} is unchanged", path.display()))?;
+    println!("wrote the change into {}", path.display());
+    Ok(0)
 }
 
 fn report_reload(r: &Value, what: &str) -> anyhow::Result<i32> {

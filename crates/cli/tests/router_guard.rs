@@ -326,3 +326,65 @@ fn the_same_interface_twice_or_both_ends_of_one_veth_are_refused() {
         assert!(text.contains(want), "--dev {d0} --dev {d1}: {text}");
     }
 }
+
+/// The rate of class `name` in the forward direction of a `stat --json`.
+fn class_rate(ctl: &Path, name: &str) -> Option<u64> {
+    let out = Command::new(exe())
+        .args(["stat", "--json", "--control"])
+        .arg(ctl)
+        .output()
+        .ok()?;
+    let st: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    st["directions"][0]["classes"]
+        .as_array()?
+        .iter()
+        .find(|c| c["name"] == name)?["rate_bps"]
+        .as_u64()
+}
+
+#[test]
+fn class_change_write_survives_sighup_and_keeps_the_files_comments() {
+    let test = "class_change_write_survives_sighup_and_keeps_the_files_comments";
+    let Some(mut b) = Bed::new(test) else { return };
+    let text = format!("# two classes\n{}", many_classes(2));
+    let p = b.bed.write_file("p.toml", &text).expect("write policy");
+    b.start(&p);
+    let ctl = b.control("main");
+    let class = |args: &[&str]| {
+        Command::new(exe())
+            .arg("class")
+            .args(args)
+            .arg("--control")
+            .arg(&ctl)
+            .output()
+            .expect("class")
+    };
+    // Without --write a SIGHUP reverts to the file; with --write it keeps the change.
+    let out = class(&["change", "c1", "--rate", "70kbit"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    assert_eq!(class_rate(&ctl, "c1"), Some(70_000));
+    let out = class(&["change", "c1", "--rate", "60kbit", "--write"]);
+    assert!(out.status.success(), "{}", output_text(&out));
+    let file = std::fs::read_to_string(&p).expect("read policy");
+    let want = text.replace(
+        "name = \"c1\"\nparent = \"root\"\nrate = \"50kbit\"",
+        "name = \"c1\"\nparent = \"root\"\nrate = \"60kbit\"",
+    );
+    assert_ne!(want, text);
+    assert_eq!(file, want);
+    let pid = b.shaper.as_ref().map(Child::id).expect("shaper");
+    let _ = Command::new("kill")
+        .args(["-HUP", &pid.to_string()])
+        .status();
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(
+        class_rate(&ctl, "c1"),
+        Some(60_000),
+        "SIGHUP kept the written change"
+    );
+    // A mistyped class gets a suggestion and changes nothing.
+    let out = class(&["change", "c11", "--rate", "1mbit"]);
+    let t = output_text(&out);
+    assert_eq!(out.status.code(), Some(1), "{t}");
+    assert!(t.contains("did you mean `c1`"), "{t}");
+}
