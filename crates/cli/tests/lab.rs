@@ -307,7 +307,7 @@ fn bench_rejects_unknown_measurements() {
         .args(["lab", "bench", "--only", "throughput,warp"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("`warp`") && err.contains("forwarding"),
