@@ -16,7 +16,7 @@ use serde_json::{json, Value};
 pub const EXIT_OK: i32 = 0;
 /// Exit code: the policy has errors.
 pub const EXIT_INVALID: i32 = 1;
-/// Exit code: bad usage or unreadable file.
+/// Exit code: the file cannot be read (a runtime error; bad usage is 1, see `exit`).
 pub const EXIT_USAGE: i32 = 2;
 
 /// Validate a policy file and print its class tree, rates and warnings.
@@ -25,7 +25,7 @@ pub const EXIT_USAGE: i32 = 2;
     long_about = "Validate a policy file and print its class tree, rates and warnings.\n\n\
 Every problem is reported as FILE:LINE:COL with what is wrong and a `help:` line with the fix; \
 all problems are reported, not just the first.\n\n\
-Exit status: 0 valid (warnings allowed), 1 invalid policy, 2 unreadable file or bad usage."
+Exit status: 0 valid (warnings allowed), 1 invalid policy or bad usage, 2 unreadable file."
 )]
 pub struct CheckArgs {
     /// The policy file (TOML; see docs/policy-format.md)

@@ -47,8 +47,8 @@ pub enum ExportTarget {
     ///
     /// Apply it with `tc -batch FILE` (or `linkshare export tc … --shell | sh`). It replaces
     /// DEV's root qdisc; when DEV already has an HTB root with classes, delete it first
-    /// (`tc qdisc del dev DEV root`). Exit status: 0 ok, 1 invalid policy, 2 the policy uses
-    /// something the kernel has no equivalent for, or bad usage.
+    /// (`tc qdisc del dev DEV root`). Exit status: 0 ok, 1 invalid policy, a policy that uses
+    /// something the kernel has no equivalent for, or bad usage; 2 unreadable file.
     Tc(TcArgs),
 }
 
@@ -82,7 +82,9 @@ fn run_tc(args: &TcArgs) -> anyhow::Result<i32> {
             return Ok(crate::check::EXIT_INVALID);
         }
     };
-    let script = tc_script(&policy, &args.dev)?;
+    // A policy the kernel cannot express is rejected input (exit 1), like an invalid one.
+    let script =
+        tc_script(&policy, &args.dev).map_err(|e| crate::exit::invalid(format!("{e:#}")))?;
     for note in script.lines().filter_map(|l| l.strip_prefix("# note: ")) {
         eprintln!("note: {note}");
     }

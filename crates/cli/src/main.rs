@@ -2,6 +2,8 @@
 
 mod bench_sched;
 mod check;
+mod class_edit;
+mod exit;
 mod export_tc;
 mod lab;
 mod router_cmds;
@@ -18,6 +20,11 @@ use clap::{Parser, Subcommand};
 /// one and shows the tree.
 #[derive(Parser, Debug)]
 #[command(name = "linkshare", version, about, long_about)]
+#[command(
+    after_help = "Exit codes: 0 ok, 1 rejected (bad usage, invalid policy/scenario/option, \
+a change the shaper refused), 2 runtime error (I/O, permissions, interface missing or busy, \
+no shaper), 130 interrupted."
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -68,7 +75,18 @@ enum Command {
 
 fn main() {
     restore_sigpipe();
-    let cli = Cli::parse();
+    // Usage errors exit 1 (clap's own default is 2, which is ours for runtime errors).
+    let cli = match Cli::try_parse() {
+        Ok(c) => c,
+        Err(e) => {
+            let _ = e.print();
+            std::process::exit(if e.use_stderr() {
+                exit::INVALID
+            } else {
+                exit::OK
+            });
+        }
+    };
     let code = match &cli.command {
         Command::Check(args) => check::run(args),
         Command::Sim {
@@ -76,10 +94,12 @@ fn main() {
             out,
             json,
             point,
-        } => sim_cmd::run(scenario.as_deref(), out.as_deref(), *json, *point).unwrap_or_else(|e| {
-            eprintln!("error: {e:#}");
-            2
-        }),
+        } => report(sim_cmd::run(
+            scenario.as_deref(),
+            out.as_deref(),
+            *json,
+            *point,
+        )),
         Command::Run(a) => report(router_cmds::run(a)),
         Command::Stat(a) => report(router_cmds::stat(a)),
         Command::Class(a) => report(router_cmds::class(a)),
@@ -92,11 +112,12 @@ fn main() {
     std::process::exit(code);
 }
 
-/// Exit code of a command: its own on success, 2 with the error chain printed on failure.
+/// Exit code of a command: its own on success; on failure the error chain is printed and the
+/// code follows the scheme of [`exit`] (1 rejected input, 2 runtime error).
 fn report(r: anyhow::Result<i32>) -> i32 {
     r.unwrap_or_else(|e| {
         eprintln!("error: {e:#}");
-        2
+        exit::code_of(&e)
     })
 }
 

@@ -6,8 +6,8 @@ use anyhow::{bail, Context};
 use linkshare_router::{default_control, request, Options, Shaper};
 use serde_json::{json, Value};
 
-/// Exit code of an invalid policy (as `linkshare check`).
-const EXIT_INVALID: i32 = 2;
+use crate::class_edit;
+use crate::exit::{invalid, INVALID as EXIT_INVALID};
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -45,6 +45,10 @@ pub struct RunArgs {
     /// wrong one; the device buffer drains at the faster of this and the policy's root rate
     #[arg(long, value_name = "RATE")]
     pub line_rate: Option<String>,
+    /// Directory of the interface locks (one `<ifname>@<netns>.lock` per interface, holding the
+    /// owner's pid; default /run/linkshare)
+    #[arg(long, value_name = "DIR")]
+    pub lock_dir: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -74,6 +78,10 @@ pub struct ClassArgs {
     pub prio: Option<u8>,
     #[arg(long)]
     pub control: Option<PathBuf>,
+    /// Also write the change into the policy file the shaper runs (comments and layout kept),
+    /// so a later SIGHUP keeps it
+    #[arg(long)]
+    pub write: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -89,7 +97,7 @@ pub struct ReloadArgs {
 
 pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     if a.dev.len() != 2 {
-        bail!("give exactly two interfaces: --dev IN --dev OUT");
+        return Err(invalid("give exactly two interfaces: --dev IN --dev OUT"));
     }
     let control = a
         .control
@@ -101,13 +109,17 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         dev_in: a.dev[0].clone(),
         dev_out: a.dev[1].clone(),
         control,
+        lock_dir: a
+            .lock_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(linkshare_router::DEFAULT_RUN_DIR)),
         device_buffer: a.device_buffer,
         busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1000)),
         rx_ring: a.rx_ring,
         line_rate: match &a.line_rate {
             Some(t) => Some(
                 linkshare_core::units::Rate::parse(t)
-                    .map_err(|e| anyhow::anyhow!("--line-rate {t}: {e}"))?
+                    .map_err(|e| invalid(format!("--line-rate {t}: {e}")))?
                     .bits_per_sec(),
             ),
             None => None,
@@ -115,7 +127,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         emulate: match &a.emulate {
             Some(t) => Some(
                 linkshare_router::emulate::EmulateSpec::parse(t)
-                    .map_err(|e| anyhow::anyhow!("--emulate: {e}"))?,
+                    .map_err(|e| invalid(format!("--emulate: {e}")))?,
             ),
             None => None,
         },
@@ -136,6 +148,13 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     }
     let mut s = match Shaper::new(opts) {
         Ok(s) => s,
+        Err(e)
+            if e.downcast_ref::<linkshare_router::guard::Refused>()
+                .is_some() =>
+        {
+            eprintln!("error: {e:#}");
+            return Ok(1);
+        }
         Err(e) => {
             let msg = format!("{e:#}");
             if msg.contains("policy is invalid") {
@@ -170,10 +189,10 @@ fn find_control(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
             "no shaper running (no socket in {}); give --control",
             dir.display()
         ),
-        _ => bail!(
+        _ => Err(invalid(format!(
             "several shapers running in {}; give --control",
             dir.display()
-        ),
+        ))),
     }
 }
 
@@ -278,65 +297,36 @@ pub fn stat(a: &StatArgs) -> anyhow::Result<i32> {
     }
 }
 
-/// Apply `class add|change|del` to a policy's text; returns the edited text.
-pub fn edit_policy_text(text: &str, a: &ClassArgs) -> anyhow::Result<String> {
-    let mut doc: toml::Table = toml::from_str(text).context("running policy is not TOML")?;
-    let classes = doc
-        .entry("class")
-        .or_insert_with(|| toml::Value::Array(Vec::new()))
-        .as_array_mut()
-        .context("`class` is not an array of tables")?;
-    let pos = classes
-        .iter()
-        .position(|c| c.get("name").and_then(toml::Value::as_str) == Some(a.name.as_str()));
-    let set = |t: &mut toml::Table| {
-        if let Some(p) = &a.parent {
-            t.insert("parent".into(), toml::Value::String(p.clone()));
-        }
-        if let Some(r) = &a.rate {
-            t.insert("rate".into(), toml::Value::String(r.clone()));
-        }
-        if let Some(c) = &a.ceil {
-            t.insert("ceil".into(), toml::Value::String(c.clone()));
-        }
-        if let Some(p) = a.prio {
-            t.insert("prio".into(), toml::Value::Integer(i64::from(p)));
-        }
-    };
-    match (a.action.as_str(), pos) {
-        ("add", Some(_)) => bail!("class `{}` already exists; use `class change`", a.name),
-        ("add", None) => {
-            let mut t = toml::Table::new();
-            t.insert("name".into(), toml::Value::String(a.name.clone()));
-            set(&mut t);
-            classes.push(toml::Value::Table(t));
-        }
-        ("change", Some(i)) => match classes[i].as_table_mut() {
-            Some(t) => set(t),
-            None => bail!("class `{}` is not a table", a.name),
-        },
-        ("del", Some(i)) => {
-            classes.remove(i);
-        }
-        ("change" | "del", None) => bail!("no class named `{}`", a.name),
-        (other, _) => bail!("unknown action `{other}`: use add, change or del"),
-    }
-    Ok(toml::to_string(&doc)?)
-}
-
 pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
+    if !matches!(a.action.as_str(), "add" | "change" | "del") {
+        return Err(invalid(format!(
+            "unknown action `{}`: use add, change or del",
+            a.action
+        )));
+    }
     let control = find_control(&a.control)?;
     let cur = request(&control, &json!({"cmd": "policy"}))?;
     let (Some(text), Some(origin)) = (cur["text"].as_str(), cur["origin"].as_str()) else {
         bail!("the shaper did not return its policy");
     };
-    let edited = edit_policy_text(text, a)?;
+    let edited = class_edit::edit_policy_text(text, a)?;
+    let path = cur["path"].as_str().map(PathBuf::from);
     let r = request(
         &control,
         &json!({"cmd": "reload", "text": edited,
-                "origin": format!("{origin} (after class {} {})", a.action, a.name)}),
+                "origin": class_edit::change_origin(origin, cur["path"].as_str())}),
     )?;
-    report_reload(&r, &format!("class {} {}", a.action, a.name))
+    let code = report_reload(&r, &format!("class {} {}", a.action, a.name))?;
+    if code != 0 || !a.write {
+        return Ok(code);
+    }
+    let Some(path) = path else {
+        bail!("the shaper runs no policy file: nothing to --write (the change is applied)");
+    };
+    class_edit::write_back(&path, a)
+        .with_context(|| format!("the change is applied but {} is unchanged", path.display()))?;
+    println!("wrote the change into {}", path.display());
+    Ok(0)
 }
 
 fn report_reload(r: &Value, what: &str) -> anyhow::Result<i32> {

@@ -118,14 +118,14 @@ fn export_prints_every_class_and_rejects_what_the_kernel_lacks() {
         "{err}"
     );
 
-    // CBQ: exit 2 with the way out.
+    // CBQ: rejected (exit 1) with the way out.
     let cbq = write_policy(
         &format!("c{}", std::process::id()),
         "qdisc = \"cbq\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"1mbit\"\n\
          [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"1mbit\"\n",
     );
     let (code, out, err) = export(&cbq, "eth0");
-    assert_eq!(code, 2);
+    assert_eq!(code, 1);
     assert!(out.is_empty());
     assert!(
         err.contains("qdisc = \\\"htb\\\"") || err.contains("qdisc = \"htb\""),

@@ -307,7 +307,7 @@ fn bench_rejects_unknown_measurements() {
         .args(["lab", "bench", "--only", "throughput,warp"])
         .output()
         .unwrap();
-    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
         err.contains("`warp`") && err.contains("forwarding"),
@@ -366,4 +366,162 @@ fn bench_forwarding_measures_every_router() {
     }
     assert!(v["machine"]["cores"].as_u64().unwrap() >= 1);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Runs `linkshare lab` on `scenario` (written to a scratch directory) and returns its
+/// `summary.json`, its `timeseries.csv` and its stdout.
+fn lab_run(name: &str, scenario: &str) -> (Value, String, String) {
+    let dir = scratch(name);
+    let sc = dir.join(format!("{name}.toml"));
+    std::fs::write(&sc, scenario).unwrap();
+    let out_dir = dir.join("out");
+    let out = Command::new(exe())
+        .arg("lab")
+        .arg(&sc)
+        .arg("--out")
+        .arg(&out_dir)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    eprintln!("{stdout}{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(0));
+    let s: Value =
+        serde_json::from_str(&std::fs::read_to_string(out_dir.join("summary.json")).unwrap())
+            .unwrap();
+    let ts = std::fs::read_to_string(out_dir.join("timeseries.csv")).unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    (s, ts, stdout)
+}
+
+/// One meaning for `delay` and `extra_delay` (docs/scenario-format.md): base RTT =
+/// 2·(delay + extra_delay) in the lab as in the simulator. Two pings share a source but not an
+/// extra delay, so the lab moves one to its own address (and says so); a UDP flow that stops
+/// just before the end loses nothing (its receiver drains).
+#[test]
+fn ping_rtt_is_twice_delay_plus_extra_delay() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (s, _, _) = lab_run(
+        "rtt",
+        r#"
+name = "lab-rtt"
+duration = "3s"
+sample = "500ms"
+[link]
+rate = "10mbit"
+delay = "10ms"
+[[flow]]
+name = "far"
+kind = "ping"
+src = "10.1.0.1"
+interval = "50ms"
+extra_delay = "5ms"
+[[flow]]
+name = "near"
+kind = "ping"
+src = "10.1.0.1"
+interval = "50ms"
+[[flow]]
+name = "u"
+kind = "udp"
+rate = "1mbit"
+size = 1000
+extra_delay = "5ms"
+stop = "2.99s"
+"#,
+    );
+    for (flow, want) in [("far", 30.0), ("near", 20.0)] {
+        let p50 = s["flows"][flow]["rtt_ms"]["p50"].as_f64().unwrap();
+        eprintln!("{flow}: RTT p50 {p50:.2} ms, want {want} ms");
+        assert!((p50 - want).abs() <= 1.0 + 0.05 * want, "{flow}: {p50} ms");
+        assert_eq!(s["flows"][flow]["packets_lost"], 0, "{s}");
+    }
+    let notes = s["lab"]["notes"].to_string();
+    assert!(
+        notes.contains("send from") && notes.contains("instead of 10.1.0.1"),
+        "{notes}"
+    );
+    assert!(!notes.contains("extra_delay` is not emulated"), "{notes}");
+    // One-way: delay + extra_delay.
+    let owd = s["flows"]["u"]["owd_ms"]["p50"].as_f64().unwrap();
+    assert!((owd - 15.0).abs() <= 1.0 + 0.05 * 15.0, "owd {owd} ms");
+    let sent = s["flows"]["u"]["packets_sent"].as_u64().unwrap();
+    assert!(sent > 300, "{sent}");
+    assert_eq!(
+        s["flows"]["u"]["packets_lost"], 0,
+        "in flight at stop is not lost: {s}"
+    );
+}
+
+/// At `stop` the source stops writing and what was written but not sent is bounded by
+/// `TCP_NOTSENT_LOWAT` (= the simulator's `NOTSENT_LOWAT`): the sink receives at most that plus
+/// one write plus what was in flight (the leaf's 30-packet queue, the path's BDP and the device
+/// buffer) after `stop`. The flow runs NewReno (`reno`, checked by the source when it sets it).
+#[test]
+fn tcp_delivery_stops_soon_after_stop() {
+    if let Some(why) = skip_reason() {
+        eprintln!("SKIP: {why}");
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (start, stop) = (0.5, 2.5);
+    let (s, ts, _) = lab_run(
+        "tcpstop",
+        &format!(
+            r#"
+name = "lab-tcp-stop"
+duration = "4s"
+sample = "100ms"
+[link]
+rate = "10mbit"
+delay = "5ms"
+overhead = 14
+[policy]
+qdisc = "htb"
+default = "bulk"
+[[policy.class]]
+name = "root"
+rate = "10mbit"
+[[policy.class]]
+name = "bulk"
+parent = "root"
+rate = "10mbit"
+leaf = {{ type = "pfifo", limit = 30 }}
+[[flow]]
+name = "t"
+kind = "tcp"
+cc = "newreno"
+start = "{start}s"
+stop = "{stop}s"
+"#
+        ),
+    );
+    let mut before = 0u64;
+    let mut after = 0u64;
+    for l in ts.lines().skip(1) {
+        let f: Vec<&str> = l.split(',').collect();
+        if f[1] != "flow" || f[2] != "t" {
+            continue;
+        }
+        let t: f64 = f[0].parse().unwrap();
+        let b: u64 = f[3].parse().unwrap();
+        if t <= stop + 1e-9 {
+            before += b;
+        } else {
+            after += b;
+        }
+    }
+    let lowat = 16384u64;
+    let in_flight = 30 * 1514 + 10_000_000 / 8 * 10 / 1000 + 3028;
+    let bound = 2 * lowat + in_flight;
+    eprintln!("delivered {before} B by stop, {after} B after (bound {bound} B)");
+    assert!(
+        before as f64 > 0.8 * 10e6 / 8.0 * (stop - start),
+        "{before}"
+    );
+    assert!(after <= bound, "after stop {after} B > {bound} B");
+    assert_eq!(s["flows"]["t"]["kind"], "tcp");
 }

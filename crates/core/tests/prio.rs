@@ -27,6 +27,9 @@ impl Qdisc<PacketMeta> for Gate {
     fn stats(&self) -> &QdiscStats {
         self.inner.stats()
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        self.inner.stats_mut()
+    }
     fn kind(&self) -> &'static str {
         "gate"
     }

@@ -6,18 +6,17 @@
 //! schedulers let go while the transmit ring has room, kick each transmit ring once, record the
 //! lateness of paced departures. See docs/router.md.
 
+pub mod control;
 pub mod emulate;
 pub mod frame;
+pub mod guard;
 pub mod hist;
 pub mod port;
 mod stat;
 pub mod sys;
 
 use std::collections::HashMap;
-use std::io::{BufRead, BufReader, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::PermissionsExt;
-use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -28,6 +27,7 @@ use linkshare_core::qdisc::ClassView;
 use linkshare_core::{Dequeued, Qdisc, Time};
 use serde_json::{json, Value};
 
+pub use control::request;
 pub use frame::{classify_frame, Frame, Parsed};
 pub use hist::Hist;
 pub use port::{PacketPort, Port, PortCounters, RxFrame, RxRingKind, TxDrop};
@@ -40,6 +40,8 @@ pub struct Options {
     pub dev_in: String,
     pub dev_out: String,
     pub control: PathBuf,
+    /// Directory of the interface locks ([`DEFAULT_RUN_DIR`] unless given).
+    pub lock_dir: PathBuf,
     /// Bytes allowed in flight to the NIC; `None`: [`default_device_buffer`] of the root rate.
     pub device_buffer: Option<u64>,
     /// Link emulation: after the scheduler on OUT, and a delay on the reverse direction.
@@ -55,9 +57,12 @@ pub struct Options {
     pub line_rate: Option<u64>,
 }
 
+/// Where control sockets and interface locks live by default.
+pub const DEFAULT_RUN_DIR: &str = "/run/linkshare";
+
 /// Default control socket path for a pair of interfaces.
 pub fn default_control(dev_in: &str, dev_out: &str) -> PathBuf {
-    PathBuf::from(format!("/run/linkshare/{dev_in}-{dev_out}.sock"))
+    PathBuf::from(format!("{DEFAULT_RUN_DIR}/{dev_in}-{dev_out}.sock"))
 }
 
 /// A scheduler built from a policy.
@@ -307,6 +312,11 @@ pub struct Shaper {
     /// Spare frame buffers.
     pool: Vec<Vec<u8>>,
     rx_scratch: Vec<Vec<u8>>,
+    /// The control socket, bound by [`Shaper::run`].
+    control: Option<control::Server>,
+    control_stats: control::ControlStats,
+    /// The interface locks, held while the shaper lives.
+    _locks: guard::InterfaceLocks,
 }
 
 const T_SOCK0: u64 = 0;
@@ -314,21 +324,13 @@ const T_SOCK1: u64 = 1;
 const T_TIMER: u64 = 2;
 const T_SIG: u64 = 3;
 const T_CTL: u64 = 4;
-
-/// Direction index from a control request's `direction` (default forward).
-fn direction_of(req: &Value) -> Result<usize, String> {
-    match req.get("direction").and_then(Value::as_str) {
-        None | Some("forward") => Ok(0),
-        Some("reverse") => Ok(1),
-        Some(o) => Err(format!(
-            "unknown direction `{o}`: use \"forward\" or \"reverse\""
-        )),
-    }
-}
+const T_CLIENT: u64 = 5;
 
 impl Shaper {
     /// Open the devices and build the schedulers. Errors are ready to print.
     pub fn new(opts: Options) -> anyhow::Result<Shaper> {
+        guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
+        let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
         let text = std::fs::read_to_string(&opts.policy)
             .with_context(|| format!("cannot read {}", opts.policy.display()))?;
         let origin = opts.policy.display().to_string();
@@ -383,6 +385,9 @@ impl Shaper {
             late_pending: [Vec::new(), Vec::new()],
             pool: Vec::new(),
             rx_scratch: Vec::new(),
+            control: None,
+            control_stats: Default::default(),
+            _locks: locks,
         })
     }
 
@@ -649,55 +654,6 @@ impl Shaper {
         Ok(r)
     }
 
-    fn handle_request(&mut self, line: &str) -> Value {
-        let req: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => return json!({"ok": false, "error": format!("bad request: {e}")}),
-        };
-        let d = match direction_of(&req) {
-            Ok(d) => d,
-            Err(e) => return json!({"ok": false, "error": e}),
-        };
-        match req.get("cmd").and_then(Value::as_str) {
-            Some("stat") => json!({"ok": true, "stat": self.stat()}),
-            Some("policy") => match &self.dirs[d].policy_text {
-                Some((t, o)) => json!({"ok": true, "text": t, "origin": o}),
-                None => json!({"ok": false, "error": "this direction is unshaped"}),
-            },
-            Some("reload") => {
-                let res = if let Some(t) = req.get("text").and_then(Value::as_str) {
-                    let origin = req
-                        .get("origin")
-                        .and_then(Value::as_str)
-                        .unwrap_or("<control>");
-                    self.reload(d, t, origin)
-                } else if let Some(p) = req.get("path").and_then(Value::as_str) {
-                    self.reload_path(d, Path::new(p))
-                } else {
-                    Err("reload needs `path` or `text`".to_string())
-                };
-                match res {
-                    Ok(r) => json!({"ok": true, "report": r}),
-                    Err(d) => json!({"ok": false, "error": "policy rejected", "diagnostics": d}),
-                }
-            }
-            _ => json!({"ok": false, "error": "unknown command"}),
-        }
-    }
-
-    fn serve_client(&mut self, stream: UnixStream) {
-        let _ = stream.set_nonblocking(false);
-        let _ = stream.set_read_timeout(Some(std::time::Duration::from_millis(500)));
-        let mut line = String::new();
-        let Ok(rs) = stream.try_clone() else { return };
-        if BufReader::new(rs).read_line(&mut line).is_err() {
-            return;
-        }
-        let resp = self.handle_request(line.trim());
-        let mut w = stream;
-        let _ = writeln!(w, "{resp}");
-    }
-
     /// SIGHUP: reload every policy file given at start (or last reloaded by path).
     fn on_sighup(&mut self) {
         for d in 0..2 {
@@ -711,35 +667,11 @@ impl Shaper {
         }
     }
 
-    /// Bind the control socket with mode 0600 from the start (umask around bind).
-    fn bind_control(&self) -> anyhow::Result<UnixListener> {
-        let path = &self.opts.control;
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir)
-                .with_context(|| format!("cannot create {}", dir.display()))?;
-        }
-        if UnixStream::connect(path).is_ok() {
-            anyhow::bail!(
-                "{} is in use by a running shaper; stop it or give another --control",
-                path.display()
-            );
-        }
-        let _ = std::fs::remove_file(path);
-        let old = sys::umask(0o177);
-        let l = UnixListener::bind(path);
-        sys::umask(old);
-        let l = l.with_context(|| format!("cannot bind {}", path.display()))?;
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-            .with_context(|| format!("cannot chmod {}", path.display()))?;
-        l.set_nonblocking(true)?;
-        Ok(l)
-    }
-
     /// Run until SIGTERM/SIGINT. Returns the exit code.
     pub fn run(&mut self) -> anyhow::Result<i32> {
         sys::set_min_timer_slack()?;
         let busy_ns = self.opts.busy_poll_ns.unwrap_or(DEFAULT_BUSY_POLL_NS);
-        let listener = self.bind_control()?;
+        let mut srv = control::Server::bind(&self.opts.control)?;
         let ep = sys::epoll_create()?;
         let timer = sys::timerfd_create()?;
         let sig = sys::signalfd_term_hup()?;
@@ -747,7 +679,9 @@ impl Shaper {
         sys::epoll_add(ep.as_raw_fd(), self.ports[1].fd(), T_SOCK1)?;
         sys::epoll_add(ep.as_raw_fd(), timer.as_raw_fd(), T_TIMER)?;
         sys::epoll_add(ep.as_raw_fd(), sig.as_raw_fd(), T_SIG)?;
-        sys::epoll_add(ep.as_raw_fd(), listener.as_raw_fd(), T_CTL)?;
+        sys::epoll_add(ep.as_raw_fd(), srv.listen_fd(), T_CTL)?;
+        srv.attach(ep.as_raw_fd(), T_CLIENT);
+        self.control = Some(srv);
         eprintln!(
             "linkshare: running {} -> {}, control {}",
             self.names[0],
@@ -819,16 +753,16 @@ impl Shaper {
                             }
                         }
                     }
-                    T_CTL => {
-                        while let Ok((s, _)) = listener.accept() {
-                            self.serve_client(s);
-                        }
-                    }
                     _ => {}
                 }
             }
+            // Control clients: never blocks (a turn is bounded; see control::server).
+            if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
+                self.serve_control();
+            }
         }
-        let _ = std::fs::remove_file(&self.opts.control);
+        // Removes the socket file.
+        self.control = None;
         Ok(0)
     }
 }
@@ -848,17 +782,6 @@ pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> Value {
         }
     }
     json!({"moved_packets": n, "dropped_packets": dropped})
-}
-
-/// Send one request to a running shaper and return its response.
-pub fn request(control: &Path, req: &Value) -> anyhow::Result<Value> {
-    let mut s = UnixStream::connect(control)
-        .with_context(|| format!("no shaper listening on {}", control.display()))?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-    writeln!(s, "{req}")?;
-    let mut line = String::new();
-    BufReader::new(s).read_line(&mut line)?;
-    serde_json::from_str(&line).context("bad response from shaper")
 }
 
 #[cfg(test)]

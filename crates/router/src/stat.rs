@@ -110,6 +110,7 @@ impl Shaper {
             "lateness_ns": {"p50": h.quantile(0.5), "p99": h.quantile(0.99),
                             "max": h.max(), "mean": h.mean(), "samples": h.count()},
             "interfaces": ifs,
+            "control": self.control_stats,
             "directions": dirs,
         })
     }

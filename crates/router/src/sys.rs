@@ -390,6 +390,28 @@ pub fn epoll_add(ep: RawFd, fd: RawFd, token: u64) -> io::Result<()> {
     cvt(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_ADD, fd, &mut ev) }).map(|_| ())
 }
 
+/// Change what `fd` is watched for: readable (`EPOLLIN`) or, while output is pending, writable
+/// (`EPOLLOUT`) only, so a level-triggered peer whose input is not read does not spin the loop.
+pub fn epoll_mod(ep: RawFd, fd: RawFd, token: u64, want_write: bool) -> io::Result<()> {
+    let mut ev = libc::epoll_event {
+        events: if want_write {
+            libc::EPOLLOUT as u32
+        } else {
+            libc::EPOLLIN as u32
+        },
+        u64: token,
+    };
+    // SAFETY: `ev` is a valid epoll_event.
+    cvt(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_MOD, fd, &mut ev) }).map(|_| ())
+}
+
+/// Stop watching `fd`.
+pub fn epoll_del(ep: RawFd, fd: RawFd) -> io::Result<()> {
+    let mut ev = libc::epoll_event { events: 0, u64: 0 };
+    // SAFETY: `ev` is a valid epoll_event (ignored by EPOLL_CTL_DEL on current kernels).
+    cvt(unsafe { libc::epoll_ctl(ep, libc::EPOLL_CTL_DEL, fd, &mut ev) }).map(|_| ())
+}
+
 /// Wait for events; returns the tokens ready. `timeout_ms` -1 blocks.
 pub fn epoll_wait(ep: RawFd, out: &mut Vec<u64>, timeout_ms: i32) -> io::Result<()> {
     let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 16];

@@ -61,18 +61,27 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     for o in &args.only {
         if !SUITES.iter().any(|(n, _)| n == o) {
             let names: Vec<&str> = SUITES.iter().map(|(n, _)| *n).collect();
-            bail!("unknown measurement `{o}`: use one of {}", names.join(", "));
+            return Err(crate::exit::invalid(format!(
+                "unknown measurement `{o}`: use one of {}",
+                names.join(", ")
+            )));
         }
     }
     if !(0.5..=600.0).contains(&args.seconds) {
-        bail!("--seconds {} is out of range: use 0.5 to 600", args.seconds);
+        return Err(crate::exit::invalid(format!(
+            "--seconds {} is out of range: use 0.5 to 600",
+            args.seconds
+        )));
     }
     if let Some(why) = super::testbed::unavailable() {
         bail!("{why}");
     }
     super::testbed::install_signal_handlers()?;
     if !(1..=20).contains(&args.repeat) {
-        bail!("--repeat {} is out of range: use 1 to 20", args.repeat);
+        return Err(crate::exit::invalid(format!(
+            "--repeat {} is out of range: use 1 to 20",
+            args.repeat
+        )));
     }
     REPEAT.store(args.repeat, std::sync::atomic::Ordering::Relaxed);
     let want = |n: &str| args.only.is_empty() || args.only.iter().any(|o| o == n);

@@ -134,6 +134,68 @@ pub fn unavailable() -> Option<String> {
     }
 }
 
+/// Environment variable under which a namespace test that cannot run fails instead of skipping
+/// (`.ci/run` sets it to 1).
+#[allow(dead_code)] // used by the namespace tests, which include this file
+pub const REQUIRE_NETNS_ENV: &str = "LINKSHARE_REQUIRE_NETNS";
+/// Environment variable naming a file to which every namespace test appends `ran NAME` or
+/// `skipped NAME` (scripts/test counts them).
+#[allow(dead_code)] // used by the namespace tests, which include this file
+pub const NETNS_LOG_ENV: &str = "LINKSHARE_NETNS_LOG";
+
+/// The gate of every namespace test (router, lab, export tc): `true` when namespaces can be
+/// built here (recorded as `ran`); otherwise the test is skipped with the reason, see
+/// [`netns_test_skipped`].
+#[allow(dead_code)] // used by the namespace tests, which include this file
+pub fn netns_test_can_run(test: &str) -> bool {
+    let why = unavailable().or_else(|| {
+        let ok = Command::new("ip")
+            .args(["netns", "list"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        (!ok).then(|| "`ip netns` does not work here".to_string())
+    });
+    match why {
+        None => {
+            netns_test_record("ran", test);
+            true
+        }
+        Some(why) => {
+            netns_test_skipped(test, &why);
+            false
+        }
+    }
+}
+
+/// A namespace test cannot run: it panics when [`REQUIRE_NETNS_ENV`] is `1` (CI must not pass
+/// on a test that did nothing), else prints `SKIP` with the reason and records `skipped`.
+#[allow(dead_code)] // used by the namespace tests, which include this file
+pub fn netns_test_skipped(test: &str, why: &str) {
+    if std::env::var(REQUIRE_NETNS_ENV).is_ok_and(|v| v == "1") {
+        panic!("{test} cannot run ({why}) and {REQUIRE_NETNS_ENV}=1 requires it");
+    }
+    eprintln!("SKIP {test}: {why}");
+    netns_test_record("skipped", test);
+}
+
+#[allow(dead_code)] // used by the namespace tests, which include this file
+fn netns_test_record(outcome: &str, test: &str) {
+    let Ok(path) = std::env::var(NETNS_LOG_ENV) else {
+        return;
+    };
+    let line = format!("{outcome} {test}\n");
+    let r = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .and_then(|mut f| f.write_all(line.as_bytes()));
+    if let Err(e) = r {
+        eprintln!("warning: cannot record to {path}: {e}");
+    }
+}
+
 /// Run `f` in a new thread that has joined network namespace `ns`; returns its result.
 pub fn in_ns<T: Send + 'static>(
     ns: &str,

@@ -59,6 +59,7 @@
 //!   links) and over leaves only (ALTQ counts inner classes in `num_`/`alloc_` too);
 //! * times are ns rather than µs, and packet times are exact (no `ns_per_byte` truncation).
 
+mod adopt;
 mod estimator;
 mod spec;
 pub use estimator::{derive, tx_ns, Derived, Estimator, Verdict, FILTER_GAIN};
@@ -69,6 +70,7 @@ use std::collections::{BTreeSet, VecDeque};
 use crate::classify::{ClassId, Classifier};
 use crate::htb::LeafSpec;
 use crate::packet::Packet;
+use crate::qdisc::adopt::{adopt_by_requeue, AdoptReport};
 use crate::qdisc::fifo::{FifoLimit, FifoQueue};
 use crate::qdisc::{
     Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, DropReason, Dropped,
@@ -127,6 +129,18 @@ struct Class<P> {
     borrows: u64,
     lends: u64,
     delays: u64,
+    /// The leaf qdisc's `marked` count already added to ours (marks add up like drops).
+    marks_seen: u64,
+}
+
+impl<P: Packet> Class<P> {
+    /// ECN marks of the leaf qdisc (inline FIFOs never mark).
+    fn leaf_marked(&self) -> u64 {
+        match &self.leaf {
+            Leaf::Boxed(b) => b.stats().marked,
+            _ => 0,
+        }
+    }
 }
 
 /// What a leaf may do now.
@@ -409,6 +423,7 @@ impl<P: Packet> Cbq<P> {
                 borrows: 0,
                 lends: 0,
                 delays: 0,
+                marks_seen: 0,
             });
         }
         // Tree order.
@@ -513,6 +528,7 @@ impl<P: Packet> Cbq<P> {
             lends: c.lends,
             borrows: c.borrows,
             giants: 0,
+            marked: c.leaf_marked(),
         })
     }
 
@@ -819,6 +835,9 @@ impl<P: Packet> Cbq<P> {
                 self.stats.on_drop(d.reason, d.packet.len());
                 self.victims.push_back(d);
             }
+            let marked = b.stats().marked;
+            self.stats.marked += marked.saturating_sub(cl.marks_seen);
+            cl.marks_seen = marked;
         }
     }
 
@@ -1320,6 +1339,9 @@ impl<P: Packet> Qdisc<P> for Cbq<P> {
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
 
     fn take_dropped(&mut self) -> Option<Dropped<P>> {
         self.victims.pop_front()
@@ -1329,26 +1351,25 @@ impl<P: Packet> Qdisc<P> for Cbq<P> {
     fn drain(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for c in 0..self.classes.len() as u32 {
-            let had = self.leaf_backlog(c).packets > 0;
-            let pkts: Vec<P> = match &mut self.classes[c as usize].leaf {
-                Leaf::Fifo(q) => std::iter::from_fn(|| q.pop()).collect(),
-                Leaf::Boxed(b) => b.drain(now),
-                Leaf::Inner => Vec::new(),
-            };
-            for p in pkts {
+            for p in self.drain_leaf(c, now) {
                 self.stats.on_dequeue(p.len());
                 out.push(p);
             }
-            self.collect_victims(c);
-            if had {
-                self.leave_ring(c);
-                self.unblock(c);
-                self.funblock(c, false);
-                self.unsleep(c);
-                self.deactivate(c);
-            }
         }
         out
+    }
+
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+
+    /// From another CBQ: [`Cbq::adopt`] (estimators and counters kept class by class);
+    /// otherwise by requeueing.
+    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> AdoptReport {
+        match old.as_any_mut().and_then(|o| o.downcast_mut::<Cbq<P>>()) {
+            Some(o) => Cbq::adopt(self, o, now),
+            None => adopt_by_requeue(self, old, now),
+        }
     }
 
     fn kind(&self) -> &'static str {
@@ -1423,6 +1444,7 @@ impl<P: Packet> Qdisc<P> for Cbq<P> {
                     lends: cl.lends,
                     borrows: cl.borrows,
                     giants: 0,
+                    marked: cl.leaf_marked(),
                 },
                 backlog: backlogs[c as usize],
                 leaf_drops,

@@ -62,6 +62,8 @@
 //! * packets bigger than the burst are sent (the bucket goes into debt) and counted as `giants`.
 
 mod spec;
+use crate::qdisc::adopt::adopt_by_requeue;
+pub use crate::qdisc::adopt::AdoptReport;
 pub use spec::*;
 
 use std::collections::{BTreeSet, VecDeque};
@@ -229,23 +231,6 @@ struct Inner {
     class: u32,
 }
 
-/// What [`Htb::adopt`] carried over from the scheduler it replaced.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct AdoptReport {
-    /// Classes present before and after (counters, buckets and packets kept).
-    pub kept: Vec<String>,
-    /// Classes that are new.
-    pub added: Vec<String>,
-    /// Classes that are gone (their packets were classified again).
-    pub removed: Vec<String>,
-    /// Packets moved into the new tree.
-    pub moved_packets: u64,
-    /// Of those offered, packets whose class was gone and that went through the new filters.
-    pub reclassified: u64,
-    /// Packets the new leaves refused (counted as drops with the leaf's reason).
-    pub dropped_packets: u64,
-}
-
 /// The HTB qdisc. See the module documentation.
 pub struct Htb<P: Packet> {
     classes: Vec<Class>,
@@ -255,6 +240,8 @@ pub struct Htb<P: Packet> {
     pool: Vec<Slot<P>>,
     free: u32,
     boxed: Vec<Box<dyn Qdisc<P>>>,
+    /// Per boxed leaf: its `marked` count already added to ours (marks add up like drops).
+    marks_seen: Vec<u64>,
     /// Visiting order: parents before children.
     order: Vec<u32>,
     inner: Vec<Inner>,
@@ -488,6 +475,7 @@ impl<P: Packet> Htb<P> {
             name_end,
             pool: Vec::new(),
             free: NIL,
+            marks_seen: vec![0; boxed.len()],
             boxed,
             order: tree_order,
             inner,
@@ -559,7 +547,16 @@ impl<P: Packet> Htb<P> {
             lends: c.lends as u64,
             borrows: c.borrows as u64,
             giants: c.giants as u64,
+            marked: self.leaf_marked(c),
         })
+    }
+
+    /// ECN marks of a class's leaf qdisc (inline FIFOs never mark).
+    fn leaf_marked(&self, cl: &Class) -> u64 {
+        match cl.q.kind() {
+            LeafKind::Boxed => self.boxed[cl.q.head as usize].stats().marked,
+            _ => 0,
+        }
     }
 
     /// Current mode of a class (as of its last charge or mode change).
@@ -622,6 +619,14 @@ impl<P: Packet> Htb<P> {
         let old_to_new: Vec<Option<u32>> = (0..old.classes.len() as u32)
             .map(|c| self.class_id(old.name(c)))
             .collect();
+        // Empty the old leaves first: an AQM leaf may drop while being drained, and those drops
+        // must be in `old`'s counters before they become ours.
+        let mut drained: Vec<(usize, Vec<P>)> = Vec::new();
+        for c in 0..old.classes.len() {
+            if old.classes[c].is_leaf() {
+                drained.push((c, old.drain_leaf(c as u32, now)));
+            }
+        }
         for (c, n) in old_to_new.iter().enumerate() {
             let Some(n) = *n else {
                 report.removed.push(old.name(c as u32).to_string());
@@ -649,6 +654,8 @@ impl<P: Packet> Htb<P> {
             cl.giants = giants;
             let (mode, until) = self.mode_at(n, now.0);
             self.change_mode(n, old_key, mode, until);
+            // Taking over a throttled class is not a new overlimit event.
+            self.classes[n as usize].overlimits = overlimits;
         }
         for c in 0..self.classes.len() as u32 {
             if old.class_id(self.name(c)).is_none() {
@@ -657,12 +664,21 @@ impl<P: Packet> Htb<P> {
         }
         // Counters continue; the moved packets are already counted as enqueued and as backlog.
         self.stats = old.stats;
-        for (c, new_id) in old_to_new.iter().enumerate() {
-            if !old.classes[c].is_leaf() {
-                continue;
+        for (c, pkts) in drained {
+            let target = old_to_new[c].filter(|&n| self.classes[n as usize].is_leaf());
+            let mut moved = Counter::default();
+            pkts.iter().for_each(|p| moved.add(p.len()));
+            // A leaf qdisc kept by name continues its own counters (drops by reason, marks).
+            let (oq, nq) = (old.classes[c].q, target.map(|n| self.classes[n as usize].q));
+            if let (LeafKind::Boxed, Some(nq)) = (oq.kind(), nq) {
+                if nq.kind() == LeafKind::Boxed {
+                    let prior = *old.boxed[oq.head as usize].stats();
+                    let leaf = &mut self.boxed[nq.head as usize];
+                    leaf.stats_mut().continue_from(&prior, moved);
+                    // Its marks are in the qdisc-wide count already (continued from `old`).
+                    self.marks_seen[nq.head as usize] = leaf.stats().marked;
+                }
             }
-            let pkts = old.drain_leaf(c as u32, now);
-            let target = new_id.filter(|&n| self.classes[n as usize].is_leaf());
             for pkt in pkts {
                 let to = match target {
                     Some(n) => n,
@@ -713,12 +729,14 @@ impl<P: Packet> Htb<P> {
         self.collect_victims(c);
     }
 
-    /// Every packet queued at leaf `c`, in order, leaving the leaf empty and inactive.
+    /// Every packet queued at leaf `c`, in order, leaving the leaf empty and inactive. What a leaf
+    /// qdisc drops while draining (CoDel's AQM still runs) is counted and goes to `victims`.
     fn drain_leaf(&mut self, c: u32, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         if self.classes[c as usize].q.kind() == LeafKind::Boxed {
             let b = self.classes[c as usize].q.head as usize;
             out = self.boxed[b].drain(now);
+            self.collect_victims(c);
         } else {
             while let Some(p) = self.fifo_pop(c) {
                 out.push(p);
@@ -741,6 +759,10 @@ impl<P: Packet> Htb<P> {
             self.stats.on_drop(d.reason, len);
             self.victims.push_back(d);
         }
+        let seen = &mut self.marks_seen[cl.q.head as usize];
+        let marked = q.stats().marked;
+        self.stats.marked += marked.saturating_sub(*seen);
+        *seen = marked;
         let empty = q.backlog().packets == 0;
         if empty && cl.active != 0 {
             self.deactivate_leaf(c);
@@ -1351,6 +1373,19 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+    /// From another HTB: [`Htb::adopt`] (state kept class by class); otherwise by requeueing.
+    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> AdoptReport {
+        match old.as_any_mut().and_then(|o| o.downcast_mut::<Htb<P>>()) {
+            Some(o) => Htb::adopt(self, o, now),
+            None => adopt_by_requeue(self, old, now),
+        }
+    }
 
     fn take_dropped(&mut self) -> Option<Dropped<P>> {
         self.victims.pop_front()
@@ -1441,6 +1476,7 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
                     lends: cl.lends as u64,
                     borrows: cl.borrows as u64,
                     giants: cl.giants as u64,
+                    marked: self.leaf_marked(cl),
                 },
                 backlog,
                 avgidle_ns: None,

@@ -39,9 +39,10 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
+use super::adopt::{adopt_by_requeue, AdoptReport};
 use super::fifo::FifoLimit;
-use super::prio::Child;
-use super::{ClassView, Dequeued, Dropped, ParamError, Qdisc, QdiscStats};
+use super::prio::{requeue_all, Child};
+use super::{ClassView, Counter, Dequeued, Dropped, ParamError, Qdisc, QdiscStats};
 use crate::classify::Classifier;
 use crate::htb::LeafSpec;
 use crate::packet::Packet;
@@ -324,6 +325,9 @@ impl<P: Packet> Qdisc<P> for Drr<P> {
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
 
     fn take_dropped(&mut self) -> Option<Dropped<P>> {
         self.victims.pop_front()
@@ -333,11 +337,46 @@ impl<P: Packet> Qdisc<P> for Drr<P> {
         "drr"
     }
 
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+
+    /// From another DRR: its packets are offered again, and each class continues the counters
+    /// (and its leaf qdisc's) of the class of the same name (of the same bucket in flow-hash
+    /// mode). Otherwise by requeueing.
+    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> AdoptReport {
+        let Some(o) = old.as_any_mut().and_then(|o| o.downcast_mut::<Drr<P>>()) else {
+            return adopt_by_requeue(self, old, now);
+        };
+        let before: Vec<(Counter, Counter)> = o
+            .classes
+            .iter()
+            .map(|c| (c.child.sent, c.child.leaf_dequeued()))
+            .collect();
+        let pkts = o.drain(now);
+        let mut report = AdoptReport::default();
+        let name = |names: &[String], i: usize| names.get(i).cloned().unwrap_or(i.to_string());
+        for (i, c) in o.classes.iter().enumerate() {
+            let n = name(&o.names, i);
+            match (0..self.classes.len()).find(|&j| name(&self.names, j) == n) {
+                Some(j) => {
+                    self.classes[j]
+                        .child
+                        .continue_from(&c.child, before[i].0, before[i].1);
+                    report.kept.push(n);
+                }
+                None => report.removed.push(n),
+            }
+        }
+        requeue_all(self, &o.stats, pkts, now, &mut report);
+        report
+    }
+
     /// Class by class in index order, ignoring rate limits of the leaves.
     fn drain(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for cl in &mut self.classes {
-            out.extend(cl.child.drain(now, &mut self.stats));
+            out.extend(cl.child.drain(now, &mut self.stats, &mut self.victims));
             cl.active = false;
             cl.waiting = false;
         }

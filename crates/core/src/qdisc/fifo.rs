@@ -145,6 +145,9 @@ impl<P: Packet> Qdisc<P> for Fifo<P> {
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
     fn kind(&self) -> &'static str {
         match self.queue.limit {
             FifoLimit::Packets(_) => "pfifo",

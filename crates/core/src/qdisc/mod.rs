@@ -21,6 +21,7 @@
 //! `enqueued = dequeued + dropped_after_enqueue + backlog` holds after every call (checked by
 //! [`QdiscStats::check_conservation`] in tests), and `offered = enqueued + refused`.
 
+pub mod adopt;
 pub mod codel;
 pub mod drr;
 pub mod fifo;
@@ -212,6 +213,30 @@ impl QdiscStats {
         self.backlog.packets = self.backlog.packets.saturating_sub(1);
         self.backlog.bytes = self.backlog.bytes.saturating_sub(bytes as u64);
     }
+    /// Continue the counters of `prior`, the qdisc this one replaced, whose queued packets were
+    /// drained (`moved`, counted as dequeued there) and offered to this one (counted here as they
+    /// were accepted or refused): the moved packets leave `prior`'s dequeued and enqueued counts,
+    /// so `enqueued = dequeued + dropped + backlog` still holds and nothing is counted twice.
+    pub fn continue_from(&mut self, prior: &QdiscStats, moved: Counter) {
+        let add = |a: &mut Counter, b: Counter| {
+            a.packets += b.packets;
+            a.bytes += b.bytes;
+        };
+        let less = |a: Counter| Counter {
+            packets: a.packets.saturating_sub(moved.packets),
+            bytes: a.bytes.saturating_sub(moved.bytes),
+        };
+        add(&mut self.enqueued, less(prior.enqueued));
+        add(&mut self.dequeued, less(prior.dequeued));
+        for (r, c) in prior.refused.iter() {
+            self.refused.add_counter(r, c);
+        }
+        for (r, c) in prior.dropped.iter() {
+            self.dropped.add_counter(r, c);
+        }
+        self.overlimits += prior.overlimits;
+        self.marked += prior.marked;
+    }
     /// All drops, refused at enqueue or dropped later.
     pub fn drops_total(&self) -> Counter {
         let a = self.refused.total();
@@ -255,6 +280,13 @@ pub trait Qdisc<P: Packet> {
     }
     /// Counters.
     fn stats(&self) -> &QdiscStats;
+    /// Counters, to continue them from a predecessor ([`QdiscStats::continue_from`]).
+    fn stats_mut(&mut self) -> &mut QdiscStats;
+    /// `Some(self)` for disciplines whose [`Qdisc::adopt`] takes over state from a predecessor of
+    /// their own kind (they find it by downcasting).
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        None
+    }
     /// A packet this qdisc dropped after having accepted it, if any is waiting to be collected.
     /// Drivers call this until `None` after each enqueue and dequeue.
     fn take_dropped(&mut self) -> Option<Dropped<P>> {
@@ -274,6 +306,12 @@ pub trait Qdisc<P: Packet> {
             out.push(p);
         }
         out
+    }
+    /// Take over the state of `old`, the qdisc this one replaces on a reload: its packets, its
+    /// counters, and whatever state the discipline keeps (see [`adopt`]). `old` is left empty;
+    /// what it dropped on the way is still to be collected with its `take_dropped`.
+    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> adopt::AdoptReport {
+        adopt::adopt_by_requeue(self, old, now)
     }
     /// Discipline-specific gauges and counters beyond [`QdiscStats`], as `(name, value)` pairs with
     /// stable snake_case names: e.g. CoDel's `sojourn_us`, RED's `avg_queue_bytes`, SFQ's
@@ -340,6 +378,8 @@ pub struct ClassStats {
     pub borrows: u64,
     /// Packets larger than the class's burst (HTB `giants`).
     pub giants: u64,
+    /// ECN marks (CE) set by this class's leaf qdisc instead of drops.
+    pub marked: u64,
 }
 
 /// A read-only view of one class, for statistics, sampling and display.

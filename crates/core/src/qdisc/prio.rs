@@ -38,6 +38,7 @@
 
 use std::collections::VecDeque;
 
+use super::adopt::{adopt_by_requeue, AdoptReport};
 use super::fifo::{FifoLimit, FifoQueue};
 use super::{
     Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, Dropped, ParamError,
@@ -121,6 +122,26 @@ impl PrioParams {
     }
 }
 
+/// Offer `pkts` (drained from `old`, whose counters were `old_stats`) to `new`, and continue the
+/// qdisc-wide counters.
+pub(crate) fn requeue_all<P: Packet, Q: Qdisc<P> + ?Sized>(
+    new: &mut Q,
+    old_stats: &QdiscStats,
+    pkts: Vec<P>,
+    now: Time,
+    report: &mut AdoptReport,
+) {
+    let mut moved = Counter::default();
+    for p in pkts {
+        moved.add(p.len());
+        match new.enqueue(p, now) {
+            Ok(()) => report.moved_packets += 1,
+            Err(_) => report.dropped_packets += 1,
+        }
+    }
+    new.stats_mut().continue_from(old_stats, moved);
+}
+
 /// The queue of one band or class, with its counters; shared by PRIO and DRR.
 pub(crate) enum ChildQ<P> {
     Fifo(FifoQueue<P>),
@@ -131,6 +152,8 @@ pub(crate) struct Child<P> {
     pub(crate) q: ChildQ<P>,
     pub(crate) sent: Counter,
     pub(crate) drops: DropCounts,
+    /// The boxed child's `marked` count already added to the parent's (marks add up like drops).
+    marks_seen: u64,
 }
 
 impl<P: Packet> Child<P> {
@@ -142,6 +165,7 @@ impl<P: Packet> Child<P> {
             },
             sent: Counter::default(),
             drops: DropCounts::default(),
+            marks_seen: 0,
         }
     }
 
@@ -164,6 +188,9 @@ impl<P: Packet> Child<P> {
                 stats.on_drop(d.reason, len);
                 victims.push_back(d);
             }
+            let marked = q.stats().marked;
+            stats.marked += marked.saturating_sub(self.marks_seen);
+            self.marks_seen = marked;
         }
     }
 
@@ -211,17 +238,55 @@ impl<P: Packet> Child<P> {
         r
     }
 
-    /// Everything queued, ignoring rate limits; counted as dequeued.
-    pub(crate) fn drain(&mut self, now: Time, stats: &mut QdiscStats) -> Vec<P> {
+    /// Everything queued, ignoring rate limits; counted as dequeued. What a boxed child drops
+    /// while draining (an AQM still runs) is counted and goes to `victims`.
+    pub(crate) fn drain(
+        &mut self,
+        now: Time,
+        stats: &mut QdiscStats,
+        victims: &mut VecDeque<Dropped<P>>,
+    ) -> Vec<P> {
         let out: Vec<P> = match &mut self.q {
             ChildQ::Fifo(f) => std::iter::from_fn(|| f.pop()).collect(),
             ChildQ::Qdisc(q) => q.drain(now),
         };
+        self.collect(stats, victims);
         for p in &out {
             self.sent.add(p.len());
             stats.on_dequeue(p.len());
         }
         out
+    }
+
+    /// What a boxed child has dequeued so far (zero for a FIFO).
+    pub(crate) fn leaf_dequeued(&self) -> Counter {
+        match &self.q {
+            ChildQ::Qdisc(q) => q.stats().dequeued,
+            ChildQ::Fifo(_) => Counter::default(),
+        }
+    }
+
+    /// Continue the counters of `old`, the child of the same name in the qdisc this one replaces,
+    /// which has been drained since `sent_before` and `leaf_dequeued_before` were read. Call
+    /// before the drained packets are offered to the new qdisc.
+    pub(crate) fn continue_from(
+        &mut self,
+        old: &Child<P>,
+        sent_before: Counter,
+        leaf_dequeued_before: Counter,
+    ) {
+        self.sent = sent_before;
+        self.drops = old.drops;
+        if let (ChildQ::Qdisc(n), ChildQ::Qdisc(o)) = (&mut self.q, &old.q) {
+            let post = o.stats().dequeued;
+            let moved = Counter {
+                packets: post.packets - leaf_dequeued_before.packets,
+                bytes: post.bytes - leaf_dequeued_before.bytes,
+            };
+            n.stats_mut().continue_from(o.stats(), moved);
+            // Its marks are in the parent's count already (continued from the old parent).
+            self.marks_seen = n.stats().marked;
+        }
     }
 
     pub(crate) fn is_fifo(&self) -> bool {
@@ -254,6 +319,10 @@ impl<P: Packet> Child<P> {
             stats: ClassStats {
                 sent: self.sent,
                 drops: leaf_drops.total().packets,
+                marked: match &self.q {
+                    ChildQ::Qdisc(q) => q.stats().marked,
+                    ChildQ::Fifo(_) => 0,
+                },
                 ..Default::default()
             },
             backlog: self.backlog(),
@@ -407,6 +476,9 @@ impl<P: Packet> Qdisc<P> for Prio<P> {
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
 
     fn take_dropped(&mut self) -> Option<Dropped<P>> {
         self.victims.pop_front()
@@ -416,11 +488,41 @@ impl<P: Packet> Qdisc<P> for Prio<P> {
         "prio"
     }
 
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+
+    /// From another PRIO: its packets are offered again, and each band continues the counters
+    /// (and its leaf qdisc's) of the band of the same name. Otherwise by requeueing.
+    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> AdoptReport {
+        let Some(o) = old.as_any_mut().and_then(|o| o.downcast_mut::<Prio<P>>()) else {
+            return adopt_by_requeue(self, old, now);
+        };
+        let before: Vec<(Counter, Counter)> = o
+            .bands
+            .iter()
+            .map(|b| (b.sent, b.leaf_dequeued()))
+            .collect();
+        let pkts = o.drain(now);
+        let mut report = AdoptReport::default();
+        for (i, b) in o.bands.iter().enumerate() {
+            match self.names.iter().position(|n| *n == o.names[i]) {
+                Some(j) => {
+                    self.bands[j].continue_from(b, before[i].0, before[i].1);
+                    report.kept.push(o.names[i].clone());
+                }
+                None => report.removed.push(o.names[i].clone()),
+            }
+        }
+        requeue_all(self, &o.stats, pkts, now, &mut report);
+        report
+    }
+
     /// Band 0 first, each band in its own order.
     fn drain(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for b in &mut self.bands {
-            out.extend(b.drain(now, &mut self.stats));
+            out.extend(b.drain(now, &mut self.stats, &mut self.victims));
         }
         self.mask = self.boxed_mask;
         out

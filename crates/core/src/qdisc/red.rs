@@ -387,6 +387,9 @@ impl<P: Packet> Qdisc<P> for Red<P> {
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
     fn kind(&self) -> &'static str {
         "red"
     }

@@ -312,6 +312,9 @@ impl<P: Packet> Qdisc<P> for Rio<P> {
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
     fn kind(&self) -> &'static str {
         "rio"
     }

@@ -573,6 +573,9 @@ impl<P: Packet> Qdisc<P> for Sfq<P> {
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
 
     fn take_dropped(&mut self) -> Option<Dropped<P>> {
         self.victims.pop_front()

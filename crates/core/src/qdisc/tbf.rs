@@ -231,6 +231,9 @@ impl<P: Packet> Qdisc<P> for Tbf<P> {
     fn stats(&self) -> &QdiscStats {
         &self.stats
     }
+    fn stats_mut(&mut self) -> &mut QdiscStats {
+        &mut self.stats
+    }
     fn kind(&self) -> &'static str {
         "tbf"
     }

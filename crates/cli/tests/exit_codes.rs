@@ -1,0 +1,174 @@
+//! The documented exit codes (crates/cli/src/exit.rs, docs/router.md): 0 ok, 1 rejected input,
+//! 2 runtime error — checked on the built binary for every subcommand that can tell them apart
+//! without a running shaper or namespaces.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+fn linkshare(args: &[&str]) -> (Option<i32>, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_linkshare"))
+        .args(args)
+        .output()
+        .expect("run linkshare");
+    (
+        out.status.code(),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
+fn scratch() -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lsexit-{}", std::process::id()));
+    std::fs::create_dir_all(&d).expect("scratch");
+    d
+}
+
+const VALID: &str =
+    "qdisc = \"htb\"\ndefault = \"root\"\n[[class]]\nname = \"root\"\nrate = \"1mbit\"\n";
+const INVALID: &str =
+    "qdisc = \"htb\"\ndefault = \"root\"\n[[class]]\nname = \"root\"\nrate = \"fast\"\n";
+const CBQ: &str =
+    "qdisc = \"cbq\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"1mbit\"\n\
+[[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"1mbit\"\n";
+
+#[test]
+fn every_subcommand_follows_the_documented_exit_codes() {
+    let d = scratch();
+    let valid = d.join("valid.toml");
+    let bad = d.join("invalid.toml");
+    let cbq = d.join("cbq.toml");
+    std::fs::write(&valid, VALID).expect("write");
+    std::fs::write(&bad, INVALID).expect("write");
+    std::fs::write(&cbq, CBQ).expect("write");
+    let (v, b, c) = (
+        valid.to_str().expect("utf-8"),
+        bad.to_str().expect("utf-8"),
+        cbq.to_str().expect("utf-8"),
+    );
+    let locks = d.join("locks");
+    let locks = locks.to_str().expect("utf-8");
+    let ctl = d.join("none.sock");
+    let ctl = ctl.to_str().expect("utf-8");
+    let missing = "/nonexistent/policy.toml";
+    let cases: Vec<(Vec<&str>, i32)> = vec![
+        // Usage.
+        (vec!["--help"], 0),
+        (vec!["frobnicate"], 1),
+        (vec!["check"], 1),
+        (vec!["check", v, "--no-such-flag"], 1),
+        // check / export: valid, invalid, unreadable.
+        (vec!["check", v], 0),
+        (vec!["check", b], 1),
+        (vec!["check", missing], 2),
+        (vec!["export", "tc", v, "--dev", "eth0"], 0),
+        (vec!["export", "tc", b, "--dev", "eth0"], 1),
+        (vec!["export", "tc", c, "--dev", "eth0"], 1),
+        (vec!["export", "tc", missing, "--dev", "eth0"], 2),
+        // run: rejected before anything is opened, then runtime errors.
+        (
+            vec!["run", "--policy", v, "--dev", "x0", "--lock-dir", locks],
+            1,
+        ),
+        (
+            vec![
+                "run",
+                "--policy",
+                v,
+                "--dev",
+                "x0",
+                "--dev",
+                "x0",
+                "--lock-dir",
+                locks,
+            ],
+            1,
+        ),
+        (
+            vec![
+                "run",
+                "--policy",
+                b,
+                "--dev",
+                "x0",
+                "--dev",
+                "x1",
+                "--lock-dir",
+                locks,
+            ],
+            1,
+        ),
+        (
+            vec![
+                "run",
+                "--policy",
+                v,
+                "--dev",
+                "x0",
+                "--dev",
+                "x1",
+                "--emulate",
+                "bogus=1",
+                "--lock-dir",
+                locks,
+            ],
+            1,
+        ),
+        (
+            vec![
+                "run",
+                "--policy",
+                missing,
+                "--dev",
+                "x0",
+                "--dev",
+                "x1",
+                "--lock-dir",
+                locks,
+            ],
+            2,
+        ),
+        (
+            vec![
+                "run",
+                "--policy",
+                v,
+                "--dev",
+                "nonexist0",
+                "--dev",
+                "nonexist1",
+                "--lock-dir",
+                locks,
+                "--control",
+                ctl,
+            ],
+            2,
+        ),
+        // The control commands: an unknown action is rejected, no shaper is a runtime error.
+        (vec!["class", "frob", "a", "--control", ctl], 1),
+        (
+            vec!["class", "change", "a", "--rate", "1mbit", "--control", ctl],
+            2,
+        ),
+        (vec!["stat", "--control", ctl], 2),
+        (vec!["reload", v, "--control", ctl], 2),
+        (vec!["reload", missing, "--control", ctl], 2),
+        // sim: unreadable scenario.
+        (vec!["sim", "/nonexistent/scenario.toml"], 2),
+    ];
+    let mut wrong = Vec::new();
+    for (args, want) in &cases {
+        let (code, text) = linkshare(args);
+        if code != Some(*want) {
+            wrong.push(format!(
+                "linkshare {}: exit {code:?}, documented {want}\n{}",
+                args.join(" "),
+                text.lines().take(3).collect::<Vec<_>>().join("\n")
+            ));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&d);
+    assert!(wrong.is_empty(), "{}", wrong.join("\n\n"));
+}

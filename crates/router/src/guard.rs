@@ -1,0 +1,269 @@
+//! What `linkshare run` refuses before it forwards a frame:
+//!
+//! * **A second shaper on an interface**: each interface is locked with flock(2) on
+//!   `<lock dir>/<ifname>@<netns inode>.lock`, which holds the owner's pid. The kernel drops the
+//!   lock when the process dies (SIGKILL included), so a stale file never blocks; the namespace
+//!   inode keeps equal interface names of different network namespaces apart.
+//! * **A forwarding loop**: the same interface given twice (by name or by ifindex), or the two
+//!   ends of one veth pair (the peer of one is the other: every frame sent on one comes back on
+//!   the other). The peer comes from rtnetlink (RTM_GETLINK, rtnetlink(7)): `IFLA_LINK` is the
+//!   peer's ifindex, `IFLA_LINK_NETNSID` present means the peer lives in another namespace, and
+//!   `IFLA_LINKINFO`/`IFLA_INFO_KIND` names the driver (as in Linux's drivers/net/veth.c
+//!   `veth_get_iflink` and net/core/rtnetlink.c `rtnl_fill_link_netnsid`).
+
+use std::fs::File;
+use std::io::{Read, Seek, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+
+use crate::sys;
+
+/// An input the shaper refuses to start with (exit code 1), as opposed to a runtime failure.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct Refused(pub String);
+
+/// Locks held on the interfaces; released when dropped or when the process dies.
+#[derive(Debug)]
+pub struct InterfaceLocks {
+    _files: Vec<File>,
+}
+
+/// Lock every interface in `devs` for this process, or say which process holds one.
+pub fn lock_interfaces(dir: &Path, devs: &[&str]) -> anyhow::Result<InterfaceLocks> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let ns = std::fs::metadata("/proc/self/ns/net")
+        .map(|m| m.ino())
+        .unwrap_or(0);
+    let mut files = Vec::new();
+    for dev in devs {
+        let path: PathBuf = dir.join(format!("{dev}@{ns}.lock"));
+        let mut f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        // SAFETY: flock on an fd we own; no memory is passed.
+        let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r != 0 {
+            let e = std::io::Error::last_os_error();
+            if e.kind() != std::io::ErrorKind::WouldBlock {
+                return Err(e).with_context(|| format!("cannot lock {}", path.display()));
+            }
+            let mut pid = String::new();
+            let _ = f.read_to_string(&mut pid);
+            let pid = pid.trim();
+            anyhow::bail!(
+                "interface {dev} is in use by linkshare (pid {}); stop that shaper first \
+                 (lock {})",
+                if pid.is_empty() { "unknown" } else { pid },
+                path.display()
+            );
+        }
+        f.set_len(0)?;
+        f.rewind()?;
+        writeln!(f, "{}", std::process::id())?;
+        f.flush()?;
+        files.push(f);
+    }
+    Ok(InterfaceLocks { _files: files })
+}
+
+/// Refuse `--dev a --dev b` when forwarding between them would loop.
+pub fn check_no_loop(a: &str, b: &str) -> anyhow::Result<()> {
+    if a == b {
+        return Err(Refused(format!(
+            "--dev {a} is given twice: the same interface on both sides would forward every frame back to itself"
+        ))
+        .into());
+    }
+    let (Ok(ia), Ok(ib)) = (sys::ifindex(a), sys::ifindex(b)) else {
+        return Ok(()); // a missing interface is reported when it is opened
+    };
+    if ia == ib {
+        return Err(Refused(format!(
+            "--dev {a} and --dev {b} are the same interface (ifindex {ia}): a forwarding loop"
+        ))
+        .into());
+    }
+    for (x, ix, y, iy) in [(a, ia, b, ib), (b, ib, a, ia)] {
+        if let Ok(l) = link_info(ix) {
+            if l.kind.as_deref() == Some("veth") && l.peer == Some(iy) && !l.peer_elsewhere {
+                return Err(Refused(format!(
+                    "--dev {x} and --dev {y} are the two ends of one veth pair: every frame sent \
+                     on one comes back on the other (a forwarding loop); give interfaces of two \
+                     different links"
+                ))
+                .into());
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What rtnetlink says about an interface's link.
+#[derive(Debug, Default, PartialEq)]
+pub struct LinkInfo {
+    /// `IFLA_LINK`: the peer's (or lower device's) ifindex.
+    pub peer: Option<i32>,
+    /// `IFLA_LINK_NETNSID` present: `peer` is an index in another namespace.
+    pub peer_elsewhere: bool,
+    /// `IFLA_INFO_KIND`: the link type (`veth`, `vlan`, …).
+    pub kind: Option<String>,
+}
+
+const NLMSG_HDR: usize = 16;
+const IFINFO: usize = 16;
+
+/// Ask rtnetlink about interface `ifindex` (RTM_GETLINK).
+pub fn link_info(ifindex: i32) -> std::io::Result<LinkInfo> {
+    // SAFETY: plain socket(2) call; the fd is owned below.
+    let fd = unsafe { libc::socket(libc::AF_NETLINK, libc::SOCK_RAW, libc::NETLINK_ROUTE) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by socket(2) and is owned by nobody else.
+    let sock = unsafe { OwnedFd::from_raw_fd(fd) };
+    let mut req = [0u8; NLMSG_HDR + IFINFO];
+    req[0..4].copy_from_slice(&((NLMSG_HDR + IFINFO) as u32).to_ne_bytes());
+    req[4..6].copy_from_slice(&libc::RTM_GETLINK.to_ne_bytes());
+    req[6..8].copy_from_slice(&(libc::NLM_F_REQUEST as u16).to_ne_bytes());
+    req[8..12].copy_from_slice(&1u32.to_ne_bytes()); // seq
+    req[NLMSG_HDR] = libc::AF_UNSPEC as u8;
+    req[NLMSG_HDR + 4..NLMSG_HDR + 8].copy_from_slice(&ifindex.to_ne_bytes());
+    // SAFETY: sends `req.len()` bytes from a live buffer; the kernel is the default destination.
+    let n = unsafe { libc::send(sock.as_raw_fd(), req.as_ptr().cast(), req.len(), 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    let mut buf = vec![0u8; 64 << 10];
+    // SAFETY: receives into a live buffer of `buf.len()` bytes.
+    let n = unsafe { libc::recv(sock.as_raw_fd(), buf.as_mut_ptr().cast(), buf.len(), 0) };
+    if n < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    parse_link_reply(&buf[..n as usize]).ok_or_else(|| {
+        std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            "unexpected rtnetlink reply",
+        )
+    })
+}
+
+fn u16_at(b: &[u8], off: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(off..off + 2)?.try_into().ok()?))
+}
+
+/// Route attributes (`struct rtattr`: length, type, payload padded to 4) of `b`.
+fn attrs(b: &[u8]) -> impl Iterator<Item = (u16, &[u8])> {
+    let mut off = 0usize;
+    std::iter::from_fn(move || {
+        let len = usize::from(u16_at(b, off)?);
+        let ty = u16_at(b, off + 2)?;
+        let payload = b.get(off + 4..off.checked_add(len)?)?;
+        if len < 4 {
+            return None;
+        }
+        off += (len + 3) & !3;
+        Some((ty & 0x3fff, payload)) // without NLA_F_NESTED / NLA_F_NET_BYTEORDER
+    })
+}
+
+/// The link facts of one RTM_NEWLINK reply; `None` if it is not one (an error reply included).
+pub fn parse_link_reply(b: &[u8]) -> Option<LinkInfo> {
+    let len = u32::from_ne_bytes(b.get(0..4)?.try_into().ok()?) as usize;
+    if u16_at(b, 4)? != libc::RTM_NEWLINK {
+        return None;
+    }
+    let body = b.get(NLMSG_HDR + IFINFO..len.min(b.len()))?;
+    let mut info = LinkInfo::default();
+    for (ty, p) in attrs(body) {
+        match ty {
+            libc::IFLA_LINK => {
+                info.peer = Some(i32::from_ne_bytes(p.get(0..4)?.try_into().ok()?));
+            }
+            libc::IFLA_LINK_NETNSID => info.peer_elsewhere = true,
+            libc::IFLA_LINKINFO => {
+                for (t, k) in attrs(p) {
+                    if t == libc::IFLA_INFO_KIND {
+                        let s = k.split(|&c| c == 0).next().unwrap_or(&[]);
+                        info.kind = Some(String::from_utf8_lossy(s).into_owned());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Some(info)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("lsguard-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_second_lock_on_an_interface_names_the_owner_and_dropping_frees_it() {
+        let dir = scratch("lock");
+        let held = lock_interfaces(&dir, &["eth7", "eth8"]).expect("first lock");
+        // flock locks belong to the open file: a second open in the same process conflicts.
+        let e = lock_interfaces(&dir, &["eth9", "eth8"]).expect_err("second lock");
+        let msg = format!("{e:#}");
+        assert!(msg.contains("eth8"), "{msg}");
+        assert!(
+            msg.contains(&format!("pid {}", std::process::id())),
+            "{msg}"
+        );
+        drop(held);
+        assert!(lock_interfaces(&dir, &["eth8"]).is_ok(), "freed on drop");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn the_same_name_twice_is_a_loop() {
+        let e = check_no_loop("eth0", "eth0").expect_err("refused");
+        assert!(e.downcast_ref::<Refused>().is_some());
+        assert!(check_no_loop("lo", "nonexistent0").is_ok());
+        // The loopback device has no link peer: not a veth.
+        let lo = sys::ifindex("lo").expect("lo");
+        let info = link_info(lo).expect("rtnetlink answers");
+        assert_eq!(info.kind, None, "{info:?}");
+    }
+
+    #[test]
+    fn rtnetlink_attributes_are_parsed() {
+        // RTM_NEWLINK, ifinfomsg, IFLA_LINK = 7, IFLA_LINKINFO { IFLA_INFO_KIND = "veth" }.
+        let mut m = vec![0u8; NLMSG_HDR + IFINFO];
+        m[4..6].copy_from_slice(&libc::RTM_NEWLINK.to_ne_bytes());
+        m.extend_from_slice(&8u16.to_ne_bytes());
+        m.extend_from_slice(&libc::IFLA_LINK.to_ne_bytes());
+        m.extend_from_slice(&7i32.to_ne_bytes());
+        m.extend_from_slice(&16u16.to_ne_bytes());
+        m.extend_from_slice(&(libc::IFLA_LINKINFO | 0x8000).to_ne_bytes());
+        m.extend_from_slice(&9u16.to_ne_bytes());
+        m.extend_from_slice(&libc::IFLA_INFO_KIND.to_ne_bytes());
+        m.extend_from_slice(b"veth\0\0\0\0");
+        let len = m.len() as u32;
+        m[0..4].copy_from_slice(&len.to_ne_bytes());
+        let info = parse_link_reply(&m).expect("parsed");
+        assert_eq!(
+            info,
+            LinkInfo {
+                peer: Some(7),
+                peer_elsewhere: false,
+                kind: Some("veth".into())
+            }
+        );
+        assert_eq!(parse_link_reply(&m[..10]), None, "truncated");
+    }
+}
