@@ -236,6 +236,23 @@ pub trait LeafSched: Qdisc<BenchPacket> {
         pkt: BenchPacket,
         now: Time,
     ) -> Result<(), Dropped<BenchPacket>>;
+    /// Packet `i` into leaf `leaves[i]`, leaving `pkts` empty; refused ones into `refused`.
+    fn enqueue_leaf_burst(
+        &mut self,
+        leaves: &[ClassId],
+        pkts: &mut Vec<BenchPacket>,
+        now: Time,
+        refused: &mut Vec<Dropped<BenchPacket>>,
+    ) -> usize {
+        let mut ok = 0;
+        for (&l, p) in leaves.iter().zip(pkts.drain(..)) {
+            match self.enqueue_leaf(l, p, now) {
+                Ok(()) => ok += 1,
+                Err(d) => refused.push(d),
+            }
+        }
+        ok
+    }
 }
 
 impl LeafSched for Htb<BenchPacket> {
@@ -247,6 +264,15 @@ impl LeafSched for Htb<BenchPacket> {
         now: Time,
     ) -> Result<(), Dropped<BenchPacket>> {
         self.enqueue_to(leaf, pkt, now)
+    }
+    fn enqueue_leaf_burst(
+        &mut self,
+        leaves: &[ClassId],
+        pkts: &mut Vec<BenchPacket>,
+        now: Time,
+        refused: &mut Vec<Dropped<BenchPacket>>,
+    ) -> usize {
+        self.enqueue_burst_to(leaves, pkts, now, refused)
     }
 }
 
@@ -287,6 +313,10 @@ pub struct SchedBench<Q: LeafSched> {
     burst: u32,
     /// Packets outside the scheduler (DPDK's free stack).
     free: Vec<BenchPacket>,
+    /// Scratch for one burst: its leaves, its packets, what was refused.
+    burst_leaves: Vec<ClassId>,
+    burst_pkts: Vec<BenchPacket>,
+    refused: Vec<Dropped<BenchPacket>>,
     now: u64,
     tx_ns: u64,
 }
@@ -346,6 +376,9 @@ impl<Q: LeafSched> SchedBench<Q> {
             pos: 0,
             burst,
             free: Vec::new(),
+            burst_leaves: Vec::with_capacity(burst as usize),
+            burst_pkts: Vec::with_capacity(burst as usize),
+            refused: Vec::new(),
             now: 0,
             tx_ns,
         };
@@ -373,36 +406,44 @@ impl<Q: LeafSched> SchedBench<Q> {
         while c.dequeued < packets {
             let k = (self.burst as usize).min(self.free.len());
             let now = Time(self.now);
+            self.burst_leaves.clear();
             for _ in 0..k {
                 let Some(pkt) = self.free.pop() else { break };
-                let leaf = self.leaves[self.tags[self.pos] as usize];
+                self.burst_leaves
+                    .push(self.leaves[self.tags[self.pos] as usize]);
+                self.burst_pkts.push(pkt);
                 self.pos += 1;
                 if self.pos == self.tags.len() {
                     self.pos = 0;
                 }
-                c.offered += 1;
-                if let Err(d) = self.sched.enqueue_leaf(leaf, pkt, now) {
-                    c.refused += 1;
-                    self.free.push(d.packet);
-                }
             }
-            for _ in 0..self.burst {
-                match self.sched.dequeue(Time(self.now)) {
-                    Dequeued::Packet(p) => {
-                        self.now += self.tx_ns;
-                        self.free.push(p);
-                        c.dequeued += 1;
-                    }
-                    Dequeued::NotBefore(t) => {
+            c.offered += self.burst_pkts.len() as u64;
+            self.sched.enqueue_leaf_burst(
+                &self.burst_leaves,
+                &mut self.burst_pkts,
+                now,
+                &mut self.refused,
+            );
+            for d in self.refused.drain(..) {
+                c.refused += 1;
+                self.free.push(d.packet);
+            }
+            match self
+                .sched
+                .dequeue_burst(now, self.burst as usize, &mut self.free)
+            {
+                Dequeued::Packet(n) => {
+                    self.now += self.tx_ns * n as u64;
+                    c.dequeued += n as u64;
+                    if n < self.burst as usize {
                         c.short += 1;
-                        self.now = t.0.max(self.now + 1);
-                        break;
-                    }
-                    Dequeued::Empty => {
-                        c.short += 1;
-                        break;
                     }
                 }
+                Dequeued::NotBefore(t) => {
+                    c.short += 1;
+                    self.now = t.0.max(self.now + 1);
+                }
+                Dequeued::Empty => c.short += 1,
             }
             c.iterations += 1;
             if k == 0 && self.free.len() == self.burst as usize && c.dequeued == 0 {
@@ -458,6 +499,45 @@ mod tests {
             st.check_conservation().unwrap();
             b.sched.check_invariants().unwrap();
         }
+    }
+
+    #[test]
+    fn burst_api_is_the_per_packet_api() {
+        // The same packets through HTB's burst calls and one by one: same departures, same counters.
+        let shape = Shape {
+            levels: 3,
+            leaves: 200,
+            subports: 2,
+        };
+        let (mut a, leaves) = build_htb(&shape).unwrap();
+        let (mut b, _) = build_htb(&shape).unwrap();
+        let seq = tag_sequence(200, Pattern::Random);
+        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+        let mut refused = Vec::new();
+        for round in 0..50u32 {
+            let now = Time(round as u64 * 10_000);
+            let ids: Vec<u32> = (0..24).map(|i| round * 24 + i).collect();
+            let cls: Vec<ClassId> = ids
+                .iter()
+                .map(|&i| leaves[seq[i as usize] as usize])
+                .collect();
+            let mut pkts: Vec<BenchPacket> =
+                ids.iter().map(|&id| BenchPacket { len: 64, id }).collect();
+            a.enqueue_burst_to(&cls, &mut pkts, now, &mut refused);
+            assert!(pkts.is_empty());
+            for (&c, &id) in cls.iter().zip(&ids) {
+                b.enqueue_to(c, BenchPacket { len: 64, id }, now).unwrap();
+            }
+            let got = a.dequeue_burst(now, 16, &mut out_a);
+            assert_eq!(got, Dequeued::Packet(16));
+            for _ in 0..16 {
+                out_b.push(b.dequeue(now).packet().unwrap());
+            }
+        }
+        assert!(refused.is_empty());
+        assert_eq!(out_a, out_b);
+        assert_eq!(a.stats(), b.stats());
+        a.check_invariants().unwrap();
     }
 
     #[test]

@@ -274,6 +274,42 @@ pub trait Qdisc<P: Packet> {
     fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>>;
     /// Take the next packet to transmit, if any may go at `now`.
     fn dequeue(&mut self, now: Time) -> Dequeued<P>;
+    /// Offer a burst of packets, in order, all at `now`, leaving `pkts` empty; refused packets
+    /// go to `refused`. Returns how many were accepted. The default is one `enqueue` each;
+    /// schedulers override it to overlap the cache misses of the whole burst.
+    fn enqueue_burst(
+        &mut self,
+        pkts: &mut Vec<P>,
+        now: Time,
+        refused: &mut Vec<Dropped<P>>,
+    ) -> usize {
+        let mut ok = 0;
+        for p in pkts.drain(..) {
+            match self.enqueue(p, now) {
+                Ok(()) => ok += 1,
+                Err(d) => refused.push(d),
+            }
+        }
+        ok
+    }
+    /// Take up to `max` packets, appended to `out` in transmission order. `Packet(n)`: `n`
+    /// packets were taken (`n ≥ 1` unless `max` is 0) (fewer than `max` when the qdisc ran empty or throttled: the next call
+    /// says which); otherwise what `dequeue` would have said. The default calls `dequeue`.
+    fn dequeue_burst(&mut self, now: Time, max: usize, out: &mut Vec<P>) -> Dequeued<usize> {
+        let mut n = 0;
+        while n < max {
+            match self.dequeue(now) {
+                Dequeued::Packet(p) => {
+                    out.push(p);
+                    n += 1;
+                }
+                Dequeued::Empty if n == 0 => return Dequeued::Empty,
+                Dequeued::NotBefore(t) if n == 0 => return Dequeued::NotBefore(t),
+                _ => break,
+            }
+        }
+        Dequeued::Packet(n)
+    }
     /// Packets and bytes waiting.
     fn backlog(&self) -> Backlog {
         self.stats().backlog
