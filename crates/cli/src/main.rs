@@ -1,6 +1,7 @@
 //! The `linkshare` command line.
 
 mod check;
+mod compare_cmd;
 mod export_tc;
 mod lab;
 mod router_cmds;
@@ -59,6 +60,14 @@ enum Command {
     Export(export_tc::ExportArgs),
     /// Build a namespace testbed and push real kernel traffic through linkshare (and the kernel's HTB)
     Lab(lab::LabArgs),
+    /// Hold a scenario's simulation against the lab (real kernel TCP), per class per phase
+    ///
+    /// Runs SCENARIO in the simulator and in the lab (`linkshare lab`; with --kernel also through
+    /// the kernel's HTB), prints per class per phase the rates side by side with the error as a
+    /// percentage of the link rate, ping RTTs and goodputs; writes compare.json, report.html and
+    /// each side's report into DIR. Needs root. Exit codes: 0 within the tolerance, 1 outside it,
+    /// 2 error (not root, no `ip`, namespaces unavailable, invalid scenario, a flow failed).
+    Compare(compare_cmd::CompareArgs),
     /// Regenerate docs/seeds.md: every seed finding beside linkshare's result (runs the scenarios)
     Seeds(seeds_doc::SeedsArgs),
 }
@@ -84,6 +93,7 @@ fn main() {
         Command::Export(a) => report(export_tc::run(a)),
         Command::Lab(a) => report(lab::run(a)),
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
+        Command::Compare(a) => report(compare_cmd::run(a)),
     };
     std::process::exit(code);
 }
