@@ -54,6 +54,9 @@ pub struct CompareArgs {
     /// Run the lab on every SCENARIO and store its figures in FILE (no simulation, no verdict)
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// Do not run the lab: compare with the scenario's figures stored in FILE (no root needed)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "kernel"])]
+    pub against: Option<PathBuf>,
 }
 
 const EXIT_ERROR: i32 = 2;
@@ -88,9 +91,25 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
             rtt_floor_ms: Tolerance::TARGET.rtt_floor_ms,
         },
     };
-    if let Some(why) = lab::testbed::unavailable() {
-        eprintln!("error: {why}");
-        return Ok(EXIT_ERROR);
+    let against = match &args.against {
+        Some(f) => match stored_entry(f, path)? {
+            Some(e) => Some(e),
+            None => {
+                eprintln!(
+                    "{}: error: no entry for {} (record it with --record)",
+                    f.display(),
+                    path.display()
+                );
+                return Ok(EXIT_ERROR);
+            }
+        },
+        None => None,
+    };
+    if against.is_none() {
+        if let Some(why) = lab::testbed::unavailable() {
+            eprintln!("error: {why}");
+            return Ok(EXIT_ERROR);
+        }
     }
     let out = args
         .out
@@ -107,6 +126,30 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
         }
     };
     write_side(&sim, &out.join("sim"), &command)?;
+
+    if let Some(entry) = against {
+        let c = match entry.check(&sc, &sim, tolerance) {
+            Ok(c) => c,
+            Err(m) => {
+                eprintln!("error: {m}");
+                return Ok(EXIT_ERROR);
+            }
+        };
+        let kernel = entry.kernel.is_some();
+        let overlays = [Overlay {
+            label: "sim",
+            result: &sim,
+        }];
+        return finish(
+            args,
+            &c,
+            &out,
+            &overlays,
+            sc.policy.is_none(),
+            kernel,
+            &command,
+        );
+    }
 
     let mut sides = vec![("lab", false)];
     if args.kernel {
@@ -138,12 +181,6 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
         tolerance,
     );
 
-    let json = c.to_json()?;
-    if args.json {
-        std::io::stdout().write_all(json.as_bytes())?;
-    } else {
-        print!("{}", compare::render_text(&c, args.kernel));
-    }
     let mut overlays = vec![Overlay {
         label: "sim",
         result: &sim,
@@ -151,8 +188,28 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
     for (label, r) in &measured {
         overlays.push(Overlay { label, result: r });
     }
-    let html = compare::render_html(&c, &overlays, no_policy, Some(&command));
-    let written = std::fs::write(out.join("compare.json"), &json)
+    finish(args, &c, &out, &overlays, no_policy, args.kernel, &command)
+}
+
+/// Print the comparison, write compare.json and report.html; the exit code.
+fn finish(
+    args: &CompareArgs,
+    c: &Comparison,
+    out: &Path,
+    overlays: &[Overlay],
+    no_policy: bool,
+    kernel: bool,
+    command: &str,
+) -> anyhow::Result<i32> {
+    let json = c.to_json()?;
+    if args.json {
+        std::io::stdout().write_all(json.as_bytes())?;
+    } else {
+        print!("{}", compare::render_text(c, kernel));
+    }
+    let html = compare::render_html(c, overlays, no_policy, Some(command));
+    let written = std::fs::create_dir_all(out)
+        .and_then(|_| std::fs::write(out.join("compare.json"), &json))
         .and_then(|_| std::fs::write(out.join("report.html"), html));
     if let Err(e) = written {
         eprintln!("{}: error: cannot write the comparison: {e}", out.display());
@@ -160,12 +217,14 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
     }
     if !args.json {
         println!(
-            "\nwrote {0}/compare.json, {0}/report.html and the sides' reports in {0}/sim, {0}/lab{1}",
+            "\nwrote {0}/compare.json, {0}/report.html and the sides' reports in {0}/sim{1}",
             out.display(),
-            if args.kernel {
-                format!(", {}/kernel", out.display())
+            if args.against.is_some() {
+                " (the lab's figures were the stored ones)".to_string()
+            } else if args.kernel {
+                format!(", {0}/lab, {0}/kernel", out.display())
             } else {
-                String::new()
+                format!(", {}/lab", out.display())
             }
         );
     }
@@ -307,10 +366,17 @@ fn record(args: &CompareArgs, file: &Path) -> anyhow::Result<i32> {
             Ok(r) => Figures::measure(&r, &phases, no_policy),
             Err(code) => return Ok(code),
         };
+        // The kernel's column is for scale only: a policy the kernel's HTB cannot run (CBQ) is
+        // recorded without it.
         let kernel = if args.kernel {
-            match lab_side(path, &sc, true)? {
-                Ok(r) => Some(Figures::measure(&r, &phases, no_policy)),
-                Err(code) => return Ok(code),
+            match lab_side(path, &sc, true) {
+                Ok(Ok(r)) => Some(Figures::measure(&r, &phases, no_policy)),
+                Ok(Err(lab::EXIT_INTERRUPTED)) => return Ok(lab::EXIT_INTERRUPTED),
+                Ok(Err(_)) => None,
+                Err(e) => {
+                    eprintln!("compare: {}: no kernel column: {e:#}", sc.name);
+                    None
+                }
             }
         } else {
             None

@@ -3,6 +3,7 @@
 mod check;
 mod compare_cmd;
 mod export_tc;
+mod fidelity_doc;
 mod lab;
 mod router_cmds;
 mod seeds_doc;
@@ -68,6 +69,9 @@ enum Command {
     /// each side's report into DIR. Needs root. Exit codes: 0 within the tolerance, 1 outside it,
     /// 2 error (not root, no `ip`, namespaces unavailable, invalid scenario, a flow failed).
     Compare(compare_cmd::CompareArgs),
+    /// Regenerate the calibration table of docs/fidelity.md: a fresh simulation of every
+    /// calibration scenario against the stored lab figures (no root needed)
+    Fidelity(fidelity_doc::FidelityArgs),
     /// Regenerate docs/seeds.md: every seed finding beside linkshare's result (runs the scenarios)
     Seeds(seeds_doc::SeedsArgs),
 }
@@ -94,6 +98,7 @@ fn main() {
         Command::Lab(a) => report(lab::run(a)),
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
         Command::Compare(a) => report(compare_cmd::run(a)),
+        Command::Fidelity(a) => report(fidelity_doc::run_cmd(a)),
     };
     std::process::exit(code);
 }
