@@ -22,7 +22,7 @@ fn scratch(name: &str) -> PathBuf {
 
 /// 4 Mbit/s, class `a` capped at 2 Mbit/s (ceil) and overloaded by UDP from 0 to 6 s, class `b`
 /// (2 Mbit/s) carrying 1 Mbit/s of UDP throughout; 8 s. The simulator's figures follow from the
-/// policy: a = 2 Mbit/s while loaded, b = 1 Mbit/s.
+/// policy: a = 2 Mbit/s while loaded (its 10-packet queue drains in 40 ms after), b = 1 Mbit/s.
 const SCENARIO: &str = r#"
 name = "cmp-test"
 duration = "8s"
@@ -41,6 +41,7 @@ name = "a"
 parent = "root"
 rate = "2mbit"
 ceil = "2mbit"
+leaf = { type = "pfifo", limit = 10 }
 [[policy.class]]
 name = "b"
 parent = "root"

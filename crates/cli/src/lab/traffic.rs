@@ -409,6 +409,16 @@ fn tcp_source(p: &Plan, l: &FlowLive, stop: &AtomicBool, t0: Instant) -> anyhow:
                         | std::io::ErrorKind::TimedOut
                         | std::io::ErrorKind::Interrupted
                 ) => {}
+            // The run is over and the sink closed first: not the flow's failure.
+            Err(e)
+                if stop.load(Ordering::Relaxed)
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                    ) =>
+            {
+                break
+            }
             Err(e) => bail!("send: {e}"),
         }
     }

@@ -33,7 +33,7 @@ pub struct Stored {
 /// One scenario's lab figures.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct StoredScenario {
-    /// The scenario file, relative to the repository root.
+    /// The scenario file's name; it lives in the results file's directory.
     pub file: String,
     /// What the calibration test and CI allow today (see the module comment).
     pub tolerance: Tolerance,
