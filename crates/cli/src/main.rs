@@ -2,8 +2,10 @@
 
 mod check;
 mod class_edit;
+mod compare_cmd;
 mod exit;
 mod export_tc;
+mod fidelity_doc;
 mod lab;
 mod router_cmds;
 mod seeds_doc;
@@ -66,6 +68,17 @@ enum Command {
     Export(export_tc::ExportArgs),
     /// Build a namespace testbed and push real kernel traffic through linkshare (and the kernel's HTB)
     Lab(lab::LabArgs),
+    /// Hold a scenario's simulation against the lab (real kernel TCP), per class per phase
+    ///
+    /// Runs SCENARIO in the simulator and in the lab (`linkshare lab`; with --kernel also through
+    /// the kernel's HTB), prints per class per phase the rates side by side with the error as a
+    /// percentage of the link rate, ping RTTs and goodputs; writes compare.json, report.html and
+    /// each side's report into DIR. Needs root. Exit codes: 0 within the tolerance, 1 outside it,
+    /// 2 error (not root, no `ip`, namespaces unavailable, invalid scenario, a flow failed).
+    Compare(compare_cmd::CompareArgs),
+    /// Regenerate the calibration table of docs/fidelity.md: a fresh simulation of every
+    /// calibration scenario against the stored lab figures (no root needed)
+    Fidelity(fidelity_doc::FidelityArgs),
     /// Regenerate docs/seeds.md: every seed finding beside linkshare's result (runs the scenarios)
     Seeds(seeds_doc::SeedsArgs),
 }
@@ -104,6 +117,8 @@ fn main() {
         Command::Export(a) => report(export_tc::run(a)),
         Command::Lab(a) => report(lab::run(a)),
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
+        Command::Compare(a) => report(compare_cmd::run(a)),
+        Command::Fidelity(a) => report(fidelity_doc::run_cmd(a)),
     };
     std::process::exit(code);
 }

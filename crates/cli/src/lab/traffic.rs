@@ -632,6 +632,16 @@ fn tcp_write(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
                 ) => {}
+            // The run is over and the sink closed first: not the flow's failure.
+            Err(e)
+                if stop.load(Ordering::Relaxed)
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                    ) =>
+            {
+                break
+            }
             Err(e) => bail!("send: {e}"),
         }
     }
