@@ -145,9 +145,11 @@ pub const NETNS_LOG_ENV: &str = "LINKSHARE_NETNS_LOG";
 
 /// The gate of every namespace test (router, lab, export tc): `true` when namespaces can be
 /// built here (recorded as `ran`); otherwise the test is skipped with the reason, see
-/// [`netns_test_skipped`].
+/// [`netns_test_skipped`]. The test is named by its thread (libtest names it after the test).
 #[allow(dead_code)] // used by the namespace tests, which include this file
-pub fn netns_test_can_run(test: &str) -> bool {
+pub fn netns_test_can_run() -> bool {
+    let test = current_test();
+    let test = test.as_str();
     let why = unavailable().or_else(|| {
         let ok = Command::new("ip")
             .args(["netns", "list"])
@@ -163,7 +165,7 @@ pub fn netns_test_can_run(test: &str) -> bool {
             true
         }
         Some(why) => {
-            netns_test_skipped(test, &why);
+            netns_test_skipped(&why);
             false
         }
     }
@@ -172,12 +174,22 @@ pub fn netns_test_can_run(test: &str) -> bool {
 /// A namespace test cannot run: it panics when [`REQUIRE_NETNS_ENV`] is `1` (CI must not pass
 /// on a test that did nothing), else prints `SKIP` with the reason and records `skipped`.
 #[allow(dead_code)] // used by the namespace tests, which include this file
-pub fn netns_test_skipped(test: &str, why: &str) {
+pub fn netns_test_skipped(why: &str) {
+    let test = current_test();
+    let test = test.as_str();
     if std::env::var(REQUIRE_NETNS_ENV).is_ok_and(|v| v == "1") {
         panic!("{test} cannot run ({why}) and {REQUIRE_NETNS_ENV}=1 requires it");
     }
     eprintln!("SKIP {test}: {why}");
     netns_test_record("skipped", test);
+}
+
+#[allow(dead_code)] // used by the namespace tests, which include this file
+fn current_test() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("unnamed test")
+        .to_string()
 }
 
 #[allow(dead_code)] // used by the namespace tests, which include this file
@@ -975,6 +987,29 @@ impl Drop for Testbed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A namespace test that cannot run is recorded as skipped, and fails under
+    /// LINKSHARE_REQUIRE_NETNS=1. (The only test of this binary that sets these variables.)
+    #[test]
+    fn a_namespace_test_that_cannot_run_is_counted_and_fails_when_required() {
+        let log = std::env::temp_dir().join(format!("lsnetns-{}.log", std::process::id()));
+        let _ = std::fs::remove_file(&log);
+        std::env::set_var(NETNS_LOG_ENV, &log);
+        std::env::remove_var(REQUIRE_NETNS_ENV);
+        netns_test_skipped("no namespaces in this test");
+        std::env::set_var(REQUIRE_NETNS_ENV, "1");
+        let failed = std::panic::catch_unwind(|| netns_test_skipped("still none")).is_err();
+        std::env::remove_var(REQUIRE_NETNS_ENV);
+        std::env::remove_var(NETNS_LOG_ENV);
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        assert!(failed, "a required namespace test skipped silently");
+        assert_eq!(
+            text,
+            format!("skipped {}\n", current_test()),
+            "recorded once, as skipped"
+        );
+    }
 
     #[test]
     fn tc_class_statistics_become_counters() {
