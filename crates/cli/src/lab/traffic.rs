@@ -295,7 +295,10 @@ fn connect_fd(fd: RawFd, to: SocketAddrV4) -> std::io::Result<()> {
 
 fn window_of(p: &Plan) -> i32 {
     match &p.spec.kind {
-        FlowKind::Tcp(t) => t.window.clamp(4096, i32::MAX as u64 / 2) as i32,
+        FlowKind::Tcp(t) => t
+            .window
+            .unwrap_or(linkshare_sim::scenario::DEFAULT_WINDOW)
+            .clamp(4096, i32::MAX as u64 / 2) as i32,
         _ => 0,
     }
 }

@@ -1,0 +1,1 @@
+//! Sender behaviour on hand-built ACK sequences.
