@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | sender: ACK processing, sending, timers | [`sender`] | net/ipv4/tcp_input.c `tcp_ack`, tcp_output.c, tcp_timer.c |
 //! | recovery state machine (Open/Disorder/CWR/Recovery/Loss) | [`recovery`] | tcp_input.c `tcp_fastretrans_alert` |
+//! | SACK tagging, cumulative ACK, RTT samples | `sacktag` | tcp_input.c `tcp_sacktag_write_queue`, `tcp_clean_rtx_queue` |
 //! | retransmission queue + SACK scoreboard | [`scoreboard`] | RFC 6675 §4, tcp_input.c `tcp_sacktag_one` |
 //! | RACK-TLP loss detection | [`rack`] | RFC 8985, net/ipv4/tcp_recovery.c |
 //! | Proportional Rate Reduction | [`prr`] | RFC 6937, `tcp_cwnd_reduction` |
@@ -27,6 +28,7 @@ pub mod rate;
 pub mod receiver;
 mod recovery;
 pub mod rtt;
+mod sacktag;
 pub mod scoreboard;
 pub mod sender;
 #[cfg(test)]

@@ -24,14 +24,14 @@
 //! `tcp_add_reno_sack`) and the head is marked lost at three of them and after each partial ACK in
 //! recovery (`tcp_newreno_mark_lost`): RFC 6582 NewReno with PRR's window.
 
-use super::cc::{AckSample, CaState, CongestionControl, ConnInfo, CwndEvent, RateSample, Window};
+use super::cc::{CaState, CongestionControl, ConnInfo, CwndEvent, RateSample, Window};
 use super::pacing::Pacing;
 use super::prr::Prr;
 use super::rack::{self, Rack};
 use super::rate::{RateState, SampleBuilder};
 use super::receiver::AckInfo;
 use super::rtt::RttEstimator;
-use super::scoreboard::{Scoreboard, EVER_RETRANS, SACKED};
+use super::scoreboard::Scoreboard;
 use super::NOTSENT_LOWAT;
 use crate::scenario::TcpSpec;
 
@@ -614,158 +614,6 @@ impl Sender {
 
     fn ack_is_dubious(&self, flag: u32) -> bool {
         flag & F_NOT_DUP == 0 || flag & F_CA_ALERT != 0 || self.ca_state != CaState::Open
-    }
-
-    /// `tcp_sacktag_write_queue`: returns the flags and the send times of the first and last
-    /// newly SACKed never-retransmitted segments.
-    fn sacktag(
-        &mut self,
-        a: &AckInfo,
-        now: u64,
-        b: &mut SampleBuilder,
-    ) -> (u32, Option<u64>, Option<u64>) {
-        let mut flag = 0;
-        let mut blocks: [(u64, u64); 3] = [(0, 0); 3];
-        let mut n = 0;
-        for (k, &(s, e)) in a.blocks().iter().enumerate() {
-            if k == 0 && a.dsack {
-                flag |= F_DSACKING_ACK;
-                continue;
-            }
-            if e <= self.snd_una || s >= e {
-                continue;
-            }
-            blocks[n] = (s, e);
-            n += 1;
-        }
-        let blocks = &mut blocks[..n];
-        blocks.sort_unstable();
-        let prior_highest = self.sb.highest_sack;
-        let min_rtt = self.rtt.min_rtt();
-        let mut reord = u64::MAX;
-        let mut first = None;
-        let mut last = None;
-        let mut newly = 0;
-        for &(s, e) in blocks.iter() {
-            let rack = &mut self.rack;
-            let rate = &mut self.rate;
-            newly += self.sb.sack_block(s, e, |seg| {
-                let retrans = seg.has(EVER_RETRANS);
-                if !retrans {
-                    if seg.seq < prior_highest {
-                        reord = reord.min(seg.seq);
-                    }
-                    first.get_or_insert(seg.xmit);
-                    last = Some(seg.xmit);
-                }
-                rate.delivered += 1;
-                rack.advance(now, seg.xmit, seg.end(), retrans, min_rtt);
-                let (xmit, end) = (seg.xmit, seg.end());
-                rate.on_delivered(b, &mut seg.tx, xmit, end, retrans, true);
-            });
-        }
-        self.sb.set_sack_cache(blocks);
-        if newly > 0 {
-            flag |= F_DATA_SACKED;
-        }
-        if reord != u64::MAX {
-            self.check_sack_reordering(reord);
-        }
-        (flag, first.map(|t| now - t), last.map(|t| now - t))
-    }
-
-    /// `tcp_check_sack_reordering`: a hole below the highest SACK was filled by an original
-    /// transmission.
-    pub(super) fn check_sack_reordering(&mut self, low_seq: u64) {
-        let fack = self.sb.highest_sack;
-        if low_seq >= fack {
-            return;
-        }
-        let metric = fack - low_seq;
-        let mss = self.mss as u64;
-        if metric > self.reordering as u64 * mss {
-            self.reordering = (metric.div_ceil(mss) as u32).min(MAX_REORDERING);
-        }
-        self.reord_seen = true;
-    }
-
-    /// `tcp_clean_rtx_queue` and `tcp_ack_update_rtt`: returns the flags and the RTT sample.
-    fn clean_rtx_queue(
-        &mut self,
-        a: &AckInfo,
-        prior_fack: u64,
-        now: u64,
-        b: &mut SampleBuilder,
-        sack_rtt: (Option<u64>, Option<u64>),
-    ) -> (u32, Option<u64>) {
-        let mut flag = 0;
-        let mut first_ackt = None;
-        let mut last_ackt = None;
-        let mut reord = u64::MAX;
-        let mut pkts_acked = 0u32;
-        let min_rtt = self.rtt.min_rtt();
-        while let Some(s) = self.sb.pop_acked(self.snd_una) {
-            let retrans = s.has(EVER_RETRANS);
-            let sacked = s.has(SACKED);
-            if retrans {
-                flag |= F_RETRANS_DATA_ACKED;
-            } else if !sacked {
-                first_ackt.get_or_insert(s.xmit);
-                last_ackt = Some(s.xmit);
-                reord = reord.min(s.seq);
-            }
-            if !sacked && self.sack {
-                self.rate.delivered += 1;
-                self.rack.advance(now, s.xmit, s.end(), retrans, min_rtt);
-            }
-            pkts_acked += 1;
-            let mut tx = s.tx;
-            self.rate
-                .on_delivered(b, &mut tx, s.xmit, s.end(), retrans, false);
-        }
-        if pkts_acked > 0 {
-            flag |= F_ACKED | F_SET_XMIT_TIMER;
-            if !self.sack {
-                self.remove_reno_sacks(pkts_acked);
-            } else if reord < prior_fack {
-                self.check_sack_reordering(reord);
-            }
-        }
-        // `tcp_ack_update_rtt`.
-        let mut seq_rtt = None;
-        let mut ca_rtt = None;
-        if let Some(f) = first_ackt {
-            if flag & F_RETRANS_DATA_ACKED == 0 {
-                seq_rtt = Some(now - f);
-                ca_rtt = last_ackt.map(|l| now - l);
-            }
-        }
-        if sack_rtt.0.is_some() {
-            ca_rtt = sack_rtt.1;
-            if seq_rtt.is_none() {
-                seq_rtt = sack_rtt.0;
-            }
-        }
-        if seq_rtt.is_none() && a.tsecr != 0 && flag & F_ACKED != 0 {
-            // Timestamp clock in milliseconds (TCP_TS_HZ = 1000).
-            let ticks = (now / 1_000_000).saturating_sub(a.tsecr / 1_000_000).max(1);
-            seq_rtt = Some(ticks * 1_000_000);
-            ca_rtt = seq_rtt;
-        }
-        b.rs.rtt = ca_rtt;
-        if let Some(m) = seq_rtt {
-            self.rtt.update_min(now, ca_rtt.unwrap_or(m));
-            self.rtt.sample(m, self.snd_una, self.snd_nxt);
-            self.backoff = 0;
-        }
-        let sample = AckSample {
-            pkts_acked,
-            rtt: ca_rtt,
-            in_flight: b.rs.prior_in_flight,
-        };
-        let c = self.conn(now);
-        self.cc.pkts_acked(&sample, &self.w, &c);
-        (flag, seq_rtt)
     }
 
     /// `tcp_cong_control`.
