@@ -18,8 +18,8 @@
 //! BBR's quanta) is the kernel's. The sender multiplies by the MSS. All times are nanoseconds of
 //! the simulator's clock; rates are bytes per second.
 //!
-//! Controllers: [`reno`] (`tcp_reno`, net/ipv4/tcp_cong.c), `cubic` (net/ipv4/tcp_cubic.c) and
-//! `bbr` (net/ipv4/tcp_bbr.c, v1); [`new`] builds the one a scenario names.
+//! Controllers: [`reno`] (`tcp_reno`, net/ipv4/tcp_cong.c), [`cubic`] (net/ipv4/tcp_cubic.c) and
+//! [`bbr`] (net/ipv4/tcp_bbr.c, v1); [`new`] builds the one a scenario names.
 //!
 //! [`ssthresh`]: CongestionControl::ssthresh
 //! [`cong_avoid`]: CongestionControl::cong_avoid
@@ -29,6 +29,9 @@
 //! [`pkts_acked`]: CongestionControl::pkts_acked
 //! [`undo_cwnd`]: CongestionControl::undo_cwnd
 
+pub mod bbr;
+pub mod cubic;
+mod minmax;
 pub mod reno;
 
 use crate::scenario::CcKind;
@@ -42,17 +45,17 @@ pub fn new(kind: CcKind, init_cwnd: u32, mss: u32) -> Box<dyn CongestionControl>
 
 /// [`new`] with a seed for the controller's deterministic random choices (e.g. the flow index).
 pub fn new_seeded(kind: CcKind, init_cwnd: u32, mss: u32, seed: u64) -> Box<dyn CongestionControl> {
-    let _ = (init_cwnd, mss, seed);
     match kind {
         CcKind::NewReno => Box::new(reno::Reno::new()),
-        // Until CUBIC and BBR land, they run Reno.
-        CcKind::Cubic | CcKind::Bbr => Box::new(reno::Reno::new()),
+        CcKind::Cubic => Box::new(cubic::Cubic::new()),
+        CcKind::Bbr => Box::new(bbr::Bbr::new(init_cwnd, mss, seed)),
     }
 }
 
 /// Linux's `enum tcp_ca_state` (include/net/tcp.h).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum CaState {
+    #[default]
     Open,
     /// Duplicate ACKs or SACKs seen, no loss inferred yet.
     Disorder,
@@ -89,7 +92,8 @@ pub struct Window {
 }
 
 /// What a controller sees of the connection on each call (a read-only `tcp_sock`).
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+/// `Default` gives a fresh connection at time 0 (build with `..Default::default()`).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct ConnInfo {
     pub now: u64,
     pub mss: u32,
@@ -106,6 +110,16 @@ pub struct ConnInfo {
     /// `tcp_is_cwnd_limited`: the window was fully used in the last round.
     pub cwnd_limited: bool,
     pub ca_state: CaState,
+    /// `snd_una`, bytes of sequence space (u64: no wrap) — CUBIC's HyStart ends its rounds on it.
+    pub snd_una: u64,
+    /// `snd_nxt`, bytes of sequence space.
+    pub snd_nxt: u64,
+    /// `tp->lsndtime`: when data was last transmitted, ns. On [`CwndEvent::TxStart`] this is the
+    /// transmission *before* the one starting now (Linux raises the event before updating it);
+    /// CUBIC shifts its epoch by the idle time `now − last_send`.
+    pub last_send: u64,
+    /// `tp->lost`: total segments ever marked lost (BBR's long-term bandwidth sampling).
+    pub lost: u64,
 }
 
 /// Per-ACK sample for `pkts_acked` (Linux's `struct ack_sample`).
@@ -171,5 +185,18 @@ pub trait CongestionControl: std::fmt::Debug {
     /// `max(cwnd, prior_cwnd)`).
     fn undo_cwnd(&mut self, w: &Window, prior_cwnd: u32) -> u32 {
         w.cwnd.max(prior_cwnd)
+    }
+    /// The pacing rate (bytes/s) the controller has set, `sk_pacing_rate`, for controllers that
+    /// own it (BBR also changes it from `cwnd_event`, so the sender reads it after every hook);
+    /// `None` (the default) leaves pacing to the sender (`tcp_update_pacing_rate`).
+    fn pacing_rate(&self) -> Option<u64> {
+        None
+    }
+    /// BBR marks the connection application-limited on entering PROBE_RTT (`tp->app_limited =
+    /// delivered + in_flight`, tcp_bbr.c `bbr_update_min_rtt`) so that the low-rate samples of
+    /// PROBE_RTT do not shrink the bandwidth filter. The sender asks after `cong_control`; `true`
+    /// (once per request) means: mark app-limited now. Default: never.
+    fn take_app_limited_mark(&mut self) -> bool {
+        false
     }
 }

@@ -92,19 +92,13 @@ impl CongestionControl for Reno {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::tcp::cc::CaState;
 
     pub(crate) fn conn(now: u64) -> ConnInfo {
         ConnInfo {
             now,
             mss: 1448,
-            in_flight: 0,
-            srtt: 0,
-            min_rtt: 0,
-            delivered: 0,
-            app_limited: false,
             cwnd_limited: true,
-            ca_state: CaState::Open,
+            ..Default::default()
         }
     }
 
