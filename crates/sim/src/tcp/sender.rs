@@ -231,6 +231,10 @@ impl Sender {
             app_limited: self.rate.app_limited != 0,
             cwnd_limited: self.cwnd_limited(),
             ca_state: self.ca_state,
+            snd_una: self.snd_una,
+            snd_nxt: self.snd_nxt,
+            last_send: self.lsndtime,
+            lost: self.lost,
         }
     }
 
