@@ -356,12 +356,10 @@ fn connect_fd(fd: RawFd, to: SocketAddrV4) -> std::io::Result<()> {
     }
 }
 
-/// The receive window the file fixes, if it sets one; `None`: the kernel autotunes.
-///
-/// Until the scenario format tells an explicit `window` apart from its default, a window equal to
-/// the default ([`DEFAULT_WINDOW`](linkshare_sim::scenario::DEFAULT_WINDOW)) counts as unset.
+/// The receive window the file fixes, if it sets one; `None`: the kernel autotunes (as the
+/// simulator's receiver does).
 pub fn fixed_window(t: &TcpSpec) -> Option<u64> {
-    (t.window != linkshare_sim::scenario::DEFAULT_WINDOW).then_some(t.window)
+    t.window
 }
 
 fn window_of(p: &Plan) -> Option<i32> {
