@@ -3,8 +3,10 @@
 mod bench_sched;
 mod check;
 mod class_edit;
+mod compare_cmd;
 mod exit;
 mod export_tc;
+mod fidelity_doc;
 mod lab;
 mod router_cmds;
 mod seeds_doc;
@@ -69,6 +71,17 @@ enum Command {
     Lab(lab::LabArgs),
     /// Micro-benchmarks of the datapath without I/O (`bench sched`: the scheduler core beside DPDK's)
     Bench(bench_sched::BenchArgs),
+    /// Hold a scenario's simulation against the lab (real kernel TCP), per class per phase
+    ///
+    /// Runs SCENARIO in the simulator and in the lab (`linkshare lab`; with --kernel also through
+    /// the kernel's HTB), prints per class per phase the rates side by side with the error as a
+    /// percentage of the link rate, ping RTTs and goodputs; writes compare.json, report.html and
+    /// each side's report into DIR. Needs root. Exit codes: 0 within the tolerance, 1 outside it,
+    /// 2 error (not root, no `ip`, namespaces unavailable, invalid scenario, a flow failed).
+    Compare(compare_cmd::CompareArgs),
+    /// Regenerate the calibration table of docs/fidelity.md: a fresh simulation of every
+    /// calibration scenario against the stored lab figures (no root needed)
+    Fidelity(fidelity_doc::FidelityArgs),
     /// Regenerate docs/seeds.md: every seed finding beside linkshare's result (runs the scenarios)
     Seeds(seeds_doc::SeedsArgs),
 }
@@ -108,6 +121,8 @@ fn main() {
         Command::Lab(a) => report(lab::run(a)),
         Command::Bench(a) => report(bench_sched::run(a)),
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
+        Command::Compare(a) => report(compare_cmd::run(a)),
+        Command::Fidelity(a) => report(fidelity_doc::run_cmd(a)),
     };
     std::process::exit(code);
 }

@@ -1,11 +1,17 @@
 //! `linkshare export tc`: the script is accepted by the kernel, and the kernel's HTB and u32
 //! filters put real packets in the classes linkshare would.
-//! The kernel test needs root and `ip netns`; it skips with the reason printed elsewhere.
+//! The kernel test needs root and `ip netns`; it skips with the reason printed elsewhere, and
+//! fails instead under LINKSHARE_REQUIRE_NETNS=1 (the testbed's shared gate).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
 use std::process::{Command, Stdio};
+
+/// The lab's namespace testbed, compiled in for its shared gate (`netns_test_can_run`).
+#[allow(dead_code)]
+#[path = "../src/lab/testbed.rs"]
+mod testbed;
 
 const BIN: &str = env!("CARGO_BIN_EXE_linkshare");
 
@@ -217,19 +223,17 @@ fn send(ns: &str, dst: SocketAddr, tos: u8, src_port: u16, n: usize) {
 
 #[test]
 fn kernel_applies_the_script_and_classifies_packets_as_linkshare_does() {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("SKIP: not root (the kernel test needs network namespaces)");
+    if !testbed::netns_test_can_run() {
         return;
     }
     if !run("tc", &["-V"]) {
-        eprintln!("SKIP: no `tc` binary (apt-get install iproute2)");
+        testbed::netns_test_skipped("no `tc` binary (apt-get install iproute2)");
         return;
     }
     let tag = std::process::id() % 100000;
     let a = Ns(format!("lsxa{tag}"));
     if !run("ip", &["netns", "add", &a.0]) {
-        eprintln!("SKIP: `ip netns add` does not work here");
+        testbed::netns_test_skipped("`ip netns add` does not work here");
         return;
     }
     let b = Ns(format!("lsxb{tag}"));

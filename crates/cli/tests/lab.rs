@@ -1,6 +1,6 @@
 //! `linkshare lab`: a scenario's flows as real traffic through `linkshare run` in network
 //! namespaces. The tests that build a testbed skip (with the reason printed) when not root or
-//! when `ip netns` does not work; they run one at a time (`SERIAL`), and the lab's names carry its
+//! when `ip netns` does not work, and fail instead under LINKSHARE_REQUIRE_NETNS=1; they run one at a time (`SERIAL`), and the lab's names carry its
 //! pid, so they coexist with other test binaries' namespaces.
 
 use std::path::{Path, PathBuf};
@@ -15,21 +15,11 @@ fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_linkshare")
 }
 
-/// Why the lab cannot run here, if it cannot.
-fn skip_reason() -> Option<&'static str> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not root");
-    }
-    let ok = Command::new("ip")
-        .args(["netns", "list"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    (!ok).then_some("`ip netns` does not work here")
-}
+/// The namespace testbed, compiled in for its shared gate (`netns_test_can_run`: skip with the
+/// reason, or fail under LINKSHARE_REQUIRE_NETNS=1).
+#[allow(dead_code)]
+#[path = "../src/lab/testbed.rs"]
+mod testbed;
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("lslabtest-{}-{name}", std::process::id()));
@@ -141,8 +131,7 @@ fn kernel_htb_gets_the_same_rates() {
 }
 
 fn rates_through(kernel: bool) {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIP: {why}");
+    if !testbed::netns_test_can_run() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -215,8 +204,7 @@ fn rates_through(kernel: bool) {
 
 #[test]
 fn sigterm_mid_run_cleans_up() {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIP: {why}");
+    if !testbed::netns_test_can_run() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -319,8 +307,7 @@ fn bench_rejects_unknown_measurements() {
 /// packet is measured for linkshare rows only, and the JSON carries the same table.
 #[test]
 fn bench_forwarding_measures_every_router() {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIP: {why}");
+    if !testbed::netns_test_can_run() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -399,8 +386,7 @@ fn lab_run(name: &str, scenario: &str) -> (Value, String, String) {
 /// just before the end loses nothing (its receiver drains).
 #[test]
 fn ping_rtt_is_twice_delay_plus_extra_delay() {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIP: {why}");
+    if !testbed::netns_test_can_run() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -462,8 +448,7 @@ stop = "2.99s"
 /// buffer) after `stop`. The flow runs NewReno (`reno`, checked by the source when it sets it).
 #[test]
 fn tcp_delivery_stops_soon_after_stop() {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIP: {why}");
+    if !testbed::netns_test_can_run() {
         return;
     }
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());

@@ -38,8 +38,8 @@ fn exe() -> &'static str {
 }
 
 impl Bed {
-    fn new(test: &str) -> Option<Bed> {
-        if !testbed::netns_test_can_run(test) {
+    fn new() -> Option<Bed> {
+        if !testbed::netns_test_can_run() {
             return None;
         }
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -50,7 +50,7 @@ impl Bed {
                 _serial: serial,
             }),
             Err(e) => {
-                testbed::netns_test_skipped(test, &format!("cannot build the testbed: {e:#}"));
+                testbed::netns_test_skipped(&format!("cannot build the testbed: {e:#}"));
                 None
             }
         }
@@ -151,9 +151,7 @@ fn longest_gap(arrivals: &[f64], from: f64, to: f64) -> f64 {
 
 #[test]
 fn misbehaving_control_clients_do_not_stall_forwarding() {
-    let Some(mut b) = Bed::new("misbehaving_control_clients_do_not_stall_forwarding") else {
-        return;
-    };
+    let Some(mut b) = Bed::new() else { return };
     let p = b
         .bed
         .write_file("many.toml", &many_classes(1000))
@@ -242,8 +240,7 @@ fn output_text(o: &Output) -> String {
 
 #[test]
 fn a_second_instance_on_the_same_interfaces_is_refused_with_the_owners_pid() {
-    let test = "a_second_instance_on_the_same_interfaces_is_refused_with_the_owners_pid";
-    let Some(mut b) = Bed::new(test) else { return };
+    let Some(mut b) = Bed::new() else { return };
     let p = b
         .bed
         .write_file("one.toml", &many_classes(1))
@@ -286,8 +283,7 @@ fn a_second_instance_on_the_same_interfaces_is_refused_with_the_owners_pid() {
 
 #[test]
 fn the_same_interface_twice_or_both_ends_of_one_veth_are_refused() {
-    let test = "the_same_interface_twice_or_both_ends_of_one_veth_are_refused";
-    let Some(b) = Bed::new(test) else { return };
+    let Some(b) = Bed::new() else { return };
     let p = b
         .bed
         .write_file("one.toml", &many_classes(1))
@@ -344,8 +340,7 @@ fn class_rate(ctl: &Path, name: &str) -> Option<u64> {
 
 #[test]
 fn class_change_write_survives_sighup_and_keeps_the_files_comments() {
-    let test = "class_change_write_survives_sighup_and_keeps_the_files_comments";
-    let Some(mut b) = Bed::new(test) else { return };
+    let Some(mut b) = Bed::new() else { return };
     let text = format!("# two classes\n{}", many_classes(2));
     let p = b.bed.write_file("p.toml", &text).expect("write policy");
     b.start(&p);

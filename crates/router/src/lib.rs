@@ -4,7 +4,12 @@
 //! at the scheduler's `NotBefore` instant (busy-polling waits shorter than 50 µs), a signalfd and
 //! the control socket. Each turn: take a batch from each receive ring, dequeue what the
 //! schedulers let go while the transmit ring has room, kick each transmit ring once, record the
-//! lateness of paced departures. See docs/router.md.
+//! lateness of paced departures; control clients are served in the same loop but never block it.
+//! See docs/router.md.
+//!
+//! Modules by concern: [`port`] (rings), [`control`] (the protocol and its non-blocking server),
+//! [`guard`] (interface locks, loop detection), `stat` (the `stat` object), `reload` (policy
+//! replacement and state adoption), [`emulate`] (the emulated link), [`sys`] (system calls).
 
 pub mod control;
 pub mod emulate;
@@ -12,25 +17,25 @@ pub mod frame;
 pub mod guard;
 pub mod hist;
 pub mod port;
+mod reload;
 mod stat;
 pub mod sys;
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use anyhow::Context;
-use linkshare_config::{ConfigError, Policy};
 use linkshare_core::htb::Htb;
 use linkshare_core::packet::{Fragment, ParseIssue};
 use linkshare_core::qdisc::ClassView;
 use linkshare_core::{Dequeued, Qdisc, Time};
-use serde_json::{json, Value};
 
 pub use control::request;
 pub use frame::{classify_frame, Frame, Parsed};
 pub use hist::Hist;
 pub use port::{PacketPort, Port, PortCounters, RxFrame, RxRingKind, TxDrop};
+pub use reload::{adopt_state, load_sched, render_config_error};
 
 /// Everything `linkshare run` needs.
 #[derive(Clone, Debug)]
@@ -84,40 +89,6 @@ impl Sched {
             Sched::Other(b) => b.as_ref(),
         }
     }
-}
-
-/// Diagnostics of an invalid policy, rendered like `linkshare check`.
-pub fn render_config_error(text: &str, e: &ConfigError) -> String {
-    let mut s = String::new();
-    for d in &e.diagnostics {
-        s.push_str(&d.render_with_source(text));
-        s.push_str("\n\n");
-    }
-    let n = e.errors().count();
-    let w = e.warnings().count();
-    s.push_str(&format!(
-        "policy is invalid: {n} error{}{}",
-        if n == 1 { "" } else { "s" },
-        match w {
-            0 => String::new(),
-            1 => ", 1 warning".to_string(),
-            w => format!(", {w} warnings"),
-        }
-    ));
-    s
-}
-
-/// Parse and build a policy; `Err` carries the rendered diagnostics.
-pub fn load_sched(text: &str, origin: &str) -> Result<(Policy, Sched), String> {
-    let p = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
-    let s = if p.kind_name() == "htb" {
-        Sched::Htb(Box::new(
-            p.build_htb().map_err(|e| render_config_error(text, &e))?,
-        ))
-    } else {
-        Sched::Other(p.build().map_err(|e| render_config_error(text, &e))?)
-    };
-    Ok((p, s))
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -618,55 +589,6 @@ impl Shaper {
                 .sum::<u64>()
     }
 
-    /// Replace direction `d`'s policy with `text`; the new scheduler adopts the old one's state.
-    /// On error the running policy is untouched and the error is rendered like `linkshare check`.
-    pub fn reload(&mut self, d: usize, text: &str, origin: &str) -> Result<Value, String> {
-        let (_, mut new) = load_sched(text, origin)?;
-        let now = self.now();
-        let old = self.dirs[d].sched.take();
-        let report = match (old, &mut new) {
-            (Some(Sched::Htb(mut o)), Sched::Htb(n)) => {
-                let r = n.adopt(&mut o, now);
-                json!({"kept": r.kept, "added": r.added, "removed": r.removed,
-                       "moved_packets": r.moved_packets, "reclassified": r.reclassified,
-                       "dropped_packets": r.dropped_packets})
-            }
-            (Some(mut o), n) => adopt_state(n, &mut o, now),
-            (None, _) => json!({"kept": [], "added": [], "removed": [],
-                                "moved_packets": 0, "dropped_packets": 0}),
-        };
-        self.dirs[d].link_bps = root_rate(&new);
-        self.dirs[d].device_buffer = self.dirs[d]
-            .device_buffer_opt
-            .unwrap_or(default_device_buffer(self.dirs[d].link_bps));
-        self.dirs[d].sched = Some(new);
-        self.dirs[d].live.clear();
-        self.dirs[d].eligible = None;
-        self.dirs[d].policy_text = Some((text.to_string(), origin.to_string()));
-        Ok(report)
-    }
-
-    fn reload_path(&mut self, d: usize, path: &Path) -> Result<Value, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let r = self.reload(d, &text, &path.display().to_string())?;
-        self.dirs[d].policy_path = Some(path.to_path_buf());
-        Ok(r)
-    }
-
-    /// SIGHUP: reload every policy file given at start (or last reloaded by path).
-    fn on_sighup(&mut self) {
-        for d in 0..2 {
-            let Some(p) = self.dirs[d].policy_path.clone() else {
-                continue;
-            };
-            match self.reload_path(d, &p) {
-                Ok(_) => eprintln!("linkshare: reloaded {}", p.display()),
-                Err(e) => eprintln!("{e}\nlinkshare: kept the running policy"),
-            }
-        }
-    }
-
     /// Run until SIGTERM/SIGINT. Returns the exit code.
     pub fn run(&mut self) -> anyhow::Result<i32> {
         sys::set_min_timer_slack()?;
@@ -764,37 +686,5 @@ impl Shaper {
         // Removes the socket file.
         self.control = None;
         Ok(0)
-    }
-}
-
-/// Fallback state transfer for non-HTB schedulers: the old scheduler's packets, in its send
-/// order, are offered to the new one (refusals are counted by the new scheduler).
-pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> Value {
-    let pkts = old.q().drain(now);
-    let n = pkts.len();
-    let mut dropped = 0u64;
-    for p in pkts {
-        if new.q().enqueue(p, now).is_err() {
-            dropped += 1;
-        }
-        while new.q().take_dropped().is_some() {
-            dropped += 1;
-        }
-    }
-    json!({"moved_packets": n, "dropped_packets": dropped})
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn invalid_policy_renders_check_diagnostics() {
-        let bad = "qdisc = \"htb\"\ndefault = \"x\"\n[[class]]\nname = \"root\"\nrate = \"fast\"\n";
-        let Err(d) = load_sched(bad, "bad.toml") else {
-            panic!("accepted an invalid policy")
-        };
-        assert!(d.contains("bad.toml"), "{d}");
-        assert!(d.contains("policy is invalid"), "{d}");
     }
 }

@@ -45,10 +45,12 @@ pub enum Ev {
     Line(u32),
     /// The throttled scheduler's wake-up timer (rounded to `timer_hz`).
     Wake,
-    /// A TCP sender's retransmission timer.
+    /// A TCP sender's transmission timer (RTO, RACK reordering timer or tail loss probe).
     Rto(u32),
-    /// A TCP receiver's delayed-ACK timer.
+    /// A TCP receiver's timer (delayed ACK or compressed SACK).
     DelAck(u32),
+    /// A paced TCP sender may send again.
+    Pacing(u32),
     /// End of a sampling interval.
     Sample,
 }

@@ -15,8 +15,10 @@
 //! * [`metrics`]: RTT histograms, fairness;
 //! * `world`: the topology and the event loop, behind [`run`];
 //! * [`sweep`]: `[sweep]` sections: one file, many points, one table;
-//! * [`model`]: the results; [`report`]: the files written from them.
+//! * [`model`]: the results; [`report`]: the files written from them;
+//! * [`compare`]: a run held against the lab's (`linkshare compare`, docs/fidelity.md).
 
+pub mod compare;
 pub mod engine;
 pub mod link;
 pub mod metrics;

@@ -8,8 +8,8 @@ use linkshare_core::{Packet, PacketMeta};
 pub enum PktKind {
     /// TCP segment carrying `payload` bytes from sequence number `seq`.
     Data,
-    /// TCP acknowledgement: `seq` is the cumulative ACK number, `sent_at` echoes the timestamp
-    /// of the segment that triggered it.
+    /// TCP acknowledgement: `seq` is the cumulative ACK number, `payload` the slot of its
+    /// [`crate::tcp::AckInfo`] (SACK blocks, window, timestamps) in the world's table.
     Ack,
     /// UDP datagram number `seq`.
     Udp,
@@ -30,8 +30,10 @@ pub struct SimPacket {
     pub kind: PktKind,
     /// Sequence / ACK / probe number (see [`PktKind`]).
     pub seq: u64,
-    /// Virtual time the packet left its source (ns); echoed by ACKs and replies.
+    /// Virtual time the packet left its source (ns); echoed by echo replies.
     pub sent_at: u64,
+    /// TCP data: the timestamp echo (TSecr) the sender put in the segment.
+    pub echo: u64,
 }
 
 impl Packet for SimPacket {

@@ -222,6 +222,7 @@ struct RawFlow {
     window: Option<SV>,
     bytes: Option<SV>,
     delayed_ack: Option<SV>,
+    sack: Option<SV>,
     min_rto: Option<SV>,
     init_cwnd: Option<SV>,
     // udp
@@ -241,7 +242,7 @@ pub struct LinkSpec {
     pub rate: Rate,
     /// One-way propagation delay.
     pub delay: Duration,
-    /// Largest IP packet; TCP's MSS is `mtu − 40`.
+    /// Largest IP packet; TCP's MSS is `mtu − 52` (IP and TCP headers with timestamps).
     pub mtu: u32,
     /// Bytes of driver/NIC ring between the scheduler and the wire (see `link.rs` for the rule).
     pub device_buffer: u64,
@@ -267,11 +268,15 @@ pub enum CcKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct TcpSpec {
     pub cc: CcKind,
-    /// Receiver window cap in bytes.
-    pub window: u64,
+    /// Receive window fixed at this many bytes (`SO_RCVBUF`); `None`: autotuned as Linux's, up
+    /// to `tcp_rmem[2]`.
+    pub window: Option<u64>,
     /// Bytes to send, then stop; `None` = bulk until `stop`.
     pub bytes: Option<u64>,
+    /// Delayed ACKs as Linux's (default true).
     pub delayed_ack: bool,
+    /// SACK (RFC 2018) with SACK-based recovery (default true); false: NewReno without SACK.
+    pub sack: bool,
     pub min_rto: Duration,
     /// Initial congestion window in segments.
     pub init_cwnd: u32,
@@ -388,6 +393,7 @@ pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
 pub const DEFAULT_SAMPLE: Duration = Duration::from_millis(100);
 pub const DEFAULT_MTU: u32 = 1500;
 pub const DEFAULT_QUEUE: u32 = 1000;
+/// Buffer the lab sets when a TCP flow has no `window` (the simulator autotunes instead).
 pub const DEFAULT_WINDOW: u64 = 1 << 20;
 pub const DEFAULT_MIN_RTO: Duration = Duration::from_millis(200);
 pub const DEFAULT_INIT_CWND: u32 = 10;
@@ -598,7 +604,7 @@ macro_rules! deny_for {
 
 fn keys_help(kind: &str) -> String {
     match kind {
-        "tcp" => "tcp flows take: cc, window, bytes, delayed_ack, min_rto, init_cwnd".into(),
+        "tcp" => "tcp flows take: cc, window, bytes, delayed_ack, sack, min_rto, init_cwnd".into(),
         "udp" => "udp flows take: rate, size, pattern, on, off".into(),
         _ => "ping flows take: interval, size".into(),
     }
@@ -651,15 +657,19 @@ fn flow_from_raw(
                     ));
                 }
             };
-            let window = opt_size(doc, rf.window.as_ref(), DEFAULT_WINDOW)?;
-            let mss = (link.mtu - 40) as u64;
-            if window < mss {
-                let sp = rf.window.as_ref().map(|w| w.span()).unwrap_or(span.clone());
-                return Err(doc.err(
-                    sp,
-                    format!("`window` {window} bytes is below one segment ({mss} bytes)"),
-                    None,
-                ));
+            let window = match rf.window.as_ref() {
+                None => None,
+                Some(v) => Some(size_val(doc, v)?),
+            };
+            let mss = crate::tcp::mss_for_mtu(link.mtu) as u64;
+            if let (Some(w), Some(v)) = (window, rf.window.as_ref()) {
+                if w < mss {
+                    return Err(doc.err(
+                        v.span(),
+                        format!("`window` {w} bytes is below one segment ({mss} bytes)"),
+                        None,
+                    ));
+                }
             }
             let bytes = match rf.bytes.as_ref() {
                 None => None,
@@ -679,7 +689,8 @@ fn flow_from_raw(
                 cc,
                 window,
                 bytes,
-                delayed_ack: opt_bool(doc, rf.delayed_ack.as_ref(), false)?,
+                delayed_ack: opt_bool(doc, rf.delayed_ack.as_ref(), true)?,
+                sack: opt_bool(doc, rf.sack.as_ref(), true)?,
                 min_rto: opt_dur(doc, rf.min_rto.as_ref(), DEFAULT_MIN_RTO)?,
                 init_cwnd: opt_int(
                     doc,
@@ -691,7 +702,7 @@ fn flow_from_raw(
             })
         }
         "udp" => {
-            deny_for!(doc, "udp", rf.cc => "cc", rf.window => "window", rf.bytes => "bytes", rf.delayed_ack => "delayed_ack", rf.min_rto => "min_rto", rf.init_cwnd => "init_cwnd", rf.interval => "interval");
+            deny_for!(doc, "udp", rf.cc => "cc", rf.window => "window", rf.bytes => "bytes", rf.delayed_ack => "delayed_ack", rf.sack => "sack", rf.min_rto => "min_rto", rf.init_cwnd => "init_cwnd", rf.interval => "interval");
             let Some(rate_v) = rf.rate.as_ref() else {
                 return Err(doc.err(
                     name.span(),
@@ -773,7 +784,7 @@ fn flow_from_raw(
             })
         }
         "ping" => {
-            deny_for!(doc, "ping", rf.cc => "cc", rf.window => "window", rf.bytes => "bytes", rf.delayed_ack => "delayed_ack", rf.min_rto => "min_rto", rf.init_cwnd => "init_cwnd", rf.rate => "rate", rf.pattern => "pattern", rf.on => "on", rf.off => "off");
+            deny_for!(doc, "ping", rf.cc => "cc", rf.window => "window", rf.bytes => "bytes", rf.delayed_ack => "delayed_ack", rf.sack => "sack", rf.min_rto => "min_rto", rf.init_cwnd => "init_cwnd", rf.rate => "rate", rf.pattern => "pattern", rf.on => "on", rf.off => "off");
             let interval = opt_dur(doc, rf.interval.as_ref(), DEFAULT_PING_INTERVAL)?;
             if interval.0 < 1_000 {
                 let sp = rf

@@ -33,7 +33,7 @@ use crate::model::{
 use crate::packet::{PktKind, SimPacket};
 use crate::ping::PingSource;
 use crate::scenario::{FlowKind, Scenario};
-use crate::tcp::{AckNow, Receiver, Segment, Sender};
+use crate::tcp::{AckInfo, Receiver, Sender};
 use crate::udp::UdpSource;
 
 /// Why a run failed.
@@ -53,9 +53,39 @@ pub const NO_POLICY_CLASS: &str = "pfifo";
 struct TcpConn {
     snd: Sender,
     rcv: Receiver,
-    /// Time of the pending timer events (`u64::MAX` = none).
+    /// Time of the pending timer events (`u64::MAX` = none): the sender's transmission timer,
+    /// the receiver's ACK timer, the sender's pacing timer.
     rto_ev: u64,
     delack_ev: u64,
+    pace_ev: u64,
+}
+
+/// ACKs in flight on the return paths: their SACK blocks and window live here, the packet holds
+/// the slot number (packets stay small and `Copy`).
+#[derive(Default)]
+struct AckTable {
+    slots: Vec<AckInfo>,
+    free: Vec<u32>,
+}
+
+impl AckTable {
+    fn put(&mut self, a: AckInfo) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.slots[i as usize] = a;
+                i
+            }
+            None => {
+                self.slots.push(a);
+                (self.slots.len() - 1) as u32
+            }
+        }
+    }
+    fn take(&mut self, i: u32) -> Option<AckInfo> {
+        let a = *self.slots.get(i as usize)?;
+        self.free.push(i);
+        Some(a)
+    }
 }
 
 enum Src {
@@ -113,7 +143,8 @@ struct World<'a> {
     link: Link,
     lines: Vec<Line>,
     flows: Vec<FlowRt>,
-    out: Vec<Segment>,
+    out: Vec<crate::tcp::Segment>,
+    acks: AckTable,
     classes: ClassTrack,
     samples: Vec<Sample>,
     class_states: Vec<ClassState>,
@@ -310,22 +341,26 @@ impl<'a> World<'a> {
             });
             (lines.len() - 1) as u32
         };
-        let mss = sc.link.mtu - 40;
+        let mss = crate::tcp::mss_for_mtu(sc.link.mtu);
         let flows = sc
             .flows
             .iter()
             .enumerate()
             .map(|(i, f)| {
                 let (proto, src) = match &f.kind {
-                    FlowKind::Tcp(t) => (
-                        6,
-                        Src::Tcp(Box::new(TcpConn {
-                            snd: Sender::new(t, mss),
-                            rcv: Receiver::new(t.delayed_ack),
-                            rto_ev: u64::MAX,
-                            delack_ev: u64::MAX,
-                        })),
-                    ),
+                    FlowKind::Tcp(t) => {
+                        let cc = crate::tcp::cc::new_seeded(t.cc, t.init_cwnd, mss, i as u64);
+                        (
+                            6,
+                            Src::Tcp(Box::new(TcpConn {
+                                snd: Sender::new(t, mss, cc),
+                                rcv: Receiver::new(mss, t.sack, t.delayed_ack, t.window),
+                                rto_ev: u64::MAX,
+                                delack_ev: u64::MAX,
+                                pace_ev: u64::MAX,
+                            })),
+                        )
+                    }
                     FlowKind::Udp(u) => (17, Src::Udp(UdpSource::new(u, f.start.0))),
                     FlowKind::Ping(p) => (1, Src::Ping(PingSource::new(p))),
                 };
@@ -365,6 +400,7 @@ impl<'a> World<'a> {
             lines,
             flows,
             out: Vec::with_capacity(64),
+            acks: AckTable::default(),
             classes: ClassTrack::default(),
             samples: Vec::new(),
             class_states: Vec::new(),
@@ -387,12 +423,17 @@ impl<'a> World<'a> {
             }
             Ev::Rto(i) => self.rto(i as usize),
             Ev::DelAck(i) => self.delack(i as usize),
+            Ev::Pacing(i) => self.pacing(i as usize),
             Ev::FlowStart(i) => self.flow_start(i as usize),
             Ev::FlowStop(i) => {
                 let f = &mut self.flows[i as usize];
                 f.active = false;
                 if let Src::Tcp(c) = &mut f.src {
                     c.snd.stop();
+                    let now = self.eng.now();
+                    self.out.clear();
+                    c.snd.poll_send(now, &mut self.out);
+                    self.emit_segments(i as usize);
                 }
             }
             Ev::Sample | Ev::TxDone | Ev::Line(_) => {}
@@ -401,7 +442,7 @@ impl<'a> World<'a> {
 
     /// A packet leaves flow `i`'s source towards the router.
     #[inline]
-    fn emit(&mut self, i: usize, kind: PktKind, ip_len: u32, payload: u32, seq: u64) {
+    fn emit(&mut self, i: usize, kind: PktKind, ip_len: u32, payload: u32, seq: u64, echo: u64) {
         let f = &mut self.flows[i];
         let mut meta = f.meta;
         meta.len = ip_len + f.overhead;
@@ -412,6 +453,7 @@ impl<'a> World<'a> {
             kind,
             seq,
             sent_at: self.eng.now(),
+            echo,
         };
         f.m.packets_sent += 1;
         if f.access_line == u32::MAX {
@@ -458,25 +500,34 @@ impl<'a> World<'a> {
         if next < f.stop {
             self.eng.at(next, Ev::SourceSend(i as u32));
         }
-        self.emit(i, kind, size, 0, seq);
+        self.emit(i, kind, size, 0, seq, 0);
     }
 
     /// Send the segments in `self.out` for flow `i` and arm its timers.
     fn emit_segments(&mut self, i: usize) {
+        let hdr = crate::tcp::HEADER_BYTES;
         for k in 0..self.out.len() {
             let s = self.out[k];
-            self.emit(i, PktKind::Data, s.len + 40, s.len, s.seq);
+            self.emit(i, PktKind::Data, s.len + hdr, s.len, s.seq, s.tsecr);
         }
         self.out.clear();
-        self.arm_rto(i);
+        self.arm_sender(i);
     }
 
-    fn arm_rto(&mut self, i: usize) {
+    /// Make sure heap events exist for the sender's transmission and pacing timers (an event
+    /// that fires before its deadline moved later is re-armed then).
+    fn arm_sender(&mut self, i: usize) {
         if let Src::Tcp(c) = &mut self.flows[i].src {
-            if let Some(d) = c.snd.rto_deadline {
+            if let Some(d) = c.snd.timer() {
                 if d < c.rto_ev {
                     c.rto_ev = d;
                     self.eng.at(d, Ev::Rto(i as u32));
+                }
+            }
+            if let Some(d) = c.snd.pacing_wakeup() {
+                if d < c.pace_ev {
+                    c.pace_ev = d;
+                    self.eng.at(d, Ev::Pacing(i as u32));
                 }
             }
         }
@@ -491,15 +542,29 @@ impl<'a> World<'a> {
             return;
         }
         c.rto_ev = u64::MAX;
-        match c.snd.rto_deadline {
+        match c.snd.timer() {
             Some(d) if d <= now => {
                 self.out.clear();
-                c.snd.on_rto(now, &mut self.out);
+                c.snd.on_timer(now, &mut self.out);
                 self.emit_segments(i);
             }
-            Some(_) => self.arm_rto(i),
+            Some(_) => self.arm_sender(i),
             None => {}
         }
+    }
+
+    fn pacing(&mut self, i: usize) {
+        let now = self.eng.now();
+        let Src::Tcp(c) = &mut self.flows[i].src else {
+            return;
+        };
+        if now != c.pace_ev {
+            return;
+        }
+        c.pace_ev = u64::MAX;
+        self.out.clear();
+        c.snd.on_pacing_timer(now, &mut self.out);
+        self.emit_segments(i);
     }
 
     fn delack(&mut self, i: usize) {
@@ -510,25 +575,36 @@ impl<'a> World<'a> {
             return;
         }
         c.delack_ev = u64::MAX;
-        if let Some((ack, ts)) = c.rcv.on_delack(now) {
-            self.send_ack(i, ack, ts);
-        } else if let Some(d) = c.rcv.delack_deadline {
-            c.delack_ev = d;
-            self.eng.at(d, Ev::DelAck(i as u32));
+        if let Some(a) = c.rcv.on_timer(now) {
+            self.send_ack(i, a);
+        }
+        self.arm_receiver(i);
+    }
+
+    fn arm_receiver(&mut self, i: usize) {
+        if let Src::Tcp(c) = &mut self.flows[i].src {
+            if let Some(d) = c.rcv.timer() {
+                if d < c.delack_ev {
+                    c.delack_ev = d;
+                    self.eng.at(d, Ev::DelAck(i as u32));
+                }
+            }
         }
     }
 
-    fn send_ack(&mut self, i: usize, ack: u64, ts: u64) {
+    fn send_ack(&mut self, i: usize, a: AckInfo) {
+        let slot = self.acks.put(a);
         let f = &self.flows[i];
         let mut meta = f.meta;
-        meta.len = 40;
+        meta.len = 52;
         let p = SimPacket {
             meta,
             flow: i as u32,
-            payload: 0,
+            payload: slot,
             kind: PktKind::Ack,
-            seq: ack,
-            sent_at: ts,
+            seq: a.ack,
+            sent_at: a.tsval,
+            echo: 0,
         };
         let li = f.return_line as usize;
         self.push_line(li, p);
@@ -549,17 +625,12 @@ impl<'a> World<'a> {
         match p.kind {
             PktKind::Data => {
                 let Src::Tcp(c) = &mut f.src else { return };
-                let (delivered, act) = c.rcv.on_segment(p.seq, p.payload, p.sent_at, now);
+                let (delivered, ack) = c.rcv.on_segment(p.seq, p.payload, p.sent_at, p.echo, now);
                 f.m.delivered += delivered;
-                match act {
-                    AckNow::Send { ack, ts } => self.send_ack(i, ack, ts),
-                    AckNow::Delay { deadline } => {
-                        if deadline < c.delack_ev {
-                            c.delack_ev = deadline;
-                            self.eng.at(deadline, Ev::DelAck(i as u32));
-                        }
-                    }
+                if let Some(a) = ack {
+                    self.send_ack(i, a);
                 }
+                self.arm_receiver(i);
             }
             PktKind::Udp => {
                 f.m.delivered += (p.meta.len - f.overhead) as u64;
@@ -584,9 +655,12 @@ impl<'a> World<'a> {
         let f = &mut self.flows[i];
         match p.kind {
             PktKind::Ack => {
+                let Some(a) = self.acks.take(p.payload) else {
+                    return;
+                };
                 let Src::Tcp(c) = &mut f.src else { return };
                 self.out.clear();
-                if let Some(rtt) = c.snd.on_ack(p.seq, now - p.sent_at, now, &mut self.out) {
+                if let Some(rtt) = c.snd.on_ack(&a, now, &mut self.out) {
                     f.m.rtt_sample(rtt);
                 }
                 self.emit_segments(i);

@@ -70,103 +70,15 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
     if let Some(LabCommand::Bench(b)) = &args.command {
         return bench::run(b);
     }
-    let (sc, text) = match load(args.scenario.as_deref()) {
-        Ok(x) => x,
+    let run = match execute(args.scenario.as_deref(), args.kernel)? {
+        Ok(r) => r,
         Err(code) => return Ok(code),
     };
-    if let Some(why) = testbed::unavailable() {
-        eprintln!("error: {why}");
-        return Ok(2);
-    }
-    let base = args
-        .scenario
-        .as_deref()
-        .and_then(Path::parent)
-        .map(Path::to_path_buf)
-        .unwrap_or_default();
-    let (policy_text, mut notes) = policy_text(&sc, &text, &base)?;
-    let duration = sc.duration.as_secs_f64();
-    if sc.flows.len() > MAX_FLOWS {
-        eprintln!(
-            "{}: error: the lab runs at most {MAX_FLOWS} flows, the scenario has {}",
-            sc.origin,
-            sc.flows.len()
-        );
-        return Ok(1);
-    }
-    let link_delay = sc.link.delay.as_secs_f64();
-    let mut plans = Vec::new();
-    for (i, f) in sc.flows.iter().enumerate() {
-        match Plan::new(f, duration, sc.seed.wrapping_add(i as u64), link_delay) {
-            Ok(p) => plans.push(p),
-            Err(e) => {
-                eprintln!("{}: error: {e}", sc.origin);
-                return Ok(1);
-            }
-        }
-    }
-    match separate_sources(&sc, &mut plans) {
-        Ok(n) => notes.extend(n),
-        Err(e) => {
-            eprintln!("{}: error: {e}", sc.origin);
-            return Ok(1);
-        }
-    }
-    // Every congestion control the flows ask for, before building anything.
-    let ccs = unique(plans.iter().filter_map(|p| match &p.spec.kind {
-        FlowKind::Tcp(t) => Some(traffic::linux_cc(t.cc)),
-        _ => None,
-    }));
-    if let Err(e) = traffic::check_congestion(ccs) {
-        eprintln!("{}: error: {e:#}", sc.origin);
-        return Ok(1);
-    }
-    notes.extend(unsupported(&sc));
-    let (routes, route_notes) = tcp_routes(&plans);
-    notes.extend(route_notes);
-    let router_args = router_args(&sc, &plans);
-    if args.kernel && !router_args.is_empty() {
-        notes.push(format!(
-            "--kernel: the kernel here has no netem, so the link's delays, the flows' extra_delay and the device buffer ({}) are not emulated",
-            router_args.join(" ")
-        ));
-    }
-
-    testbed::install_signal_handlers()?;
     let suffix = if args.kernel { "lab-kernel" } else { "lab" };
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| crate::sim_cmd::default_out_dir(&format!("{}-{suffix}", sc.name)));
-    eprintln!(
-        "lab: {} — {} flows for {:.1} s through {} in network namespaces",
-        sc.name,
-        plans.len(),
-        duration,
-        if args.kernel {
-            "the kernel's HTB"
-        } else {
-            "linkshare"
-        }
-    );
-    let router: Box<dyn testbed::Router> = if args.kernel {
-        // Fail before building anything when the kernel cannot take the policy.
-        let p = linkshare_config::Policy::parse(&policy_text, &sc.origin)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        crate::export_tc::tc_script(&p, "probe0")
-            .context("--kernel runs the policy on the kernel's HTB")?;
-        Box::new(testbed::KernelRouter::htb(crate::export_tc::tc_script))
-    } else {
-        Box::new(LinkshareRouter::new(router_args)?)
-    };
-    let measured = measure(&sc, &plans, &routes, &policy_text, router)?;
-    let interrupted = measured.interrupted;
-    let failures: Vec<String> = measured
-        .live
-        .iter()
-        .filter_map(|l| l.error.lock().ok().and_then(|e| e.clone()))
-        .collect();
-    let result = build_result(&sc, &plans, measured, notes);
+    let out = args.out.clone().unwrap_or_else(|| {
+        crate::sim_cmd::default_out_dir(&format!("{}-{suffix}", run.result.summary.scenario))
+    });
+    let result = run.result;
     print!("{}", linkshare_sim::report::render_table(&result));
     let opts = linkshare_sim::report::ReportOptions {
         command: Some(std::env::args().collect::<Vec<_>>().join(" ")),
@@ -189,16 +101,126 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
             return Ok(2);
         }
     }
-    for f in &failures {
+    for f in &run.failures {
         eprintln!("error: {f}");
     }
-    Ok(if interrupted {
+    Ok(if run.interrupted {
         EXIT_INTERRUPTED
-    } else if failures.is_empty() {
+    } else if run.failures.is_empty() {
         0
     } else {
         1
     })
+}
+
+/// One lab run, measured: the simulator's result model, and what went wrong.
+pub struct LabRun {
+    pub result: SimResult,
+    /// Flows that failed (one message each).
+    pub failures: Vec<String>,
+    /// Stopped by SIGINT/SIGTERM: the result covers the time that ran.
+    pub interrupted: bool,
+}
+
+/// Run `scenario` (the embedded default if `None`) in the lab, through linkshare or (`kernel`)
+/// the kernel's HTB, and measure it; prints nothing on stdout. `Err(code)`: the scenario could
+/// not be used or the testbed is unavailable (the reason is printed on stderr).
+pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<LabRun, i32>> {
+    let (sc, text) = match load(scenario) {
+        Ok(x) => x,
+        Err(code) => return Ok(Err(code)),
+    };
+    if let Some(why) = testbed::unavailable() {
+        eprintln!("error: {why}");
+        return Ok(Err(2));
+    }
+    let base = scenario
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let (policy_text, mut notes) = policy_text(&sc, &text, &base)?;
+    let duration = sc.duration.as_secs_f64();
+    if sc.flows.len() > MAX_FLOWS {
+        eprintln!(
+            "{}: error: the lab runs at most {MAX_FLOWS} flows, the scenario has {}",
+            sc.origin,
+            sc.flows.len()
+        );
+        return Ok(Err(1));
+    }
+    let link_delay = sc.link.delay.as_secs_f64();
+    let mut plans = Vec::new();
+    for (i, f) in sc.flows.iter().enumerate() {
+        match Plan::new(f, duration, sc.seed.wrapping_add(i as u64), link_delay) {
+            Ok(p) => plans.push(p),
+            Err(e) => {
+                eprintln!("{}: error: {e}", sc.origin);
+                return Ok(Err(1));
+            }
+        }
+    }
+    match separate_sources(&sc, &mut plans) {
+        Ok(n) => notes.extend(n),
+        Err(e) => {
+            eprintln!("{}: error: {e}", sc.origin);
+            return Ok(Err(1));
+        }
+    }
+    // Every congestion control the flows ask for, before building anything.
+    let ccs = unique(plans.iter().filter_map(|p| match &p.spec.kind {
+        FlowKind::Tcp(t) => Some(traffic::linux_cc(t.cc)),
+        _ => None,
+    }));
+    if let Err(e) = traffic::check_congestion(ccs) {
+        eprintln!("{}: error: {e:#}", sc.origin);
+        return Ok(Err(1));
+    }
+    notes.extend(unsupported(&sc));
+    let (routes, route_notes) = tcp_routes(&plans);
+    notes.extend(route_notes);
+    let router_args = router_args(&sc, &plans);
+    if kernel && !router_args.is_empty() {
+        notes.push(format!(
+            "--kernel: the kernel here has no netem, so the link's delays, the flows' extra_delay and the device buffer ({}) are not emulated",
+            router_args.join(" ")
+        ));
+    }
+
+    testbed::install_signal_handlers()?;
+    eprintln!(
+        "lab: {} — {} flows for {:.1} s through {} in network namespaces",
+        sc.name,
+        plans.len(),
+        duration,
+        if kernel {
+            "the kernel's HTB"
+        } else {
+            "linkshare"
+        }
+    );
+    let router: Box<dyn testbed::Router> = if kernel {
+        // Fail before building anything when the kernel cannot take the policy.
+        let p = linkshare_config::Policy::parse(&policy_text, &sc.origin)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        crate::export_tc::tc_script(&p, "probe0")
+            .context("--kernel runs the policy on the kernel's HTB")?;
+        Box::new(testbed::KernelRouter::htb(crate::export_tc::tc_script))
+    } else {
+        Box::new(LinkshareRouter::new(router_args)?)
+    };
+    let measured = measure(&sc, &plans, &routes, &policy_text, router)?;
+    let interrupted = measured.interrupted;
+    let failures: Vec<String> = measured
+        .live
+        .iter()
+        .filter_map(|l| l.error.lock().ok().and_then(|e| e.clone()))
+        .collect();
+    let result = build_result(&sc, &plans, measured, notes);
+    Ok(Ok(LabRun {
+        result,
+        failures,
+        interrupted,
+    }))
 }
 
 /// The scenario and its text; on failure the diagnostics are printed and the exit code returned.

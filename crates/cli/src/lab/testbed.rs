@@ -145,9 +145,11 @@ pub const NETNS_LOG_ENV: &str = "LINKSHARE_NETNS_LOG";
 
 /// The gate of every namespace test (router, lab, export tc): `true` when namespaces can be
 /// built here (recorded as `ran`); otherwise the test is skipped with the reason, see
-/// [`netns_test_skipped`].
+/// [`netns_test_skipped`]. The test is named by its thread (libtest names it after the test).
 #[allow(dead_code)] // used by the namespace tests, which include this file
-pub fn netns_test_can_run(test: &str) -> bool {
+pub fn netns_test_can_run() -> bool {
+    let test = current_test();
+    let test = test.as_str();
     let why = unavailable().or_else(|| {
         let ok = Command::new("ip")
             .args(["netns", "list"])
@@ -163,7 +165,7 @@ pub fn netns_test_can_run(test: &str) -> bool {
             true
         }
         Some(why) => {
-            netns_test_skipped(test, &why);
+            netns_test_skipped(&why);
             false
         }
     }
@@ -172,27 +174,46 @@ pub fn netns_test_can_run(test: &str) -> bool {
 /// A namespace test cannot run: it panics when [`REQUIRE_NETNS_ENV`] is `1` (CI must not pass
 /// on a test that did nothing), else prints `SKIP` with the reason and records `skipped`.
 #[allow(dead_code)] // used by the namespace tests, which include this file
-pub fn netns_test_skipped(test: &str, why: &str) {
-    if std::env::var(REQUIRE_NETNS_ENV).is_ok_and(|v| v == "1") {
+pub fn netns_test_skipped(why: &str) {
+    let require = std::env::var(REQUIRE_NETNS_ENV).is_ok_and(|v| v == "1");
+    let log = std::env::var_os(NETNS_LOG_ENV).map(PathBuf::from);
+    skip_or_fail(&current_test(), why, require, log.as_deref());
+}
+
+#[allow(dead_code)] // used by the namespace tests, which include this file
+fn skip_or_fail(test: &str, why: &str, require: bool, log: Option<&Path>) {
+    if require {
         panic!("{test} cannot run ({why}) and {REQUIRE_NETNS_ENV}=1 requires it");
     }
     eprintln!("SKIP {test}: {why}");
-    netns_test_record("skipped", test);
+    record(log, "skipped", test);
+}
+
+#[allow(dead_code)] // used by the namespace tests, which include this file
+fn current_test() -> String {
+    std::thread::current()
+        .name()
+        .unwrap_or("unnamed test")
+        .to_string()
 }
 
 #[allow(dead_code)] // used by the namespace tests, which include this file
 fn netns_test_record(outcome: &str, test: &str) {
-    let Ok(path) = std::env::var(NETNS_LOG_ENV) else {
-        return;
-    };
+    let log = std::env::var_os(NETNS_LOG_ENV).map(PathBuf::from);
+    record(log.as_deref(), outcome, test);
+}
+
+#[allow(dead_code)] // used by the namespace tests, which include this file
+fn record(log: Option<&Path>, outcome: &str, test: &str) {
+    let Some(path) = log else { return };
     let line = format!("{outcome} {test}\n");
     let r = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
-        .open(&path)
+        .open(path)
         .and_then(|mut f| f.write_all(line.as_bytes()));
     if let Err(e) = r {
-        eprintln!("warning: cannot record to {path}: {e}");
+        eprintln!("warning: cannot record to {}: {e}", path.display());
     }
 }
 
@@ -990,6 +1011,20 @@ impl Drop for Testbed {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A namespace test that cannot run is recorded as skipped, and fails when required.
+    #[test]
+    fn a_namespace_test_that_cannot_run_is_counted_and_fails_when_required() {
+        let log = std::env::temp_dir().join(format!("lsnetns-{}.log", std::process::id()));
+        let _ = std::fs::remove_file(&log);
+        skip_or_fail("t1", "no namespaces here", false, Some(&log));
+        let failed =
+            std::panic::catch_unwind(|| skip_or_fail("t2", "none", true, Some(&log))).is_err();
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let _ = std::fs::remove_file(&log);
+        assert!(failed, "a required namespace test skipped silently");
+        assert_eq!(text, "skipped t1\n", "recorded once, as skipped");
+    }
 
     #[test]
     fn tc_class_statistics_become_counters() {

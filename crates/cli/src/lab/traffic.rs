@@ -356,12 +356,10 @@ fn connect_fd(fd: RawFd, to: SocketAddrV4) -> std::io::Result<()> {
     }
 }
 
-/// The receive window the file fixes, if it sets one; `None`: the kernel autotunes.
-///
-/// Until the scenario format tells an explicit `window` apart from its default, a window equal to
-/// the default ([`DEFAULT_WINDOW`](linkshare_sim::scenario::DEFAULT_WINDOW)) counts as unset.
+/// The receive window the file fixes, if it sets one; `None`: the kernel autotunes (as the
+/// simulator's receiver does).
 pub fn fixed_window(t: &TcpSpec) -> Option<u64> {
-    (t.window != linkshare_sim::scenario::DEFAULT_WINDOW).then_some(t.window)
+    t.window
 }
 
 fn window_of(p: &Plan) -> Option<i32> {
@@ -632,6 +630,16 @@ fn tcp_write(
                     e.kind(),
                     std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
                 ) => {}
+            // The run is over and the sink closed first: not the flow's failure.
+            Err(e)
+                if stop.load(Ordering::Relaxed)
+                    && matches!(
+                        e.kind(),
+                        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset
+                    ) =>
+            {
+                break
+            }
             Err(e) => bail!("send: {e}"),
         }
     }

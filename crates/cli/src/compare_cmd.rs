@@ -1,0 +1,493 @@
+//! `linkshare compare SCENARIO [--kernel] [--max-error PCT] [--out DIR] [--json]`: run one
+//! scenario in the simulator and in the lab (real kernel TCP through `linkshare run`, and with
+//! `--kernel` through the kernel's HTB too), and hold the simulator against the lab per class per
+//! phase (`linkshare_sim::compare`, docs/fidelity.md).
+//!
+//! Writes `DIR/sim/`, `DIR/lab/` (and `DIR/kernel/`): each side's full report; `DIR/compare.json`:
+//! every number of the table; `DIR/report.html`: the tables and, per class, the sides' time series
+//! overlaid with the phases shaded.
+//!
+//! `--record FILE SCENARIO…` instead runs the lab on every scenario and stores its figures in
+//! FILE (`scenarios/calibration/lab-results.json`), keeping the tolerances already there.
+//!
+//! Exit codes: 0 within the tolerance, 1 outside it, 2 anything else (unreadable or invalid
+//! scenario, no testbed: not root, no `ip`, namespaces cannot be created; a flow failed; output not
+//! writable), 130 interrupted.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use linkshare_sim::compare::stored::{Stored, StoredScenario};
+use linkshare_sim::compare::{self, Comparison, Figures, Overlay, Tolerance};
+use linkshare_sim::model::SimResult;
+use linkshare_sim::Scenario;
+
+use crate::lab;
+
+#[derive(clap::Args, Debug)]
+pub struct CompareArgs {
+    /// Scenario file (with --record: one or more)
+    #[arg(required = true)]
+    pub scenario: Vec<PathBuf>,
+    /// Also run the lab through the kernel's HTB (a third column; not part of the verdict)
+    #[arg(long)]
+    pub kernel: bool,
+    /// Largest |sim − lab| of a class in a phase, percent of the link rate
+    #[arg(long, value_name = "PCT", default_value_t = Tolerance::TARGET.rate_pct)]
+    pub max_error: f64,
+    /// Largest |sim − lab| of a ping flow's RTT p50, percent of the lab's (or 1 ms if larger)
+    #[arg(long, value_name = "PCT", default_value_t = Tolerance::TARGET.rtt_pct)]
+    pub max_rtt_error: f64,
+    /// Take the tolerance from the scenario's entry in this stored-results file instead
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["max_error", "max_rtt_error"])]
+    pub tolerance_from: Option<PathBuf>,
+    /// Output directory (default: out/<scenario name>-compare)
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Print compare.json on stdout instead of the table
+    #[arg(long)]
+    pub json: bool,
+    /// Run the lab on every SCENARIO and store its figures in FILE (no simulation, no verdict)
+    #[arg(long, value_name = "FILE")]
+    pub record: Option<PathBuf>,
+    /// Do not run the lab: compare with the scenario's figures stored in FILE (no root needed)
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "kernel"])]
+    pub against: Option<PathBuf>,
+}
+
+const EXIT_ERROR: i32 = 2;
+
+pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
+    if let Some(file) = &args.record {
+        return record(args, file);
+    }
+    if args.scenario.len() != 1 {
+        eprintln!("error: compare takes one scenario (several only with --record)");
+        return Ok(EXIT_ERROR);
+    }
+    let path = &args.scenario[0];
+    let Some(sc) = load(path) else {
+        return Ok(EXIT_ERROR);
+    };
+    let tolerance = match &args.tolerance_from {
+        Some(f) => match stored_entry(f, path)? {
+            Some(e) => e.tolerance,
+            None => {
+                eprintln!(
+                    "{}: error: no entry for {} (record it with --record)",
+                    f.display(),
+                    path.display()
+                );
+                return Ok(EXIT_ERROR);
+            }
+        },
+        None => Tolerance {
+            rate_pct: args.max_error,
+            rtt_pct: args.max_rtt_error,
+            rtt_floor_ms: Tolerance::TARGET.rtt_floor_ms,
+        },
+    };
+    let against = match &args.against {
+        Some(f) => match stored_entry(f, path)? {
+            Some(e) => Some(e),
+            None => {
+                eprintln!(
+                    "{}: error: no entry for {} (record it with --record)",
+                    f.display(),
+                    path.display()
+                );
+                return Ok(EXIT_ERROR);
+            }
+        },
+        None => None,
+    };
+    if against.is_none() {
+        if let Some(why) = lab::testbed::unavailable() {
+            eprintln!("error: {why}");
+            return Ok(EXIT_ERROR);
+        }
+    }
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| crate::sim_cmd::default_out_dir(&format!("{}-compare", sc.name)));
+    let command = std::env::args().collect::<Vec<_>>().join(" ");
+
+    eprintln!("compare: {} — simulating", sc.name);
+    let sim = match linkshare_sim::run(&sc, None) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("{}: error: {e}", sc.origin);
+            return Ok(EXIT_ERROR);
+        }
+    };
+    write_side(&sim, &out.join("sim"), &command)?;
+
+    if let Some(entry) = against {
+        let c = match entry.check(&sc, &sim, tolerance) {
+            Ok(c) => c,
+            Err(m) => {
+                eprintln!("error: {m}");
+                return Ok(EXIT_ERROR);
+            }
+        };
+        let kernel = entry.kernel.is_some();
+        let overlays = [Overlay {
+            label: "sim",
+            result: &sim,
+        }];
+        return finish(
+            args,
+            &c,
+            &out,
+            &overlays,
+            sc.policy.is_none(),
+            kernel,
+            &command,
+        );
+    }
+
+    let mut sides = vec![("lab", false)];
+    if args.kernel {
+        sides.push(("kernel", true));
+    }
+    let mut measured = Vec::new();
+    for (label, kernel) in sides {
+        match lab_side(path, &sc, kernel)? {
+            Ok(r) => {
+                write_side(&r, &out.join(label), &command)?;
+                measured.push((label, r));
+            }
+            Err(code) => return Ok(code),
+        }
+    }
+
+    let phases = compare::phases::of_scenario(&sc);
+    let no_policy = sc.policy.is_none();
+    let fig = |r: &SimResult| Figures::measure(r, &phases, no_policy);
+    let lab_fig = fig(&measured[0].1);
+    let kernel_fig = measured.get(1).map(|(_, r)| fig(r));
+    let c = Comparison::new(
+        &sc.name,
+        sc.link.rate.0 as f64,
+        &phases,
+        &fig(&sim),
+        &lab_fig,
+        kernel_fig.as_ref(),
+        tolerance,
+    );
+
+    let mut overlays = vec![Overlay {
+        label: "sim",
+        result: &sim,
+    }];
+    for (label, r) in &measured {
+        overlays.push(Overlay { label, result: r });
+    }
+    finish(args, &c, &out, &overlays, no_policy, args.kernel, &command)
+}
+
+/// Print the comparison, write compare.json and report.html; the exit code.
+fn finish(
+    args: &CompareArgs,
+    c: &Comparison,
+    out: &Path,
+    overlays: &[Overlay],
+    no_policy: bool,
+    kernel: bool,
+    command: &str,
+) -> anyhow::Result<i32> {
+    let json = c.to_json()?;
+    if args.json {
+        std::io::stdout().write_all(json.as_bytes())?;
+    } else {
+        print!("{}", compare::render_text(c, kernel));
+    }
+    let html = compare::render_html(c, overlays, no_policy, Some(command));
+    let written = std::fs::create_dir_all(out)
+        .and_then(|_| std::fs::write(out.join("compare.json"), &json))
+        .and_then(|_| std::fs::write(out.join("report.html"), html));
+    if let Err(e) = written {
+        eprintln!("{}: error: cannot write the comparison: {e}", out.display());
+        return Ok(EXIT_ERROR);
+    }
+    if !args.json {
+        println!(
+            "\nwrote {0}/compare.json, {0}/report.html and the sides' reports in {0}/sim{1}",
+            out.display(),
+            if args.against.is_some() {
+                " (the lab's figures were the stored ones)".to_string()
+            } else if args.kernel {
+                format!(", {0}/lab, {0}/kernel", out.display())
+            } else {
+                format!(", {}/lab", out.display())
+            }
+        );
+    }
+    Ok(if c.pass { 0 } else { 1 })
+}
+
+/// The scenario, or `None` with the diagnostics printed.
+fn load(path: &Path) -> Option<Scenario> {
+    if !path.is_file() {
+        eprintln!(
+            "{}: error: cannot read the scenario: no such file",
+            path.display()
+        );
+        return None;
+    }
+    match Scenario::load(path) {
+        Ok(mut sc) => {
+            if sc.sweep.take().is_some() {
+                eprintln!(
+                    "{}: note: compare runs the file without its [sweep]",
+                    sc.origin
+                );
+            }
+            Some(sc)
+        }
+        Err(e) => {
+            let text = std::fs::read_to_string(path).unwrap_or_default();
+            for d in &e.diagnostics {
+                if d.line > 0 {
+                    eprintln!("{}", d.render_with_source(&text));
+                } else {
+                    eprintln!("{d}");
+                }
+            }
+            None
+        }
+    }
+}
+
+fn write_side(r: &SimResult, dir: &Path, command: &str) -> anyhow::Result<()> {
+    let opts = linkshare_sim::report::ReportOptions {
+        command: Some(command.to_string()),
+    };
+    linkshare_sim::report::write_all_with(r, dir, &opts)
+        .with_context(|| format!("cannot write the report to {}", dir.display()))?;
+    Ok(())
+}
+
+/// One lab run with a progress line on stderr; `Err(code)` when it could not be used.
+fn lab_side(path: &Path, sc: &Scenario, kernel: bool) -> anyhow::Result<Result<SimResult, i32>> {
+    let what = if kernel {
+        "the kernel's HTB"
+    } else {
+        "linkshare"
+    };
+    let done = Arc::new(AtomicBool::new(false));
+    let ticker = {
+        let done = done.clone();
+        let total = sc.duration.as_secs_f64();
+        let label = format!("compare: {} through {what}", sc.name);
+        std::thread::spawn(move || {
+            let start = Instant::now();
+            let mut next = 5.0;
+            while !done.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(200));
+                let t = start.elapsed().as_secs_f64();
+                if t >= next {
+                    eprintln!("{label}: {t:.0} s of about {:.0} s", total + 3.0);
+                    next += 5.0;
+                }
+            }
+        })
+    };
+    let r = lab::execute(Some(path), kernel);
+    done.store(true, Ordering::Relaxed);
+    let _ = ticker.join();
+    let run = match r.context("the lab run failed (namespace testbed)")? {
+        Ok(run) => run,
+        Err(code) => return Ok(Err(if code == 1 { EXIT_ERROR } else { code })),
+    };
+    if run.interrupted {
+        eprintln!("error: interrupted");
+        return Ok(Err(lab::EXIT_INTERRUPTED));
+    }
+    if !run.failures.is_empty() {
+        for f in &run.failures {
+            eprintln!("error: lab through {what}: {f}");
+        }
+        return Ok(Err(EXIT_ERROR));
+    }
+    Ok(Ok(run.result))
+}
+
+/// Name a scenario is stored under: its file stem.
+fn stored_name(path: &Path) -> String {
+    path.file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("scenario")
+        .to_string()
+}
+
+fn stored_entry(file: &Path, scenario: &Path) -> anyhow::Result<Option<StoredScenario>> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let st =
+        Stored::from_json(&text).with_context(|| format!("{} is not valid", file.display()))?;
+    Ok(st.scenarios.get(&stored_name(scenario)).cloned())
+}
+
+/// `--record FILE`: lab figures of every scenario, stored.
+fn record(args: &CompareArgs, file: &Path) -> anyhow::Result<i32> {
+    if let Some(why) = lab::testbed::unavailable() {
+        eprintln!("error: {why}");
+        return Ok(EXIT_ERROR);
+    }
+    let mut st = match std::fs::read_to_string(file) {
+        Ok(t) => {
+            Stored::from_json(&t).with_context(|| format!("{} is not valid", file.display()))?
+        }
+        Err(_) => Stored {
+            kernel: String::new(),
+            date: String::new(),
+            target: Tolerance::TARGET,
+            scenarios: Default::default(),
+        },
+    };
+    st.kernel = std::fs::read_to_string("/proc/sys/kernel/osrelease")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default();
+    st.date = today();
+    st.target = Tolerance::TARGET;
+    let mut missed = Vec::new();
+    for path in &args.scenario {
+        let Some(sc) = load(path) else {
+            return Ok(EXIT_ERROR);
+        };
+        let phases = compare::phases::of_scenario(&sc);
+        let no_policy = sc.policy.is_none();
+        // A flow failing in the lab (a lagging sender on a busy machine) gets one more try.
+        let lab = match lab_side(path, &sc, false)? {
+            Ok(r) => Figures::measure(&r, &phases, no_policy),
+            Err(EXIT_ERROR) => {
+                eprintln!("compare: {}: trying the lab run once more", sc.name);
+                match lab_side(path, &sc, false)? {
+                    Ok(r) => Figures::measure(&r, &phases, no_policy),
+                    Err(EXIT_ERROR) => {
+                        eprintln!(
+                            "compare: {}: not recorded (the lab run failed twice)",
+                            sc.name
+                        );
+                        missed.push(sc.name.clone());
+                        continue;
+                    }
+                    Err(code) => return Ok(code),
+                }
+            }
+            Err(code) => return Ok(code),
+        };
+        // The kernel's column is for scale only: a policy the kernel's HTB cannot run (CBQ) is
+        // recorded without it.
+        let kernel = if args.kernel {
+            match lab_side(path, &sc, true) {
+                Ok(Ok(r)) => Some(Figures::measure(&r, &phases, no_policy)),
+                Ok(Err(lab::EXIT_INTERRUPTED)) => return Ok(lab::EXIT_INTERRUPTED),
+                Ok(Err(_)) => None,
+                Err(e) => {
+                    eprintln!("compare: {}: no kernel column: {e:#}", sc.name);
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        let name = stored_name(path);
+        let tolerance = st
+            .scenarios
+            .get(&name)
+            .map(|e| e.tolerance)
+            .unwrap_or(Tolerance::TARGET);
+        let entry = StoredScenario {
+            file: path
+                .file_name()
+                .map(|f| f.to_string_lossy().into_owned())
+                .unwrap_or_else(|| path.display().to_string()),
+            tolerance,
+            phases,
+            lab,
+            kernel,
+        };
+        // Show where the simulator stands against what was just measured.
+        if let Ok(sim) = linkshare_sim::run(&sc, None) {
+            if let Ok(c) = entry.check(&sc, &sim, Tolerance::TARGET) {
+                eprintln!(
+                    "compare: {name}: worst sim−lab {:+.1} % of the link ({}){}",
+                    c.worst.rate_pct,
+                    c.worst.rate_at.as_deref().unwrap_or("-"),
+                    c.worst
+                        .kernel_rate_pct
+                        .map(|k| format!(", kernel−lab {k:+.1} %"))
+                        .unwrap_or_default()
+                );
+            }
+        }
+        st.scenarios.insert(name, entry);
+        // Written after every scenario: a long recording interrupted keeps what it measured.
+        std::fs::write(file, st.to_json()?)
+            .with_context(|| format!("cannot write {}", file.display()))?;
+    }
+    println!(
+        "recorded {} scenario(s) in {} (kernel {}, {})",
+        args.scenario.len() - missed.len(),
+        file.display(),
+        st.kernel,
+        st.date
+    );
+    if missed.is_empty() {
+        Ok(0)
+    } else {
+        eprintln!("error: not recorded: {}", missed.join(", "));
+        Ok(EXIT_ERROR)
+    }
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`, from the system clock (days to civil date: Howard
+/// Hinnant's algorithm, proleptic Gregorian calendar).
+fn today() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    format!("{y:04}-{m:02}-{d:02}")
+}
+
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(11_016), (2000, 2, 29));
+        assert_eq!(civil_from_days(20_454), (2026, 1, 1));
+    }
+
+    #[test]
+    fn stored_name_is_the_stem() {
+        assert_eq!(
+            stored_name(Path::new("scenarios/calibration/office.toml")),
+            "office"
+        );
+    }
+}

@@ -1,0 +1,130 @@
+//! Policies in and out of the running shaper: parse and build a policy with `check`'s
+//! diagnostics, replace a direction's scheduler with the new one adopting the old one's state
+//! (HTB: `Htb::adopt`, kept classes keep queue, counters and tokens; others: drain and re-enqueue),
+//! and SIGHUP's reload of the files given at start. A policy that fails validation changes
+//! nothing. See docs/router.md, "Reload".
+
+use std::path::Path;
+
+use linkshare_config::{ConfigError, Policy};
+use linkshare_core::Time;
+use serde_json::{json, Value};
+
+use crate::{default_device_buffer, root_rate, Sched, Shaper};
+
+/// Diagnostics of an invalid policy, rendered like `linkshare check`.
+pub fn render_config_error(text: &str, e: &ConfigError) -> String {
+    let mut s = String::new();
+    for d in &e.diagnostics {
+        s.push_str(&d.render_with_source(text));
+        s.push_str("\n\n");
+    }
+    let n = e.errors().count();
+    let w = e.warnings().count();
+    s.push_str(&format!(
+        "policy is invalid: {n} error{}{}",
+        if n == 1 { "" } else { "s" },
+        match w {
+            0 => String::new(),
+            1 => ", 1 warning".to_string(),
+            w => format!(", {w} warnings"),
+        }
+    ));
+    s
+}
+
+/// Parse and build a policy; `Err` carries the rendered diagnostics.
+pub fn load_sched(text: &str, origin: &str) -> Result<(Policy, Sched), String> {
+    let p = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
+    let s = if p.kind_name() == "htb" {
+        Sched::Htb(Box::new(
+            p.build_htb().map_err(|e| render_config_error(text, &e))?,
+        ))
+    } else {
+        Sched::Other(p.build().map_err(|e| render_config_error(text, &e))?)
+    };
+    Ok((p, s))
+}
+
+/// Fallback state transfer for non-HTB schedulers: the old scheduler's packets, in its send
+/// order, are offered to the new one (refusals are counted by the new scheduler).
+pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> Value {
+    let pkts = old.q().drain(now);
+    let n = pkts.len();
+    let mut dropped = 0u64;
+    for p in pkts {
+        if new.q().enqueue(p, now).is_err() {
+            dropped += 1;
+        }
+        while new.q().take_dropped().is_some() {
+            dropped += 1;
+        }
+    }
+    json!({"moved_packets": n, "dropped_packets": dropped})
+}
+
+impl Shaper {
+    /// Replace direction `d`'s policy with `text`; the new scheduler adopts the old one's state.
+    /// On error the running policy is untouched and the error is rendered like `linkshare check`.
+    pub fn reload(&mut self, d: usize, text: &str, origin: &str) -> Result<Value, String> {
+        let (_, mut new) = load_sched(text, origin)?;
+        let now = self.now();
+        let old = self.dirs[d].sched.take();
+        let report = match (old, &mut new) {
+            (Some(Sched::Htb(mut o)), Sched::Htb(n)) => {
+                let r = n.adopt(&mut o, now);
+                json!({"kept": r.kept, "added": r.added, "removed": r.removed,
+                       "moved_packets": r.moved_packets, "reclassified": r.reclassified,
+                       "dropped_packets": r.dropped_packets})
+            }
+            (Some(mut o), n) => adopt_state(n, &mut o, now),
+            (None, _) => json!({"kept": [], "added": [], "removed": [],
+                                "moved_packets": 0, "dropped_packets": 0}),
+        };
+        self.dirs[d].link_bps = root_rate(&new);
+        self.dirs[d].device_buffer = self.dirs[d]
+            .device_buffer_opt
+            .unwrap_or(default_device_buffer(self.dirs[d].link_bps));
+        self.dirs[d].sched = Some(new);
+        self.dirs[d].live.clear();
+        self.dirs[d].eligible = None;
+        self.dirs[d].policy_text = Some((text.to_string(), origin.to_string()));
+        Ok(report)
+    }
+
+    pub(crate) fn reload_path(&mut self, d: usize, path: &Path) -> Result<Value, String> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let r = self.reload(d, &text, &path.display().to_string())?;
+        self.dirs[d].policy_path = Some(path.to_path_buf());
+        Ok(r)
+    }
+
+    /// SIGHUP: reload every policy file given at start (or last reloaded by path).
+    pub(crate) fn on_sighup(&mut self) {
+        for d in 0..2 {
+            let Some(p) = self.dirs[d].policy_path.clone() else {
+                continue;
+            };
+            match self.reload_path(d, &p) {
+                Ok(_) => eprintln!("linkshare: reloaded {}", p.display()),
+                Err(e) => eprintln!("{e}\nlinkshare: kept the running policy"),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_policy_renders_check_diagnostics() {
+        let bad = "qdisc = \"htb\"\ndefault = \"x\"\n[[class]]\nname = \"root\"\nrate = \"fast\"\n";
+        let Err(d) = load_sched(bad, "bad.toml") else {
+            panic!("accepted an invalid policy")
+        };
+        assert!(d.contains("bad.toml"), "{d}");
+        assert!(d.contains("policy is invalid"), "{d}");
+    }
+}

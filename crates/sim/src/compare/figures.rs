@@ -1,0 +1,192 @@
+//! The figures one run contributes to a comparison: per class per phase mean rate, per ping flow
+//! RTT p50/p99, per flow goodput. Read from a [`SimResult`] — the simulator's, or the lab's (which
+//! produces the same model) — or from stored lab results (they serialise to compact JSON).
+//!
+//! A class's rate in a phase is the bytes of the sample intervals that lie wholly inside the
+//! phase's measured stretch `[from_s, end_s]`, over the time they cover: both sides sample on the
+//! same grid (`k × sample`), so they average the very same intervals.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::phases::Phase;
+use crate::model::{SeriesKind, SimResult};
+
+/// Slack when deciding whether a sample interval lies inside a phase (seconds).
+const EPS_S: f64 = 1e-6;
+/// The one class of a scenario without a policy, on both sides (the simulator calls it `pfifo`,
+/// the lab `link`).
+pub const NO_POLICY: &str = "link";
+
+/// RTT percentiles of one flow, ms.
+#[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rtt {
+    pub p50_ms: f64,
+    pub p99_ms: f64,
+}
+
+/// One run's figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Figures {
+    /// Mean sending rate of each class in each phase (in phase order), Mbit/s; `None` where the
+    /// phase is skipped or no sample interval lies inside it.
+    pub classes: BTreeMap<String, Vec<Option<f64>>>,
+    /// RTT of each ping flow over the run.
+    pub pings: BTreeMap<String, Rtt>,
+    /// Goodput of each TCP and UDP flow over its active time, Mbit/s.
+    pub goodput: BTreeMap<String, f64>,
+}
+
+/// Round to 1e-4 (0.1 kbit/s, 0.1 µs): stored figures stay short and a fresh run compares the
+/// same digits.
+pub(crate) fn round4(x: f64) -> f64 {
+    (x * 1e4).round() / 1e4
+}
+
+impl Figures {
+    /// The figures of `result` over `phases`. `no_policy`: the scenario has no policy, its one
+    /// class is reported as [`NO_POLICY`] whatever the side calls it.
+    pub fn measure(result: &SimResult, phases: &[Phase], no_policy: bool) -> Figures {
+        // Per class: (end time, bytes) in time order.
+        let mut series: BTreeMap<String, Vec<(f64, u64)>> = BTreeMap::new();
+        for s in result
+            .samples
+            .iter()
+            .filter(|s| s.kind == SeriesKind::Class)
+        {
+            let name = if no_policy {
+                NO_POLICY.to_string()
+            } else {
+                s.name.clone()
+            };
+            series.entry(name).or_default().push((s.time_s, s.bytes));
+        }
+        let mut classes = BTreeMap::new();
+        for (name, mut pts) in series {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            // Several classes merged into one (no policy): add up equal times.
+            pts.dedup_by(|b, a| {
+                if (a.0 - b.0).abs() < EPS_S {
+                    a.1 += b.1;
+                    true
+                } else {
+                    false
+                }
+            });
+            let rates = phases.iter().map(|p| phase_rate(&pts, p)).collect();
+            classes.insert(name, rates);
+        }
+        let mut pings = BTreeMap::new();
+        let mut goodput = BTreeMap::new();
+        for (name, f) in &result.summary.flows {
+            if f.kind == "ping" {
+                if let Some(r) = &f.rtt_ms {
+                    pings.insert(
+                        name.clone(),
+                        Rtt {
+                            p50_ms: round4(r.p50),
+                            p99_ms: round4(r.p99),
+                        },
+                    );
+                }
+            } else {
+                goodput.insert(name.clone(), round4(f.goodput_bps / 1e6));
+            }
+        }
+        Figures {
+            classes,
+            pings,
+            goodput,
+        }
+    }
+}
+
+/// Mean rate (Mbit/s) of the intervals `(previous end, end]` lying inside the phase's measured
+/// stretch.
+fn phase_rate(pts: &[(f64, u64)], p: &Phase) -> Option<f64> {
+    if p.skipped {
+        return None;
+    }
+    let mut bytes = 0u64;
+    let mut span = 0.0;
+    let mut prev = 0.0;
+    for &(t, b) in pts {
+        if prev >= p.from_s - EPS_S && t <= p.end_s + EPS_S {
+            bytes += b;
+            span += t - prev;
+        }
+        prev = t;
+    }
+    (span > EPS_S).then(|| round4(bytes as f64 * 8.0 / span / 1e6))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::compare::phases::from_boundaries;
+    use crate::model::{FlowSummary, RttStats, Sample};
+
+    fn sample(t: f64, name: &str, bytes: u64) -> Sample {
+        Sample {
+            time_s: t,
+            kind: SeriesKind::Class,
+            name: name.into(),
+            bytes,
+            rate_bps: 0.0,
+            backlog_bytes: 0,
+            drops: 0,
+            rtt_ms: None,
+        }
+    }
+
+    #[test]
+    fn rates_average_only_settled_intervals() {
+        let mut r = SimResult::default();
+        // 0.5 s samples over 10 s; 1 Mbit/s until 5 s (125 000 B/s), 3 Mbit/s after.
+        for k in 1..=20 {
+            let t = k as f64 * 0.5;
+            let bps = if t <= 5.0 { 125_000 } else { 375_000 };
+            r.samples.push(sample(t, "a", bps / 2));
+        }
+        r.summary.flows.insert(
+            "p".into(),
+            FlowSummary {
+                kind: "ping".into(),
+                rtt_ms: Some(RttStats {
+                    p50: 10.123456,
+                    p99: 20.0,
+                    ..RttStats::default()
+                }),
+                ..FlowSummary::default()
+            },
+        );
+        r.summary.flows.insert(
+            "t".into(),
+            FlowSummary {
+                kind: "tcp".into(),
+                goodput_bps: 2_500_000.0,
+                ..FlowSummary::default()
+            },
+        );
+        let phases = from_boundaries(&[5.0, 9.0], 10.0);
+        let f = Figures::measure(&r, &phases, false);
+        // Phase 1 (0–5) from 5/3 s: intervals ending 2.0 … 5.0 → exactly 1 Mbit/s.
+        // Phase 2 (5–9) from 6.33 s: 6.5 … 9.0 → 3 Mbit/s. Phase 3 (9–10) is skipped.
+        assert_eq!(f.classes["a"], vec![Some(1.0), Some(3.0), None]);
+        assert_eq!(f.pings["p"].p50_ms, 10.1235);
+        assert_eq!(f.goodput["t"], 2.5);
+        assert!(!f.goodput.contains_key("p"));
+    }
+
+    #[test]
+    fn no_policy_merges_into_one_link_class() {
+        let mut r = SimResult::default();
+        for k in 1..=10 {
+            r.samples.push(sample(k as f64, "pfifo", 1_000_000 / 8));
+        }
+        let f = Figures::measure(&r, &from_boundaries(&[], 10.0), true);
+        assert_eq!(f.classes.keys().collect::<Vec<_>>(), [NO_POLICY]);
+        assert_eq!(f.classes[NO_POLICY], vec![Some(1.0)]);
+    }
+}

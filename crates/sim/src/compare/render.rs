@@ -1,0 +1,173 @@
+//! The comparison as text for the terminal: one table per kind of figure, then the worst errors
+//! and the verdict. The same numbers as `compare.json`, rounded for reading.
+
+use std::fmt::Write;
+
+use super::{Comparison, Rtt};
+use crate::report::{Align, TextTable};
+
+fn opt(x: Option<f64>, decimals: usize) -> String {
+    x.map(|v| format!("{v:.decimals$}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+fn signed(x: Option<f64>) -> String {
+    x.map(|v| format!("{v:+.1}")).unwrap_or_else(|| "-".into())
+}
+
+fn rtt(r: Option<Rtt>) -> String {
+    r.map(|r| format!("{:.2} / {:.2}", r.p50_ms, r.p99_ms))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The tables. `kernel`: show the kernel's columns.
+pub fn render_text(c: &Comparison, kernel: bool) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{}: simulator against lab, {} Mbit/s link; errors in % of the link rate",
+        c.scenario, c.link_rate_mbit
+    );
+    let _ = writeln!(out, "\nphases (measured after settling):");
+    for p in &c.phases {
+        let _ = writeln!(
+            out,
+            "  {}  {:.1}–{:.1} s{}",
+            p.index,
+            p.start_s,
+            p.end_s,
+            if p.skipped {
+                " — skipped (shorter than 1.5 s)".to_string()
+            } else {
+                format!(", measured {} s", p.span())
+            }
+        );
+    }
+
+    let mut h: Vec<(&str, Align)> = vec![
+        ("class", Align::Left),
+        ("phase", Align::Right),
+        ("sim Mbit/s", Align::Right),
+        ("lab Mbit/s", Align::Right),
+    ];
+    if kernel {
+        h.push(("kernel Mbit/s", Align::Right));
+    }
+    h.push(("sim−lab %", Align::Right));
+    if kernel {
+        h.push(("kernel−lab %", Align::Right));
+    }
+    let mut t = TextTable::new(&h);
+    for r in &c.classes {
+        let mut row = vec![
+            r.class.clone(),
+            r.phase.to_string(),
+            opt(r.sim, 2),
+            opt(r.lab, 2),
+        ];
+        if kernel {
+            row.push(opt(r.kernel, 2));
+        }
+        row.push(signed(r.error_pct));
+        if kernel {
+            row.push(signed(r.kernel_error_pct));
+        }
+        t.rows.push(row);
+    }
+    let _ = write!(out, "\n{}", t.render());
+
+    if !c.pings.is_empty() {
+        let mut h: Vec<(&str, Align)> = vec![
+            ("ping", Align::Left),
+            ("sim p50 / p99 ms", Align::Right),
+            ("lab p50 / p99 ms", Align::Right),
+        ];
+        if kernel {
+            h.push(("kernel p50 / p99 ms", Align::Right));
+        }
+        h.push(("p50 sim−lab", Align::Right));
+        h.push(("ok", Align::Left));
+        let mut t = TextTable::new(&h);
+        for r in &c.pings {
+            let mut row = vec![r.flow.clone(), rtt(r.sim), rtt(r.lab)];
+            if kernel {
+                row.push(rtt(r.kernel));
+            }
+            row.push(match (r.p50_error_ms, r.p50_error_pct) {
+                (Some(ms), Some(pc)) => format!("{ms:+.2} ms ({pc:+.0} %)"),
+                (Some(ms), None) => format!("{ms:+.2} ms"),
+                _ => "-".into(),
+            });
+            row.push(if r.within { "yes" } else { "NO" }.into());
+            t.rows.push(row);
+        }
+        let _ = write!(out, "\n{}", t.render());
+    }
+
+    if !c.flows.is_empty() {
+        let mut h: Vec<(&str, Align)> = vec![
+            ("flow", Align::Left),
+            ("sim goodput Mbit/s", Align::Right),
+            ("lab goodput Mbit/s", Align::Right),
+        ];
+        if kernel {
+            h.push(("kernel goodput Mbit/s", Align::Right));
+        }
+        let mut t = TextTable::new(&h);
+        for r in &c.flows {
+            let mut row = vec![r.flow.clone(), opt(r.sim, 3), opt(r.lab, 3)];
+            if kernel {
+                row.push(opt(r.kernel, 3));
+            }
+            t.rows.push(row);
+        }
+        let _ = write!(out, "\n{}", t.render());
+    }
+
+    let w = &c.worst;
+    let _ = writeln!(
+        out,
+        "\nworst rate error: {:+.1} % of the link{}",
+        w.rate_pct,
+        w.rate_at
+            .as_deref()
+            .map(|a| format!(" ({a})"))
+            .unwrap_or_default()
+    );
+    if let (Some(ms), Some(at)) = (w.rtt_p50_ms, &w.rtt_at) {
+        let _ = writeln!(
+            out,
+            "worst RTT p50 error: {ms:+.2} ms{} ({at})",
+            w.rtt_p50_pct
+                .map(|p| format!(" = {p:+.0} %"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(k) = w.kernel_rate_pct {
+        let _ = writeln!(
+            out,
+            "kernel HTB against linkshare in the lab: worst {k:+.1} % of the link"
+        );
+    }
+    let t = &c.tolerance;
+    if c.pass {
+        let _ = writeln!(
+            out,
+            "PASS: within {} % of the link, RTT p50 within {} % or {} ms",
+            t.rate_pct, t.rtt_pct, t.rtt_floor_ms
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "FAIL: {} figure(s) outside {} % of the link / RTT p50 {} % or {} ms:",
+            c.failures.len(),
+            t.rate_pct,
+            t.rtt_pct,
+            t.rtt_floor_ms
+        );
+        for f in &c.failures {
+            let _ = writeln!(out, "  {f}");
+        }
+    }
+    out
+}
