@@ -187,11 +187,13 @@ impl LeafQ {
     }
 }
 
-/// Per-class state, kept small (128 bytes: 100k classes fit in 16 MB with names and lists).
-/// Tokens are in nano-bits (see the module docs); bucket sizes are `burst × 8 × 10⁹`.
-/// Aligned to a cache line so a record spans exactly two lines.
-#[repr(align(64))]
+/// Per-class state: 128 bytes, two cache lines, laid out by hand (`repr(C)`). The first line
+/// holds everything the charge and the mode need (buckets, rates, parent, level, mode); the
+/// second the queue, the DRR state and the counters. Tokens are in nano-bits (see the module
+/// docs); bucket sizes are `burst × 8 × 10⁹`.
+#[repr(C, align(64))]
 struct Class {
+    // ---- line 0: charge and mode ----
     rate: u64,
     ceil: u64,
     tokens: i64,
@@ -199,34 +201,57 @@ struct Class {
     /// Time of the last charge (tokens are as of `t_c`).
     t_c: u64,
     parent: u32,
+    burst: u32,
+    cburst: u32,
     /// Index into `inner` for inner classes, NIL for leaves.
     inner: u32,
     quantum: u32,
-    /// DRR deficits: `[0]` when sending on its own rate (level 0), `[1]` when borrowing. Linux
-    /// keeps one per level; two suffice because a leaf competes with one set of classes when it
-    /// is under its rate and another when it borrows, and keeping them apart stops the traffic a
-    /// class sends on its own rate from eating its share of what it borrows.
-    deficit: [i32; 2],
-    burst: u32,
-    cburst: u32,
-    sent_bytes: u64,
-    sent_packets: u64,
-    /// 32-bit, wrapping, like Linux's `tc_stats` and `tc_htb_xstats`.
-    drops: u32,
-    overlimits: u32,
-    lends: u32,
-    borrows: u32,
-    giants: u32,
-    q: LeafQ,
     level: u8,
     prio: u8,
     mode: ClassMode,
     /// Prios this class is active at (a leaf: its prio if backlogged; an inner class: prios of
     /// its non-empty feeds).
     active: u8,
+    // ---- line 1: queue, DRR, counters ----
+    sent_bytes: u64,
+    sent_packets: u64,
+    /// DRR deficits: `[0]` when sending on its own rate (level 0), `[1]` when borrowing. Linux
+    /// keeps one per level; two suffice because a leaf competes with one set of classes when it
+    /// is under its rate and another when it borrows, and keeping them apart stops the traffic a
+    /// class sends on its own rate from eating its share of what it borrows.
+    deficit: [i32; 2],
+    q: LeafQ,
+    /// 32-bit, wrapping, like Linux's `tc_stats` and `tc_htb_xstats`.
+    drops: u32,
+    overlimits: u32,
+    lends: u32,
+    borrows: u32,
+    giants: u32,
+}
+
+/// Ask the CPU to bring `x`'s cache line in (no effect on results; no fault on any address).
+#[inline(always)]
+fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults and reads nothing observable. SSE is part of
+    // the x86_64 baseline.
+    #[allow(unused_unsafe)]
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
 }
 
 impl Class {
+    /// Bring both lines of the record in.
+    #[inline(always)]
+    fn prefetch(&self) {
+        prefetch(&self.tokens);
+        prefetch(&self.sent_bytes);
+    }
+
     fn buffer(&self) -> i64 {
         nbits(self.burst as u64)
     }
@@ -624,8 +649,8 @@ impl<P: Packet> Htb<P> {
     /// Enqueue a burst: packet `i` of `pkts` into leaf `classes[i]` (as [`Self::enqueue_to`]),
     /// leaving `pkts` empty; refused packets go to `refused`. Returns how many were accepted.
     ///
-    /// Before enqueuing anything it reads the class record of every leaf, then the record of each
-    /// leaf's parent and its list link: independent loads that the CPU overlaps, so a burst of
+    /// Before enqueuing anything it prefetches the class record of every leaf, then the record of
+    /// each leaf's parent, its list link and its queue's tail slot, so a burst of
     /// `k` packets into cold classes waits for about one round of cache misses instead of `k`
     /// (and the dequeue and charge that follow find those records in cache). This is what DPDK's
     /// `rte_sched_port_enqueue` does with prefetches.
@@ -636,23 +661,24 @@ impl<P: Packet> Htb<P> {
         now: Time,
         refused: &mut Vec<Dropped<P>>,
     ) -> usize {
-        let mut acc = 0u32;
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
-                acc ^= cl.parent ^ cl.q.tail;
+                cl.prefetch();
             }
         }
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
                 if let Some(p) = self.classes.get(cl.parent as usize) {
-                    acc ^= p.parent ^ p.q.tail;
+                    p.prefetch();
                 }
                 if let Some(l) = self.links.get(c as usize) {
-                    acc ^= l.prev;
+                    prefetch(l);
+                }
+                if let Some(slot) = self.pool.get(cl.q.tail as usize) {
+                    prefetch(slot);
                 }
             }
         }
-        std::hint::black_box(acc);
         let mut ok = 0;
         for (i, p) in pkts.drain(..).enumerate() {
             let c = classes.get(i).copied().unwrap_or(self.default);
@@ -1241,7 +1267,16 @@ impl<P: Packet> Htb<P> {
         // misbehave (hold backlog but refuse to dequeue); cap it anyway.
         for _ in 0..64 {
             let (leaf, lid) = self.lookup_leaf(level, prio)?;
+            // The next leaf of this list is likely served next: start its misses now.
+            let next = self.links[leaf as usize].next;
+            if (next as usize) < self.classes.len() {
+                self.classes[next as usize].prefetch();
+                prefetch(&self.links[next as usize]);
+            }
             let cl = &self.classes[leaf as usize];
+            if let Some(p) = self.classes.get(cl.parent as usize) {
+                p.prefetch();
+            }
             let (out, now_empty, wait_until) = match cl.q.kind() {
                 LeafKind::Pfifo | LeafKind::Bfifo => {
                     let p = self.fifo_pop(leaf);
