@@ -1,6 +1,8 @@
 //! `linkshare check POLICY`: validate a policy file and show the class tree it describes.
 //!
-//! Diagnostics (errors and warnings) go to stderr with the offending source line; on success the
+//! Diagnostics (errors and warnings) go to stderr with the offending source line (at most 20 of
+//! each severity, the rest counted; long lines echoed as a window around the column, see
+//! `linkshare_config::render_report`); on success the
 //! tree goes to stdout. With `--json`, one JSON object goes to stdout instead (classes, filters,
 //! warnings, errors) and nothing is printed on stderr.
 //!
@@ -9,7 +11,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use linkshare_config::{ClassInfo, ConfigError, Diagnostic, Driver, Policy};
+use linkshare_config::{render_report, ClassInfo, ConfigError, Diagnostic, Driver, Policy};
 use serde_json::{json, Value};
 
 /// Exit code: the policy is valid (possibly with warnings).
@@ -68,9 +70,7 @@ pub fn run(args: &CheckArgs) -> i32 {
 fn print_human(text: &str, result: &Result<Policy, ConfigError>) {
     match result {
         Ok(p) => {
-            for w in p.warnings() {
-                eprintln!("{}\n", w.render_with_source(text));
-            }
+            eprint!("{}", render_report(text, p.warnings()));
             print!("{}", p.render_tree());
             let n = p.warnings().len();
             if n > 0 {
@@ -81,9 +81,7 @@ fn print_human(text: &str, result: &Result<Policy, ConfigError>) {
             }
         }
         Err(e) => {
-            for d in &e.diagnostics {
-                eprintln!("{}\n", d.render_with_source(text));
-            }
+            eprint!("{}", render_report(text, &e.diagnostics));
             let errors = e.errors().count();
             let warnings = e.warnings().count();
             eprintln!(

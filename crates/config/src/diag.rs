@@ -9,6 +9,9 @@
 use std::fmt;
 use std::ops::Range;
 
+pub(crate) use crate::source::LineIndex;
+use crate::source::Source;
+
 /// How bad a diagnostic is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Severity {
@@ -54,28 +57,14 @@ impl Diagnostic {
     }
 
     /// The diagnostic followed by the offending source line and a caret under the column, as
-    /// rustc prints them. `text` is the whole file the diagnostic points into.
+    /// rustc prints them. `text` is the whole file the diagnostic points into. Indexes `text`
+    /// (linear in its size): to render many diagnostics of one file, use [`Source`] or
+    /// [`render_report`](crate::render_report), which index it once.
     pub fn render_with_source(&self, text: &str) -> String {
-        let mut out = format!("{}: {}: {}", self.location(), self.severity, self.message);
-        if self.line > 0 {
-            if let Some(src) = text.lines().nth(self.line - 1) {
-                let num = self.line.to_string();
-                let pad = " ".repeat(num.len());
-                let caret_pad: String = src
-                    .chars()
-                    .take(self.col.saturating_sub(1))
-                    .map(|c| if c == '\t' { '\t' } else { ' ' })
-                    .collect();
-                out.push_str(&format!("\n{pad} |\n{num} | {src}\n{pad} | {caret_pad}^"));
-            }
-        }
-        if let Some(help) = &self.help {
-            out.push_str(&format!("\n  help: {help}"));
-        }
-        out
+        Source::new(text).render(self)
     }
 
-    fn location(&self) -> String {
+    pub(crate) fn location(&self) -> String {
         if self.line == 0 {
             self.file.clone()
         } else {
@@ -136,36 +125,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// Turns byte offsets into 1-based line and column (in characters).
-pub(crate) struct LineIndex<'a> {
-    text: &'a str,
-    /// Byte offset at which each line starts.
-    starts: Vec<usize>,
-}
-
-impl<'a> LineIndex<'a> {
-    pub(crate) fn new(text: &'a str) -> Self {
-        let mut starts = vec![0];
-        starts.extend(text.match_indices('\n').map(|(i, _)| i + 1));
-        LineIndex { text, starts }
-    }
-
-    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
-        let offset = offset.min(self.text.len());
-        let line = match self.starts.binary_search(&offset) {
-            Ok(i) => i,
-            Err(i) => i - 1,
-        };
-        let start = self.starts[line];
-        let col = self
-            .text
-            .get(start..offset)
-            .map(|s| s.chars().count())
-            .unwrap_or(offset - start);
-        (line + 1, col + 1)
-    }
-}
 
 /// Collects diagnostics for one document.
 pub(crate) struct Sink<'a> {
@@ -267,6 +226,11 @@ pub(crate) fn suggest<'c>(
     word: &str,
     candidates: impl IntoIterator<Item = &'c str>,
 ) -> Option<&'c str> {
+    // Names and units are short; a long word is no typo of one (and the edit distance is
+    // quadratic in the lengths).
+    if word.len() > 64 {
+        return None;
+    }
     let lower = word.to_ascii_lowercase();
     let limit = match word.chars().count() {
         0..=2 => 1,
@@ -284,18 +248,6 @@ pub(crate) fn suggest<'c>(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn line_col_is_one_based_in_chars() {
-        let idx = LineIndex::new("ab\nc\u{e9}d\n\nx");
-        assert_eq!(idx.line_col(0), (1, 1));
-        assert_eq!(idx.line_col(1), (1, 2));
-        assert_eq!(idx.line_col(3), (2, 1));
-        // 'd' comes after a two-byte character: byte 6, column 3.
-        assert_eq!(idx.line_col(6), (2, 3));
-        assert_eq!(idx.line_col(8), (3, 1));
-        assert_eq!(idx.line_col(9), (4, 1));
-    }
 
     #[test]
     fn suggestions() {

@@ -35,6 +35,7 @@ mod leaf;
 mod params;
 mod raw;
 mod render;
+mod source;
 mod validate;
 mod values;
 
@@ -50,6 +51,7 @@ use linkshare_core::{Packet, Qdisc};
 pub use diag::{ConfigError, Diagnostic, Severity};
 pub use leaf::LeafKind;
 pub use raw::PolicyDoc;
+pub use source::{render_report, Source, ECHO_MAX_CHARS, SHOWN_PER_SEVERITY};
 
 /// The root scheduler of a policy (`qdisc = "..."`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

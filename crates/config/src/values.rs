@@ -108,6 +108,75 @@ fn split_unit(text: &str) -> (&str, &str) {
     (num, unit.trim())
 }
 
+/// The magnitude of one `unit`, in bits (per second for rates), as the core parses it.
+fn unit_bits(unit: &str, rate: bool) -> Option<u128> {
+    if rate {
+        Rate::parse(&format!("1{unit}")).ok().map(|r| r.0 as u128)
+    } else {
+        Size::parse(&format!("1{unit}"))
+            .ok()
+            .map(|s| s.0 as u128 * 8)
+    }
+}
+
+/// What a mistyped unit meant, in bits (per second for rates), read as networking writes units:
+/// a prefix letter (`k`, `m`, `g`, `t`, with `i` for binary) and a base — `bit` or a lowercase `b`
+/// is a bit, `byte` or an uppercase `B` a byte, tc's `bps` a byte per second. Sizes are bytes
+/// unless the word says `bit`. `None` when the word does not say.
+fn intended_bits(unit: &str, rate: bool) -> Option<u128> {
+    let mut chars = unit.chars().peekable();
+    let exp = match chars.peek().map(|c| c.to_ascii_lowercase()) {
+        Some('k') => 1,
+        Some('m') => 2,
+        Some('g') => 3,
+        Some('t') => 4,
+        _ => 0,
+    };
+    if exp > 0 {
+        chars.next();
+    }
+    let binary = exp > 0 && chars.peek() == Some(&'i');
+    if binary {
+        chars.next();
+    }
+    let base: String = chars.collect();
+    let lower = base.to_ascii_lowercase();
+    let unit_bits: u128 = if lower.contains("bit") {
+        1
+    } else if lower.contains("byte") || base.contains('B') || lower.starts_with("bps") {
+        8
+    } else if base.starts_with('b') {
+        if rate {
+            1
+        } else {
+            8
+        }
+    } else if !rate && (exp > 0 || base.is_empty()) {
+        8
+    } else {
+        return None;
+    };
+    let step: u128 = if binary || !rate { 1024 } else { 1000 };
+    Some(unit_bits * step.pow(exp))
+}
+
+/// The known unit closest to a mistyped one among those of the magnitude it meant; none rather
+/// than one of another magnitude (a hint must never multiply the value).
+fn unit_hint<'u>(unit: &str, units: &[&'u str], rate: bool) -> Option<&'u str> {
+    if unit.len() > 16 {
+        return None;
+    }
+    let want = intended_bits(unit, rate)?;
+    let same: Vec<&str> = units
+        .iter()
+        .copied()
+        .filter(|u| unit_bits(u, rate) == Some(want))
+        .collect();
+    let lower = unit.to_ascii_lowercase();
+    same.into_iter()
+        .min_by_key(|u| crate::diag::edit_distance(&lower, u))
+}
+
 fn unit_error(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>, text: &str, e: &UnitError, rate: bool) {
     let (units, help) = if rate {
         (RATE_UNITS, RATE_HELP)
@@ -118,7 +187,7 @@ fn unit_error(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>, text: &str, e: &Unit
     match e {
         UnitError::UnknownUnit { .. } => {
             let (num, unit) = split_unit(text);
-            let help = match suggest(unit, units.iter().copied()) {
+            let help = match unit_hint(unit, units, rate) {
                 Some(u) => format!("did you mean \"{num}{u}\"? {help}"),
                 None => help.to_string(),
             };

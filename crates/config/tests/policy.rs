@@ -463,6 +463,61 @@ fn unit_typo() {
     );
 }
 
+/// No unit hint changes the magnitude the user meant (issue 13: `8Mbs` was answered with
+/// `8mbps`, tc's megabytes per second, eight times the megabits meant). `b` is a bit and `B` a
+/// byte, as in networking; tc's `bps` family is bytes; a `bit` is a bit.
+#[test]
+fn unit_hints_keep_the_magnitude() {
+    let rates = [
+        ("8Mbs", Some("8mbit")),
+        ("8mbs", Some("8mbit")),
+        ("8Mb/s", Some("8mbit")),
+        ("5kbs", Some("5kbit")),
+        ("1Gbs", Some("1gbit")),
+        ("1tbs", Some("1tbit")),
+        ("10mbitt", Some("10mbit")),
+        ("10 mbits", Some("10mbit")),
+        ("4mibits", Some("4mibit")),
+        ("8MBs", Some("8mbps")),
+        ("8MB/s", Some("8mbps")),
+        ("2mbyte", Some("2mbps")),
+        ("3kbpss", Some("3kbps")),
+        ("7mibyte", Some("7mibps")),
+        ("10zz", None),
+    ];
+    for (typo, hint) in rates {
+        let text = edit(EXAMPLE, "rate = \"8mbit\"", &format!("rate = \"{typo}\""));
+        let errs = errors(&text);
+        assert_eq!(errs.len(), 1, "{typo}: {errs:#?}");
+        let help = errs[0].help.clone().unwrap_or_default();
+        match hint {
+            Some(h) => assert!(
+                help.starts_with(&format!("did you mean \"{h}\"?")),
+                "{typo}: {help}"
+            ),
+            None => assert!(!help.contains("did you mean"), "{typo}: {help}"),
+        }
+    }
+    let sizes = [
+        ("15kk", Some("15k")),
+        ("2mbb", Some("2mb")),
+        ("64kbitt", Some("64kbit")),
+        ("1gg", Some("1g")),
+    ];
+    for (typo, hint) in sizes {
+        let text = edit(EXAMPLE, "cburst = \"3k\"", &format!("cburst = \"{typo}\""));
+        let errs = errors(&text);
+        let help = errs[0].help.clone().unwrap_or_default();
+        match hint {
+            Some(h) => assert!(
+                help.starts_with(&format!("did you mean \"{h}\"?")),
+                "{typo}: {help}"
+            ),
+            None => assert!(!help.contains("did you mean"), "{typo}: {help}"),
+        }
+    }
+}
+
 // ---- more checks ----
 
 #[test]

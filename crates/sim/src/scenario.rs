@@ -524,6 +524,14 @@ impl Scenario {
             overhead: opt_int(doc, rl.overhead.as_ref(), 0, 0, 1024)? as u32,
             queue: opt_int(doc, rl.queue.as_ref(), DEFAULT_QUEUE as i64, 1, 10_000_000)? as u32,
         };
+        // Times are added up (delays, on/off periods) in u64 nanoseconds: bounded so no sum wraps.
+        if let Some(d) = rl.delay.as_ref().filter(|_| link.delay > MAX_DURATION) {
+            return Err(doc.err(
+                d.span(),
+                format!("the link `delay` {} is above {MAX_DURATION}", link.delay),
+                None,
+            ));
+        }
         let policy = match raw.policy {
             None => None,
             Some(p) => {
@@ -759,6 +767,17 @@ fn flow_from_raw(
                     if on_d.0 == 0 {
                         return Err(doc.err(on.span(), "`on` must be above 0", None));
                     }
+                    if on_d
+                        .0
+                        .checked_add(off_d.0)
+                        .is_none_or(|p| p > MAX_DURATION.0)
+                    {
+                        return Err(doc.err(
+                            off.span(),
+                            format!("`on` {on_d} plus `off` {off_d} (the period) is above {MAX_DURATION}"),
+                            None,
+                        ));
+                    }
                     Pattern::OnOff {
                         on: on_d,
                         off: off_d,
@@ -829,6 +848,19 @@ fn flow_from_raw(
         return Err(doc.err(sp, format!("flow `{name_s}` stops before it starts"), None));
     }
     let extra_delay = opt_dur(doc, rf.extra_delay.as_ref(), Duration::ZERO)?;
+    if let Some(v) = rf.extra_delay.as_ref() {
+        let one_way = link.delay.0.checked_add(extra_delay.0);
+        if one_way.is_none_or(|t| t > MAX_DURATION.0) {
+            return Err(doc.err(
+                v.span(),
+                format!(
+                    "`extra_delay` {extra_delay} plus the link's `delay` {} is above {MAX_DURATION}",
+                    link.delay
+                ),
+                None,
+            ));
+        }
+    }
     let count = opt_int(doc, rf.count.as_ref(), 1, 1, MAX_COUNT)?;
     let has_count = rf.count.is_some();
     if count > 1 && rf.sport.is_some() && rf.src.is_some() {

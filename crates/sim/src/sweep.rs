@@ -45,6 +45,9 @@ use crate::SimError;
 
 /// Most points a sweep may have.
 pub const MAX_POINTS: usize = 10_000;
+/// Most flows over all the points of a sweep (points × flows per point): each flow of each point
+/// is a simulated flow and its state.
+pub const MAX_FLOW_RUNS: usize = 1_000_000;
 /// The value that removes a key (its default applies).
 pub const DEFAULT_VALUE: &str = "default";
 
@@ -253,6 +256,9 @@ pub(crate) fn expand(
         ));
     };
     let mut points = Vec::with_capacity(total);
+    // Flows over all points, bounded before the points are built: the first point tells the
+    // flows per point (axes rarely change `count`; the running sum catches those that do).
+    let mut flow_runs = 0usize;
     for i in 0..total {
         // Mixed radix, first axis slowest.
         let mut rest = i;
@@ -277,6 +283,28 @@ pub(crate) fn expand(
                 let span = edits[0][choice[0]].1.clone();
                 relocate(inner, text, origin, span, &desc)
             })?;
+        flow_runs = flow_runs.saturating_add(sc.flows.len());
+        let projected = if i == 0 {
+            sc.flows.len().saturating_mul(total)
+        } else {
+            flow_runs
+        };
+        if projected > MAX_FLOW_RUNS {
+            let what = if i == 0 {
+                format!("{} points × {} flows", total, sc.flows.len())
+            } else {
+                format!("the first {} of {total} points", i + 1)
+            };
+            return Err(err(
+                sweep_span,
+                format!(
+                    "the sweep would run {} flows ({what}), above the limit of {}",
+                    thousands(projected),
+                    thousands(MAX_FLOW_RUNS)
+                ),
+                Some("use fewer axis values, or a smaller `count`".into()),
+            ));
+        }
         sc.name = format!("{name}-p{}", i + 1);
         points.push(Point {
             index: i + 1,
@@ -285,6 +313,19 @@ pub(crate) fn expand(
         });
     }
     Ok(Sweep { axes, points })
+}
+
+/// `1000000` → `1,000,000`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
 }
 
 /// `axis = label, …` for messages.

@@ -187,6 +187,9 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
     }
 
     testbed::install_signal_handlers()?;
+    if let Some(n) = testbed::raise_priority() {
+        notes.push(n);
+    }
     eprintln!(
         "lab: {} — {} flows for {:.1} s through {} in network namespaces",
         sc.name,
