@@ -4,7 +4,8 @@
 //!
 //! The tree, the tag sequence and the loop are `linkshare_core::benchkit` (shared with the
 //! criterion benches); this command only parses options, times the run with the monotonic
-//! clock, measures the memory the tree took (resident set before and after building it) and
+//! clock, measures the memory the tree took (resident set before and after building it, which
+//! includes what the build left in the allocator, and the scheduler's own count of its heap) and
 //! prints Mpps and ns per packet, or one JSON object with `--json`.
 
 use std::time::Instant;
@@ -137,6 +138,7 @@ fn finish<Q: LeafSched>(
 ) -> anyhow::Result<i32> {
     let build_s = t0.elapsed().as_secs_f64();
     let tree_bytes = rss_bytes().saturating_sub(rss0);
+    let heap_bytes = q.memory_bytes();
     let leaves = match a.active {
         Some(k) if k > 0 && (k as usize) < leaves.len() => {
             let n = leaves.len() as u64;
@@ -173,6 +175,8 @@ fn finish<Q: LeafSched>(
                 "packets": c.dequeued, "refused": c.refused, "short_dequeues": c.short,
                 "wall_s": wall, "mpps": mpps, "ns_per_packet": ns,
                 "build_s": build_s, "tree_bytes": tree_bytes, "bytes_per_class": per_class,
+                "heap_bytes": heap_bytes,
+                "heap_bytes_per_class": heap_bytes.map(|h| h as f64 / classes.max(1) as f64),
             })
         );
     } else {
@@ -184,6 +188,13 @@ fn finish<Q: LeafSched>(
             "tree: built in {build_s:.2} s, {:.1} MB resident ({per_class:.0} B/class)",
             tree_bytes as f64 / 1e6
         );
+        if let Some(h) = heap_bytes {
+            println!(
+                "scheduler heap: {:.1} MB ({:.0} B/class)",
+                h as f64 / 1e6,
+                h as f64 / classes.max(1) as f64
+            );
+        }
     }
     Ok(0)
 }

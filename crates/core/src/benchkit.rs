@@ -236,6 +236,10 @@ pub trait LeafSched: Qdisc<BenchPacket> {
         pkt: BenchPacket,
         now: Time,
     ) -> Result<(), Dropped<BenchPacket>>;
+    /// Heap bytes of the scheduler's own structures, if it can tell.
+    fn memory_bytes(&self) -> Option<usize> {
+        None
+    }
     /// Packet `i` into leaf `leaves[i]`, leaving `pkts` empty; refused ones into `refused`.
     fn enqueue_leaf_burst(
         &mut self,
@@ -264,6 +268,9 @@ impl LeafSched for Htb<BenchPacket> {
         now: Time,
     ) -> Result<(), Dropped<BenchPacket>> {
         self.enqueue_to(leaf, pkt, now)
+    }
+    fn memory_bytes(&self) -> Option<usize> {
+        Some(Htb::memory_bytes(self))
     }
     fn enqueue_leaf_burst(
         &mut self,

@@ -585,6 +585,22 @@ impl<P: Packet> Htb<P> {
         self.names.get(start..end).unwrap_or("")
     }
 
+    /// Bytes this scheduler holds on the heap for its classes, lists, names and packet pool
+    /// (boxed leaf qdiscs and queued packets' own heap data not included).
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.classes.capacity() * size_of::<Class>()
+            + self.names.capacity()
+            + self.name_end.capacity() * 4
+            + self.pool.capacity() * size_of::<Slot<P>>()
+            + self.boxed.capacity() * size_of::<Box<dyn Qdisc<P>>>()
+            + self.marks_seen.capacity() * 8
+            + self.order.capacity() * 4
+            + self.inner.capacity() * size_of::<Inner>()
+            + self.lists.capacity() * size_of::<List>()
+            + self.links.capacity() * size_of::<Link>()
+    }
+
     /// Number of classes.
     pub fn len(&self) -> usize {
         self.classes.len()
@@ -1296,11 +1312,24 @@ impl<P: Packet> Htb<P> {
         // misbehave (hold backlog but refuse to dequeue); cap it anyway.
         for _ in 0..64 {
             let (leaf, lid) = self.lookup_leaf(level, prio)?;
-            // The next leaf of this list is likely served next: start its misses now.
-            let next = self.links[leaf as usize].next;
-            if (next as usize) < self.classes.len() {
-                self.classes[next as usize].prefetch();
-                prefetch(&self.links[next as usize]);
+            // The next leaves of this list are likely served next: a two-stage pipeline. The
+            // record of the next leaf was prefetched one dequeue ago, so its queue's head slot and
+            // its parent can be prefetched now; the leaf after it gets its record prefetched.
+            let n1 = self.links[leaf as usize].next;
+            if (n1 as usize) < self.classes.len() {
+                let c1 = &self.classes[n1 as usize];
+                c1.prefetch();
+                if let Some(slot) = self.pool.get(c1.q.head as usize) {
+                    prefetch(slot);
+                }
+                if let Some(p) = self.classes.get(c1.parent as usize) {
+                    p.prefetch();
+                }
+                let n2 = self.links[n1 as usize].next;
+                if (n2 as usize) < self.classes.len() {
+                    self.classes[n2 as usize].prefetch();
+                    prefetch(&self.links[n2 as usize]);
+                }
             }
             let cl = &self.classes[leaf as usize];
             if let Some(p) = self.classes.get(cl.parent as usize) {
