@@ -2,6 +2,7 @@
 
 mod check;
 mod export_tc;
+mod import_cmd;
 mod lab;
 mod router_cmds;
 mod seeds_doc;
@@ -57,6 +58,8 @@ enum Command {
     Reload(router_cmds::ReloadArgs),
     /// Print the equivalent script for another system (`export tc POLICY --dev DEV`)
     Export(export_tc::ExportArgs),
+    /// Turn a tc script or device, LibreQoS files or pf.conf queues into a policy (docs/import.md)
+    Import(import_cmd::ImportArgs),
     /// Build a namespace testbed and push real kernel traffic through linkshare (and the kernel's HTB)
     Lab(lab::LabArgs),
     /// Regenerate docs/seeds.md: every seed finding beside linkshare's result (runs the scenarios)
@@ -82,6 +85,7 @@ fn main() {
         Command::Class(a) => report(router_cmds::class(a)),
         Command::Reload(a) => report(router_cmds::reload(a)),
         Command::Export(a) => report(export_tc::run(a)),
+        Command::Import(a) => import_cmd::run(a),
         Command::Lab(a) => report(lab::run(a)),
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
     };
