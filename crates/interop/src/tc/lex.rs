@@ -212,9 +212,23 @@ fn split_line(
                 i += 1;
             }
             '$' => {
+                // Unquoted: the value is split into words, as sh does.
                 let (v, used) = expand(&chars[i..], vars).map_err(|m| err(&m))?;
-                in_word = true;
-                cur.push_str(&v);
+                for c in v.chars() {
+                    if c.is_whitespace() {
+                        finish_word(
+                            &mut cur,
+                            &mut in_word,
+                            &mut quoted,
+                            &mut words,
+                            &mut cut,
+                            &mut skip_next,
+                        );
+                    } else {
+                        in_word = true;
+                        cur.push(c);
+                    }
+                }
                 i += used;
                 continue;
             }
