@@ -488,6 +488,10 @@ pub fn import_outputs(
     if !errors.is_empty() {
         return Err(ImportError { errors });
     }
+    // Leaf qdiscs show internal classes of their own (`class tbf 4:1 parent 4:`): only the
+    // root's classes are the tree.
+    let major = conf.root.as_ref().and_then(|r| r.handle);
+    conf.classes.retain(|c| Some(c.id.0) == major);
     conf.notes.push("read from the kernel: rates are kept in bytes/s and printed rounded by tc (`1234Kbit`), bursts recomputed from ticks; import the script itself when exact values matter".into());
     import::build(
         &conf,

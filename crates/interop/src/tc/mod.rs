@@ -6,3 +6,4 @@ pub mod import;
 pub mod leaf;
 pub mod lex;
 pub mod live;
+mod merge;
