@@ -68,10 +68,19 @@ pub fn run(args: &CheckArgs) -> i32 {
 }
 
 fn print_human(text: &str, result: &Result<Policy, ConfigError>) {
+    if let Ok(p) = result {
+        print!("{}", p.render_tree());
+    }
+    print_diagnostics(text, result);
+}
+
+/// `check`'s diagnostics on stderr: every warning or error with its source line, then the
+/// summary (`policy is valid, with N warnings` / `policy is invalid: …`). Also used by
+/// `linkshare import` on the policy it wrote.
+pub fn print_diagnostics(text: &str, result: &Result<Policy, ConfigError>) {
     match result {
         Ok(p) => {
             eprint!("{}", render_report(text, p.warnings()));
-            print!("{}", p.render_tree());
             let n = p.warnings().len();
             if n > 0 {
                 eprintln!(

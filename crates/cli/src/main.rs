@@ -7,6 +7,7 @@ mod compare_cmd;
 mod exit;
 mod export_tc;
 mod fidelity_doc;
+mod import_cmd;
 mod lab;
 mod router_cmds;
 mod seeds_doc;
@@ -67,6 +68,8 @@ enum Command {
     Reload(router_cmds::ReloadArgs),
     /// Print the equivalent script for another system (`export tc POLICY --dev DEV`)
     Export(export_tc::ExportArgs),
+    /// Turn a tc script or device, LibreQoS files or pf.conf queues into a policy (docs/import.md)
+    Import(import_cmd::ImportArgs),
     /// Build a namespace testbed and push real kernel traffic through linkshare (and the kernel's HTB)
     Lab(lab::LabArgs),
     /// Micro-benchmarks of the datapath without I/O (`bench sched`: the scheduler core beside DPDK's)
@@ -118,6 +121,7 @@ fn main() {
         Command::Class(a) => report(router_cmds::class(a)),
         Command::Reload(a) => report(router_cmds::reload(a)),
         Command::Export(a) => report(export_tc::run(a)),
+        Command::Import(a) => import_cmd::run(a),
         Command::Lab(a) => report(lab::run(a)),
         Command::Bench(a) => report(bench_sched::run(a)),
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),

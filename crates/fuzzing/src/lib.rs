@@ -16,9 +16,11 @@
 //! | `frame`    | an Ethernet frame                       | parsing is total; the parsed packet goes through classification, enqueue and dequeue with conserved counters |
 //! | `policy`   | a policy file (UTF-8 text)              | parsing and validation are total; an accepted policy builds and renders |
 //! | `scenario` | a scenario file (UTF-8 text)            | parsing is total                             |
+//! | `import_tc`, `import_libreqos`, `import_pf` | a tc script; network.json + `---` + ShapedDevices.csv; a pf.conf | the importers are total; an accepted import is TOML the policy parser reads without panicking |
 //! | `sched`    | a class tree and a sequence of operations | HTB and CBQ conserve packets after every call (`enqueued = dequeued + dropped + backlog`), HTB never sends a class more than its `ceil` allows |
 
 pub mod frame;
+pub mod import;
 pub mod sched;
 pub mod text;
 
@@ -31,6 +33,9 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("policy", text::policy),
     ("scenario", text::scenario),
     ("sched", sched::run),
+    ("import_tc", import::tc),
+    ("import_libreqos", import::libreqos),
+    ("import_pf", import::pf),
 ];
 
 /// Packets accounted by a scheduler must balance: everything accepted is dequeued (drained

@@ -1,6 +1,6 @@
 //! Policies in and out of the running shaper: parse and build a policy with `check`'s
 //! diagnostics, replace a direction's scheduler with the new one adopting the old one's state
-//! (HTB: `Htb::adopt`, kept classes keep queue, counters and tokens; others: drain and re-enqueue),
+//! (`Qdisc::adopt`: kept classes keep queue, counters and tokens or estimators, for every discipline),
 //! and SIGHUP's reload of the files given at start. A policy that fails validation changes
 //! nothing. See docs/router.md, "Reload".
 
@@ -14,11 +14,8 @@ use crate::{default_device_buffer, root_rate, Sched, Shaper};
 
 /// Diagnostics of an invalid policy, rendered like `linkshare check`.
 pub fn render_config_error(text: &str, e: &ConfigError) -> String {
-    let mut s = String::new();
-    for d in &e.diagnostics {
-        s.push_str(&d.render_with_source(text));
-        s.push_str("\n\n");
-    }
+    // One index of the text for every diagnostic, at most 20 shown per severity.
+    let mut s = linkshare_config::render_report(text, &e.diagnostics);
     let n = e.errors().count();
     let w = e.warnings().count();
     s.push_str(&format!(
@@ -46,21 +43,22 @@ pub fn load_sched(text: &str, origin: &str) -> Result<(Policy, Sched), String> {
     Ok((p, s))
 }
 
-/// Fallback state transfer for non-HTB schedulers: the old scheduler's packets, in its send
-/// order, are offered to the new one (refusals are counted by the new scheduler).
+/// The new scheduler takes over the old one's state through `Qdisc::adopt` (every discipline:
+/// HTB and CBQ keep kept classes' queues, counters and tokens or estimators; PRIO and DRR their
+/// bands' and classes'; any other pair requeues and continues the counters). What the old one
+/// dropped on the way is collected and counted.
 pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> Value {
-    let pkts = old.q().drain(now);
-    let n = pkts.len();
-    let mut dropped = 0u64;
-    for p in pkts {
-        if new.q().enqueue(p, now).is_err() {
-            dropped += 1;
-        }
-        while new.q().take_dropped().is_some() {
-            dropped += 1;
-        }
+    let r = new.q().adopt(old.q(), now);
+    let mut dropped = r.dropped_packets;
+    while old.q().take_dropped().is_some() {
+        dropped += 1;
     }
-    json!({"moved_packets": n, "dropped_packets": dropped})
+    while new.q().take_dropped().is_some() {
+        dropped += 1;
+    }
+    json!({"kept": r.kept, "added": r.added, "removed": r.removed,
+           "moved_packets": r.moved_packets, "reclassified": r.reclassified,
+           "dropped_packets": dropped})
 }
 
 impl Shaper {
@@ -71,12 +69,6 @@ impl Shaper {
         let now = self.now();
         let old = self.dirs[d].sched.take();
         let report = match (old, &mut new) {
-            (Some(Sched::Htb(mut o)), Sched::Htb(n)) => {
-                let r = n.adopt(&mut o, now);
-                json!({"kept": r.kept, "added": r.added, "removed": r.removed,
-                       "moved_packets": r.moved_packets, "reclassified": r.reclassified,
-                       "dropped_packets": r.dropped_packets})
-            }
             (Some(mut o), n) => adopt_state(n, &mut o, now),
             (None, _) => json!({"kept": [], "added": [], "removed": [],
                                 "moved_packets": 0, "dropped_packets": 0}),

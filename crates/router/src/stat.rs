@@ -28,7 +28,7 @@ pub(crate) fn classes_json(s: &Sched, live: &HashMap<String, Live>) -> Vec<Value
             "prio": c.prio, "mode": c.mode.name(),
             "live_rate_bps": l.bps, "live_pps": l.pps,
             "sent_bytes": c.stats.sent.bytes, "sent_packets": c.stats.sent.packets,
-            "drops": c.stats.drops, "overlimits": c.stats.overlimits,
+            "drops": c.stats.drops, "marked": c.stats.marked, "overlimits": c.stats.overlimits,
             "lended": c.stats.lends, "borrowed": c.stats.borrows,
             "backlog_packets": c.backlog.packets, "backlog_bytes": c.backlog.bytes,
             "tokens": c.tokens, "ctokens": c.ctokens,

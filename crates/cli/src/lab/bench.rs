@@ -279,7 +279,7 @@ fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
     let mut t = Testbed::new()?;
     let router: Box<dyn Router> = match via {
         Via::None => Box::new(KernelRouter::bridge()),
-        Via::Kernel => Box::new(KernelRouter::htb(crate::export_tc::tc_script)),
+        Via::Kernel => Box::new(KernelRouter::htb(linkshare_interop::tc::export::tc_script)),
         Via::Linkshare => Box::new(LinkshareRouter::new(Vec::new())?),
         Via::LinkshareV3 => Box::new(LinkshareRouter::new(vec!["--rx-ring".into(), "v3".into()])?),
     };

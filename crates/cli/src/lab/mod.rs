@@ -205,9 +205,11 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         // Fail before building anything when the kernel cannot take the policy.
         let p = linkshare_config::Policy::parse(&policy_text, &sc.origin)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        crate::export_tc::tc_script(&p, "probe0")
+        linkshare_interop::tc::export::tc_script(&p, "probe0")
             .context("--kernel runs the policy on the kernel's HTB")?;
-        Box::new(testbed::KernelRouter::htb(crate::export_tc::tc_script))
+        Box::new(testbed::KernelRouter::htb(
+            linkshare_interop::tc::export::tc_script,
+        ))
     } else {
         Box::new(LinkshareRouter::new(router_args)?)
     };

@@ -1,0 +1,407 @@
+//! pf queues and rules → a policy draft: the OpenBSD tree as HTB, ALTQ CBQ as CBQ, ALTQ PRIQ
+//! as strict priority under HTB, rules as filters (the mapping is in `pf/mod.rs`).
+
+use std::collections::HashMap;
+
+use super::{Altq, Bw, PfRule, Queue};
+use crate::diag::{Diag, ImportError};
+use crate::policy_writer::{rate_text, ClassDraft, Draft, Field, FilterDraft, Leaf, Root};
+
+fn leaf_of(q: &Queue) -> Option<Leaf> {
+    let mut l = if q.opts.iter().any(|o| o == "rio") {
+        Leaf::new("rio")
+    } else if q.opts.iter().any(|o| o == "red" || o == "ecn") {
+        let mut l = Leaf::new("red");
+        if q.opts.iter().any(|o| o == "ecn") {
+            l.fields.push(Field::bool("ecn", true));
+        }
+        l
+    } else if let Some(f) = q.flows {
+        let mut l = Leaf::new("fq_codel");
+        l.fields.push(Field::int("flows", i64::from(f)));
+        l
+    } else if q.qlimit.is_some() {
+        Leaf::new("pfifo")
+    } else {
+        return None;
+    };
+    if let Some(n) = q.qlimit {
+        match l.kind.as_str() {
+            "pfifo" | "fq_codel" => l.fields.push(Field::int("limit", i64::from(n))),
+            _ => l.notes.push(format!(
+                "qlimit {n} packets: red/rio limits are in bytes here; left at the default"
+            )),
+        }
+    }
+    if q.opts.iter().any(|o| o == "cleardscp") {
+        l.notes
+            .push("cleardscp is not done: linkshare does not rewrite packets".into());
+    }
+    Some(l)
+}
+
+pub(crate) fn openbsd(queues: &[Queue], on: &str, file: &str) -> Result<Draft, ImportError> {
+    let mut d = Draft::new(Root::Htb);
+    let mut errors = Vec::new();
+    let mut tree: Vec<&Queue> = queues
+        .iter()
+        .filter(|q| q.iface.as_deref() == Some(on) && q.parent.is_none())
+        .collect();
+    let mut k = 0;
+    while k < tree.len() {
+        let name = tree[k].name.clone();
+        tree.extend(
+            queues
+                .iter()
+                .filter(|q| q.parent.as_deref() == Some(name.as_str())),
+        );
+        k += 1;
+        if tree.len() > 10_000 {
+            break;
+        }
+    }
+    for q in queues {
+        if let Some(p) = &q.parent {
+            if !queues.iter().any(|x| x.name == *p) {
+                errors.push(Diag::new(
+                    file,
+                    q.line,
+                    format!("queue `{}`: its parent `{p}` is not defined", q.name),
+                ));
+            }
+        }
+    }
+    let ceil_of: HashMap<&str, u64> = {
+        let mut m = HashMap::new();
+        for q in &tree {
+            let bw = match q.bw {
+                Some(Bw::Bits(b)) => b,
+                _ => 0,
+            };
+            let parent_ceil = q
+                .parent
+                .as_deref()
+                .and_then(|p| m.get(p).copied())
+                .unwrap_or(bw);
+            m.insert(
+                q.name.as_str(),
+                q.max
+                    .unwrap_or(parent_ceil)
+                    .min(parent_ceil.max(q.max.unwrap_or(0))),
+            );
+        }
+        m
+    };
+    let rate_of = |q: &Queue| -> Option<u64> {
+        match q.bw {
+            Some(Bw::Bits(b)) => Some(b),
+            Some(Bw::Percent(p)) => q
+                .parent
+                .as_deref()
+                .and_then(|par| queues.iter().find(|x| x.name == par))
+                .and_then(|x| match x.bw {
+                    Some(Bw::Bits(b)) => Some((b as f64 * p / 100.0) as u64),
+                    _ => None,
+                }),
+            None => None,
+        }
+    };
+    let is_parent = |n: &str| queues.iter().any(|x| x.parent.as_deref() == Some(n));
+    let mut default = None;
+    for q in &tree {
+        let Some(rate) = rate_of(q) else {
+            errors.push(
+                Diag::new(file, q.line, format!("queue `{}` has no bandwidth", q.name))
+                    .help("write `bandwidth 10M` (or a percentage of the parent's)"),
+            );
+            continue;
+        };
+        let mut c = ClassDraft::new(&q.name, Some(format!("{file}:{}", q.line)));
+        if let Some(p) = &q.parent {
+            c.fields.push(Field::str("parent", p.clone()));
+        }
+        let mut rf = Field::rate("rate", rate);
+        if let Some(m) = q.min {
+            rf = rf.note(format!(
+                "min {}: HFSC's real-time guarantee; in HTB the rate (bandwidth) is the guarantee",
+                rate_text(m)
+            ));
+        }
+        c.fields.push(rf);
+        let ceil = ceil_of
+            .get(q.name.as_str())
+            .copied()
+            .unwrap_or(rate)
+            .max(rate);
+        let mut cf = Field::rate("ceil", ceil);
+        if q.max.is_none() && q.parent.is_some() {
+            cf = cf.note("no max: the queue may borrow up to its parent's ceiling");
+        }
+        c.fields.push(cf);
+        if let Some((b, ms)) = q.burst {
+            let extra = (b.saturating_sub(rate) as u128 * u128::from(ms) / 8000) as u64;
+            if extra >= 1514 {
+                c.fields.push(Field::size("burst", extra).note(format!(
+                    "burst {} for {ms}ms: the bytes sent above the rate in that time",
+                    rate_text(b)
+                )));
+            } else {
+                c.notes.push(format!("burst {} for {ms}ms is less than one packet above the rate: left at the default", rate_text(b)));
+            }
+        }
+        if let Some(qn) = q.quantum {
+            c.fields.push(Field::size("quantum", u64::from(qn)));
+        }
+        if !is_parent(&q.name) {
+            c.leaf = leaf_of(q);
+            if q.default {
+                default = Some(q.name.clone());
+            }
+        }
+        d.classes.push(c);
+    }
+    if !errors.is_empty() {
+        return Err(ImportError { errors });
+    }
+    match default.or_else(|| d.classes.last().map(|c| c.name.clone())) {
+        Some(n) => d.top.push(Field::str("default", n)),
+        None => return Err(Diag::new(file, 0, format!("no queues on {on}")).into()),
+    }
+    Ok(d)
+}
+
+pub(crate) fn altq(
+    altqs: &[Altq],
+    queues: &[Queue],
+    on: &str,
+    file: &str,
+) -> Result<Draft, ImportError> {
+    let Some(a) = altqs.iter().find(|a| a.iface == on) else {
+        return Err(Diag::new(file, 0, format!("no `altq on {on}` line")).into());
+    };
+    let Bw::Bits(link) = a.bw else {
+        return Err(Diag::new(
+            file,
+            a.line,
+            "the interface's bandwidth must be absolute (e.g. 10Mb)",
+        )
+        .into());
+    };
+    let mut errors = Vec::new();
+    let find = |n: &str| {
+        queues
+            .iter()
+            .find(|q| q.name == n && q.iface.as_deref().is_none_or(|i| i == on))
+    };
+    // (queue, parent) in tree order.
+    let mut tree: Vec<(&Queue, Option<String>)> = Vec::new();
+    let mut stack: Vec<(String, Option<String>, usize)> = a
+        .queues
+        .iter()
+        .rev()
+        .map(|n| (n.clone(), None, a.line))
+        .collect();
+    while let Some((n, parent, line)) = stack.pop() {
+        match find(&n) {
+            Some(q) => {
+                if tree.iter().any(|(x, _)| x.name == q.name) || tree.len() > 10_000 {
+                    errors.push(Diag::new(
+                        file,
+                        q.line,
+                        format!("queue `{n}` is listed twice"),
+                    ));
+                    continue;
+                }
+                tree.push((q, parent));
+                for c in q.children.iter().rev() {
+                    stack.push((c.clone(), Some(n.clone()), q.line));
+                }
+            }
+            None => errors.push(
+                Diag::new(file, line, format!("queue `{n}` is listed but not defined"))
+                    .help("add a `queue NAME …` line"),
+            ),
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ImportError { errors });
+    }
+    let default = tree
+        .iter()
+        .find(|(q, _)| q.default && q.children.is_empty())
+        .map(|(q, _)| q.name.clone());
+    let Some(default) = default else {
+        return Err(Diag::new(file, a.line, "no leaf queue has `default`")
+            .help("ALTQ requires one default queue: add cbq(default) or priq(default) to one")
+            .into());
+    };
+    let mut d;
+    if a.sched == "cbq" {
+        d = Draft::new(Root::Cbq);
+        d.top.push(Field::str("default", default));
+        d.top.push(Field::bool("altq_compat", true).note(
+            "imported from ALTQ: its scheduler, guideline and estimator behaviours (docs/cbq.md)",
+        ));
+        let mut root = ClassDraft::new("root", Some(format!("{file}:{} (altq on {on})", a.line)));
+        root.fields.push(Field::rate("rate", link));
+        d.classes.push(root);
+        for (q, parent) in &tree {
+            let mut c = ClassDraft::new(&q.name, Some(format!("{file}:{}", q.line)));
+            c.fields.push(Field::str(
+                "parent",
+                parent.clone().unwrap_or_else(|| "root".into()),
+            ));
+            match &q.bw {
+                Some(Bw::Percent(p)) => c.fields.push(Field::str("share", format!("{p}%"))),
+                Some(Bw::Bits(b)) => c.fields.push(Field::rate("rate", *b)),
+                None => {
+                    errors.push(Diag::new(
+                        file,
+                        q.line,
+                        format!("queue `{}` has no bandwidth", q.name),
+                    ));
+                    continue;
+                }
+            }
+            let pr = q.priority.unwrap_or(1).min(7);
+            c.fields
+                .push(Field::int("prio", i64::from(7 - pr)).note(format!(
+                    "ALTQ priority {pr} (higher first) is linkshare prio {} (lower first)",
+                    7 - pr
+                )));
+            c.fields
+                .push(Field::bool("borrow", q.opts.iter().any(|o| o == "borrow")));
+            if q.children.is_empty() {
+                c.leaf = leaf_of(q);
+            }
+            d.classes.push(c);
+        }
+    } else {
+        d = Draft::new(Root::Htb);
+        d.top.push(Field::str("default", default));
+        d.notes.push("PRIQ imported as strict priority between HTB classes: each guaranteed 1/1000 of the link, all may borrow the whole link, served by prio".into());
+        let mut root = ClassDraft::new(
+            "root",
+            Some(format!("{file}:{} (altq on {on} priq)", a.line)),
+        );
+        root.fields.push(Field::rate("rate", link));
+        d.classes.push(root);
+        let mut prios: Vec<u8> = tree.iter().map(|(q, _)| q.priority.unwrap_or(1)).collect();
+        prios.sort_unstable_by(|x, y| y.cmp(x));
+        prios.dedup();
+        if prios.len() > 8 {
+            d.notes.push(format!(
+                "{} PRIQ priorities but HTB has 8: the lowest share prio 7",
+                prios.len()
+            ));
+        }
+        let guarantee = (link / 1000).max(8000);
+        for (q, parent) in &tree {
+            if parent.is_some() {
+                errors.push(
+                    Diag::new(file, q.line, "PRIQ queues have no children")
+                        .help("list every queue on the altq line"),
+                );
+                continue;
+            }
+            let pr = q.priority.unwrap_or(1);
+            let rank = prios.iter().position(|x| *x == pr).unwrap_or(7).min(7);
+            let mut c = ClassDraft::new(&q.name, Some(format!("{file}:{}", q.line)));
+            c.fields.push(Field::str("parent", "root"));
+            c.fields.push(Field::rate("rate", guarantee));
+            c.fields.push(Field::rate("ceil", link));
+            c.fields
+                .push(Field::int("prio", rank as i64).note(format!("PRIQ priority {pr}")));
+            c.fields.push(Field::size("quantum", 1514));
+            if q.bw.is_some() {
+                c.notes
+                    .push("PRIQ ignores bandwidth; so does this import".into());
+            }
+            c.leaf = leaf_of(q);
+            d.classes.push(c);
+        }
+    }
+    if !errors.is_empty() {
+        return Err(ImportError { errors });
+    }
+    Ok(d)
+}
+
+pub(crate) fn filters(d: &mut Draft, rules: &[PfRule], on: &str, file: &str) {
+    let leaves: Vec<String> = d
+        .classes
+        .iter()
+        .filter(|c| {
+            c.leaf.is_some()
+                || !d.classes.iter().any(|x| {
+                    x.fields.iter().any(|f| {
+                        f.key == "parent" && f.val == crate::policy_writer::Val::Str(c.name.clone())
+                    })
+                })
+        })
+        .map(|c| c.name.clone())
+        .collect();
+    let ordered: Vec<&PfRule> = rules
+        .iter()
+        .filter(|r| r.quick)
+        .chain(rules.iter().filter(|r| !r.quick).rev())
+        .collect();
+    if ordered.len() > 1 {
+        d.notes.push("pf's last matching rule wins unless `quick`: filters are quick rules first, then the others from last to first".into());
+    }
+    for r in ordered {
+        if r.iface.as_deref().is_some_and(|i| i != on && i != "egress") {
+            continue;
+        }
+        if let Some(why) = &r.skip {
+            d.notes.push(format!(
+                "the rule at line {} was left out: {why} ({})",
+                r.line,
+                r.notes.join("; ")
+            ));
+            continue;
+        }
+        if !leaves.contains(&r.queue) {
+            d.notes.push(format!(
+                "the rule at line {} names queue `{}`, which is not a leaf queue on {on}: left out",
+                r.line, r.queue
+            ));
+            continue;
+        }
+        for proto in &r.protos {
+            for from in &r.from {
+                for fp in &r.from_ports {
+                    for to in &r.to {
+                        for tp in &r.to_ports {
+                            let mut fields = Vec::new();
+                            if let Some(p) = proto {
+                                fields.push(Field::int("protocol", i64::from(*p)));
+                            }
+                            if let Some(a) = from {
+                                fields.push(Field::str("src", a.clone()));
+                            }
+                            if let Some(a) = to {
+                                fields.push(Field::str("dst", a.clone()));
+                            }
+                            for (k, p) in [("src_port", fp), ("dst_port", tp)] {
+                                match p {
+                                    Some((a, b)) if a == b => {
+                                        fields.push(Field::int(k, i64::from(*a)))
+                                    }
+                                    Some((a, b)) => fields.push(Field::str(k, format!("{a}-{b}"))),
+                                    None => {}
+                                }
+                            }
+                            d.filters.push(FilterDraft {
+                                class: r.queue.clone(),
+                                source: Some(format!("{file}:{}", r.line)),
+                                fields,
+                                notes: r.notes.clone(),
+                            });
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,252 @@
+//! `import tc` on hand-written scripts (both forms), `import pf` on OpenBSD and FreeBSD files,
+//! and bad inputs with their `file:line` messages. Every accepted import is checked with
+//! linkshare_config, the parser `linkshare check` uses.
+
+use linkshare_config::Policy;
+use linkshare_interop::{pf, tc::import, Imported};
+
+fn fixture(p: &str) -> String {
+    std::fs::read_to_string(format!("{}/tests/fixtures/{p}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+fn checked(i: &Imported) -> Policy {
+    let p = Policy::parse(&i.toml, "imported.toml").unwrap_or_else(|e| panic!("{e:?}\n{}", i.toml));
+    assert!(p.warnings().is_empty(), "{:?}\n{}", p.warnings(), i.toml);
+    p
+}
+
+fn class<'a>(p: &'a Policy, name: &str) -> &'a linkshare_config::ClassInfo {
+    p.classes()
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no class {name}"))
+}
+
+#[test]
+fn tc_shell_and_batch_forms_give_the_same_policy() {
+    let sh = import::import_script(&fixture("tc/shell.sh"), "shell.sh", None).unwrap();
+    let bt = import::import_script(&fixture("tc/batch.tc"), "batch.tc", None).unwrap();
+    let (a, b) = (checked(&sh), checked(&bt));
+    assert_eq!(a.render_tree(), b.render_tree());
+    assert_eq!(a.filter_descriptions(), b.filter_descriptions());
+    assert_eq!(a.default_class(), "1:30");
+    let c = class(&a, "1:20");
+    assert_eq!(
+        (c.rate.bits_per_sec(), c.ceil.bits_per_sec(), c.burst),
+        (3_000_000, 6_000_000, 15 * 1024)
+    );
+    assert_eq!(c.leaf.name(), "fq_codel");
+    assert_eq!(class(&a, "1:10").leaf.name(), "sfq");
+    assert_eq!(class(&a, "1:30").prio, 7);
+    let f = a.filters();
+    assert_eq!(f.len(), 4);
+    assert_eq!(
+        (f[0].class.as_str(), f[0].spec.dst_port),
+        ("1:10", Some((80, 80)))
+    );
+    assert_eq!(
+        (f[1].class.as_str(), f[1].spec.src_port),
+        ("1:20", Some((25, 25)))
+    );
+    assert_eq!(
+        (f[2].spec.tos, f[2].spec.protocol),
+        (Some((0x10, 0xff)), Some(6))
+    );
+    assert_eq!(f[3].spec.dst_port, Some((5000, 5100)));
+    // Notes: cake as fq_codel, ports without protocol, the shell lines that are not tc.
+    assert!(
+        sh.toml.contains("# note: cake imported as fq_codel"),
+        "{}",
+        sh.toml
+    );
+    assert!(sh.toml.contains("# note: u32 reads ports of any protocol"));
+    assert!(
+        sh.toml
+            .contains("# note: lines that are not tc commands were ignored: 3 (set), 21 (ip)"),
+        "{}",
+        sh.toml
+    );
+}
+
+#[test]
+fn tc_bad_input_gets_file_and_line() {
+    let e = import::import_script(&fixture("tc/bad.tc"), "bad.tc", None).unwrap_err();
+    let m: Vec<String> = e.errors.iter().map(|d| d.to_string()).collect();
+    assert!(
+        m.iter()
+            .any(|x| x.starts_with("bad.tc:5: error: `match ip ttl`")),
+        "{m:?}"
+    );
+    let e = import::import_script(
+        &fixture("tc/bad.tc").replace("match ip ttl 1 0xff", "match ip dport 22 0xffff"),
+        "bad.tc",
+        None,
+    )
+    .unwrap_err();
+    let m: Vec<String> = e.errors.iter().map(|d| d.to_string()).collect();
+    assert!(
+        m.iter()
+            .any(|x| x.starts_with("bad.tc:3: error: class 1:10: its parent 1:5 does not exist")),
+        "{m:?}"
+    );
+    assert!(
+        m.iter()
+            .any(|x| x.starts_with("bad.tc:4: error: htb: unknown class option `ceill`")),
+        "{m:?}"
+    );
+    assert!(
+        m.iter()
+            .any(|x| x.starts_with("bad.tc:6: error: the filter sends packets to class 1:99")),
+        "{m:?}"
+    );
+    for (text, want) in [
+        (
+            "qdisc add dev x root handle 1: hfsc default 1\n",
+            "1: error: linkshare has no HFSC yet",
+        ),
+        (
+            "tc qdisc add dev x root sfq perturb\n",
+            "1: error: sfq: `perturb` needs a value",
+        ),
+        (
+            "tc qdisc add dev x root handle 1: htb\ntc frobnicate\n",
+            "2: error: unknown tc command",
+        ),
+        (
+            "tc qdisc add dev 'x root sfq\n",
+            "1: error: unterminated ' quote",
+        ),
+        (
+            "tc filter add dev x parent 1: u32 match ip src 10.0.0.0/8 classid 1:1 action drop\n",
+            "1: error: `action`",
+        ),
+    ] {
+        let e = import::import_script(text, "t.sh", None).unwrap_err();
+        assert!(
+            e.errors
+                .iter()
+                .any(|d| d.to_string().starts_with(&format!("t.sh:{want}"))),
+            "{want}: {e}"
+        );
+    }
+}
+
+#[test]
+fn pf_openbsd_queues_and_rules() {
+    let i = pf::import(&fixture("pf/openbsd.conf"), "pf.conf", None).unwrap();
+    let p = checked(&i);
+    assert_eq!(p.kind_name(), "htb");
+    assert_eq!(p.default_class(), "qdef");
+    let root = class(&p, "rootq");
+    assert_eq!(
+        (root.rate.bits_per_sec(), root.ceil.bits_per_sec()),
+        (20_000_000, 20_000_000)
+    );
+    let web = class(&p, "qweb");
+    assert_eq!(
+        (
+            web.rate.bits_per_sec(),
+            web.ceil.bits_per_sec(),
+            web.leaf.name()
+        ),
+        (6_000_000, 18_000_000, "fq_codel")
+    );
+    assert_eq!(class(&p, "qssh").ceil.bits_per_sec(), 4_000_000);
+    assert_eq!(class(&p, "qdef").leaf.to_string(), "pfifo(limit 200)");
+    // burst 3M for 200ms over a 1M rate: (3M - 1M) x 0.2 s / 8 = 50000 bytes.
+    assert_eq!(class(&p, "qdns").burst, 50_000);
+    assert!(
+        i.toml
+            .contains("# note: min 500kbit: HFSC's real-time guarantee"),
+        "{}",
+        i.toml
+    );
+    // Filters: quick rule first, then the others from last to first; lists expanded; the
+    // `in` rule swapped; the table rule left out.
+    let f: Vec<(String, String)> = p
+        .filters()
+        .iter()
+        .zip(p.filter_descriptions())
+        .map(|(f, d)| (f.class.clone(), d))
+        .collect();
+    assert_eq!(f[0].0, "qdns");
+    assert_eq!(f.iter().filter(|x| x.0 == "qdns").count(), 2, "{f:?}");
+    assert_eq!(f[2].0, "qssh", "{f:?}");
+    assert!(f[2].1.contains("6000-6010"), "{f:?}");
+    let ssh = p
+        .filters()
+        .iter()
+        .find(|x| x.class == "qssh" && x.spec.src.is_some())
+        .unwrap();
+    assert_eq!(ssh.spec.src_port, Some((22, 22)));
+    assert_eq!(ssh.spec.src.unwrap().to_string(), "192.168.1.0/24");
+    assert_eq!(p.filters().iter().filter(|x| x.class == "qweb").count(), 2);
+    assert!(!p
+        .filters()
+        .iter()
+        .any(|x| x.class == "spamd" && x.spec.src.is_some()));
+    assert!(i.toml.contains("the rule at line 19 was left out: no address of `from` can be matched (table <spammers> left out"), "{}", i.toml);
+    assert!(i.toml.contains("second queue `qdns`"));
+}
+
+#[test]
+fn pf_freebsd_cbq_and_priq() {
+    let i = pf::import(&fixture("pf/freebsd-cbq.conf"), "pf.conf", None).unwrap();
+    let p = checked(&i);
+    assert_eq!(p.kind_name(), "cbq");
+    assert_eq!(p.default_class(), "std");
+    assert_eq!(class(&p, "root").rate.bits_per_sec(), 10_000_000);
+    assert_eq!(class(&p, "http").rate.bits_per_sec(), 6_000_000);
+    assert_eq!(class(&p, "developers").rate.bits_per_sec(), 4_500_000);
+    assert_eq!(class(&p, "ssh_interactive").prio, 0);
+    assert_eq!(class(&p, "mail").prio, 7);
+    assert!(class(&p, "developers").cbq.as_ref().unwrap().borrow);
+    assert!(!class(&p, "employees").cbq.as_ref().unwrap().borrow);
+    assert_eq!(class(&p, "mail").leaf.name(), "red");
+    assert_eq!(
+        p.filters()[0].spec.dst_port,
+        Some((1025, 1999)),
+        "quick rule first, >< exclusive"
+    );
+    assert_eq!(p.filters()[0].class, "ssh_interactive");
+
+    let i = pf::import(&fixture("pf/freebsd-priq.conf"), "pf.conf", None).unwrap();
+    let p = checked(&i);
+    assert_eq!(p.kind_name(), "htb");
+    let prios: Vec<(String, u8)> = ["voip", "web", "bulk"]
+        .iter()
+        .map(|n| (n.to_string(), class(&p, n).prio))
+        .collect();
+    assert_eq!(
+        prios,
+        [("voip".into(), 0), ("web".into(), 1), ("bulk".into(), 2)]
+    );
+    assert_eq!(class(&p, "web").ceil.bits_per_sec(), 100_000_000);
+}
+
+#[test]
+fn pf_bad_input_gets_file_and_line() {
+    let e = pf::import(&fixture("pf/hfsc.conf"), "hfsc.conf", None).unwrap_err();
+    assert_eq!(
+        e.errors[0].to_string(),
+        "hfsc.conf:3: error: linkshare has no HFSC yet; use cbq or the OpenBSD queue syntax"
+    );
+    let e = pf::import("altq on em0 hfsc bandwidth 10Mb queue { a }\n", "p", None).unwrap_err();
+    assert!(
+        e.errors[0]
+            .to_string()
+            .starts_with("p:1: error: linkshare has no HFSC yet"),
+        "{e}"
+    );
+    for (text, want) in [
+        ("queue q on em0 bandwidth fast\n", "p:1: error: `fast` is not a bandwidth"),
+        ("queue r on em0 bandwidth 1M\nqueue q parent nope bandwidth 1M\n", "p:2: error: queue `q`: its parent `nope` is not defined"),
+        ("queue r on $if bandwidth 1M\n", "p:1: error: macro `$if` is not defined"),
+        ("altq on em0 cbq bandwidth 1Mb queue { a }\nqueue a bandwidth 100% cbq(default)\npass out proto tcp to port nonsense queue a\n", "p:3: error: unknown port or service `nonsense`"),
+        ("altq on em0 cbq bandwidth 1Mb queue { a, b }\nqueue a bandwidth 50% cbq(default)\n", "p:1: error: queue `b` is listed but not defined"),
+        ("queue r on em0 bandwidth 1M flavour 3\n", "p:1: error: unknown queue keyword `flavour`"),
+    ] {
+        let e = pf::import(text, "p", None).unwrap_err();
+        assert!(e.errors.iter().any(|d| d.to_string().starts_with(want)), "{want}: {e}");
+    }
+}
