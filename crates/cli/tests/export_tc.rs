@@ -353,10 +353,13 @@ fn kernel_applies_the_script_and_classifies_packets_as_linkshare_does() {
             "{what}: class {want} got {} of {N} packets; all: {now:?} before {last:?}",
             delta(want)
         );
-        // Other leaves: at most a stray packet of the kernel's own (none are expected).
+        // Other leaves: at most a few strays of the kernel's own. Right after the link comes up
+        // IPv6 sends DAD, MLD reports and router solicitations, which land in the default class
+        // (a CI run saw 3 in 1:5 during the first case); a misclassified case would put all N
+        // of its packets elsewhere, far above this bound.
         for other in ["1:2", "1:3", "1:4", "1:5"].iter().filter(|c| **c != want) {
             assert!(
-                delta(other) < 3,
+                delta(other) < 8,
                 "{what}: class {other} got {}",
                 delta(other)
             );
