@@ -199,7 +199,7 @@ pub fn import(text: &str, file: &str, iface: Option<&str>) -> Result<Imported, I
     if ignored > 0 {
         d.notes.push(format!("{ignored} pf.conf statements that are not queues or queue-assigning rules were ignored"));
     }
-    filters(&mut d, &rules, &on, file);
+    filters(&mut d, &rules, &on, file)?;
     // A catch-all rule that ends the list (pf's first `match … set queue`, reversed) is what
     // the default class means.
     while d.filters.last().is_some_and(|f| f.fields.is_empty()) {
