@@ -146,6 +146,14 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     }) {
         bail!("--path-delay: {dup} is given twice");
     }
+    if let Ok(p) = linkshare_config::Policy::load(&opts.policy) {
+        let line = opts
+            .line_rate
+            .or_else(|| linkshare_router::sys::link_speed_bps(&opts.dev_out));
+        if let Some(w) = linkshare_router::guard::root_above_line(&p, line, &opts.dev_out) {
+            eprintln!("warning: {w}");
+        }
+    }
     let mut s = match Shaper::new(opts) {
         Ok(s) => s,
         Err(e)

@@ -64,6 +64,13 @@ pub fn run(
             return Ok(EXIT_FAILED);
         }
     };
+    if let Some(w) = sc
+        .policy
+        .as_ref()
+        .and_then(|p| p.root_rate_warning(sc.link.rate))
+    {
+        eprintln!("{}: warning: {w}", sc.origin);
+    }
     match (point, sc.sweep.take()) {
         (None, Some(sweep)) => return run_sweep(&sc, &sweep, out, json),
         (Some(0), _) | (None, None) => {}

@@ -51,7 +51,7 @@ use linkshare_core::{Packet, Qdisc};
 pub use diag::{ConfigError, Diagnostic, Severity};
 pub use leaf::LeafKind;
 pub use raw::PolicyDoc;
-pub use source::{render_report, Source, ECHO_MAX_CHARS, SHOWN_PER_SEVERITY};
+pub use source::{render_report, Source, ECHO_MAX_CHARS, SHOWN_PER_KIND, SHOWN_PER_SEVERITY};
 
 /// The root scheduler of a policy (`qdisc = "..."`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]

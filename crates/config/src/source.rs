@@ -8,7 +8,10 @@
 //! * an echoed source line is a window of at most [`ECHO_MAX_CHARS`] characters around the column,
 //!   with `…` where it is cut, so output per diagnostic is bounded;
 //! * a report shows at most [`SHOWN_PER_SEVERITY`] diagnostics of each severity in file order and
-//!   counts the rest (`… and 39,980 more warnings`); `check --json` still lists every one.
+//!   counts the rest (`… and 39,980 more warnings`); `check --json` still lists every one;
+//! * diagnostics that say the same thing of different classes (the message with its quoted names
+//!   and numbers set aside, issue 15 §7) are summarised: the first [`SHOWN_PER_KIND`] are shown,
+//!   the rest become one line that counts them and gives their line range.
 
 use std::cell::Cell;
 
@@ -18,6 +21,9 @@ use crate::diag::{Diagnostic, Severity};
 pub const ECHO_MAX_CHARS: usize = 200;
 /// Diagnostics of each severity shown by [`render_report`] before the rest are summarised.
 pub const SHOWN_PER_SEVERITY: usize = 20;
+/// Diagnostics of one kind (same message but for names and numbers) shown before the rest of
+/// that kind are summarised in one line.
+pub const SHOWN_PER_KIND: usize = 3;
 /// Bytes between two character-count checkpoints.
 const CHECKPOINT: usize = 1024;
 
@@ -181,15 +187,37 @@ impl<'a> Source<'a> {
 }
 
 /// The diagnostics rendered with their source lines, each followed by a blank line: at most
-/// [`SHOWN_PER_SEVERITY`] of each severity, in the order given, then one line per severity
+/// [`SHOWN_PER_KIND`] of each kind and [`SHOWN_PER_SEVERITY`] of each severity, in the order
+/// given, then one line per summarised kind and one line per severity
 /// counting those not shown. Linear in the text's length plus the number of diagnostics.
 pub fn render_report(text: &str, diags: &[Diagnostic]) -> String {
     let src = Source::new(text);
     let mut out = String::new();
     let mut hidden = [0usize; 2];
     let mut shown = [0usize; 2];
+    // Per kind (severity, template): how many were seen, the first one's message, line range.
+    let mut kinds: std::collections::HashMap<(usize, String), Kind> =
+        std::collections::HashMap::new();
+    let mut order: Vec<(usize, String)> = Vec::new();
     for d in diags {
         let k = usize::from(d.severity == Severity::Warning);
+        let key = (k, template(&d.message));
+        let kind = kinds.entry(key.clone()).or_insert_with(|| {
+            order.push(key.clone());
+            Kind {
+                seen: 0,
+                summarised: 0,
+                example: d.message.clone(),
+                lines: (usize::MAX, 0),
+            }
+        });
+        kind.seen += 1;
+        if kind.seen > SHOWN_PER_KIND {
+            kind.summarised += 1;
+            kind.lines.1 = kind.lines.1.max(d.line);
+            kind.lines.0 = kind.lines.0.min(d.line);
+            continue;
+        }
         if shown[k] == SHOWN_PER_SEVERITY {
             hidden[k] += 1;
             continue;
@@ -197,6 +225,28 @@ pub fn render_report(text: &str, diags: &[Diagnostic]) -> String {
         shown[k] += 1;
         out.push_str(&src.render(d));
         out.push_str("\n\n");
+    }
+    let mut lines = [0usize; 2];
+    for key in &order {
+        let kind = &kinds[key];
+        if kind.summarised == 0 {
+            continue;
+        }
+        // The summary lines are bounded too: past the cap their diagnostics are only counted.
+        if lines[key.0] == SHOWN_PER_SEVERITY {
+            hidden[key.0] += kind.summarised;
+            continue;
+        }
+        lines[key.0] += 1;
+        let name = if key.0 == 0 { "error" } else { "warning" };
+        let plural = if kind.summarised == 1 { "" } else { "s" };
+        out.push_str(&format!(
+            "… and {} more {name}{plural} like \"{}\" (lines {}–{})\n\n",
+            thousands(kind.summarised),
+            cut(&kind.example, ECHO_MAX_CHARS),
+            thousands(kind.lines.0),
+            thousands(kind.lines.1),
+        ));
     }
     for (k, name) in [(0, "error"), (1, "warning")] {
         if hidden[k] > 0 {
@@ -208,6 +258,55 @@ pub fn render_report(text: &str, diags: &[Diagnostic]) -> String {
         }
     }
     out
+}
+
+/// One kind of diagnostic in a report.
+struct Kind {
+    seen: usize,
+    summarised: usize,
+    example: String,
+    /// First and last line of the summarised ones.
+    lines: (usize, usize),
+}
+
+/// A message with what varies between classes set aside: text between backquotes becomes `…`
+/// and every run of digits `N`, so "class `c7`: quantum 100 bytes" and "class `c8`: quantum 100
+/// bytes" are one kind.
+fn template(msg: &str) -> String {
+    let mut out = String::with_capacity(msg.len());
+    let mut quoted = false;
+    let mut digits = false;
+    for ch in msg.chars() {
+        if ch == '`' {
+            if !quoted {
+                out.push_str("`…`");
+            }
+            quoted = !quoted;
+            digits = false;
+            continue;
+        }
+        if quoted {
+            continue;
+        }
+        if ch.is_ascii_digit() {
+            if !digits {
+                out.push('N');
+            }
+            digits = true;
+            continue;
+        }
+        digits = false;
+        out.push(ch);
+    }
+    out
+}
+
+/// At most `max` characters of `s`, with `…` where it is cut.
+fn cut(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => format!("{}…", &s[..i]),
+        None => s.to_string(),
+    }
 }
 
 /// `39990` → `39,990`.
@@ -281,31 +380,75 @@ mod tests {
         assert!(per_lookup <= 4096, "{per_lookup} bytes scanned per lookup");
     }
 
-    /// 40,000 warnings render as at most `SHOWN_PER_SEVERITY` with their source, then one line
-    /// that counts the rest.
+    /// 40,000 different warnings render as at most `SHOWN_PER_SEVERITY` with their source, then
+    /// one line that counts the rest.
     #[test]
     fn report_is_capped_and_counts_the_rest() {
         let text: String = (0..40_000)
             .map(|i| format!("rate = \"{i}kbit\"\n"))
             .collect();
+        let words = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta"];
         let mut diags: Vec<Diagnostic> = (1..=40_000)
-            .map(|l| diag(l, 8, Severity::Warning))
+            .map(|l| {
+                let mut d = diag(l, 8, Severity::Warning);
+                // A different message for each: no two are of one kind.
+                d.message = format!("{} {}", words[l % 7], words[(l / 7) % 7]).repeat(1 + l / 49);
+                d.message.truncate(60);
+                d.message = format!("warned {}", d.message.replace(' ', &"x".repeat(l % 5)));
+                d
+            })
             .collect();
         diags.push(diag(7, 1, Severity::Error));
         let out = render_report(&text, &diags);
-        let shown = out.matches("warning: something").count();
-        assert_eq!(shown, SHOWN_PER_SEVERITY);
+        assert_eq!(out.matches(": warning: warned").count(), SHOWN_PER_SEVERITY);
         assert_eq!(out.matches("error: something").count(), 1);
+        let kinds: std::collections::HashSet<String> =
+            diags.iter().map(|d| template(&d.message)).collect();
+        assert!(kinds.len() > 100, "{} kinds", kinds.len());
         assert!(
-            out.contains("… and 39,980 more warnings"),
+            out.contains(" more warnings not shown"),
             "{}",
             &out[out.len().saturating_sub(300)..]
         );
         assert!(
-            out.len() < 100 * (SHOWN_PER_SEVERITY + 2) + 200,
+            out.len() < 300 * (2 * SHOWN_PER_SEVERITY + 3),
             "{} bytes",
             out.len()
         );
+    }
+
+    /// Warnings that say the same of different classes are one kind: the first
+    /// `SHOWN_PER_KIND` are shown, the rest summarised in one line with their line range.
+    #[test]
+    fn identical_warnings_are_summarised() {
+        let text: String = (0..1000).map(|i| format!("rate = \"{i}kbit\"\n")).collect();
+        let mut diags: Vec<Diagnostic> = (1..=1000)
+            .map(|l| {
+                let mut d = diag(l, 8, Severity::Warning);
+                d.message = format!("class `c{l}`: quantum {l} bytes is below 1000; using 1000");
+                d
+            })
+            .collect();
+        let mut other = diag(500, 1, Severity::Warning);
+        other.message = "something else".into();
+        diags.push(other);
+        let out = render_report(&text, &diags);
+        assert_eq!(out.matches(": warning: class").count(), SHOWN_PER_KIND);
+        assert_eq!(out.matches("warning: something else").count(), 1);
+        assert!(
+            out.contains("… and 997 more warnings like \"class `c1`: quantum 1 bytes is below 1000; using 1000\" (lines 4–1,000)"),
+            "{out}"
+        );
+        assert!(!out.contains("not shown"), "{out}");
+    }
+
+    #[test]
+    fn templates_set_names_and_numbers_aside() {
+        assert_eq!(
+            template("class `a b`: rate 10 of 2000"),
+            template("class `x`: rate 7 of 3")
+        );
+        assert_ne!(template("class `a`: rate"), template("class `a`: ceil"));
     }
 
     /// A 5 MB one-line file: the echo is a window of at most `ECHO_MAX_CHARS` characters around

@@ -10,6 +10,10 @@
 //!   peer's ifindex, `IFLA_LINK_NETNSID` present means the peer lives in another namespace, and
 //!   `IFLA_LINKINFO`/`IFLA_INFO_KIND` names the driver (as in Linux's drivers/net/veth.c
 //!   `veth_get_iflink` and net/core/rtnetlink.c `rtnl_fill_link_netnsid`).
+//!
+//! And what it warns of but runs anyway: a policy whose root is faster than the outgoing
+//! interface (the speed the driver reports through ethtool, or `--line-rate`), where the queue
+//! builds in the NIC instead of the scheduler and no class is shaped as configured.
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -265,5 +269,57 @@ mod tests {
             }
         );
         assert_eq!(parse_link_reply(&m[..10]), None, "truncated");
+    }
+}
+
+/// The warning for a policy whose top-level classes' ceilings add up to more than the outgoing
+/// interface's speed (`line_bps`, `None` when the driver reports none); `None` when it fits.
+pub fn root_above_line(
+    policy: &linkshare_config::Policy,
+    line_bps: Option<u64>,
+    dev: &str,
+) -> Option<String> {
+    let line = line_bps.filter(|b| *b > 0)?;
+    let roots: Vec<&linkshare_config::ClassInfo> = policy
+        .classes()
+        .iter()
+        .filter(|c| c.parent.is_none())
+        .collect();
+    let root = roots
+        .iter()
+        .map(|c| c.ceil.0)
+        .fold(0u64, u64::saturating_add);
+    (root > line).then(|| {
+        let names: Vec<&str> = roots.iter().map(|c| c.name.as_str()).collect();
+        format!(
+            "{}: the policy's root ({}: {}) is faster than {dev} ({}): the queue will build in the \
+             NIC, not in the scheduler, and classes will not get their rates; set the root's ceil \
+             to at most {} (or give --line-rate if the driver's speed is wrong)",
+            policy.origin(),
+            names.join(" + "),
+            linkshare_core::units::Rate(root),
+            linkshare_core::units::Rate(line),
+            linkshare_core::units::Rate(line),
+        )
+    })
+}
+
+#[cfg(test)]
+mod rate_tests {
+    use super::*;
+
+    #[test]
+    fn a_root_faster_than_the_interface_is_named() {
+        let text =
+            "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"2gbit\"\n\
+                    [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"1mbit\"\n";
+        let p = linkshare_config::Policy::parse(text, "p.toml").unwrap_or_else(|e| panic!("{e:?}"));
+        let w = root_above_line(&p, Some(1_000_000_000), "eth1").unwrap_or_default();
+        assert!(
+            w.starts_with("p.toml: the policy's root (root: 2gbit) is faster than eth1 (1gbit)"),
+            "{w}"
+        );
+        assert_eq!(root_above_line(&p, Some(10_000_000_000), "eth1"), None);
+        assert_eq!(root_above_line(&p, None, "eth1"), None);
     }
 }

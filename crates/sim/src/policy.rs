@@ -8,6 +8,7 @@
 use linkshare_config::{ConfigError, Policy, PolicyDoc};
 use linkshare_core::classify::Classifier;
 use linkshare_core::qdisc::fifo::Fifo;
+use linkshare_core::units::Rate;
 use linkshare_core::{PacketMeta, Qdisc};
 
 use crate::packet::SimPacket;
@@ -43,6 +44,47 @@ impl PolicySource {
         self.policy
             .build_on::<SimPacket>(&linkshare_config::Driver { timer_hz })
     }
+    /// What a user should hear when the policy's root and the link disagree (issue 15 §7): a
+    /// root above the link rate shapes nothing (the queue builds past the scheduler, in the
+    /// device and on the link: the classic "shaping above the bottleneck" mistake); a root below
+    /// it leaves part of the link unused. `None` when they agree or the policy has no classes.
+    /// The root rate is the sum of the top-level classes' ceilings.
+    pub fn root_rate_warning(&self, link: Rate) -> Option<String> {
+        let root: u64 = self
+            .policy
+            .classes()
+            .iter()
+            .filter(|c| c.parent.is_none())
+            .map(|c| c.ceil.0)
+            .fold(0u64, u64::saturating_add);
+        if root == 0 || root == link.0 {
+            return None;
+        }
+        let names: Vec<&str> = self
+            .policy
+            .classes()
+            .iter()
+            .filter(|c| c.parent.is_none())
+            .map(|c| c.name.as_str())
+            .collect();
+        let (r, l) = (Rate(root), link);
+        Some(if root > link.0 {
+            format!(
+                "the policy's root ({}: {r}) is above the link rate ({l}): the queue builds after \
+                 the scheduler, so classes are not shaped as configured; set the root's rate and \
+                 ceil to at most {l} (a little below, to keep the queue in the scheduler)",
+                names.join(" + ")
+            )
+        } else {
+            format!(
+                "the policy's root ({}: {r}) is below the link rate ({l}): {:.1} % of the link \
+                 stays unused (fine if intended, e.g. to keep the queue here rather than in a \
+                 slower device beyond)",
+                names.join(" + "),
+                100.0 * (l.0 - root) as f64 / l.0 as f64
+            )
+        })
+    }
     /// The name of the leaf class a packet lands in (the classifier's first matching filter, or
     /// the default class).
     pub fn class_of(&self, meta: &PacketMeta) -> String {
@@ -61,4 +103,35 @@ impl PolicySource {
 /// The bottleneck scheduler for a scenario without a policy: `pfifo` of `limit` packets.
 pub fn default_qdisc(limit: u32) -> Box<dyn Qdisc<SimPacket>> {
     Box::new(Fifo::pfifo(limit))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn source(root: &str) -> PolicySource {
+        let text = format!(
+            "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"{root}\"\n\
+             [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"1mbit\"\n"
+        );
+        PolicySource::new(Policy::parse(&text, "p.toml").unwrap_or_else(|e| panic!("{e:?}")))
+    }
+
+    #[test]
+    fn root_above_or_below_the_link_is_named() {
+        let link = Rate(10_000_000);
+        assert_eq!(source("10mbit").root_rate_warning(link), None);
+        let above = source("100mbit")
+            .root_rate_warning(link)
+            .unwrap_or_default();
+        assert!(
+            above.starts_with("the policy's root (root: 100mbit) is above the link rate (10mbit)"),
+            "{above}"
+        );
+        let below = source("8mbit").root_rate_warning(link).unwrap_or_default();
+        assert!(
+            below.contains("is below the link rate (10mbit): 20.0 % of the link stays unused"),
+            "{below}"
+        );
+    }
 }
