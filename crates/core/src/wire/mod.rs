@@ -4,7 +4,11 @@
 //!
 //! ```text
 //! Ethernet II ─┬─ 802.1Q / 802.1ad / 0x9100 tag (at most 2) ─┐
-//!              └──────────────────────────────────────────────┴─┬─ IPv4 (options, fragments)
+//!              └──────────────────────────────────────────────┴─┬─ PPPoE session ─ PPP ─┐
+//!                                                               ├─ MPLS label stack ────┤
+//!                                                               │  (at most 8 labels)   │
+//!              ┌────────────────────────────────────────────────┴───────────────────────┘
+//!              └────────────────────────────────────────────────┬─ IPv4 (options, fragments)
 //!                                                               ├─ IPv6 ── extension headers
 //!                                                               │          (hop-by-hop, routing,
 //!                                                               │           fragment, dest. options,
@@ -51,6 +55,15 @@
 //! fragment. [`flow_hash`] ignores ports for all fragments, so every fragment of a datagram lands
 //! in the same flow.
 //!
+//! # Encapsulations
+//!
+//! A PPPoE session frame whose PPP protocol is IPv4 or IPv6, and an MPLS label stack whose
+//! payload starts with an IP version nibble, are parsed down to their inner IP packet and
+//! classified like any other ([`tunnel`]); `len` is the inner IP packet's length, as for plain
+//! Ethernet. PPPoE or MPLS headers cut short are errors. A PPPoE session carrying LCP/IPCP and an
+//! MPLS payload that is not IP (or does not parse as IP: a pseudowire without control word whose
+//! MAC address starts with 4 or 6) are `L3::Other` with the outer EtherType.
+//!
 //! # Builders
 //!
 //! [`build`] emits valid headers (checksums included) from a [`BuildSpec`], for tests, the
@@ -64,6 +77,7 @@ mod hash;
 pub mod ipv4;
 pub mod ipv6;
 pub mod transport;
+pub mod tunnel;
 
 use crate::packet::{Fragment, PacketMeta, L3};
 
@@ -111,11 +125,23 @@ pub enum ParseError {
     /// `40 + payload length` is larger than the bytes available.
     #[error("bad IPv6 payload length")]
     BadIpv6PayloadLength,
+    /// A PPPoE session header or PPP protocol field that is not all there.
+    #[error("truncated PPPoE header")]
+    TruncatedPppoe,
+    /// A PPPoE session header with a wrong version/type or code, or a length that does not fit.
+    #[error("bad PPPoE header")]
+    BadPppoe,
+    /// An MPLS label stack cut short before its bottom-of-stack entry.
+    #[error("truncated MPLS label stack")]
+    TruncatedMpls,
+    /// More than [`tunnel::MAX_MPLS_LABELS`] MPLS labels.
+    #[error("too many MPLS labels")]
+    TooManyMplsLabels,
 }
 
 impl ParseError {
     /// Every variant, in declaration order (for counter tables).
-    pub const ALL: [ParseError; 10] = [
+    pub const ALL: [ParseError; 14] = [
         ParseError::TruncatedEthernet,
         ParseError::TruncatedVlan,
         ParseError::TooManyVlanTags,
@@ -126,6 +152,10 @@ impl ParseError {
         ParseError::BadIpv4TotalLength,
         ParseError::TruncatedIpv6,
         ParseError::BadIpv6PayloadLength,
+        ParseError::TruncatedPppoe,
+        ParseError::BadPppoe,
+        ParseError::TruncatedMpls,
+        ParseError::TooManyMplsLabels,
     ];
 
     /// Stable snake_case name, for counter labels and logs.
@@ -141,6 +171,10 @@ impl ParseError {
             ParseError::BadIpv4TotalLength => "bad_ipv4_total_length",
             ParseError::TruncatedIpv6 => "truncated_ipv6",
             ParseError::BadIpv6PayloadLength => "bad_ipv6_payload_length",
+            ParseError::TruncatedPppoe => "truncated_pppoe",
+            ParseError::BadPppoe => "bad_pppoe",
+            ParseError::TruncatedMpls => "truncated_mpls",
+            ParseError::TooManyMplsLabels => "too_many_mpls_labels",
         }
     }
 }
@@ -157,6 +191,13 @@ pub mod ethertype {
     /// Pre-standard QinQ outer tag still seen in the wild.
     pub const QINQ_OLD: u16 = 0x9100;
     pub const LLDP: u16 = 0x88cc;
+    /// PPPoE discovery stage (RFC 2516): no IP inside.
+    pub const PPPOE_DISCOVERY: u16 = 0x8863;
+    /// PPPoE session stage (RFC 2516): PPP frames, IP among them.
+    pub const PPPOE_SESSION: u16 = 0x8864;
+    /// MPLS unicast and multicast (RFC 3032, RFC 5332).
+    pub const MPLS_UNICAST: u16 = 0x8847;
+    pub const MPLS_MULTICAST: u16 = 0x8848;
 }
 
 /// IP protocol numbers the parser knows.
@@ -177,7 +218,8 @@ pub mod proto {
     pub const UDP_LITE: u8 = 136;
 }
 
-/// Parses an Ethernet II frame (up to [`MAX_VLAN_TAGS`] VLAN tags) down to the transport ports.
+/// Parses an Ethernet II frame (up to [`MAX_VLAN_TAGS`] VLAN tags, then a PPPoE session or an
+/// MPLS label stack if present) down to the transport ports.
 ///
 /// A frame whose (innermost) EtherType is not IPv4 or IPv6 parses as `L3::Other(ethertype)` with
 /// `len` = the frame length. `meta.vlan` is the outermost VLAN id.
@@ -197,18 +239,33 @@ pub fn parse_ethernet(frame: &[u8]) -> Result<PacketMeta, ParseError> {
         rest = tag.into_payload();
         tags += 1;
     }
+    let other = |t: u16| {
+        let mut meta = PacketMeta {
+            len: saturating_u32(frame.len()),
+            l3: L3::Other(t),
+            ..PacketMeta::default()
+        };
+        meta.flow_hash = flow_hash(&meta, 0);
+        meta
+    };
     let mut meta = match ethertype {
         ethertype::IPV4 => parse_ipv4(rest)?,
         ethertype::IPV6 => parse_ipv6(rest)?,
-        other => {
-            let mut meta = PacketMeta {
-                len: saturating_u32(frame.len()),
-                l3: L3::Other(other),
-                ..PacketMeta::default()
+        ethertype::PPPOE_SESSION => match tunnel::pppoe_session(rest)? {
+            tunnel::PppPayload::Ipv4(ip) => parse_ipv4(ip)?,
+            tunnel::PppPayload::Ipv6(ip) => parse_ipv6(ip)?,
+            tunnel::PppPayload::Other(_) => other(ethertype),
+        },
+        ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => {
+            let m = tunnel::mpls_stack(rest)?;
+            let inner = match m.payload.first().map(|b| b >> 4) {
+                Some(4) => parse_ipv4(m.payload).ok(),
+                Some(6) => parse_ipv6(m.payload).ok(),
+                _ => None,
             };
-            meta.flow_hash = flow_hash(&meta, 0);
-            meta
+            inner.unwrap_or_else(|| other(ethertype))
         }
+        t => other(t),
     };
     // The VLAN is not part of the flow hash, so the hash computed above stays valid.
     meta.vlan = vlan;

@@ -410,3 +410,55 @@ fn error_names_are_stable_and_distinct() {
             .all(|b| b.is_ascii_lowercase() || b == b'_' || b.is_ascii_digit()));
     }
 }
+
+/// PPPoE session and MPLS frames are classified by their inner IP packet (issue 15 §6: they
+/// passed unshaped as `L3::Other`).
+#[test]
+fn pppoe_and_mpls_carry_classifiable_ip() {
+    let spec = BuildSpec::udp(a4(1), 5000, a4(2), 53).with_payload(30);
+    let inner = ip(&spec);
+    let plain = parse_ip(&inner).unwrap();
+
+    let mut pppoe = vec![0x11, 0x00, 0x00, 0x2a];
+    pppoe.extend_from_slice(&((inner.len() + 2) as u16).to_be_bytes());
+    pppoe.extend_from_slice(&[0x00, 0x21]);
+    pppoe.extend_from_slice(&inner);
+    let mut frame = Vec::new();
+    build_ethernet_frame(&mut frame, &[], ethertype::PPPOE_SESSION, &pppoe, true);
+    assert_eq!(parse_ethernet(&frame).unwrap(), plain);
+    // Behind a VLAN tag too (the usual DSL uplink).
+    build_ethernet_frame(
+        &mut frame,
+        &[Vlan::dot1q(7)],
+        ethertype::PPPOE_SESSION,
+        &pppoe,
+        true,
+    );
+    let m = parse_ethernet(&frame).unwrap();
+    assert_eq!((m.src_port, m.dst_port, m.vlan), (5000, 53, Some(7)));
+    // Cut short: the PPPoE length no longer fits the frame.
+    build_ethernet_frame(
+        &mut frame,
+        &[],
+        ethertype::PPPOE_SESSION,
+        &pppoe[..20],
+        false,
+    );
+    assert_eq!(parse_ethernet(&frame), Err(ParseError::BadPppoe));
+
+    let v6 = ip(&BuildSpec::tcp(a6(1), 1000, a6(2), 443).with_payload(10));
+    let mut mpls = vec![0x00, 0x10, 0x00, 0x40, 0x00, 0x20, 0x01, 0x40];
+    mpls.extend_from_slice(&v6);
+    build_ethernet_frame(&mut frame, &[], ethertype::MPLS_UNICAST, &mpls, true);
+    assert_eq!(parse_ethernet(&frame).unwrap(), parse_ip(&v6).unwrap());
+    // A pseudowire's control word (first nibble 0): not IP, passed as the MPLS EtherType.
+    let mut pw = vec![0x00, 0x10, 0x01, 0x40, 0x00, 0x00, 0x00, 0x00];
+    pw.extend_from_slice(&[0u8; 20]);
+    build_ethernet_frame(&mut frame, &[], ethertype::MPLS_UNICAST, &pw, true);
+    assert_eq!(
+        parse_ethernet(&frame).unwrap().l3,
+        L3::Other(ethertype::MPLS_UNICAST)
+    );
+    build_ethernet_frame(&mut frame, &[], ethertype::MPLS_UNICAST, &mpls[..3], false);
+    assert_eq!(parse_ethernet(&frame), Err(ParseError::TruncatedMpls));
+}
