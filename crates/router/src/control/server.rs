@@ -292,11 +292,17 @@ fn take_line(
         return false; // refused as oversize by the caller
     }
     let line: Vec<u8> = c.inbuf.drain(..=nl).collect();
-    let text = String::from_utf8_lossy(&line).trim().to_string();
+    let text = request_text(&line);
     stats.requests += 1;
     c.progress_ns = now_ns;
     reqs.push((c.id, text));
     true
+}
+
+/// The text of one request line as the server hands it on: invalid UTF-8 replaced (the parser
+/// then refuses it as a bad request), surrounding whitespace and the newline trimmed.
+pub fn request_text(line: &[u8]) -> String {
+    String::from_utf8_lossy(line).trim().to_string()
 }
 
 fn read_some(c: &mut Client) -> Result<(), Drop> {
