@@ -244,8 +244,9 @@ impl Response {
         serde_json::to_string(&Envelope::new(self)).unwrap_or_else(|e| {
             let r = Response::error(ErrorKind::Other, format!("reply not serialisable: {e}"));
             serde_json::to_string(&Envelope::new(&r)).unwrap_or_else(|_| {
-                r#"{"v":1,"reply":"error","kind":"other","message":"reply not serialisable"}"#
-                    .to_string()
+                format!(
+                    r#"{{"v":{VERSION},"reply":"error","kind":"other","message":"reply not serialisable"}}"#
+                )
             })
         })
     }
