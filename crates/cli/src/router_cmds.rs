@@ -3,11 +3,12 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use linkshare_router::{default_control, request, Options, Shaper};
-use serde_json::{json, Value};
+use linkshare_router::control::{self, call, call_ok, Direction, PolicySource, Request, Response};
+use linkshare_router::{default_control, Options, Shaper};
 
 use crate::class_edit;
 use crate::exit::{invalid, INVALID as EXIT_INVALID};
+use crate::stat_view;
 
 #[derive(clap::Args, Debug)]
 pub struct RunArgs {
@@ -59,6 +60,10 @@ pub struct StatArgs {
     /// Refresh every SECS seconds (default 1).
     #[arg(short = 'w', long = "watch", num_args = 0..=1, default_missing_value = "1")]
     pub watch: Option<f64>,
+    /// Print what the shaper's control protocol offers (version, requests, features, limits)
+    /// instead of the statistics
+    #[arg(long, conflicts_with = "watch")]
+    pub capabilities: bool,
     #[arg(long)]
     pub control: Option<PathBuf>,
 }
@@ -204,99 +209,28 @@ fn find_control(given: &Option<PathBuf>) -> anyhow::Result<PathBuf> {
     }
 }
 
-fn print_human(st: &Value) {
-    let g = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let us = |k: &str| g(&st["lateness_ns"], k) as f64 / 1000.0;
-    println!(
-        "uptime {:.1}s  pacing lateness p50 {:.1}us p99 {:.1}us max {:.1}us ({} paced departures)",
-        st["uptime_s"].as_f64().unwrap_or(0.0),
-        us("p50"),
-        us("p99"),
-        us("max"),
-        g(&st["lateness_ns"], "samples")
-    );
-    for i in st["interfaces"].as_array().into_iter().flatten() {
-        println!(
-            "dev {}: rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, fragments {}",
-            i["name"].as_str().unwrap_or("?"),
-            g(i, "rx_packets"),
-            g(i, "rx_bytes"),
-            g(i, "tx_packets"),
-            g(i, "tx_bytes"),
-            g(i, "non_ip_passed"),
-            g(i, "fragments"),
-        );
-        println!(
-            "  tx dropped: ring_full {} too_big {}; kicks {} (errors {}); rx ring drops {}, truncated {}; malformed {}",
-            g(&i["tx_drops"], "ring_full"),
-            g(&i["tx_drops"], "too_big"),
-            g(i, "tx_kicks"),
-            g(i, "tx_kick_errors"),
-            g(i, "rx_ring_drops"),
-            g(i, "rx_truncated"),
-            i["malformed"]
-        );
-    }
-    for d in st["directions"].as_array().into_iter().flatten() {
-        println!(
-            "{} -> {}: {}",
-            d["from"].as_str().unwrap_or("?"),
-            d["to"].as_str().unwrap_or("?"),
-            d["kind"].as_str().unwrap_or("unshaped")
-        );
-        let q = &d["qdisc"];
-        if q.is_object() {
-            println!(
-                "  enqueued {} dequeued {} dropped {} refused {} backlog {}p {}b overlimits {}",
-                g(q, "enqueued"),
-                g(q, "dequeued"),
-                g(q, "dropped"),
-                g(q, "refused"),
-                g(q, "backlog_packets"),
-                g(q, "backlog_bytes"),
-                g(q, "overlimits")
-            );
-        }
-        for c in d["classes"].as_array().into_iter().flatten() {
-            let indent = "  ".repeat(1 + c["parent"].is_string() as usize);
-            println!(
-                "{indent}class {} rate {} ceil {} prio {} ({})\n{indent}  live {:.0}bit {:.0}pps\n{indent}  Sent {} bytes {} pkt (dropped {}, overlimits {}) backlog {}b {}p\n{indent}  lended: {} borrowed: {} tokens: {} ctokens: {}",
-                c["name"].as_str().unwrap_or("?"),
-                g(c, "rate_bps"),
-                g(c, "ceil_bps"),
-                g(c, "prio"),
-                c["mode"].as_str().unwrap_or("?"),
-                c["live_rate_bps"].as_f64().unwrap_or(0.0),
-                c["live_pps"].as_f64().unwrap_or(0.0),
-                g(c, "sent_bytes"),
-                g(c, "sent_packets"),
-                g(c, "drops"),
-                g(c, "overlimits"),
-                g(c, "backlog_bytes"),
-                g(c, "backlog_packets"),
-                g(c, "lended"),
-                g(c, "borrowed"),
-                c["tokens"].as_i64().unwrap_or(0),
-                c["ctokens"].as_i64().unwrap_or(0),
-            );
-        }
-    }
-}
-
 pub fn stat(a: &StatArgs) -> anyhow::Result<i32> {
     let control = find_control(&a.control)?;
-    loop {
-        let r = request(&control, &json!({"cmd": "stat"}))?;
-        if r["ok"] != json!(true) {
-            bail!("{}", r["error"].as_str().unwrap_or("stat failed"));
-        }
+    if a.capabilities {
+        let Response::Hello(h) = call_ok(&control, &Request::Hello {})? else {
+            bail!("the shaper did not answer `hello`");
+        };
         if a.json {
-            println!("{}", r["stat"]);
+            println!("{}", serde_json::to_string(&h)?);
+        } else {
+            print!("{}", stat_view::render_hello(&h));
+        }
+        return Ok(0);
+    }
+    loop {
+        let st = control::stat(&control)?;
+        if a.json {
+            println!("{}", serde_json::to_string(&st)?);
         } else {
             if a.watch.is_some() {
                 print!("\x1b[H\x1b[2J");
             }
-            print_human(&r["stat"]);
+            print!("{}", stat_view::render(&st));
         }
         match a.watch {
             Some(s) => std::thread::sleep(std::time::Duration::from_secs_f64(s.max(0.05))),
@@ -313,17 +247,28 @@ pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
         )));
     }
     let control = find_control(&a.control)?;
-    let cur = request(&control, &json!({"cmd": "policy"}))?;
-    let (Some(text), Some(origin)) = (cur["text"].as_str(), cur["origin"].as_str()) else {
+    let Response::Policy(cur) = call_ok(
+        &control,
+        &Request::Policy {
+            direction: Direction::Forward,
+        },
+    )?
+    else {
         bail!("the shaper did not return its policy");
     };
-    let edited = class_edit::edit_policy_text(text, a)?;
-    let path = cur["path"].as_str().map(PathBuf::from);
-    let r = request(
+    let edited = class_edit::edit_policy_text(&cur.text, a)?;
+    let path_text = cur.path.as_ref().map(|p| p.display().to_string());
+    let r = call(
         &control,
-        &json!({"cmd": "reload", "text": edited,
-                "origin": class_edit::change_origin(origin, cur["path"].as_str())}),
+        &Request::Reload {
+            direction: Direction::Forward,
+            source: PolicySource::Text {
+                text: edited,
+                origin: class_edit::change_origin(&cur.origin, path_text.as_deref()),
+            },
+        },
     )?;
+    let path = cur.path;
     let code = report_reload(&r, &format!("class {} {}", a.action, a.name))?;
     if code != 0 || !a.write {
         return Ok(code);
@@ -337,23 +282,26 @@ pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-fn report_reload(r: &Value, what: &str) -> anyhow::Result<i32> {
-    if r["ok"] == json!(true) {
-        let rep = &r["report"];
-        println!(
-            "{what}: moved {} queued packets, dropped {}; kept {}, added {}, removed {}",
-            rep["moved_packets"], rep["dropped_packets"], rep["kept"], rep["added"], rep["removed"]
-        );
-        Ok(0)
-    } else {
-        if let Some(d) = r["diagnostics"].as_str() {
-            eprintln!("{d}");
+fn report_reload(r: &Response, what: &str) -> anyhow::Result<i32> {
+    match r {
+        Response::Reloaded(rep) => {
+            println!(
+                "{what}: moved {} queued packets, dropped {}; kept {:?}, added {:?}, removed {:?}",
+                rep.moved_packets, rep.dropped_packets, rep.kept, rep.added, rep.removed
+            );
+            Ok(0)
         }
-        eprintln!(
-            "{what} rejected: {}; the running policy stays",
-            r["error"].as_str().unwrap_or("error")
-        );
-        Ok(EXIT_INVALID)
+        Response::Error(e) => {
+            if let Some(d) = &e.diagnostics {
+                eprintln!("{d}");
+            }
+            eprintln!("{what} rejected: {}; the running policy stays", e.message);
+            Ok(EXIT_INVALID)
+        }
+        other => bail!(
+            "the shaper answered the reload with `{}`",
+            control::reply_name(other)
+        ),
     }
 }
 
@@ -361,10 +309,19 @@ pub fn reload(a: &ReloadArgs) -> anyhow::Result<i32> {
     let control = find_control(&a.control)?;
     let text = std::fs::read_to_string(&a.file)
         .with_context(|| format!("cannot read {}", a.file.display()))?;
-    let r = request(
+    let r = call(
         &control,
-        &json!({"cmd": "reload", "text": text, "origin": a.file.display().to_string(),
-                "direction": if a.reverse { "reverse" } else { "forward" }}),
+        &Request::Reload {
+            direction: if a.reverse {
+                Direction::Reverse
+            } else {
+                Direction::Forward
+            },
+            source: PolicySource::Text {
+                text,
+                origin: a.file.display().to_string(),
+            },
+        },
     )?;
     report_reload(&r, &format!("reloaded {}", a.file.display()))
 }

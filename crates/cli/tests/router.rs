@@ -1175,3 +1175,68 @@ fn cbq_classes_get_their_allocations_and_borrow_on_the_real_shaper() {
     eprintln!("cbq a stopped: b {:.3} Mbit/s", alone / 1e6);
     assert!(within(alone, 10e6, 0.03), "b alone {alone}: {st}");
 }
+
+/// The typed control protocol on the running shaper: `stat --capabilities` reports protocol 1
+/// and its requests; an unversioned request of the old untyped protocol gets a version error
+/// and the shaper keeps answering; a tree declared breadth-first reads back with the right
+/// parents, in `stat --json` and in the human form's indentation.
+#[test]
+fn control_protocol_versions_capabilities_and_parents_on_the_running_shaper() {
+    let Some(mut lab) = Lab::new() else { return };
+    let p = lab.write_policy(
+        "tree.toml",
+        "qdisc = \"htb\"\ndefault = \"a1\"\n\
+         [[class]]\nname = \"root\"\nrate = \"10mbit\"\n\
+         [[class]]\nname = \"A\"\nparent = \"root\"\nrate = \"5mbit\"\n\
+         [[class]]\nname = \"B\"\nparent = \"root\"\nrate = \"5mbit\"\n\
+         [[class]]\nname = \"a1\"\nparent = \"A\"\nrate = \"5mbit\"\n\
+         [[class]]\nname = \"b1\"\nparent = \"B\"\nrate = \"5mbit\"\n",
+    );
+    lab.start(&p);
+    let (code, out, err) = lab.cli(&["stat", "--capabilities", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let hello: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(hello["version"], 1, "{hello}");
+    assert!(
+        hello["requests"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|r| r == "reload"),
+        "{hello}"
+    );
+    // An old client's request.
+    let mut s = std::os::unix::net::UnixStream::connect(lab.control()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    s.write_all(b"{\"cmd\":\"stat\"}\n").unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut std::io::BufReader::new(&s), &mut line).unwrap();
+    let r: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(r["reply"], "error", "{r}");
+    assert_eq!(r["kind"], "unsupported_version", "{r}");
+    drop(s);
+    let st = lab.stat();
+    for (name, parent) in [
+        ("root", None),
+        ("A", Some("root")),
+        ("B", Some("root")),
+        ("a1", Some("A")),
+        ("b1", Some("B")),
+    ] {
+        let c = class(&st, name);
+        assert_eq!(c["parent"].as_str(), parent, "parent of {name}: {st}");
+    }
+    let (code, out, err) = lab.cli(&["stat"]);
+    assert_eq!(code, 0, "{err}");
+    let indent = |name: &str| {
+        out.lines()
+            .find(|l| l.trim_start().starts_with(&format!("class {name} ")))
+            .map(|l| l.len() - l.trim_start().len())
+            .unwrap_or_else(|| panic!("no class {name} in:\n{out}"))
+    };
+    assert_eq!(
+        [indent("root"), indent("B"), indent("b1")],
+        [2, 4, 6],
+        "{out}"
+    );
+}

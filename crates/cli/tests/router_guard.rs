@@ -162,10 +162,10 @@ fn misbehaving_control_clients_do_not_stall_forwarding() {
     let t0 = Instant::now();
     let misbehave = std::thread::spawn(move || {
         std::thread::sleep(Duration::from_millis(1000));
-        // Asks for the large stat reply and never reads it.
+        // Asks for the large stat reply (control protocol 1) and never reads it.
         let mut silent = UnixStream::connect(&ctl).expect("connect");
         silent
-            .write_all(b"{\"cmd\":\"stat\"}\n")
+            .write_all(b"{\"v\":1,\"cmd\":\"stat\"}\n")
             .expect("send stat");
         // Sends one endless line without a newline.
         let mut endless = UnixStream::connect(&ctl).expect("connect");

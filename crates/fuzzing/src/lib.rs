@@ -17,8 +17,10 @@
 //! | `policy`   | a policy file (UTF-8 text)              | parsing and validation are total; an accepted policy builds and renders |
 //! | `scenario` | a scenario file (UTF-8 text)            | parsing is total                             |
 //! | `import_tc`, `import_libreqos`, `import_pf` | a tc script; network.json + `---` + ShapedDevices.csv; a pf.conf | the importers are total; an accepted import is TOML the policy parser reads without panicking |
+//! | `control`  | control-socket request lines (JSON lines) | every line gets a well-formed reply the client reads back; refused input gets an `error` with a message; the snapshot's parents are rows of its tree; a reload is what `policy` returns |
 //! | `sched`    | a class tree and a sequence of operations | HTB and CBQ conserve packets after every call (`enqueued = dequeued + dropped + backlog`), HTB never sends a class more than its `ceil` allows |
 
+pub mod control;
 pub mod frame;
 pub mod import;
 pub mod sched;
@@ -36,6 +38,7 @@ pub const TARGETS: &[(&str, Harness)] = &[
     ("import_tc", import::tc),
     ("import_libreqos", import::libreqos),
     ("import_pf", import::pf),
+    ("control", control::run),
 ];
 
 /// Packets accounted by a scheduler must balance: everything accepted is dequeued (drained

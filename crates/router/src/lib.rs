@@ -31,7 +31,7 @@ use linkshare_core::packet::{Fragment, ParseIssue};
 use linkshare_core::qdisc::ClassView;
 use linkshare_core::{Dequeued, Qdisc, Time};
 
-pub use control::request;
+pub use control::call;
 pub use frame::{classify_frame, Frame, Parsed};
 pub use hist::Hist;
 pub use port::{PacketPort, Port, PortCounters, RxFrame, RxRingKind, TxDrop};

@@ -6,11 +6,10 @@
 
 use std::path::Path;
 
+use crate::control::proto::ReloadReport;
+use crate::{default_device_buffer, root_rate, Sched, Shaper};
 use linkshare_config::{ConfigError, Policy};
 use linkshare_core::Time;
-use serde_json::{json, Value};
-
-use crate::{default_device_buffer, root_rate, Sched, Shaper};
 
 /// Diagnostics of an invalid policy, rendered like `linkshare check`.
 pub fn render_config_error(text: &str, e: &ConfigError) -> String {
@@ -47,7 +46,7 @@ pub fn load_sched(text: &str, origin: &str) -> Result<(Policy, Sched), String> {
 /// HTB and CBQ keep kept classes' queues, counters and tokens or estimators; PRIO and DRR their
 /// bands' and classes'; any other pair requeues and continues the counters). What the old one
 /// dropped on the way is collected and counted.
-pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> Value {
+pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> ReloadReport {
     let r = new.q().adopt(old.q(), now);
     let mut dropped = r.dropped_packets;
     while old.q().take_dropped().is_some() {
@@ -56,22 +55,26 @@ pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> Value {
     while new.q().take_dropped().is_some() {
         dropped += 1;
     }
-    json!({"kept": r.kept, "added": r.added, "removed": r.removed,
-           "moved_packets": r.moved_packets, "reclassified": r.reclassified,
-           "dropped_packets": dropped})
+    ReloadReport {
+        kept: r.kept,
+        added: r.added,
+        removed: r.removed,
+        moved_packets: r.moved_packets,
+        reclassified: r.reclassified,
+        dropped_packets: dropped,
+    }
 }
 
 impl Shaper {
     /// Replace direction `d`'s policy with `text`; the new scheduler adopts the old one's state.
     /// On error the running policy is untouched and the error is rendered like `linkshare check`.
-    pub fn reload(&mut self, d: usize, text: &str, origin: &str) -> Result<Value, String> {
+    pub fn reload(&mut self, d: usize, text: &str, origin: &str) -> Result<ReloadReport, String> {
         let (_, mut new) = load_sched(text, origin)?;
         let now = self.now();
         let old = self.dirs[d].sched.take();
         let report = match (old, &mut new) {
             (Some(mut o), n) => adopt_state(n, &mut o, now),
-            (None, _) => json!({"kept": [], "added": [], "removed": [],
-                                "moved_packets": 0, "dropped_packets": 0}),
+            (None, _) => ReloadReport::default(),
         };
         self.dirs[d].link_bps = root_rate(&new);
         self.dirs[d].device_buffer = self.dirs[d]
@@ -84,7 +87,7 @@ impl Shaper {
         Ok(report)
     }
 
-    pub(crate) fn reload_path(&mut self, d: usize, path: &Path) -> Result<Value, String> {
+    pub(crate) fn reload_path(&mut self, d: usize, path: &Path) -> Result<ReloadReport, String> {
         let text = std::fs::read_to_string(path)
             .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
         let r = self.reload(d, &text, &path.display().to_string())?;

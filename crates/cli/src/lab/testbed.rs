@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use serde_json::{json, Value};
+use serde_json::Value;
 
 /// Prefix of every namespace this module creates; `lslab<pid>x<seq>{a,r,c}`.
 const PREFIX: &str = "lslab";
@@ -473,9 +473,7 @@ impl Router for LinkshareRouter {
         }
         let t0 = Instant::now();
         loop {
-            if self.control.exists()
-                && linkshare_router::request(&self.control, &json!({"cmd": "stat"})).is_ok()
-            {
+            if self.control.exists() && linkshare_router::control::stat(&self.control).is_ok() {
                 return Ok(());
             }
             if let Some(ch) = self.child.as_mut() {
@@ -497,11 +495,8 @@ impl Router for LinkshareRouter {
     }
 
     fn stats(&mut self) -> anyhow::Result<RouterStats> {
-        let r = linkshare_router::request(&self.control, &json!({"cmd": "stat"}))?;
-        if r["ok"] != json!(true) {
-            bail!("stat: {}", r["error"].as_str().unwrap_or("failed"));
-        }
-        Ok(parse_stat(&r["stat"]))
+        let st = linkshare_router::control::stat(&self.control)?;
+        Ok(parse_stat(&serde_json::to_value(&st)?))
     }
 
     fn stop(&mut self) {

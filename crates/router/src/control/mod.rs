@@ -1,32 +1,30 @@
-//! The control protocol, both ends: one JSON object per line each way over a Unix socket
-//! (`{"cmd": "stat" | "policy" | "reload", "direction": "forward" | "reverse", …}` answered by
-//! `{"ok": true, …}` or `{"ok": false, "error": …}`). The shaper serves it from its event loop
-//! through [`server::Server`], which never blocks and bounds every client (see there); this
-//! module turns request lines into answers and holds the client side ([`request`]).
+//! The control protocol, both ends: typed messages ([`proto`]: `Request`, `Response`, versioned,
+//! one JSON object per line each way over a Unix socket; `stat` answers with a [`Snapshot`]). The
+//! shaper serves it from its event loop through [`server::Server`], which never blocks and bounds
+//! every client (see there); [`dispatch`] turns request lines into responses for any
+//! [`Handler`] — the running shaper (here) or an [`Offline`] one (tests, fuzzing). The client
+//! side is [`call`]. Wire format and an example session: docs/router.md, "Control protocol".
 
+pub mod dispatch;
+pub mod proto;
 pub mod server;
+pub mod snapshot;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::Path;
 
 use anyhow::Context;
-use serde_json::{json, Value};
 
 use crate::{sys, Shaper};
 
-pub use server::{ControlStats, Server, MAX_REQUEST};
-
-/// Direction index from a control request's `direction` (default forward).
-fn direction_of(req: &Value) -> Result<usize, String> {
-    match req.get("direction").and_then(Value::as_str) {
-        None | Some("forward") => Ok(0),
-        Some("reverse") => Ok(1),
-        Some(o) => Err(format!(
-            "unknown direction `{o}`: use \"forward\" or \"reverse\""
-        )),
-    }
-}
+pub use dispatch::{answer, Handler, Offline};
+pub use proto::{
+    Direction, Envelope, ErrorKind, ErrorReply, Hello, PolicySource, PolicyText, ReloadReport,
+    Request, Response,
+};
+pub use server::{ControlStats, Server, MAX_REPLY, MAX_REQUEST};
+pub use snapshot::Snapshot;
 
 impl Shaper {
     /// One turn of the control plane: accept, read, answer complete requests, write what the
@@ -39,54 +37,57 @@ impl Shaper {
         let reqs = srv.poll(now);
         self.control_stats = srv.stats;
         for (id, line) in reqs {
-            let resp = self.handle_request(&line);
-            srv.reply(id, &resp.to_string(), sys::monotonic_ns());
+            let resp = answer(self, &line);
+            srv.reply(id, &resp.to_line(), sys::monotonic_ns());
         }
         self.control = Some(srv);
     }
+}
 
-    /// The answer to one request line.
-    pub(crate) fn handle_request(&mut self, line: &str) -> Value {
-        let req: Value = match serde_json::from_str(line) {
-            Ok(v) => v,
-            Err(e) => return json!({"ok": false, "error": format!("bad request: {e}")}),
-        };
-        let d = match direction_of(&req) {
-            Ok(d) => d,
-            Err(e) => return json!({"ok": false, "error": e}),
-        };
-        match req.get("cmd").and_then(Value::as_str) {
-            Some("stat") => json!({"ok": true, "stat": self.stat()}),
-            Some("policy") => match &self.dirs[d].policy_text {
-                Some((t, o)) => json!({"ok": true, "text": t, "origin": o,
-                    "path": self.dirs[d].policy_path.as_ref().map(|p| p.display().to_string())}),
-                None => json!({"ok": false, "error": "this direction is unshaped"}),
-            },
-            Some("reload") => {
-                let res = if let Some(t) = req.get("text").and_then(Value::as_str) {
-                    let origin = req
-                        .get("origin")
-                        .and_then(Value::as_str)
-                        .unwrap_or("<control>");
-                    self.reload(d, t, origin)
-                } else if let Some(p) = req.get("path").and_then(Value::as_str) {
-                    self.reload_path(d, Path::new(p))
-                } else {
-                    Err("reload needs `path` or `text`".to_string())
-                };
-                match res {
-                    Ok(r) => json!({"ok": true, "report": r}),
-                    Err(d) => json!({"ok": false, "error": "policy rejected", "diagnostics": d}),
-                }
+impl Handler for Shaper {
+    fn snapshot(&mut self) -> Snapshot {
+        self.stat()
+    }
+
+    fn policy(&self, d: Direction) -> Result<PolicyText, ErrorReply> {
+        let dir = &self.dirs[d.index()];
+        match &dir.policy_text {
+            Some((text, origin)) if dir.sched.is_some() => Ok(PolicyText {
+                direction: d,
+                text: text.clone(),
+                origin: origin.clone(),
+                path: dir.policy_path.clone(),
+            }),
+            _ => Err(dispatch::unshaped(d)),
+        }
+    }
+
+    fn reload(&mut self, d: Direction, src: PolicySource) -> Result<ReloadReport, ErrorReply> {
+        match src {
+            PolicySource::Text { text, origin } => {
+                Shaper::reload(self, d.index(), &text, &origin).map_err(dispatch::rejected)
             }
-            _ => json!({"ok": false, "error": "unknown command"}),
+            PolicySource::File { path } => {
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    ErrorReply::new(
+                        ErrorKind::Io,
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?;
+                let origin = path.display().to_string();
+                let r =
+                    Shaper::reload(self, d.index(), &text, &origin).map_err(dispatch::rejected)?;
+                self.dirs[d.index()].policy_path = Some(path);
+                Ok(r)
+            }
         }
     }
 }
 
-/// Send one request to a running shaper and return its response.
-pub fn request(control: &Path, req: &Value) -> anyhow::Result<Value> {
-    let line = req.to_string();
+/// Send one request to a running shaper and return its response (an `error` response is `Ok`:
+/// the caller decides; a socket, size or version problem is `Err`).
+pub fn call(control: &Path, req: &Request) -> anyhow::Result<Response> {
+    let line = serde_json::to_string(&Envelope::new(req)).context("cannot encode the request")?;
     if line.len() > MAX_REQUEST {
         anyhow::bail!(
             "request of {} bytes is longer than the control socket takes ({MAX_REQUEST}); \
@@ -100,6 +101,49 @@ pub fn request(control: &Path, req: &Value) -> anyhow::Result<Value> {
     s.set_write_timeout(Some(std::time::Duration::from_secs(5)))?;
     writeln!(s, "{line}")?;
     let mut reply = String::new();
-    BufReader::new(s).read_line(&mut reply)?;
-    serde_json::from_str(&reply).context("bad response from shaper")
+    // The reply is one line of at most MAX_REPLY bytes (plus its newline and slack).
+    BufReader::new(s.take(MAX_REPLY as u64 + 1024)).read_line(&mut reply)?;
+    if reply.is_empty() {
+        anyhow::bail!("the shaper closed the connection without a reply");
+    }
+    proto::parse_response(reply.trim_end()).map_err(|e| anyhow::anyhow!("{e}"))
+}
+
+/// `call`, for a reply other than `error` (which becomes the `Err`, kind and message).
+pub fn call_ok(control: &Path, req: &Request) -> anyhow::Result<Response> {
+    match call(control, req)? {
+        Response::Error(e) => Err(anyhow::Error::new(ShaperError(e))),
+        r => Ok(r),
+    }
+}
+
+/// The running shaper's snapshot (`stat`).
+pub fn stat(control: &Path) -> anyhow::Result<Snapshot> {
+    match call_ok(control, &Request::Stat {})? {
+        Response::Stat(s) => Ok(*s),
+        r => anyhow::bail!("the shaper answered `stat` with {}", reply_name(&r)),
+    }
+}
+
+/// An `error` reply as an error value (`downcast_ref::<ShaperError>()` reads its kind).
+#[derive(Debug)]
+pub struct ShaperError(pub ErrorReply);
+
+impl std::fmt::Display for ShaperError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the shaper refused: {}", self.0)
+    }
+}
+
+impl std::error::Error for ShaperError {}
+
+/// The `reply` tag of a response, for messages.
+pub fn reply_name(r: &Response) -> &'static str {
+    match r {
+        Response::Hello(_) => "hello",
+        Response::Stat(_) => "stat",
+        Response::Policy(_) => "policy",
+        Response::Reloaded(_) => "reloaded",
+        Response::Error(_) => "error",
+    }
 }

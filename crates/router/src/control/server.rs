@@ -22,7 +22,9 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+
+use super::proto::{ErrorKind as ReplyKind, Response};
 
 use crate::sys;
 
@@ -40,7 +42,7 @@ pub const IDLE_CLIENT_NS: u64 = 10_000_000_000;
 pub const READ_PER_TURN: usize = 64 << 10;
 
 /// What the control plane did to its clients (`stat`'s `control` object).
-#[derive(Clone, Copy, Debug, Default, Serialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ControlStats {
     pub clients: usize,
     pub accepted: u64,
@@ -207,9 +209,11 @@ impl Server {
         if c.inbuf.len() > MAX_REQUEST {
             self.stats.oversize_refused += 1;
             c.inbuf = Vec::new();
-            let msg = serde_json::json!({"ok": false,
-                "error": format!("request longer than {MAX_REQUEST} bytes")});
-            queue(c, &msg.to_string());
+            let msg = Response::error(
+                ReplyKind::TooLarge,
+                format!("request longer than {MAX_REQUEST} bytes"),
+            );
+            queue(c, &msg.to_line());
             c.close_after = true;
             c.progress_ns = now_ns;
             write_some(c, now_ns)?;
@@ -227,9 +231,11 @@ impl Server {
         };
         let c = &mut self.clients[i];
         if text.len() > MAX_REPLY {
-            let msg = serde_json::json!({"ok": false,
-                "error": format!("reply longer than {MAX_REPLY} bytes")});
-            queue(c, &msg.to_string());
+            let msg = Response::error(
+                ReplyKind::TooLarge,
+                format!("reply longer than {MAX_REPLY} bytes"),
+            );
+            queue(c, &msg.to_line());
         } else {
             queue(c, text);
         }
@@ -286,11 +292,17 @@ fn take_line(
         return false; // refused as oversize by the caller
     }
     let line: Vec<u8> = c.inbuf.drain(..=nl).collect();
-    let text = String::from_utf8_lossy(&line).trim().to_string();
+    let text = request_text(&line);
     stats.requests += 1;
     c.progress_ns = now_ns;
     reqs.push((c.id, text));
     true
+}
+
+/// The text of one request line as the server hands it on: invalid UTF-8 replaced (the parser
+/// then refuses it as a bad request), surrounding whitespace and the newline trimmed.
+pub fn request_text(line: &[u8]) -> String {
+    String::from_utf8_lossy(line).trim().to_string()
 }
 
 fn read_some(c: &mut Client) -> Result<(), Drop> {

@@ -1,0 +1,183 @@
+//! `linkshare stat` for people: the running shaper's typed snapshot
+//! (`linkshare_router::control::Snapshot`) rendered in the manner of `tc -s class show` — one
+//! block per class, indented by its depth in the tree (from each class's `parent`, so a tree
+//! declared in any order is drawn right) — and the `hello` reply of `stat --capabilities`.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use linkshare_router::control::snapshot::{DirectionSnapshot, InterfaceSnapshot};
+use linkshare_router::control::{Hello, Snapshot};
+
+/// `total` or `total (reason n, …)` for a per-reason map.
+fn reasons(m: &BTreeMap<String, u64>) -> String {
+    let total: u64 = m.values().sum();
+    let parts: Vec<String> = m
+        .iter()
+        .filter(|(_, n)| **n > 0)
+        .map(|(r, n)| format!("{r} {n}"))
+        .collect();
+    if parts.is_empty() {
+        total.to_string()
+    } else {
+        format!("{total} ({})", parts.join(", "))
+    }
+}
+
+fn interface(out: &mut String, i: &InterfaceSnapshot) {
+    let _ = writeln!(
+        out,
+        "dev {}: rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, fragments {}",
+        i.name, i.rx_packets, i.rx_bytes, i.tx_packets, i.tx_bytes, i.non_ip_passed, i.fragments
+    );
+    let _ = writeln!(
+        out,
+        "  tx dropped: ring_full {} too_big {}; kicks {} (errors {}); rx ring drops {}, truncated {}; malformed {}",
+        i.tx_drops.ring_full,
+        i.tx_drops.too_big,
+        i.tx_kicks,
+        i.tx_kick_errors,
+        i.rx_ring_drops,
+        i.rx_truncated,
+        reasons(&i.malformed)
+    );
+}
+
+fn direction(out: &mut String, d: &DirectionSnapshot) {
+    let _ = writeln!(
+        out,
+        "{} -> {}: {}",
+        d.from,
+        d.to,
+        d.kind.as_deref().unwrap_or("unshaped")
+    );
+    if let Some(q) = &d.qdisc {
+        let _ = write!(
+            out,
+            "  enqueued {} dequeued {} dropped {} refused {} backlog {}p {}b overlimits {}",
+            q.enqueued,
+            q.dequeued,
+            q.dropped,
+            q.refused,
+            q.backlog_packets,
+            q.backlog_bytes,
+            q.overlimits
+        );
+        if q.marked > 0 {
+            let _ = write!(out, " marked {}", q.marked);
+        }
+        out.push('\n');
+    }
+    for (c, depth) in d.classes.iter().zip(d.depths()) {
+        let indent = "  ".repeat(1 + depth);
+        let marked = if c.marked > 0 {
+            format!(", marked {}", c.marked)
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "{indent}class {} rate {} ceil {} prio {} ({})\n{indent}  live {:.0}bit {:.0}pps\n{indent}  Sent {} bytes {} pkt (dropped {}, overlimits {}{marked}) backlog {}b {}p\n{indent}  lended: {} borrowed: {} tokens: {} ctokens: {}",
+            c.name,
+            c.rate_bps,
+            c.ceil_bps,
+            c.prio,
+            c.mode,
+            c.live_rate_bps,
+            c.live_pps,
+            c.sent_bytes,
+            c.sent_packets,
+            c.drops,
+            c.overlimits,
+            c.backlog_bytes,
+            c.backlog_packets,
+            c.lended,
+            c.borrowed,
+            c.tokens,
+            c.ctokens,
+        );
+    }
+}
+
+/// The human form of a snapshot.
+pub fn render(st: &Snapshot) -> String {
+    let mut out = String::new();
+    let us = |ns: u64| ns as f64 / 1000.0;
+    let l = &st.lateness_ns;
+    let _ = writeln!(
+        out,
+        "uptime {:.1}s  pacing lateness p50 {:.1}us p99 {:.1}us max {:.1}us ({} paced departures)",
+        st.uptime_s,
+        us(l.p50),
+        us(l.p99),
+        us(l.max),
+        l.samples
+    );
+    for i in &st.interfaces {
+        interface(&mut out, i);
+    }
+    for d in &st.directions {
+        direction(&mut out, d);
+    }
+    out
+}
+
+/// The human form of `stat --capabilities`.
+pub fn render_hello(h: &Hello) -> String {
+    format!(
+        "{}: control protocol {} (answers {} to {})\nrequests: {}\nfeatures: {}\nlimits: request {} bytes, reply {} bytes\n",
+        h.server,
+        h.version,
+        h.min_version,
+        h.version,
+        h.requests.join(", "),
+        h.features.join(", "),
+        h.max_request_bytes,
+        h.max_reply_bytes
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linkshare_router::control::{answer, Offline, Response};
+
+    /// Drawn from a tree declared breadth-first: each class sits under its own parent.
+    #[test]
+    fn classes_are_indented_under_their_real_parents() {
+        let tree = "qdisc = \"htb\"\ndefault = \"a1\"\n\
+            [[class]]\nname = \"root\"\nrate = \"10mbit\"\n\
+            [[class]]\nname = \"A\"\nparent = \"root\"\nrate = \"5mbit\"\n\
+            [[class]]\nname = \"B\"\nparent = \"root\"\nrate = \"5mbit\"\n\
+            [[class]]\nname = \"a1\"\nparent = \"A\"\nrate = \"5mbit\"\n\
+            [[class]]\nname = \"b1\"\nparent = \"B\"\nrate = \"5mbit\"\n";
+        let mut o = Offline::new(tree, "t.toml").unwrap_or_else(|d| panic!("{d}"));
+        let Response::Stat(s) = answer(&mut o, r#"{"v":1,"cmd":"stat"}"#) else {
+            panic!("no stat")
+        };
+        let text = render(&s);
+        let indent_of = |name: &str| {
+            text.lines()
+                .find(|l| l.trim_start().starts_with(&format!("class {name} ")))
+                .map(|l| l.len() - l.trim_start().len())
+                .unwrap_or_else(|| panic!("no line for {name}:\n{text}"))
+        };
+        assert_eq!(indent_of("root"), 2, "{text}");
+        assert_eq!(indent_of("A"), 4, "{text}");
+        assert_eq!(indent_of("B"), 4, "{text}");
+        assert_eq!(indent_of("a1"), 6, "{text}");
+        assert_eq!(indent_of("b1"), 6, "{text}");
+        // b1 comes after B, not after a1's parent A: rows follow the tree.
+        let pos = |n: &str| text.find(&format!("class {n} ")).unwrap_or(usize::MAX);
+        assert!(pos("B") < pos("b1") && pos("a1") < pos("B"), "{text}");
+    }
+
+    #[test]
+    fn per_reason_counts_show_only_what_happened() {
+        let mut m = BTreeMap::new();
+        assert_eq!(reasons(&m), "0");
+        m.insert("bad_ihl".to_string(), 2);
+        m.insert("short".to_string(), 0);
+        assert_eq!(reasons(&m), "2 (bad_ihl 2)");
+    }
+}

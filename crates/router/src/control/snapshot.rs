@@ -1,0 +1,214 @@
+//! The typed `stat` reply: a snapshot of the shaper — interfaces, both directions, each
+//! direction's scheduler and one row per class, in the scheduler's visiting order (the shape of
+//! `tc -s class show`). Plain data shared by the server, which fills it (`stat.rs`), and the CLI,
+//! which renders it (`linkshare stat`) or prints it as JSON (`stat --json`).
+//!
+//! Principles: every class names its parent by name and by id (`parent`, `parent_id`; an id is
+//! the class's handle, not a position in visiting order), so a tree declared in any order reads
+//! back right; counters are integers; the few rates that are estimates are `f64` and always
+//! finite (a non-finite value would not survive JSON); drops are kept per reason, with the
+//! reason names of `linkshare_core::qdisc::DropReason`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::server::ControlStats;
+
+/// The whole `stat` reply.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Snapshot {
+    pub uptime_s: f64,
+    /// The forward direction's policy file and scheduler kind (also in `directions[0]`).
+    pub policy: Option<String>,
+    pub kind: Option<String>,
+    /// Pacing lateness of departures, rounded up to microseconds.
+    pub lateness_us: LatenessUs,
+    pub lateness_ns: LatenessNs,
+    /// IN then OUT.
+    pub interfaces: Vec<InterfaceSnapshot>,
+    pub control: ControlStats,
+    /// IN -> OUT then OUT -> IN.
+    pub directions: Vec<DirectionSnapshot>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatenessUs {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+    pub samples: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatenessNs {
+    pub p50: u64,
+    pub p99: u64,
+    pub max: u64,
+    pub mean: u64,
+    pub samples: u64,
+}
+
+/// One interface's counters (the shaper's and its ring's).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InterfaceSnapshot {
+    pub name: String,
+    pub rx_packets: u64,
+    pub rx_bytes: u64,
+    pub tx_packets: u64,
+    pub tx_bytes: u64,
+    /// Non-IP frames passed unshaped to the other interface.
+    pub non_ip_passed: u64,
+    pub fragments: u64,
+    /// `tx_drops` summed.
+    pub tx_errors: u64,
+    pub tx_drops: TxDrops,
+    pub tx_kicks: u64,
+    pub tx_kick_errors: u64,
+    pub rx_ring_drops: u64,
+    pub rx_truncated: u64,
+    pub rx_own_skipped: u64,
+    pub rx_blocks: u64,
+    /// Frames that did not parse, by reason; dropped.
+    pub malformed: BTreeMap<String, u64>,
+    /// Packets classified despite a parse issue, by issue.
+    pub parse_issues: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxDrops {
+    pub ring_full: u64,
+    pub too_big: u64,
+}
+
+/// One direction: its device model, its scheduler and its classes.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DirectionSnapshot {
+    pub from: String,
+    pub to: String,
+    pub shaped: bool,
+    pub device_buffer_bytes: u64,
+    pub line_bps: u64,
+    pub drain_bps: u64,
+    pub policy: Option<String>,
+    pub kind: Option<String>,
+    pub backlog_packets: u64,
+    pub backlog_bytes: u64,
+    /// `None` when unshaped.
+    pub qdisc: Option<QdiscSnapshot>,
+    pub classes: Vec<ClassSnapshot>,
+    pub emulate: Option<EmulateSnapshot>,
+}
+
+/// The scheduler's own counters (`QdiscStats`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QdiscSnapshot {
+    pub enqueued: u64,
+    pub enqueued_bytes: u64,
+    pub dequeued: u64,
+    pub dequeued_bytes: u64,
+    /// Packets dropped after they were accepted, and refused at enqueue: totals and per reason.
+    pub dropped: u64,
+    pub refused: u64,
+    pub dropped_by_reason: BTreeMap<String, u64>,
+    pub refused_by_reason: BTreeMap<String, u64>,
+    pub overlimits: u64,
+    /// ECN marks (CE) set instead of drops.
+    pub marked: u64,
+    pub backlog_packets: u64,
+    pub backlog_bytes: u64,
+}
+
+/// One class (`ClassView`), with its live rate estimate.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ClassSnapshot {
+    pub name: String,
+    /// The class's id in its scheduler (its handle's minor number, as `export tc` numbers them).
+    pub id: u32,
+    pub parent: Option<String>,
+    pub parent_id: Option<u32>,
+    pub leaf: bool,
+    /// HTB's level: 0 for leaves, one more than the highest child for inner classes.
+    pub level: u8,
+    pub rate_bps: u64,
+    pub ceil_bps: u64,
+    pub prio: u8,
+    /// HTB's class mode (`can_send`, `may_borrow`, `cant_send`) or the scheduler's equivalent.
+    pub mode: String,
+    pub live_rate_bps: f64,
+    pub live_pps: f64,
+    pub sent_bytes: u64,
+    pub sent_packets: u64,
+    /// Drops of the leaf queue, all reasons, and per reason.
+    pub drops: u64,
+    pub drops_by_reason: BTreeMap<String, u64>,
+    /// ECN marks set by the leaf queue.
+    pub marked: u64,
+    pub overlimits: u64,
+    pub lended: u64,
+    pub borrowed: u64,
+    pub giants: u64,
+    pub backlog_packets: u64,
+    pub backlog_bytes: u64,
+    /// Rate and ceil tokens in bytes (negative in debt).
+    pub tokens: i64,
+    pub ctokens: i64,
+    /// CBQ's average idle time in ns; `None` for schedulers without an estimator.
+    pub avgidle_ns: Option<i64>,
+}
+
+/// The emulated link after the scheduler (`--emulate`, `--path-delay`).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EmulateSnapshot {
+    pub lost: u64,
+    pub line_full: u64,
+    pub in_line: u64,
+    pub in_line_bytes: u64,
+    pub limit_bytes: u64,
+    pub delay_ns: u64,
+    pub path_delays: Vec<PathDelaySnapshot>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PathDelaySnapshot {
+    pub addr: String,
+    pub delay_ns: u64,
+}
+
+impl DirectionSnapshot {
+    /// Each class's depth in the tree (roots 0), in row order, from the `parent` names. A
+    /// parent missing from the rows counts as a root; a cycle cannot hang (depth is bounded by
+    /// the number of rows).
+    pub fn depths(&self) -> Vec<usize> {
+        let idx: BTreeMap<&str, usize> = self
+            .classes
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (c.name.as_str(), i))
+            .collect();
+        self.classes
+            .iter()
+            .map(|c| {
+                let mut d = 0;
+                let mut p = c.parent.as_deref();
+                while let Some(i) = p.and_then(|n| idx.get(n)) {
+                    d += 1;
+                    if d > self.classes.len() {
+                        break;
+                    }
+                    p = self.classes[*i].parent.as_deref();
+                }
+                d
+            })
+            .collect()
+    }
+}
+
+/// `x`, or 0 when it is not finite (JSON has no NaN or infinity).
+pub(crate) fn finite(x: f64) -> f64 {
+    if x.is_finite() {
+        x
+    } else {
+        0.0
+    }
+}
