@@ -32,6 +32,7 @@
 
 mod diag;
 mod leaf;
+mod link;
 mod params;
 mod raw;
 mod render;
@@ -304,6 +305,8 @@ pub struct Policy {
     classes: Vec<ClassInfo>,
     filters: Vec<FilterInfo>,
     warnings: Vec<Diagnostic>,
+    /// `overhead`, `mpu`, `linklayer` (tc-stab).
+    link: linkshare_core::linklayer::LinkLayer,
 }
 
 impl Policy {
@@ -372,6 +375,12 @@ impl Policy {
     /// The discipline of a policy without classes (`qdisc = "sfq"`), with its parameters.
     pub fn root_leaf(&self) -> Option<&LeafKind> {
         self.root_leaf.as_ref()
+    }
+
+    /// The link layer below the shaper (`overhead`, `mpu`, `linklayer`): where packets are
+    /// made, their accounted length is `link_layer().size(len)`.
+    pub fn link_layer(&self) -> linkshare_core::linklayer::LinkLayer {
+        self.link
     }
 
     /// HTB parameters (`r2q`, `mtu`).

@@ -65,7 +65,7 @@ impl Shaper {
     /// Replace direction `d`'s policy with `text`; the new scheduler adopts the old one's state.
     /// On error the running policy is untouched and the error is rendered like `linkshare check`.
     pub fn reload(&mut self, d: usize, text: &str, origin: &str) -> Result<Value, String> {
-        let (_, mut new) = load_sched(text, origin)?;
+        let (policy, mut new) = load_sched(text, origin)?;
         let now = self.now();
         let old = self.dirs[d].sched.take();
         let report = match (old, &mut new) {
@@ -78,6 +78,7 @@ impl Shaper {
             .device_buffer_opt
             .unwrap_or(default_device_buffer(self.dirs[d].link_bps));
         self.dirs[d].sched = Some(new);
+        self.dirs[d].link = policy.link_layer();
         self.dirs[d].live.clear();
         self.dirs[d].eligible = None;
         self.dirs[d].policy_text = Some((text.to_string(), origin.to_string()));
