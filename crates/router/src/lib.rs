@@ -9,13 +9,15 @@
 //!
 //! Modules by concern: [`port`] (rings), [`control`] (the protocol and its non-blocking server),
 //! [`guard`] (interface locks, loop detection), `stat` (the `stat` object), `reload` (policy
-//! replacement and state adoption), [`emulate`] (the emulated link), [`sys`] (system calls).
+//! replacement and state adoption), [`emulate`] (the emulated link), [`notify`] (systemd's
+//! READY/RELOADING/STOPPING), [`sys`] (system calls).
 
 pub mod control;
 pub mod emulate;
 pub mod frame;
 pub mod guard;
 pub mod hist;
+pub mod notify;
 pub mod port;
 mod reload;
 mod stat;
@@ -616,6 +618,10 @@ impl Shaper {
             self.names[1],
             self.opts.control.display()
         );
+        notify::tell(&format!(
+            "READY=1\nSTATUS=shaping {} -> {}",
+            self.names[0], self.names[1]
+        ));
         let mut ready = Vec::new();
         let mut last_live = sys::monotonic_ns();
         let mut stopping: Option<u64> = None;
@@ -675,6 +681,9 @@ impl Shaper {
                             match sys::signo_of(&b) {
                                 Some(s) if s == libc::SIGHUP as u32 => self.on_sighup(),
                                 Some(_) => {
+                                    if stopping.is_none() {
+                                        notify::tell("STOPPING=1\nSTATUS=draining");
+                                    }
                                     stopping.get_or_insert(sys::monotonic_ns());
                                 }
                                 None => {}

@@ -95,6 +95,7 @@ impl Shaper {
 
     /// SIGHUP: reload every policy file given at start (or last reloaded by path).
     pub(crate) fn on_sighup(&mut self) {
+        crate::notify::tell(&crate::notify::reloading_message(crate::sys::monotonic_ns()));
         for d in 0..2 {
             let Some(p) = self.dirs[d].policy_path.clone() else {
                 continue;
@@ -104,6 +105,10 @@ impl Shaper {
                 Err(e) => eprintln!("{e}\nlinkshare: kept the running policy"),
             }
         }
+        crate::notify::tell(&format!(
+            "READY=1\nSTATUS=shaping {} -> {}",
+            self.names[0], self.names[1]
+        ));
     }
 }
 
