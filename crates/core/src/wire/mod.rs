@@ -3,8 +3,10 @@
 //! # Layers
 //!
 //! ```text
-//! Ethernet II ─┬─ 802.1Q / 802.1ad / 0x9100 tag (at most 2) ─┐
-//!              └──────────────────────────────────────────────┴─┬─ IPv4 (options, fragments)
+//! Ethernet II ─┬─ 802.1Q / 802.1ad / 0x9100 tag (at most 2) ─┐   PPPoE session (IPv4/IPv6 PPP
+//!              │                                              ├── protocols) or MPLS label stack
+//!              │                                              │   (at most 8): [`encap`] ─┐
+//!              └──────────────────────────────────────────────┴───────────────────────────┴─┬─ IPv4 (options, fragments)
 //!                                                               ├─ IPv6 ── extension headers
 //!                                                               │          (hop-by-hop, routing,
 //!                                                               │           fragment, dest. options,
@@ -59,6 +61,7 @@
 pub mod build;
 pub mod bytes;
 pub mod checksum;
+pub mod encap;
 pub mod ethernet;
 mod hash;
 pub mod ipv4;
@@ -157,6 +160,11 @@ pub mod ethertype {
     /// Pre-standard QinQ outer tag still seen in the wild.
     pub const QINQ_OLD: u16 = 0x9100;
     pub const LLDP: u16 = 0x88cc;
+    /// PPPoE session stage (RFC 2516).
+    pub const PPPOE_SESSION: u16 = 0x8864;
+    /// MPLS unicast and multicast (RFC 3032, RFC 5332).
+    pub const MPLS_UNICAST: u16 = 0x8847;
+    pub const MPLS_MULTICAST: u16 = 0x8848;
 }
 
 /// IP protocol numbers the parser knows.
@@ -177,10 +185,12 @@ pub mod proto {
     pub const UDP_LITE: u8 = 136;
 }
 
-/// Parses an Ethernet II frame (up to [`MAX_VLAN_TAGS`] VLAN tags) down to the transport ports.
+/// Parses an Ethernet II frame (up to [`MAX_VLAN_TAGS`] VLAN tags, then optionally a PPPoE
+/// session or MPLS label stack around IP: [`encap`]) down to the transport ports.
 ///
-/// A frame whose (innermost) EtherType is not IPv4 or IPv6 parses as `L3::Other(ethertype)` with
-/// `len` = the frame length. `meta.vlan` is the outermost VLAN id.
+/// A frame whose (innermost) EtherType is not IPv4 or IPv6 (nor an encapsulation of them)
+/// parses as `L3::Other(ethertype)` with `len` = the frame length. `meta.vlan` is the outermost
+/// VLAN id.
 pub fn parse_ethernet(frame: &[u8]) -> Result<PacketMeta, ParseError> {
     let eth = EthernetFrame::new_checked(frame)?;
     let mut ethertype = eth.ethertype();
@@ -196,6 +206,13 @@ pub fn parse_ethernet(frame: &[u8]) -> Result<PacketMeta, ParseError> {
         ethertype = tag.ethertype();
         rest = tag.into_payload();
         tags += 1;
+    }
+    // PPPoE or MPLS around IP: classify the IP packet inside (`encap`).
+    if let Some((off, et)) = encap::inner_ip(ethertype, rest) {
+        if let Some(inner) = rest.get(off..) {
+            ethertype = et;
+            rest = inner;
+        }
     }
     let mut meta = match ethertype {
         ethertype::IPV4 => parse_ipv4(rest)?,
@@ -213,6 +230,27 @@ pub fn parse_ethernet(frame: &[u8]) -> Result<PacketMeta, ParseError> {
     // The VLAN is not part of the flow hash, so the hash computed above stays valid.
     meta.vlan = vlan;
     Ok(meta)
+}
+
+/// Offset of the IP header in an Ethernet frame and its EtherType (IPv4 or IPv6), past VLAN
+/// tags and a PPPoE or MPLS encapsulation, exactly where [`parse_ethernet`] finds it; `None` for
+/// a frame that carries no IP. For writers of the header (ECN marking).
+pub fn ip_offset(frame: &[u8]) -> Option<(usize, u16)> {
+    let mut off = ethernet::HEADER_LEN;
+    let mut et = u16::from_be_bytes([*frame.get(off - 2)?, *frame.get(off - 1)?]);
+    let mut tags = 0;
+    while ethernet::is_vlan_tpid(et) {
+        if tags == MAX_VLAN_TAGS {
+            return None;
+        }
+        et = u16::from_be_bytes([*frame.get(off + 2)?, *frame.get(off + 3)?]);
+        off += ethernet::TAG_LEN;
+        tags += 1;
+    }
+    if let Some((inner, ip_et)) = encap::inner_ip(et, frame.get(off..)?) {
+        return Some((off + inner, ip_et));
+    }
+    matches!(et, ethertype::IPV4 | ethertype::IPV6).then_some((off, et))
 }
 
 /// Parses a packet that starts at its IP header; the version nibble decides IPv4 or IPv6.
