@@ -421,7 +421,24 @@ impl Policy {
 
     /// The class tree, rates and filters as `linkshare check` prints them.
     pub fn render_tree(&self) -> String {
-        render::tree(self)
+        let tree = render::tree(self);
+        if self.link.is_identity() {
+            return tree;
+        }
+        // The link layer on the line after the root's, with what it does to a full packet.
+        let l = self.link;
+        let line = format!(
+            "link layer {}  overhead={}  mpu={}  (a {}-byte packet is charged {} bytes)\n",
+            l.framing.name(),
+            l.overhead,
+            l.mpu,
+            self.mtu,
+            l.size(self.mtu)
+        );
+        match tree.find('\n') {
+            Some(i) => format!("{}{line}{}", &tree[..=i], &tree[i + 1..]),
+            None => format!("{tree}\n{line}"),
+        }
     }
 
     /// The filters as one-line descriptions (`udp dst 10.0.0.0/8 dport 5000-5010`), in order.

@@ -77,6 +77,26 @@ mod tests {
     }
 
     #[test]
+    fn check_shows_the_link_layer_and_a_full_packet_s_charge() {
+        let text = format!("overhead = 10\nlinklayer = \"atm\"\n{TREE}");
+        let p = match Policy::parse(&text, "p.toml") {
+            Ok(p) => p,
+            Err(e) => panic!("rejected: {e}"),
+        };
+        let t = p.render_tree();
+        let second = t.lines().nth(1).unwrap_or_default();
+        // 1500 + 10 = 1510 bytes = 32 cells of 53.
+        assert_eq!(
+            second,
+            "link layer atm  overhead=10  mpu=0  (a 1500-byte packet is charged 1696 bytes)"
+        );
+        assert!(!Policy::parse(TREE, "p.toml")
+            .map(|p| p.render_tree())
+            .unwrap_or_default()
+            .contains("link layer"));
+    }
+
+    #[test]
     fn absent_keys_are_the_identity() {
         let p = match Policy::parse(TREE, "p.toml") {
             Ok(p) => p,
