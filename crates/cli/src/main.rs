@@ -4,6 +4,7 @@ mod bench_sched;
 mod check;
 mod class_edit;
 mod compare_cmd;
+mod dist_cmd;
 mod exit;
 mod export_tc;
 mod fidelity_doc;
@@ -88,6 +89,12 @@ enum Command {
     Fidelity(fidelity_doc::FidelityArgs),
     /// Regenerate docs/seeds.md: every seed finding beside linkshare's result (runs the scenarios)
     Seeds(seeds_doc::SeedsArgs),
+    /// Print shell completions (bash, zsh, fish, …) on stdout
+    #[command(hide = true)]
+    Completions(dist_cmd::CompletionsArgs),
+    /// Write man pages (linkshare.1, linkshare-<command>.1) into a directory
+    #[command(hide = true)]
+    Man(dist_cmd::ManArgs),
 }
 
 fn main() {
@@ -128,6 +135,8 @@ fn main() {
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
         Command::Compare(a) => report(compare_cmd::run(a)),
         Command::Fidelity(a) => report(fidelity_doc::run_cmd(a)),
+        Command::Completions(a) => report(dist_cmd::completions::<Cli>(a)),
+        Command::Man(a) => report(dist_cmd::man::<Cli>(a)),
     };
     std::process::exit(code);
 }

@@ -141,7 +141,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
             .iter()
             .map(|t| linkshare_router::emulate::PathDelay::parse(t))
             .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| anyhow::anyhow!("--path-delay: {e}"))?,
+            .map_err(|e| invalid(format!("--path-delay: {e}")))?,
     };
     if let Some(dup) = opts.path_delays.iter().enumerate().find_map(|(i, p)| {
         opts.path_delays[..i]
@@ -149,7 +149,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
             .any(|q| q.addr == p.addr)
             .then_some(p.addr)
     }) {
-        bail!("--path-delay: {dup} is given twice");
+        return Err(invalid(format!("--path-delay: {dup} is given twice")));
     }
     if let Ok(p) = linkshare_config::Policy::load(&opts.policy) {
         let line = opts

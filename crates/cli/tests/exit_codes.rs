@@ -116,6 +116,45 @@ fn every_subcommand_follows_the_documented_exit_codes() {
             ],
             1,
         ),
+        // An invalid or repeated --path-delay is a rejected option (1), like --emulate: the
+        // service unit does not restart on 1 (dist/systemd/linkshare@.service).
+        (
+            vec![
+                "run",
+                "--policy",
+                v,
+                "--dev",
+                "x0",
+                "--dev",
+                "x1",
+                "--path-delay",
+                "10.0.0.1=soon",
+                "--lock-dir",
+                locks,
+            ],
+            1,
+        ),
+        (
+            vec![
+                "run",
+                "--policy",
+                v,
+                "--dev",
+                "x0",
+                "--dev",
+                "x1",
+                "--path-delay",
+                "10.0.0.1=5ms",
+                "--path-delay",
+                "10.0.0.1=6ms",
+                "--lock-dir",
+                locks,
+            ],
+            1,
+        ),
+        // Man pages and completions (hidden, for packagers): ok, or a rejected shell.
+        (vec!["completions", "bash"], 0),
+        (vec!["completions", "tcsh"], 1),
         (
             vec![
                 "run",

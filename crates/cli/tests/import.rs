@@ -141,6 +141,8 @@ const POLICY: &str = r#"
 qdisc = "htb"
 default = "bulk"
 r2q = 12
+overhead = 10
+linklayer = "atm"
 
 [[class]]
 name = "root"
@@ -262,6 +264,8 @@ fn import_dev_reads_back_what_export_put_in_the_kernel() {
     let id = |i: usize| format!("1:{:x}", i + 1);
     assert_eq!(back.classes().len(), orig.classes().len());
     assert_eq!(back.htb_params().r2q, 12);
+    // The root's size table (`stab`) comes back as the link layer.
+    assert_eq!(back.link_layer(), orig.link_layer(), "{stdout}");
     assert_eq!(back.default_class(), id(orig.default_class_id() as usize));
     for (i, c) in orig.classes().iter().enumerate() {
         let b = back

@@ -1240,3 +1240,51 @@ fn control_protocol_versions_capabilities_and_parents_on_the_running_shaper() {
         "{out}"
     );
 }
+
+/// The policy's link layer on the real shaper: an ATM policy (tc-stab semantics) charges each
+/// 1514-byte frame 32 cells = 1696 bytes, so a 4 Mbit/s class carries 4 × 1514/1696 = 3.57
+/// Mbit/s of frames; without it the same class carries 4 Mbit/s. 4 % apart from each other's
+/// figure at most, so the two cannot be mistaken (12 % apart); a quiet run is within ~1 %. A
+/// 30 KB burst lets the class make up for a shaper that a loaded machine stalls for a moment.
+#[test]
+fn atm_link_layer_charges_whole_cells_on_the_real_shaper() {
+    let Some(mut lab) = Lab::new() else { return };
+    let policy = |keys: &str| {
+        format!(
+            "qdisc = \"htb\"\ndefault = \"dsl\"\n{keys}\n[[class]]\nname = \"dsl\"\nrate = \"4mbit\"\n\
+             burst = \"30k\"\nleaf = {{ type = \"pfifo\", limit = 200 }}\n"
+        )
+    };
+    let measure = |lab: &Lab| {
+        let t0 = Instant::now();
+        let sink = udp_sink(lab, &[7001], t0, 3.5);
+        let src = udp_source(lab, 7001, 8e6, 1472, t0, 0.0, 3.0);
+        src.join().unwrap_or_else(|_| panic!("source"));
+        let got = sink.join().unwrap_or_else(|_| panic!("sink"));
+        frame_rate(&got[0], 1.0, 3.0)
+    };
+    let mut got = Vec::new();
+    for (i, (name, keys, want)) in [
+        ("ethernet", "", 4e6),
+        (
+            "atm",
+            "overhead = 0\nlinklayer = \"atm\"",
+            4e6 * 1514.0 / 1696.0,
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let p = lab.write_policy(&format!("{name}.toml"), &policy(keys));
+        if i == 0 {
+            lab.start(&p);
+        } else {
+            // A reload over the control socket: the link layer follows the policy.
+            let (code, _, err) = lab.cli(&["reload", p.to_str().unwrap_or_default()]);
+            assert_eq!(code, 0, "{err}");
+        }
+        let r = measure(&lab);
+        got.push(format!("{name} {:.3} (want {:.3})", r / 1e6, want / 1e6));
+        assert!(within(r, want, 0.04), "Mbit/s of frames: {got:?}");
+    }
+}

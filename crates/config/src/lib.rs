@@ -32,6 +32,7 @@
 
 mod diag;
 mod leaf;
+mod link;
 mod params;
 mod raw;
 mod render;
@@ -304,6 +305,8 @@ pub struct Policy {
     classes: Vec<ClassInfo>,
     filters: Vec<FilterInfo>,
     warnings: Vec<Diagnostic>,
+    /// `overhead`, `mpu`, `linklayer` (tc-stab).
+    link: linkshare_core::linklayer::LinkLayer,
 }
 
 impl Policy {
@@ -374,6 +377,12 @@ impl Policy {
         self.root_leaf.as_ref()
     }
 
+    /// The link layer below the shaper (`overhead`, `mpu`, `linklayer`): where packets are
+    /// made, their accounted length is `link_layer().size(len)`.
+    pub fn link_layer(&self) -> linkshare_core::linklayer::LinkLayer {
+        self.link
+    }
+
     /// HTB parameters (`r2q`, `mtu`).
     pub fn htb_params(&self) -> HtbParams {
         HtbParams {
@@ -412,7 +421,24 @@ impl Policy {
 
     /// The class tree, rates and filters as `linkshare check` prints them.
     pub fn render_tree(&self) -> String {
-        render::tree(self)
+        let tree = render::tree(self);
+        if self.link.is_identity() {
+            return tree;
+        }
+        // The link layer on the line after the root's, with what it does to a full packet.
+        let l = self.link;
+        let line = format!(
+            "link layer {}  overhead={}  mpu={}  (a {}-byte packet is charged {} bytes)\n",
+            l.framing.name(),
+            l.overhead,
+            l.mpu,
+            self.mtu,
+            l.size(self.mtu)
+        );
+        match tree.find('\n') {
+            Some(i) => format!("{}{line}{}", &tree[..=i], &tree[i + 1..]),
+            None => format!("{tree}\n{line}"),
+        }
     }
 
     /// The filters as one-line descriptions (`udp dst 10.0.0.0/8 dport 5000-5010`), in order.

@@ -43,6 +43,9 @@ const TOP_KEYS: &[&str] = &[
     "altq_compat",
     "undertime_clock",
     "offtime_unit",
+    "overhead",
+    "mpu",
+    "linklayer",
 ];
 /// Top-level keys that only CBQ reads.
 const CBQ_TOP_KEYS: &[&str] = &[
@@ -212,6 +215,7 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
         },
         None => Some(DEFAULT_MTU),
     };
+    let link = crate::link::read(&mut sink, entries);
 
     let policy = match root {
         Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu),
@@ -237,6 +241,7 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
     match policy {
         Some(mut p) if !sink.has_errors() => {
             p.origin = origin.to_string();
+            p.link = link.unwrap_or_default();
             p.warnings = sink.finish();
             Ok(p)
         }
@@ -348,6 +353,7 @@ fn leaf_root(
         classes: Vec::new(),
         filters: Vec::new(),
         warnings: Vec::new(),
+        link: Default::default(),
     })
 }
 
@@ -1132,6 +1138,7 @@ fn tree(
         classes: infos,
         filters: filter_infos,
         warnings: Vec::new(),
+        link: Default::default(),
     })
 }
 
@@ -1532,5 +1539,6 @@ fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Option<Policy
         classes: infos,
         filters,
         warnings: Vec::new(),
+        link: Default::default(),
     })
 }

@@ -24,6 +24,7 @@ pub mod cbq;
 pub mod classify;
 pub mod dscp;
 pub mod htb;
+pub mod linklayer;
 pub mod packet;
 pub mod qdisc;
 pub mod units;

@@ -1,12 +1,12 @@
 //! `export tc` → `import tc` gives the same tree: same classes (names, parents, rates, ceils,
-//! bursts, prios, quanta, leaves), default, r2q and filters, on the repository's policies and
+//! bursts, prios, quanta, leaves), default, r2q, filters and link layer (`stab`), on the repository's policies and
 //! on a few written to exercise every leaf and filter shape the exporter writes.
 
 use linkshare_config::Policy;
 use linkshare_interop::tc::{export, import};
 
 /// Everything `check` shows about a policy, in comparable form.
-fn shape(p: &Policy) -> (String, Option<u32>, Vec<String>, Vec<String>) {
+fn shape(p: &Policy) -> (String, Option<u32>, Vec<String>, Vec<String>, String) {
     let classes = p
         .classes()
         .iter()
@@ -35,7 +35,8 @@ fn shape(p: &Policy) -> (String, Option<u32>, Vec<String>, Vec<String>) {
         .map(|f| format!("{} {:?}", f.class, f.spec))
         .collect();
     let r2q = (p.kind_name() == "htb").then(|| p.htb_params().r2q);
-    (p.default_class().to_string(), r2q, classes, filters)
+    let link = format!("{:?}", p.link_layer());
+    (p.default_class().to_string(), r2q, classes, filters, link)
 }
 
 fn round_trip(name: &str, text: &str) {
@@ -86,4 +87,39 @@ fn every_leaf_and_filter_shape_round_trips() {
         let path = format!("{}/tests/fixtures/{f}", env!("CARGO_MANIFEST_DIR"));
         round_trip(f, &std::fs::read_to_string(&path).unwrap());
     }
+}
+
+#[test]
+fn link_layer_round_trips_as_a_size_table() {
+    let tree = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n";
+    for (keys, words) in [
+        (
+            "overhead = 10\nlinklayer = \"atm\"\n",
+            "root handle 1: stab overhead 10 mpu 0 linklayer atm htb",
+        ),
+        (
+            "overhead = -4\nmpu = 64\n",
+            "root handle 1: stab overhead -4 mpu 64 linklayer ethernet htb",
+        ),
+    ] {
+        let text = format!("{keys}{tree}");
+        let p = Policy::parse(&text, "ll.toml").unwrap_or_else(|e| panic!("{e:?}"));
+        let script = export::tc_script(&p, "eth0").unwrap_or_else(|e| panic!("{e}"));
+        assert!(script.contains(words), "{script}");
+        round_trip("ll.toml", &text);
+    }
+    // A classless root carries its size table too.
+    let leaf = "qdisc = \"sfq\"\noverhead = 40\nmpu = 96\nlinklayer = \"atm\"\n";
+    let p = Policy::parse(leaf, "leaf.toml").unwrap_or_else(|e| panic!("{e:?}"));
+    let script = export::tc_script(&p, "eth0").unwrap_or_else(|e| panic!("{e}"));
+    let imported = import::import_script(&script, "x.tc", None)
+        .unwrap_or_else(|e| panic!("{}", e.render(Some(&script))));
+    let q = Policy::parse(&imported.toml, "imported.toml")
+        .unwrap_or_else(|e| panic!("{e:?}\n{}", imported.toml));
+    assert_eq!(
+        p.link_layer(),
+        q.link_layer(),
+        "{script}\n{}",
+        imported.toml
+    );
 }

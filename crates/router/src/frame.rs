@@ -37,17 +37,10 @@ pub fn classify_frame(bytes: Vec<u8>) -> Parsed {
     }
 }
 
-/// Offset of the IP header in an Ethernet frame (after any VLAN tags), if the frame is IP.
+/// Offset of the IP header in an Ethernet frame (after VLAN tags and a PPPoE or MPLS
+/// encapsulation), if the frame is IP: where the parser found the header it classified.
 fn ip_offset(bytes: &[u8]) -> Option<(usize, u16)> {
-    let mut off = 12;
-    loop {
-        let et = u16::from_be_bytes([*bytes.get(off)?, *bytes.get(off + 1)?]);
-        if et == ethertype::VLAN || et == ethertype::QINQ || et == ethertype::QINQ_OLD {
-            off += 4;
-            continue;
-        }
-        return Some((off + 2, et));
-    }
+    wire::ip_offset(bytes)
 }
 
 /// Set ECN CE in the frame's IP header if it is ECN-capable; fixes the IPv4 header checksum.
@@ -151,6 +144,26 @@ mod tests {
         );
         // DSCP kept.
         assert_eq!(f.bytes[15] >> 2, 0xb8 >> 2);
+    }
+
+    #[test]
+    fn pppoe_frames_are_shaped_and_marked_inside() {
+        // The same UDP packet inside a PPPoE session (RFC 2516): 8 bytes between the Ethernet
+        // header and IP.
+        let plain = ipv4_udp(0xb8 | 2);
+        let mut f = plain[..12].to_vec();
+        f.extend_from_slice(&ethertype::PPPOE_SESSION.to_be_bytes());
+        f.extend_from_slice(&[0x11, 0x00, 0x00, 0x01, 0x00, 30, 0x00, 0x21]);
+        f.extend_from_slice(&plain[14..]);
+        let Parsed::Ip(mut p) = classify_frame(f) else {
+            panic!("a PPPoE session frame carrying IPv4 is not shaped")
+        };
+        assert_eq!((p.meta.src_port, p.meta.dst_port), (1000, 2000));
+        // Charged its whole length, PPPoE header included.
+        assert_eq!(p.len(), 14 + 8 + 28);
+        assert!(p.mark_ce());
+        assert_eq!(p.bytes[23] & 3, 3, "CE in the inner IP header");
+        assert_eq!(wire::checksum::internet(&p.bytes[22..42]), 0);
     }
 
     #[test]

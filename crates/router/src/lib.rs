@@ -9,13 +9,15 @@
 //!
 //! Modules by concern: [`port`] (rings), [`control`] (the protocol and its non-blocking server),
 //! [`guard`] (interface locks, loop detection), `stat` (the `stat` object), `reload` (policy
-//! replacement and state adoption), [`emulate`] (the emulated link), [`sys`] (system calls).
+//! replacement and state adoption), [`emulate`] (the emulated link), [`notify`] (systemd's
+//! READY/RELOADING/STOPPING), [`sys`] (system calls).
 
 pub mod control;
 pub mod emulate;
 pub mod frame;
 pub mod guard;
 pub mod hist;
+pub mod notify;
 pub mod port;
 mod reload;
 mod stat;
@@ -143,6 +145,8 @@ struct Dir {
     deadline: Option<u64>,
     live: HashMap<String, Live>,
     emu: Option<emulate::Emulator>,
+    /// The policy's link layer (tc-stab): a frame is charged `link.size(frame length)`.
+    link: linkshare_core::linklayer::LinkLayer,
 }
 
 fn root_rate(s: &Sched) -> u64 {
@@ -183,6 +187,7 @@ impl Dir {
             deadline: None,
             live: HashMap::new(),
             emu: None,
+            link: Default::default(),
         }
     }
 
@@ -305,14 +310,14 @@ impl Shaper {
         let text = std::fs::read_to_string(&opts.policy)
             .with_context(|| format!("cannot read {}", opts.policy.display()))?;
         let origin = opts.policy.display().to_string();
-        let (_, fwd) = load_sched(&text, &origin).map_err(|d| anyhow::anyhow!("{d}"))?;
+        let (fwd_policy, fwd) = load_sched(&text, &origin).map_err(|d| anyhow::anyhow!("{d}"))?;
         let rev = match &opts.reverse_policy {
             Some(p) => {
                 let t = std::fs::read_to_string(p)
                     .with_context(|| format!("cannot read {}", p.display()))?;
                 let o = p.display().to_string();
-                let s = load_sched(&t, &o).map_err(|d| anyhow::anyhow!("{d}"))?.1;
-                Some((s, t, o))
+                let (p, s) = load_sched(&t, &o).map_err(|d| anyhow::anyhow!("{d}"))?;
+                Some((s, t, o, p.link_layer()))
             }
             None => None,
         };
@@ -323,11 +328,13 @@ impl Shaper {
         let now = sys::monotonic_ns();
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
         d0.policy_text = Some((text, origin));
+        d0.link = fwd_policy.link_layer();
         d0.last_drain_ns = now;
         let mut d1 = match rev {
-            Some((s, t, o)) => {
+            Some((s, t, o, link)) => {
                 let mut d = Dir::new(Some(s), opts.reverse_policy.clone(), 0, opts.device_buffer);
                 d.policy_text = Some((t, o));
+                d.link = link;
                 d
             }
             None => Dir::new(None, None, 0, opts.device_buffer),
@@ -403,7 +410,8 @@ impl Shaper {
             Parsed::Malformed(e) => {
                 *self.ifs[i].malformed.entry(e.name()).or_insert(0) += 1;
             }
-            Parsed::Ip(f) => {
+            Parsed::Ip(mut f) => {
+                f.meta.len = self.dirs[i].link.size(f.meta.len);
                 if f.meta.frag != Fragment::None {
                     self.ifs[i].fragments += 1;
                 }
@@ -610,6 +618,10 @@ impl Shaper {
             self.names[1],
             self.opts.control.display()
         );
+        notify::tell(&format!(
+            "READY=1\nSTATUS=shaping {} -> {}",
+            self.names[0], self.names[1]
+        ));
         let mut ready = Vec::new();
         let mut last_live = sys::monotonic_ns();
         let mut stopping: Option<u64> = None;
@@ -669,6 +681,9 @@ impl Shaper {
                             match sys::signo_of(&b) {
                                 Some(s) if s == libc::SIGHUP as u32 => self.on_sighup(),
                                 Some(_) => {
+                                    if stopping.is_none() {
+                                        notify::tell("STOPPING=1\nSTATUS=draining");
+                                    }
                                     stopping.get_or_insert(sys::monotonic_ns());
                                 }
                                 None => {}

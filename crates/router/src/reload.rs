@@ -69,7 +69,7 @@ impl Shaper {
     /// Replace direction `d`'s policy with `text`; the new scheduler adopts the old one's state.
     /// On error the running policy is untouched and the error is rendered like `linkshare check`.
     pub fn reload(&mut self, d: usize, text: &str, origin: &str) -> Result<ReloadReport, String> {
-        let (_, mut new) = load_sched(text, origin)?;
+        let (policy, mut new) = load_sched(text, origin)?;
         let now = self.now();
         let old = self.dirs[d].sched.take();
         let report = match (old, &mut new) {
@@ -81,6 +81,7 @@ impl Shaper {
             .device_buffer_opt
             .unwrap_or(default_device_buffer(self.dirs[d].link_bps));
         self.dirs[d].sched = Some(new);
+        self.dirs[d].link = policy.link_layer();
         self.dirs[d].live.clear();
         self.dirs[d].eligible = None;
         self.dirs[d].policy_text = Some((text.to_string(), origin.to_string()));
@@ -97,6 +98,7 @@ impl Shaper {
 
     /// SIGHUP: reload every policy file given at start (or last reloaded by path).
     pub(crate) fn on_sighup(&mut self) {
+        crate::notify::tell(&crate::notify::reloading_message(crate::sys::monotonic_ns()));
         for d in 0..2 {
             let Some(p) = self.dirs[d].policy_path.clone() else {
                 continue;
@@ -106,6 +108,10 @@ impl Shaper {
                 Err(e) => eprintln!("{e}\nlinkshare: kept the running policy"),
             }
         }
+        crate::notify::tell(&format!(
+            "READY=1\nSTATUS=shaping {} -> {}",
+            self.names[0], self.names[1]
+        ));
     }
 }
 

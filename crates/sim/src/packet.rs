@@ -25,7 +25,7 @@ pub struct SimPacket {
     pub meta: PacketMeta,
     /// Index of the flow in the run's flow table.
     pub flow: u32,
-    /// TCP payload bytes (0 for others).
+    /// TCP payload bytes; the IP length of UDP datagrams and pings; the ACK's slot for ACKs.
     pub payload: u32,
     pub kind: PktKind,
     /// Sequence / ACK / probe number (see [`PktKind`]).

@@ -121,6 +121,9 @@ struct FlowRt {
     class: String,
     meta: PacketMeta,
     overhead: u32,
+    /// The policy's link layer (tc-stab): applied to `IP length + overhead`, so the scheduler
+    /// charges and the link transmits the framed size.
+    link: linkshare_core::linklayer::LinkLayer,
     start: u64,
     stop: u64,
     active: bool,
@@ -384,6 +387,11 @@ impl<'a> World<'a> {
                     class,
                     meta,
                     overhead: sc.link.overhead,
+                    link: sc
+                        .policy
+                        .as_ref()
+                        .map(|p| p.policy().link_layer())
+                        .unwrap_or_default(),
                     start: f.start.0,
                     stop: f.stop.0,
                     active: false,
@@ -445,7 +453,14 @@ impl<'a> World<'a> {
     fn emit(&mut self, i: usize, kind: PktKind, ip_len: u32, payload: u32, seq: u64, echo: u64) {
         let f = &mut self.flows[i];
         let mut meta = f.meta;
-        meta.len = ip_len + f.overhead;
+        meta.len = f.link.size(ip_len + f.overhead);
+        // UDP and pings carry their IP length as `payload`: their goodput is that, whatever
+        // the framing charged.
+        let payload = if kind == PktKind::Data {
+            payload
+        } else {
+            ip_len
+        };
         let p = SimPacket {
             meta,
             flow: i as u32,
@@ -633,11 +648,11 @@ impl<'a> World<'a> {
                 self.arm_receiver(i);
             }
             PktKind::Udp => {
-                f.m.delivered += (p.meta.len - f.overhead) as u64;
+                f.m.delivered += u64::from(p.payload);
                 f.m.owd.record(now - p.sent_at);
             }
             PktKind::EchoRequest => {
-                f.m.delivered += (p.meta.len - f.overhead) as u64;
+                f.m.delivered += u64::from(p.payload);
                 f.m.owd.record(now - p.sent_at);
                 let mut r = p;
                 r.kind = PktKind::EchoReply;

@@ -3,12 +3,10 @@
 //! # Layers
 //!
 //! ```text
-//! Ethernet II ─┬─ 802.1Q / 802.1ad / 0x9100 tag (at most 2) ─┐
-//!              └──────────────────────────────────────────────┴─┬─ PPPoE session ─ PPP ─┐
-//!                                                               ├─ MPLS label stack ────┤
-//!                                                               │  (at most 8 labels)   │
-//!              ┌────────────────────────────────────────────────┴───────────────────────┘
-//!              └────────────────────────────────────────────────┬─ IPv4 (options, fragments)
+//! Ethernet II ─┬─ 802.1Q / 802.1ad / 0x9100 tag (at most 2) ─┐   PPPoE session (IPv4/IPv6 PPP
+//!              │                                              ├── protocols) or MPLS label stack
+//!              │                                              │   (at most 8): [`encap`] ─┐
+//!              └──────────────────────────────────────────────┴───────────────────────────┴─┬─ IPv4 (options, fragments)
 //!                                                               ├─ IPv6 ── extension headers
 //!                                                               │          (hop-by-hop, routing,
 //!                                                               │           fragment, dest. options,
@@ -55,15 +53,6 @@
 //! fragment. [`flow_hash`] ignores ports for all fragments, so every fragment of a datagram lands
 //! in the same flow.
 //!
-//! # Encapsulations
-//!
-//! A PPPoE session frame whose PPP protocol is IPv4 or IPv6, and an MPLS label stack whose
-//! payload starts with an IP version nibble, are parsed down to their inner IP packet and
-//! classified like any other ([`tunnel`]); `len` is the inner IP packet's length, as for plain
-//! Ethernet. PPPoE or MPLS headers cut short are errors. A PPPoE session carrying LCP/IPCP and an
-//! MPLS payload that is not IP (or does not parse as IP: a pseudowire without control word whose
-//! MAC address starts with 4 or 6) are `L3::Other` with the outer EtherType.
-//!
 //! # Builders
 //!
 //! [`build`] emits valid headers (checksums included) from a [`BuildSpec`], for tests, the
@@ -72,12 +61,12 @@
 pub mod build;
 pub mod bytes;
 pub mod checksum;
+pub mod encap;
 pub mod ethernet;
 mod hash;
 pub mod ipv4;
 pub mod ipv6;
 pub mod transport;
-pub mod tunnel;
 
 use crate::packet::{Fragment, PacketMeta, L3};
 
@@ -125,23 +114,11 @@ pub enum ParseError {
     /// `40 + payload length` is larger than the bytes available.
     #[error("bad IPv6 payload length")]
     BadIpv6PayloadLength,
-    /// A PPPoE session header or PPP protocol field that is not all there.
-    #[error("truncated PPPoE header")]
-    TruncatedPppoe,
-    /// A PPPoE session header with a wrong version/type or code, or a length that does not fit.
-    #[error("bad PPPoE header")]
-    BadPppoe,
-    /// An MPLS label stack cut short before its bottom-of-stack entry.
-    #[error("truncated MPLS label stack")]
-    TruncatedMpls,
-    /// More than [`tunnel::MAX_MPLS_LABELS`] MPLS labels.
-    #[error("too many MPLS labels")]
-    TooManyMplsLabels,
 }
 
 impl ParseError {
     /// Every variant, in declaration order (for counter tables).
-    pub const ALL: [ParseError; 14] = [
+    pub const ALL: [ParseError; 10] = [
         ParseError::TruncatedEthernet,
         ParseError::TruncatedVlan,
         ParseError::TooManyVlanTags,
@@ -152,10 +129,6 @@ impl ParseError {
         ParseError::BadIpv4TotalLength,
         ParseError::TruncatedIpv6,
         ParseError::BadIpv6PayloadLength,
-        ParseError::TruncatedPppoe,
-        ParseError::BadPppoe,
-        ParseError::TruncatedMpls,
-        ParseError::TooManyMplsLabels,
     ];
 
     /// Stable snake_case name, for counter labels and logs.
@@ -171,10 +144,6 @@ impl ParseError {
             ParseError::BadIpv4TotalLength => "bad_ipv4_total_length",
             ParseError::TruncatedIpv6 => "truncated_ipv6",
             ParseError::BadIpv6PayloadLength => "bad_ipv6_payload_length",
-            ParseError::TruncatedPppoe => "truncated_pppoe",
-            ParseError::BadPppoe => "bad_pppoe",
-            ParseError::TruncatedMpls => "truncated_mpls",
-            ParseError::TooManyMplsLabels => "too_many_mpls_labels",
         }
     }
 }
@@ -191,9 +160,7 @@ pub mod ethertype {
     /// Pre-standard QinQ outer tag still seen in the wild.
     pub const QINQ_OLD: u16 = 0x9100;
     pub const LLDP: u16 = 0x88cc;
-    /// PPPoE discovery stage (RFC 2516): no IP inside.
-    pub const PPPOE_DISCOVERY: u16 = 0x8863;
-    /// PPPoE session stage (RFC 2516): PPP frames, IP among them.
+    /// PPPoE session stage (RFC 2516).
     pub const PPPOE_SESSION: u16 = 0x8864;
     /// MPLS unicast and multicast (RFC 3032, RFC 5332).
     pub const MPLS_UNICAST: u16 = 0x8847;
@@ -218,11 +185,12 @@ pub mod proto {
     pub const UDP_LITE: u8 = 136;
 }
 
-/// Parses an Ethernet II frame (up to [`MAX_VLAN_TAGS`] VLAN tags, then a PPPoE session or an
-/// MPLS label stack if present) down to the transport ports.
+/// Parses an Ethernet II frame (up to [`MAX_VLAN_TAGS`] VLAN tags, then optionally a PPPoE
+/// session or MPLS label stack around IP: [`encap`]) down to the transport ports.
 ///
-/// A frame whose (innermost) EtherType is not IPv4 or IPv6 parses as `L3::Other(ethertype)` with
-/// `len` = the frame length. `meta.vlan` is the outermost VLAN id.
+/// A frame whose (innermost) EtherType is not IPv4 or IPv6 (nor an encapsulation of them)
+/// parses as `L3::Other(ethertype)` with `len` = the frame length. `meta.vlan` is the outermost
+/// VLAN id.
 pub fn parse_ethernet(frame: &[u8]) -> Result<PacketMeta, ParseError> {
     let eth = EthernetFrame::new_checked(frame)?;
     let mut ethertype = eth.ethertype();
@@ -239,37 +207,50 @@ pub fn parse_ethernet(frame: &[u8]) -> Result<PacketMeta, ParseError> {
         rest = tag.into_payload();
         tags += 1;
     }
-    let other = |t: u16| {
-        let mut meta = PacketMeta {
-            len: saturating_u32(frame.len()),
-            l3: L3::Other(t),
-            ..PacketMeta::default()
-        };
-        meta.flow_hash = flow_hash(&meta, 0);
-        meta
-    };
+    // PPPoE or MPLS around IP: classify the IP packet inside (`encap`).
+    if let Some((off, et)) = encap::inner_ip(ethertype, rest) {
+        if let Some(inner) = rest.get(off..) {
+            ethertype = et;
+            rest = inner;
+        }
+    }
     let mut meta = match ethertype {
         ethertype::IPV4 => parse_ipv4(rest)?,
         ethertype::IPV6 => parse_ipv6(rest)?,
-        ethertype::PPPOE_SESSION => match tunnel::pppoe_session(rest)? {
-            tunnel::PppPayload::Ipv4(ip) => parse_ipv4(ip)?,
-            tunnel::PppPayload::Ipv6(ip) => parse_ipv6(ip)?,
-            tunnel::PppPayload::Other(_) => other(ethertype),
-        },
-        ethertype::MPLS_UNICAST | ethertype::MPLS_MULTICAST => {
-            let m = tunnel::mpls_stack(rest)?;
-            let inner = match m.payload.first().map(|b| b >> 4) {
-                Some(4) => parse_ipv4(m.payload).ok(),
-                Some(6) => parse_ipv6(m.payload).ok(),
-                _ => None,
+        other => {
+            let mut meta = PacketMeta {
+                len: saturating_u32(frame.len()),
+                l3: L3::Other(other),
+                ..PacketMeta::default()
             };
-            inner.unwrap_or_else(|| other(ethertype))
+            meta.flow_hash = flow_hash(&meta, 0);
+            meta
         }
-        t => other(t),
     };
     // The VLAN is not part of the flow hash, so the hash computed above stays valid.
     meta.vlan = vlan;
     Ok(meta)
+}
+
+/// Offset of the IP header in an Ethernet frame and its EtherType (IPv4 or IPv6), past VLAN
+/// tags and a PPPoE or MPLS encapsulation, exactly where [`parse_ethernet`] finds it; `None` for
+/// a frame that carries no IP. For writers of the header (ECN marking).
+pub fn ip_offset(frame: &[u8]) -> Option<(usize, u16)> {
+    let mut off = ethernet::HEADER_LEN;
+    let mut et = u16::from_be_bytes([*frame.get(off - 2)?, *frame.get(off - 1)?]);
+    let mut tags = 0;
+    while ethernet::is_vlan_tpid(et) {
+        if tags == MAX_VLAN_TAGS {
+            return None;
+        }
+        et = u16::from_be_bytes([*frame.get(off + 2)?, *frame.get(off + 3)?]);
+        off += ethernet::TAG_LEN;
+        tags += 1;
+    }
+    if let Some((inner, ip_et)) = encap::inner_ip(et, frame.get(off..)?) {
+        return Some((off + inner, ip_et));
+    }
+    matches!(et, ethertype::IPV4 | ethertype::IPV6).then_some((off, et))
 }
 
 /// Parses a packet that starts at its IP header; the version nibble decides IPv4 or IPv6.

@@ -411,54 +411,96 @@ fn error_names_are_stable_and_distinct() {
     }
 }
 
-/// PPPoE session and MPLS frames are classified by their inner IP packet (issue 15 §6: they
-/// passed unshaped as `L3::Other`).
+/// `ip` wrapped as Ethernet (with `vlan` if given) → PPPoE session → PPP.
+fn pppoe_frame(ip: &[u8], vlan: Option<u16>, ppp_proto: u16) -> Vec<u8> {
+    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+    if let Some(vid) = vlan {
+        f.extend_from_slice(&ethertype::VLAN.to_be_bytes());
+        f.extend_from_slice(&vid.to_be_bytes());
+    }
+    f.extend_from_slice(&ethertype::PPPOE_SESSION.to_be_bytes());
+    let len = u16::try_from(ip.len() + 2).unwrap_or(u16::MAX);
+    f.extend_from_slice(&[0x11, 0x00, 0x00, 0x07]);
+    f.extend_from_slice(&len.to_be_bytes());
+    f.extend_from_slice(&ppp_proto.to_be_bytes());
+    f.extend_from_slice(ip);
+    f
+}
+
 #[test]
-fn pppoe_and_mpls_carry_classifiable_ip() {
-    let spec = BuildSpec::udp(a4(1), 5000, a4(2), 53).with_payload(30);
+fn pppoe_session_frames_are_classified_by_their_inner_ip() {
+    let spec = BuildSpec::udp(a4(1), 5000, a4(2), 53)
+        .with_tos(0xb8)
+        .with_payload(30);
     let inner = ip(&spec);
-    let plain = parse_ip(&inner).unwrap();
-
-    let mut pppoe = vec![0x11, 0x00, 0x00, 0x2a];
-    pppoe.extend_from_slice(&((inner.len() + 2) as u16).to_be_bytes());
-    pppoe.extend_from_slice(&[0x00, 0x21]);
-    pppoe.extend_from_slice(&inner);
-    let mut frame = Vec::new();
-    build_ethernet_frame(&mut frame, &[], ethertype::PPPOE_SESSION, &pppoe, true);
-    assert_eq!(parse_ethernet(&frame).unwrap(), plain);
-    // Behind a VLAN tag too (the usual DSL uplink).
-    build_ethernet_frame(
-        &mut frame,
-        &[Vlan::dot1q(7)],
-        ethertype::PPPOE_SESSION,
-        &pppoe,
-        true,
-    );
-    let m = parse_ethernet(&frame).unwrap();
-    assert_eq!((m.src_port, m.dst_port, m.vlan), (5000, 53, Some(7)));
-    // Cut short: the PPPoE length no longer fits the frame.
-    build_ethernet_frame(
-        &mut frame,
-        &[],
-        ethertype::PPPOE_SESSION,
-        &pppoe[..20],
-        false,
-    );
-    assert_eq!(parse_ethernet(&frame), Err(ParseError::BadPppoe));
-
-    let v6 = ip(&BuildSpec::tcp(a6(1), 1000, a6(2), 443).with_payload(10));
-    let mut mpls = vec![0x00, 0x10, 0x00, 0x40, 0x00, 0x20, 0x01, 0x40];
-    mpls.extend_from_slice(&v6);
-    build_ethernet_frame(&mut frame, &[], ethertype::MPLS_UNICAST, &mpls, true);
-    assert_eq!(parse_ethernet(&frame).unwrap(), parse_ip(&v6).unwrap());
-    // A pseudowire's control word (first nibble 0): not IP, passed as the MPLS EtherType.
-    let mut pw = vec![0x00, 0x10, 0x01, 0x40, 0x00, 0x00, 0x00, 0x00];
-    pw.extend_from_slice(&[0u8; 20]);
-    build_ethernet_frame(&mut frame, &[], ethertype::MPLS_UNICAST, &pw, true);
+    let bare = parse_ip(&inner).unwrap();
+    for vlan in [None, Some(7)] {
+        let f = pppoe_frame(&inner, vlan, encap::PPP_IPV4);
+        let m = parse_ethernet(&f).unwrap();
+        assert_eq!(m.l3, L3::Ipv4);
+        assert_eq!((m.src_port, m.dst_port, m.dscp()), (5000, 53, 46));
+        assert_eq!(m.vlan, vlan);
+        assert_eq!(
+            PacketMeta { vlan: None, ..m },
+            bare,
+            "same meta as the bare packet"
+        );
+        let off = 14 + if vlan.is_some() { 4 } else { 0 } + 8;
+        assert_eq!(ip_offset(&f), Some((off, ethertype::IPV4)));
+    }
+    let spec6 = BuildSpec::tcp(a6(1), 4000, a6(2), 443).with_payload(10);
+    let f6 = pppoe_frame(&ip(&spec6), None, encap::PPP_IPV6);
+    let m6 = parse_ethernet(&f6).unwrap();
+    assert_eq!((m6.l3, m6.proto, m6.dst_port), (L3::Ipv6, proto::TCP, 443));
+    // PPP control traffic (LCP) is not IP: unshaped as before.
+    let lcp = pppoe_frame(&[1, 2, 0, 4], None, 0xc021);
     assert_eq!(
-        parse_ethernet(&frame).unwrap().l3,
+        parse_ethernet(&lcp).unwrap().l3,
+        L3::Other(ethertype::PPPOE_SESSION)
+    );
+    assert_eq!(ip_offset(&lcp), None);
+    // A malformed IP header inside is an error, as for a bare frame.
+    let mut bad = inner.clone();
+    bad[0] = 0x43;
+    assert_eq!(
+        parse_ethernet(&pppoe_frame(&bad, None, encap::PPP_IPV4)),
+        Err(ParseError::BadIhl)
+    );
+}
+
+#[test]
+fn mpls_label_stacks_are_classified_by_their_inner_ip() {
+    let spec = BuildSpec::udp(a4(3), 1234, a4(4), 4321).with_payload(8);
+    let inner = ip(&spec);
+    let mut f = vec![0x02, 0, 0, 0, 0, 1, 0x02, 0, 0, 0, 0, 2];
+    f.extend_from_slice(&ethertype::MPLS_UNICAST.to_be_bytes());
+    // Labels 100 and 200 (S on the second), TTL 64.
+    f.extend_from_slice(&[0x00, 0x06, 0x40, 0x40, 0x00, 0x0c, 0x81, 0x40]);
+    f.extend_from_slice(&inner);
+    let m = parse_ethernet(&f).unwrap();
+    assert_eq!(m, parse_ip(&inner).unwrap());
+    assert_eq!(ip_offset(&f), Some((22, ethertype::IPV4)));
+    // An Ethernet pseudowire (first nibble 0 after a control word) is not IP.
+    let mut pw = f[..22].to_vec();
+    pw.extend_from_slice(&[0, 0, 0, 0]);
+    assert_eq!(
+        parse_ethernet(&pw).unwrap().l3,
         L3::Other(ethertype::MPLS_UNICAST)
     );
-    build_ethernet_frame(&mut frame, &[], ethertype::MPLS_UNICAST, &mpls[..3], false);
-    assert_eq!(parse_ethernet(&frame), Err(ParseError::TruncatedMpls));
+}
+
+#[test]
+fn ip_offset_agrees_with_the_parser_on_plain_and_tagged_frames() {
+    let spec = BuildSpec::udp(a4(1), 1, a4(2), 2).with_payload(4);
+    assert_eq!(ip_offset(&eth(&spec)), Some((14, ethertype::IPV4)));
+    let tagged = BuildSpec {
+        vlans: vec![Vlan {
+            tpid: ethertype::QINQ,
+            vid: 10,
+            pcp: 0,
+        }],
+        ..spec
+    };
+    assert_eq!(ip_offset(&eth(&tagged)), Some((18, ethertype::IPV4)));
+    assert_eq!(ip_offset(&[0u8; 10]), None);
 }

@@ -10,6 +10,8 @@
 //!   (`handle <i+2>:`), every parameter written out explicitly so that the kernel does not
 //!   derive different ones.
 //! - A policy without classes (`qdisc = "sfq"`, …) becomes that qdisc at the root.
+//! - `overhead`, `mpu` and `linklayer` become a size table on the root qdisc
+//!   (`root handle 1: stab overhead N mpu M linklayer atm htb …`, tc-stab(8); see `stab.rs`).
 //! - Filters become u32 filters, in the policy's order (tc `prio` 1, 2, … — one per filter and
 //!   address family). A filter that names no family is written once for IPv4 and once for IPv6;
 //!   a DSCP list becomes one rule per code point; a port range becomes the few value/mask pairs
@@ -82,8 +84,12 @@ pub fn tc_script(policy: &Policy, dev: &str) -> anyhow::Result<String> {
         out,
         "# apply with `tc -batch FILE`; it replaces the root qdisc of {dev}"
     );
+    let (stab, stab_note) = crate::tc::stab::export_words(policy.link_layer());
+    if let Some(n) = stab_note {
+        let _ = writeln!(out, "{n}");
+    }
     match policy.kind() {
-        QdiscKind::Htb => htb(policy, dev, &mut out)?,
+        QdiscKind::Htb => htb(policy, dev, &stab, &mut out)?,
         QdiscKind::Leaf => {
             let Some(leaf) = policy.root_leaf() else {
                 bail!("{}: the policy has no root discipline", policy.origin());
@@ -91,7 +97,7 @@ pub fn tc_script(policy: &Policy, dev: &str) -> anyhow::Result<String> {
             let q = leaf_qdisc(leaf, &mut out).with_context(|| {
                 format!("{}: the root discipline cannot be exported", policy.origin())
             })?;
-            let _ = writeln!(out, "qdisc replace dev {dev} root handle 1: {q}");
+            let _ = writeln!(out, "qdisc replace dev {dev} root handle 1: {stab}{q}");
         }
         QdiscKind::Cbq => bail!(
             "{}: CBQ cannot be exported to tc: Linux removed its CBQ qdisc in 6.3, and it never \
@@ -114,7 +120,7 @@ fn classid(i: usize) -> String {
     format!("1:{:x}", i + 1)
 }
 
-fn htb(policy: &Policy, dev: &str, out: &mut String) -> anyhow::Result<()> {
+fn htb(policy: &Policy, dev: &str, stab: &str, out: &mut String) -> anyhow::Result<()> {
     let classes = policy.classes();
     // Minor 0 is the qdisc itself; leaf qdisc handles i+2 must fit in 16 bits as well.
     if classes.len() > 0xfffd {
@@ -128,7 +134,7 @@ fn htb(policy: &Policy, dev: &str, out: &mut String) -> anyhow::Result<()> {
     let r2q = policy.htb_params().r2q;
     let _ = writeln!(
         out,
-        "qdisc replace dev {dev} root handle 1: htb default {:x} r2q {r2q}",
+        "qdisc replace dev {dev} root handle 1: {stab}htb default {:x} r2q {r2q}",
         default + 1
     );
     for (i, c) in classes.iter().enumerate() {

@@ -12,6 +12,8 @@
 //!   `export tc` writes), otherwise by its class id (`"1:10"`). A qdisc attached to a leaf
 //!   class becomes its `leaf`.
 //! - A classless root (`root sfq`, `root tbf …`) becomes that discipline at the root.
+//! - The root's size table (`stab overhead N mpu M linklayer atm`) becomes the policy's
+//!   `overhead`, `mpu` and `linklayer` (`stab.rs`); a size table below the root is refused.
 //! - Filters attached to the root qdisc become `[[filter]]`s in tc's order: `prio` ascending,
 //!   then the order they were added; adjacent rules that `export tc` expanded are merged back.
 //! - `qdisc del dev DEV root` starts over (scripts begin with it); commands for other devices
@@ -69,6 +71,8 @@ pub struct TcConf {
     pub classes: Vec<ClassDef>,
     pub filters: Vec<FilterDef>,
     pub notes: Vec<String>,
+    /// The root qdisc's size table (`stab …`) as a link layer.
+    pub stab: linkshare_core::linklayer::LinkLayer,
 }
 
 /// Import a tc script (batch or shell form). `dev` picks a device when the script configures
@@ -139,6 +143,7 @@ fn command(conf: &mut TcConf, cmd: &Cmd, file: &str) -> Result<(), Diag> {
     let mut classid = None;
     let mut protocol = None;
     let mut prio = None;
+    let mut stab = None;
     let mut i = 2;
     let need = |i: usize| -> Result<&String, Diag> {
         w.get(i + 1)
@@ -188,10 +193,11 @@ fn command(conf: &mut TcConf, cmd: &Cmd, file: &str) -> Result<(), Diag> {
                 i += 3;
                 continue;
             }
-            "stab" | "mtu" | "mpu" | "overhead" | "linklayer"
-                if object == "qdisc" && parent.is_none() =>
-            {
-                return Err(bad(file, line, "size tables (`stab`) are not imported: linkshare has no link-layer overhead yet"));
+            "stab" if object == "qdisc" => {
+                let (link, next) = crate::tc::stab::parse(w, i).map_err(|m| bad(file, line, m))?;
+                stab = Some(link);
+                i = next;
+                continue;
             }
             _ => break,
         }
@@ -258,9 +264,16 @@ fn command(conf: &mut TcConf, cmd: &Cmd, file: &str) -> Result<(), Diag> {
                 kind,
                 opts,
             };
-            match parent {
-                None => conf.root = Some(q),
-                Some(p) => {
+            match (parent, stab) {
+                (None, link) => {
+                    conf.root = Some(q);
+                    conf.stab = link.unwrap_or_default();
+                }
+                (Some(_), Some(_)) => {
+                    return Err(bad(file, line, "a size table (`stab`) below the root is not imported")
+                        .help("linkshare's `overhead`, `mpu` and `linklayer` apply to the whole policy: put the stab on the root qdisc"));
+                }
+                (Some(p), None) => {
                     conf.qdiscs.retain(|x| x.parent != Some(p));
                     conf.qdiscs.push(q);
                 }
@@ -488,6 +501,7 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
         kind => {
             let l = leaf::leaf(kind, &root.opts).map_err(|e| bad(file, root.line, e))?;
             let mut d = Draft::new(Root::Leaf(l));
+            d.top.extend(crate::tc::stab::fields(conf.stab));
             if !conf.classes.is_empty() || conf.filters.iter().any(|f| matches!(f, FilterDef::Rule(_))) {
                 d.notes.push(format!("the {kind} root's classes and filters were left out: linkshare's {kind} has none"));
             }
@@ -504,6 +518,7 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
         d.title.push(format!("device {dev}"));
     }
     d.notes.extend(conf.notes.iter().cloned());
+    d.top.extend(crate::tc::stab::fields(conf.stab));
     let major = root.handle.unwrap_or(1);
     let mut errors = Vec::new();
     // Names: the comment, else the class id; unique.

@@ -4,6 +4,8 @@
 //! read the same way):
 //! - qdiscs: `tc qdisc show dev DEV` — its lines repeat the options in the command's own
 //!   syntax (`qdisc tbf 4: parent 1:3 rate 1Mbit burst 10Kb lat 50ms`), which `leaf.rs` reads;
+//!   the root's size table from `tc -d qdisc show dev DEV root`, whose second line is
+//!   ` linklayer atm overhead 10 mpu 0 mtu 2047 tsize 512` (`stab.rs` reads it);
 //! - classes: `tc -j -d class show dev DEV` — a JSON array where tc has JSON for the class
 //!   kind, else (HTB in iproute2 6.1) one text line per class, `class htb 1:2 parent 1:1 leaf 3:
 //!   prio 0 quantum 25000 rate 2Mbit ceil 10Mbit … burst 1750b/1 …`, read with the same words as
@@ -197,11 +199,23 @@ fn words(s: &str) -> Vec<String> {
 
 /// `tc qdisc show` lines → qdiscs.
 fn qdiscs(text: &str, file: &str, conf: &mut TcConf) -> Result<(), Diag> {
+    let mut after_root = false;
     for (n, line) in text.lines().enumerate() {
         let w = words(line);
         if w.first().map(String::as_str) != Some("qdisc") {
+            // `tc -d` prints the root's size table on the line after it.
+            let stab_words = ["linklayer", "overhead", "mpu", "mtu", "tsize"];
+            if after_root && w.first().is_some_and(|k| stab_words.contains(&k.as_str())) {
+                let mut sw = vec!["stab".to_string()];
+                sw.extend(w.iter().cloned());
+                let (link, _) =
+                    crate::tc::stab::parse(&sw, 0).map_err(|m| Diag::new(file, n + 1, m))?;
+                conf.stab = link;
+            }
+            after_root = false;
             continue;
         }
+        after_root = w.get(3).map(String::as_str) == Some("root");
         let err = |m: &str| Diag::new(file, n + 1, m.to_string());
         let kind = w
             .get(1)
@@ -464,6 +478,22 @@ fn filters(text: &str, file: &str, conf: &mut TcConf) -> Result<(), Diag> {
     Ok(())
 }
 
+/// `qdisc_show` with `detail` lines inserted after the root qdisc's line.
+fn with_root_detail(qdisc_show: &str, detail: &[&str]) -> String {
+    let mut out = String::new();
+    for line in qdisc_show.lines() {
+        out.push_str(line);
+        out.push('\n');
+        if words(line).get(3).map(String::as_str) == Some("root") {
+            for d in detail {
+                out.push_str(d);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
 /// Build a policy from the three outputs of tc for device `dev`.
 pub fn import_outputs(
     dev: &str,
@@ -524,7 +554,18 @@ fn run_tc(args: &[&str]) -> Result<String, Diag> {
 
 /// Read `dev`'s configuration with tc and import it.
 pub fn import_dev(dev: &str) -> Result<Imported, ImportError> {
-    let q = run_tc(&["qdisc", "show", "dev", dev])?;
+    let mut q = run_tc(&["qdisc", "show", "dev", dev])?;
+    // The root's size table: the lines after the first of `tc -d qdisc show … root`, put after
+    // the root's line (the only place `qdiscs` reads them).
+    let detail = run_tc(&["-d", "qdisc", "show", "dev", dev, "root"])?;
+    let stab: Vec<&str> = detail
+        .lines()
+        .skip(1)
+        .take_while(|l| l.starts_with(' '))
+        .collect();
+    if !stab.is_empty() {
+        q = with_root_detail(&q, &stab);
+    }
     let c = run_tc(&["-j", "-d", "class", "show", "dev", dev])?;
     let f = run_tc(&["-j", "filter", "show", "dev", dev])?;
     import_outputs(dev, &q, &c, &f)
@@ -561,5 +602,30 @@ mod tests {
         assert_eq!(p.filters()[0].spec.dscp, Some(vec![46]));
         assert_eq!(p.filters()[1].spec.dst_port, Some((5000, 5007)));
         assert_eq!(p.filters()[1].spec.protocol, Some(17));
+    }
+
+    /// The root's size table as iproute2 6.1 prints it with `-d` (after `export tc` of a policy
+    /// with `overhead = -4`, `mpu = 64`; and with `linklayer = "atm"`).
+    #[test]
+    fn size_table_of_the_root_is_read() {
+        let q = "qdisc htb 1: root refcnt 3 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000\n";
+        let c = "class htb 1:1 root prio 0 quantum 12500 rate 1Mbit ceil 1Mbit linklayer ethernet burst 1600b/1 mpu 0b cburst 1600b/1 mpu 0b level 0 \n";
+        for (detail, want) in [
+            (
+                " linklayer ethernet overhead -4 mpu 64 mtu 2047 tsize 512 ",
+                "overhead = -4\nmpu = 64\n",
+            ),
+            (
+                " linklayer atm overhead 10 mtu 2047 tsize 512 ",
+                "overhead = 10\nlinklayer = \"atm\"\n",
+            ),
+        ] {
+            let merged = with_root_detail(q, &[detail]);
+            let imp = import_outputs("v0", &merged, c, "[]").unwrap_or_else(|e| panic!("{e:?}"));
+            assert!(imp.toml.contains(want), "{}", imp.toml);
+            let p = linkshare_config::Policy::parse(&imp.toml, "x")
+                .unwrap_or_else(|e| panic!("{e:?}\n{}", imp.toml));
+            assert!(!p.link_layer().is_identity());
+        }
     }
 }

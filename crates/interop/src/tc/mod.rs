@@ -7,3 +7,4 @@ pub mod leaf;
 pub mod lex;
 pub mod live;
 mod merge;
+pub mod stab;

@@ -1,0 +1,288 @@
+//! The systemd unit `dist/systemd/linkshare@.service`, run as systemd would run it, without
+//! systemd: the unit's own `ExecStart=` (its `%i`, `${LINKSHARE_IN}`, `${LINKSHARE_OUT}` and
+//! `$LINKSHARE_OPTS` filled in as systemd.service(5) and systemd.exec(5) say), under the unit's
+//! `CapabilityBoundingSet=` and `NoNewPrivileges=` (applied with setpriv(1)), with
+//! `$NOTIFY_SOCKET` bound by the test. Checked: READY=1 once running; `ExecReload=` gives
+//! RELOADING=1 then READY=1, also for a policy that does not validate (the old one stays);
+//! SIGTERM gives STOPPING=1 and exit 0; an invalid policy exits with a status in
+//! `RestartPreventExitStatus=` and a missing interface with one that is not (so systemd
+//! retries it). Needs root and `ip netns` (skips, or fails under LINKSHARE_REQUIRE_NETNS=1).
+
+use std::io::Write as _;
+use std::os::unix::net::UnixDatagram;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const UNIT: &str = include_str!("../../../dist/systemd/linkshare@.service");
+
+/// The value of `Key=` in the unit (the last one, as systemd keeps for these keys).
+fn unit_value(key: &str) -> String {
+    let prefix = format!("{key}=");
+    UNIT.lines()
+        .rev()
+        .find_map(|l| l.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("the unit has no {key}="))
+        .trim()
+        .to_string()
+}
+
+/// Namespace gate, as the other namespace tests (crates/cli/src/lab/testbed.rs): `true` when
+/// root with `ip netns`; otherwise skip with the reason, or fail under LINKSHARE_REQUIRE_NETNS=1.
+fn can_run(test: &str) -> bool {
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let ip = Command::new("ip")
+        .args(["netns", "list"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let setpriv = Command::new("setpriv")
+        .arg("--help")
+        .stdout(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    let (outcome, why) = match (root, ip, setpriv) {
+        (true, true, true) => ("ran", None),
+        (false, _, _) => ("skipped", Some("needs root")),
+        (_, false, _) => ("skipped", Some("`ip netns` does not work here")),
+        (_, _, false) => ("skipped", Some("setpriv (util-linux) is missing")),
+    };
+    if let Some(why) = why {
+        if std::env::var("LINKSHARE_REQUIRE_NETNS").is_ok_and(|v| v == "1") {
+            panic!("{test} cannot run ({why}) and LINKSHARE_REQUIRE_NETNS=1 requires it");
+        }
+        eprintln!("SKIP {test}: {why}");
+    }
+    if let Some(log) = std::env::var_os("LINKSHARE_NETNS_LOG") {
+        if let Ok(mut f) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = writeln!(f, "{outcome} {test}");
+        }
+    }
+    why.is_none()
+}
+
+/// A namespace with two veth pairs; the shaper bridges `x1` and `y1`. Deleted on drop.
+struct Netns {
+    name: String,
+    dir: PathBuf,
+}
+
+impl Netns {
+    fn new(tag: &str) -> Netns {
+        let name = format!("lsvc-{tag}-{}", std::process::id());
+        let dir = std::env::temp_dir().join(&name);
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+        let _ = Command::new("ip")
+            .args(["netns", "del", &name])
+            .stderr(Stdio::null())
+            .status();
+        let ns = Netns { name, dir };
+        ns.ip(&["netns", "add", &ns.name]);
+        for (a, b) in [("x0", "x1"), ("y0", "y1")] {
+            ns.ip(&[
+                "-n", &ns.name, "link", "add", a, "type", "veth", "peer", "name", b,
+            ]);
+        }
+        for d in ["x0", "x1", "y0", "y1"] {
+            ns.ip(&["-n", &ns.name, "link", "set", d, "up"]);
+        }
+        ns
+    }
+
+    fn ip(&self, args: &[&str]) {
+        let st = Command::new("ip")
+            .args(args)
+            .status()
+            .unwrap_or_else(|e| panic!("ip: {e}"));
+        assert!(st.success(), "ip {args:?} failed");
+    }
+
+    /// The unit's `ExecStart=` for instance `inst` whose files are in this namespace's
+    /// directory (standing in for /etc/linkshare) and whose env file names IN and OUT;
+    /// `$LINKSHARE_OPTS` keeps the control socket and locks in that directory too.
+    fn exec_start(&self, inst: &str, dev_in: &str, dev_out: &str) -> Vec<String> {
+        let etc = self.dir.display().to_string();
+        let opts = format!("--control {etc}/{inst}.sock --lock-dir {etc} --device-buffer 3028");
+        let line = unit_value("ExecStart")
+            .replace("/usr/bin/linkshare", env!("CARGO_BIN_EXE_linkshare"))
+            .replace("/etc/linkshare", &etc)
+            .replace("%i", inst);
+        // ${VAR}: one word; $VAR: split at white space (systemd.service(5), "Command lines").
+        let mut words = Vec::new();
+        for w in line.split_whitespace() {
+            match w {
+                "${LINKSHARE_IN}" => words.push(dev_in.to_string()),
+                "${LINKSHARE_OUT}" => words.push(dev_out.to_string()),
+                "$LINKSHARE_OPTS" => words.extend(opts.split_whitespace().map(String::from)),
+                w => {
+                    assert!(
+                        !w.contains('$') && !w.contains('%'),
+                        "unexpanded {w} in {line}"
+                    );
+                    words.push(w.to_string());
+                }
+            }
+        }
+        words
+    }
+
+    /// `ip netns exec NS setpriv <the unit's limits> -- ARGV`.
+    fn command(&self, argv: &[String]) -> Command {
+        let caps = unit_value("CapabilityBoundingSet")
+            .split_whitespace()
+            .map(|c| format!("+{}", c.trim_start_matches("CAP_").to_ascii_lowercase()))
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.name, "setpriv"]);
+        if unit_value("NoNewPrivileges") == "yes" {
+            c.arg("--no-new-privs");
+        }
+        c.arg(format!("--bounding-set=-all,{caps}"))
+            .arg("--")
+            .args(argv);
+        c
+    }
+}
+
+impl Drop for Netns {
+    fn drop(&mut self) {
+        let _ = Command::new("ip")
+            .args(["netns", "del", &self.name])
+            .status();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+const POLICY: &str = "qdisc = \"htb\"\ndefault = \"bulk\"\noverhead = 10\nlinklayer = \"atm\"\n\
+[[class]]\nname = \"root\"\nrate = \"10mbit\"\n\
+[[class]]\nname = \"bulk\"\nparent = \"root\"\nrate = \"10mbit\"\n";
+
+/// The next notification on `sock` (panics after 10 s).
+fn next_message(sock: &UnixDatagram) -> String {
+    let mut buf = [0u8; 4096];
+    match sock.recv(&mut buf) {
+        Ok(n) => String::from_utf8_lossy(&buf[..n]).into_owned(),
+        Err(e) => panic!("no notification within 10 s: {e}"),
+    }
+}
+
+fn notify_socket(dir: &Path) -> (UnixDatagram, PathBuf) {
+    let path = dir.join("notify.sock");
+    let sock = UnixDatagram::bind(&path).unwrap_or_else(|e| panic!("bind: {e}"));
+    let _ = sock.set_read_timeout(Some(Duration::from_secs(10)));
+    (sock, path)
+}
+
+#[test]
+fn the_unit_starts_reloads_and_stops_the_shaper_with_sd_notify() {
+    if !can_run("the_unit_starts_reloads_and_stops_the_shaper_with_sd_notify") {
+        return;
+    }
+    assert_eq!(unit_value("Type"), "notify");
+    let ns = Netns::new("run");
+    let policy = ns.dir.join("wan.toml");
+    std::fs::write(&policy, POLICY).unwrap_or_else(|e| panic!("{e}"));
+    let (sock, sock_path) = notify_socket(&ns.dir);
+    let argv = ns.exec_start("wan", "x1", "y1");
+    let mut child = ns
+        .command(&argv)
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stdin(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {argv:?}: {e}"));
+    let ready = next_message(&sock);
+    assert!(ready.starts_with("READY=1"), "{ready}");
+    assert!(ready.contains("STATUS=shaping x1 -> y1"), "{ready}");
+
+    // ExecReload=/bin/kill -HUP $MAINPID. MAINPID is the shaper: `ip netns exec` and setpriv
+    // exec it in place, so the child's pid is the shaper's, as systemd's main pid would be.
+    let reload = || {
+        let cmd = unit_value("ExecReload").replace("$MAINPID", &child.id().to_string());
+        let words: Vec<&str> = cmd.split_whitespace().collect();
+        let st = Command::new(words[0])
+            .args(&words[1..])
+            .status()
+            .unwrap_or_else(|e| panic!("{cmd}: {e}"));
+        assert!(st.success(), "{cmd}");
+        let r = next_message(&sock);
+        assert!(r.starts_with("RELOADING=1\nMONOTONIC_USEC="), "{r}");
+        let again = next_message(&sock);
+        assert!(again.starts_with("READY=1"), "{again}");
+    };
+    reload();
+    // A policy that does not validate: reported, the running one stays, READY=1 again.
+    std::fs::write(&policy, "qdisc = \"hbt\"\n").unwrap_or_else(|e| panic!("{e}"));
+    reload();
+    assert!(
+        child.try_wait().ok().flatten().is_none(),
+        "the shaper exited on a bad reload"
+    );
+
+    // systemctl stop: SIGTERM.
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let stop = next_message(&sock);
+    assert!(stop.starts_with("STOPPING=1"), "{stop}");
+    let t0 = Instant::now();
+    let st = child.wait().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(st.code(), Some(0), "exit after SIGTERM");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn invalid_config_exits_are_the_ones_the_unit_does_not_restart() {
+    if !can_run("invalid_config_exits_are_the_ones_the_unit_does_not_restart") {
+        return;
+    }
+    let prevent: Vec<i32> = unit_value("RestartPreventExitStatus")
+        .split_whitespace()
+        .filter_map(|s| s.parse().ok())
+        .collect();
+    assert_eq!(unit_value("Restart"), "on-failure");
+    let ns = Netns::new("exit");
+    let run = |inst: &str, text: &str, dev_in: &str, dev_out: &str| {
+        std::fs::write(ns.dir.join(format!("{inst}.toml")), text).unwrap_or_else(|e| panic!("{e}"));
+        let dir = ns.dir.join(inst);
+        std::fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("{e}"));
+        let (sock, sock_path) = notify_socket(&dir);
+        let out = ns
+            .command(&ns.exec_start(inst, dev_in, dev_out))
+            .env("NOTIFY_SOCKET", &sock_path)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap_or_else(|e| panic!("{e}"));
+        // It never said READY=1.
+        let _ = sock.set_nonblocking(true);
+        let mut buf = [0u8; 64];
+        assert!(sock.recv(&mut buf).is_err(), "a failed start notified");
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    // An invalid policy (exit 1): restarting cannot help, systemd must not retry.
+    let (code, err) = run("bad", "qdisc = \"hbt\"\n", "x1", "y1");
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("unknown qdisc"), "{err}");
+    assert!(prevent.contains(&1), "RestartPreventExitStatus lacks 1");
+    // The same interface twice (an invalid configuration, exit 1).
+    let (code, err) = run("loop", POLICY, "x1", "x1");
+    assert_eq!(code, Some(1), "{err}");
+    // A missing interface (exit 2, runtime): it may appear later, systemd retries.
+    let (code, err) = run("gone", POLICY, "x1", "nosuch0");
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        !prevent.contains(&2),
+        "RestartPreventExitStatus must let 2 restart"
+    );
+}
