@@ -17,6 +17,7 @@
 //!   structures; first match in filter order wins.
 //! * [`qdisc`]: the [`qdisc::Qdisc`] interface, typed drop reasons, conserved counters, and the
 //!   FIFO leaves.
+//! * [`leaf`]: the queue at a leaf class ([`leaf::LeafSpec`]), shared by the classful schedulers.
 //! * [`htb`]: the Hierarchical Token Bucket.
 
 pub mod benchkit;
@@ -24,6 +25,7 @@ pub mod cbq;
 pub mod classify;
 pub mod dscp;
 pub mod htb;
+pub mod leaf;
 pub mod packet;
 pub mod qdisc;
 pub mod units;

@@ -2,7 +2,7 @@
 //! proportional to quanta among backlogged classes, and a throttled leaf never stalls the others.
 
 use linkshare_core::classify::{Classifier, FilterSpec};
-use linkshare_core::htb::LeafSpec;
+use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::drr::{Drr, DrrClassSpec, DrrParams};
 use linkshare_core::qdisc::fifo::{Fifo, FifoLimit};
 use linkshare_core::qdisc::sfq::{Sfq, SfqParams};

@@ -3,7 +3,7 @@
 //! skipped.
 
 use linkshare_core::classify::{Classifier, FilterSpec};
-use linkshare_core::htb::LeafSpec;
+use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::fifo::{Fifo, FifoLimit};
 use linkshare_core::qdisc::prio::{tos_to_priority, Prio, PrioParams};
 use linkshare_core::{Dequeued, Dropped, PacketMeta, Qdisc, QdiscStats, Time};

@@ -68,7 +68,7 @@ pub use spec::*;
 use std::collections::{BTreeSet, VecDeque};
 
 use crate::classify::{ClassId, Classifier};
-use crate::htb::LeafSpec;
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::adopt::{adopt_by_requeue, AdoptReport};
 use crate::qdisc::fifo::{FifoLimit, FifoQueue};

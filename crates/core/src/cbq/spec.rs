@@ -2,7 +2,7 @@
 //! compatibility switches, class specs, and the errors a tree is rejected with.
 
 use crate::classify::ClassId;
-use crate::htb::LeafSpec;
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::{FifoLimit, DEFAULT_PFIFO_LIMIT};
 use crate::units::{Duration, Rate};

@@ -104,6 +104,7 @@ pub use spec::*;
 use std::collections::{BTreeSet, VecDeque};
 
 use crate::classify::{ClassId, Classifier};
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::FifoLimit;
 use crate::qdisc::{

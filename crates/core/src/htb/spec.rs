@@ -1,9 +1,9 @@
 //! How an HTB tree is described to [`super::Htb::new`], and the defaults for burst and quantum.
 
 use crate::classify::ClassId;
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::FifoLimit;
-use crate::qdisc::Qdisc;
 use crate::units::{Rate, NS_PER_SEC};
 
 /// Number of priorities (0 is served first).
@@ -41,23 +41,6 @@ impl Default for HtbParams {
         HtbParams {
             r2q: DEFAULT_R2Q,
             mtu: DEFAULT_MTU,
-        }
-    }
-}
-
-/// The queue at a leaf class.
-pub enum LeafSpec<P: Packet> {
-    /// An inline `pfifo`/`bfifo` (no allocation while the class is idle).
-    Fifo(FifoLimit),
-    /// Any other qdisc.
-    Qdisc(Box<dyn Qdisc<P>>),
-}
-
-impl<P: Packet> std::fmt::Debug for LeafSpec<P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LeafSpec::Fifo(l) => write!(f, "Fifo({l:?})"),
-            LeafSpec::Qdisc(q) => write!(f, "Qdisc({})", q.kind()),
         }
     }
 }

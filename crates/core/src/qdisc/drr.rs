@@ -44,7 +44,7 @@ use super::fifo::FifoLimit;
 use super::prio::{requeue_all, Child};
 use super::{ClassView, Counter, Dequeued, Dropped, ParamError, Qdisc, QdiscStats};
 use crate::classify::Classifier;
-use crate::htb::LeafSpec;
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::units::Time;
 

@@ -45,7 +45,7 @@ use super::{
     Qdisc, QdiscStats,
 };
 use crate::classify::Classifier;
-use crate::htb::LeafSpec;
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::units::{Rate, Time};
 
