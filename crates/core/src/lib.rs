@@ -18,7 +18,8 @@
 //! * [`qdisc`]: the [`qdisc::Qdisc`] interface, typed drop reasons, conserved counters, and the
 //!   FIFO leaves.
 //! * [`leaf`]: the queue at a leaf class ([`leaf::LeafSpec`]), shared by the classful schedulers.
-//! * [`htb`]: the Hierarchical Token Bucket.
+//! * [`tree`]: the class tree (validation, depth, order) shared by HTB and CBQ.
+//! * [`htb`]: the Hierarchical Token Bucket; [`cbq`]: Class-Based Queueing.
 
 pub mod benchkit;
 pub mod cbq;
@@ -28,6 +29,7 @@ pub mod htb;
 pub mod leaf;
 pub mod packet;
 pub mod qdisc;
+pub mod tree;
 pub mod units;
 pub mod wire;
 

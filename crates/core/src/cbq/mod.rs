@@ -76,6 +76,7 @@ use crate::qdisc::{
     Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, DropReason, Dropped,
     Qdisc, QdiscStats,
 };
+use crate::tree::{ClassTree, DepthLimits};
 use crate::units::{Rate, Time};
 
 const NIL: u32 = u32::MAX;
@@ -235,17 +236,16 @@ impl<P: Packet> Cbq<P> {
                 class: "too many classes".into(),
             });
         }
-        let mut has_children = vec![false; n];
+        let parents: Vec<Option<ClassId>> = specs.iter().map(|s| s.parent).collect();
+        let limits = DepthLimits {
+            leaf: MAX_DEPTH as u32 - 1,
+            inner: MAX_DEPTH as u32 - 1,
+        };
+        let name = |i: usize| specs[i].name.clone();
+        let tree = ClassTree::new(&parents, limits).map_err(|e| CbqError::from_tree(e, name))?;
         let mut child_sum = vec![0u128; n];
         for s in &specs {
             if let Some(p) = s.parent {
-                if p as usize >= n {
-                    return Err(CbqError::UnknownParent {
-                        class: s.name.clone(),
-                        parent: p,
-                    });
-                }
-                has_children[p as usize] = true;
                 child_sum[p as usize] += s.rate.0 as u128;
             }
             if s.prio as usize >= NUM_PRIO {
@@ -294,73 +294,14 @@ impl<P: Packet> Cbq<P> {
                 });
             }
         }
-        // Depth from the root (detects cycles).
-        let mut depth = vec![u32::MAX; n];
-        for i in 0..n {
-            let mut chain = Vec::new();
-            let mut c = i;
-            loop {
-                if depth[c] != u32::MAX {
-                    break;
-                }
-                if chain.contains(&c) {
-                    return Err(CbqError::Cycle {
-                        class: specs[i].name.clone(),
-                    });
-                }
-                chain.push(c);
-                match specs[c].parent {
-                    Some(p) => c = p as usize,
-                    None => {
-                        depth[c] = 0;
-                        chain.pop();
-                        break;
-                    }
-                }
-            }
-            while let Some(c) = chain.pop() {
-                let p = specs[c].parent.map(|p| p as usize).unwrap_or(c);
-                depth[c] = depth[p] + 1;
-            }
-            if depth[i] as usize >= MAX_DEPTH {
-                return Err(CbqError::TooDeep {
-                    class: specs[i].name.clone(),
-                });
-            }
-        }
-        for f in classifier.filters() {
-            match has_children.get(f.class as usize) {
-                None => return Err(CbqError::FilterToUnknown(f.class)),
-                Some(true) => {
-                    return Err(CbqError::FilterToInner(
-                        specs[f.class as usize].name.clone(),
-                    ))
-                }
-                Some(false) => {}
-            }
-        }
-        let default = classifier.default_class();
-        if default as usize >= n {
-            return Err(CbqError::UnknownDefault(default));
-        }
-        if has_children[default as usize] {
-            return Err(CbqError::DefaultNotLeaf(
-                specs[default as usize].name.clone(),
-            ));
-        }
-        // Heights: deepest first, each parent one above its highest child.
-        let mut by_depth: Vec<u32> = (0..n as u32).collect();
-        by_depth.sort_by_key(|&c| std::cmp::Reverse(depth[c as usize]));
-        let mut height = vec![0u8; n];
-        for &c in &by_depth {
-            if let Some(p) = specs[c as usize].parent {
-                height[p as usize] = height[p as usize].max(height[c as usize] + 1);
-            }
-        }
+        let default = tree
+            .check_classifier(&classifier)
+            .map_err(|e| CbqError::from_tree(e, name))?;
+        let height = tree.heights();
         let leaves: Vec<(u8, Rate)> = specs
             .iter()
             .enumerate()
-            .filter(|(i, _)| !has_children[*i])
+            .filter(|(i, _)| !tree.is_inner(*i))
             .map(|(_, s)| (s.prio, s.rate))
             .collect();
         let mut allots = wrr_allotments(&leaves, params.mtu).into_iter();
@@ -380,7 +321,7 @@ impl<P: Packet> Cbq<P> {
                 s.minidle.map(|x| x.0),
                 s.offtime.map(|x| x.0),
             );
-            let leaf = if has_children[i] {
+            let leaf = if tree.is_inner(i) {
                 Leaf::Inner
             } else {
                 match s.leaf {
@@ -388,7 +329,7 @@ impl<P: Packet> Cbq<P> {
                     LeafSpec::Qdisc(b) => Leaf::Boxed(b),
                 }
             };
-            let allot = if has_children[i] {
+            let allot = if tree.is_inner(i) {
                 0
             } else {
                 allots.next().unwrap_or(params.mtu as u64) as i64
@@ -426,21 +367,6 @@ impl<P: Packet> Cbq<P> {
                 marks_seen: 0,
             });
         }
-        // Tree order.
-        let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let mut roots = Vec::new();
-        for c in 0..n as u32 {
-            match classes[c as usize].parent {
-                NIL => roots.push(c),
-                p => children[p as usize].push(c),
-            }
-        }
-        let mut order = Vec::with_capacity(n);
-        let mut stack: Vec<u32> = roots.into_iter().rev().collect();
-        while let Some(c) = stack.pop() {
-            order.push(c);
-            stack.extend(children[c as usize].iter().rev());
-        }
         let max_height = height.iter().copied().max().unwrap_or(0) as u32;
         // ALTQ's `maxiftime`; without the clamp `ifnow` follows the link exactly.
         let maxiftime = if params.clamp_ifnow {
@@ -451,7 +377,7 @@ impl<P: Packet> Cbq<P> {
         Ok(Cbq {
             params,
             classes,
-            order,
+            order: tree.into_order(),
             rings: Default::default(),
             blocked: Default::default(),
             fblocked: (0..MAX_DEPTH * NUM_PRIO).map(|_| VecDeque::new()).collect(),

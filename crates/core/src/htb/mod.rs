@@ -111,6 +111,7 @@ use crate::qdisc::{
     Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, DropReason, Dropped,
     Qdisc, QdiscStats,
 };
+use crate::tree::{ClassTree, DepthLimits};
 use crate::units::{Rate, Time, NS_PER_SEC};
 
 const NIL: u32 = u32::MAX;
@@ -347,116 +348,20 @@ impl<P: Packet> Htb<P> {
                 class: "too many classes".into(),
             });
         }
-        // Validate parents, find children, depth.
-        let mut has_children = vec![false; n];
         for s in &specs {
-            if let Some(p) = s.parent {
-                if p as usize >= n {
-                    return Err(HtbError::UnknownParent {
-                        class: s.name.clone(),
-                        parent: p,
-                    });
-                }
-                has_children[p as usize] = true;
-            }
-            if s.prio as usize >= NUM_PRIO {
-                return Err(HtbError::BadPrio {
-                    class: s.name.clone(),
-                    prio: s.prio,
-                });
-            }
-            if s.rate.0 == 0 {
-                return Err(HtbError::ZeroRate {
-                    class: s.name.clone(),
-                });
-            }
-            if s.ceil < s.rate {
-                return Err(HtbError::CeilBelowRate {
-                    class: s.name.clone(),
-                    rate: s.rate,
-                    ceil: s.ceil,
-                });
-            }
-            if s.quantum == 0 {
-                return Err(HtbError::ZeroQuantum {
-                    class: s.name.clone(),
-                });
-            }
-            if s.quantum > QUANTUM_LIMIT {
-                return Err(HtbError::QuantumTooLarge {
-                    class: s.name.clone(),
-                    quantum: s.quantum,
-                });
-            }
-            for (key, bytes) in [("burst", s.burst), ("cburst", s.cburst)] {
-                if bytes > BURST_LIMIT {
-                    return Err(HtbError::BurstTooLarge {
-                        class: s.name.clone(),
-                        key,
-                        bytes,
-                    });
-                }
-            }
+            s.validate()?;
         }
-        // Depth of each class from its root (0 for roots); detects cycles.
-        let mut depth = vec![u32::MAX; n];
-        for i in 0..n {
-            let mut chain = Vec::new();
-            let mut c = i;
-            loop {
-                if depth[c] != u32::MAX {
-                    break;
-                }
-                if chain.contains(&c) {
-                    return Err(HtbError::Cycle {
-                        class: specs[i].name.clone(),
-                    });
-                }
-                chain.push(c);
-                match specs[c].parent {
-                    Some(p) => c = p as usize,
-                    None => {
-                        depth[c] = 0;
-                        chain.pop();
-                        break;
-                    }
-                }
-            }
-            while let Some(c) = chain.pop() {
-                let p = specs[c].parent.map(|p| p as usize).unwrap_or(c);
-                depth[c] = depth[p] + 1;
-            }
-        }
-        for i in 0..n {
-            // An inner class needs a level >= 1: depth <= MAX_DEPTH - 2 for inner classes.
-            if has_children[i] && depth[i] as usize > MAX_DEPTH - 2
-                || depth[i] as usize >= MAX_DEPTH
-            {
-                return Err(HtbError::TooDeep {
-                    class: specs[i].name.clone(),
-                });
-            }
-        }
-        for f in classifier.filters() {
-            match has_children.get(f.class as usize) {
-                None => return Err(HtbError::FilterToUnknown(f.class)),
-                Some(true) => {
-                    return Err(HtbError::FilterToInner(
-                        specs[f.class as usize].name.clone(),
-                    ))
-                }
-                Some(false) => {}
-            }
-        }
-        let default = classifier.default_class();
-        if default as usize >= n {
-            return Err(HtbError::UnknownDefault(default));
-        }
-        if has_children[default as usize] {
-            return Err(HtbError::DefaultNotLeaf(
-                specs[default as usize].name.clone(),
-            ));
-        }
+        let parents: Vec<Option<ClassId>> = specs.iter().map(|s| s.parent).collect();
+        let limits = DepthLimits {
+            leaf: MAX_DEPTH as u32 - 1,
+            // An inner class needs a level of at least 1.
+            inner: MAX_DEPTH as u32 - 2,
+        };
+        let name = |i: usize| specs[i].name.clone();
+        let tree = ClassTree::new(&parents, limits).map_err(|e| HtbError::from_tree(e, name))?;
+        let default = tree
+            .check_classifier(&classifier)
+            .map_err(|e| HtbError::from_tree(e, name))?;
 
         let mut inner = Vec::new();
         let mut classes = Vec::with_capacity(n);
@@ -464,9 +369,9 @@ impl<P: Packet> Htb<P> {
         let mut name_end = Vec::with_capacity(n);
         let mut boxed: Vec<Box<dyn Qdisc<P>>> = Vec::new();
         for (i, s) in specs.into_iter().enumerate() {
-            let is_inner = has_children[i];
+            let is_inner = tree.is_inner(i);
             let level = if is_inner {
-                (MAX_DEPTH - 1) as u32 - depth[i]
+                (MAX_DEPTH - 1) as u32 - tree.depth(i)
             } else {
                 0
             } as u8;
@@ -518,23 +423,7 @@ impl<P: Packet> Htb<P> {
                 active: 0,
             });
         }
-        // Parents-before-children order.
-        let mut order: Vec<u32> = (0..n as u32).collect();
-        order.sort_by_key(|&c| (depth[c as usize], c));
-        let mut tree_order = Vec::with_capacity(n);
-        let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let mut roots = Vec::new();
-        for &c in &order {
-            match classes[c as usize].parent {
-                NIL => roots.push(c),
-                p => children[p as usize].push(c),
-            }
-        }
-        let mut stack: Vec<u32> = roots.into_iter().rev().collect();
-        while let Some(c) = stack.pop() {
-            tree_order.push(c);
-            stack.extend(children[c as usize].iter().rev());
-        }
+        let tree_order = tree.into_order();
         let n_inner = inner.len();
         names.shrink_to_fit();
         Ok(Htb {

@@ -4,6 +4,7 @@ use crate::classify::ClassId;
 use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::FifoLimit;
+use crate::tree::TreeError;
 use crate::units::{Rate, NS_PER_SEC};
 
 /// Number of priorities (0 is served first).
@@ -90,6 +91,49 @@ impl<P: Packet> HtbClassSpec<P> {
     }
 }
 
+impl<P: Packet> HtbClassSpec<P> {
+    /// The checks on one class's own parameters (the tree's shape is checked by
+    /// [`crate::tree::ClassTree`]).
+    pub fn validate(&self) -> Result<(), HtbError> {
+        let class = || self.name.clone();
+        if self.prio as usize >= NUM_PRIO {
+            return Err(HtbError::BadPrio {
+                class: class(),
+                prio: self.prio,
+            });
+        }
+        if self.rate.0 == 0 {
+            return Err(HtbError::ZeroRate { class: class() });
+        }
+        if self.ceil < self.rate {
+            return Err(HtbError::CeilBelowRate {
+                class: class(),
+                rate: self.rate,
+                ceil: self.ceil,
+            });
+        }
+        if self.quantum == 0 {
+            return Err(HtbError::ZeroQuantum { class: class() });
+        }
+        if self.quantum > QUANTUM_LIMIT {
+            return Err(HtbError::QuantumTooLarge {
+                class: class(),
+                quantum: self.quantum,
+            });
+        }
+        for (key, bytes) in [("burst", self.burst), ("cburst", self.cburst)] {
+            if bytes > BURST_LIMIT {
+                return Err(HtbError::BurstTooLarge {
+                    class: class(),
+                    key,
+                    bytes,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Default burst for a rate: what the rate sends in one millisecond plus one MTU.
 ///
 /// Why: tokens are kept exactly (integer nano-bits, no rate tables), so the only way a class can
@@ -164,4 +208,22 @@ pub enum HtbError {
     FilterToInner(String),
     #[error("a filter sends packets to class index {0}, which does not exist")]
     FilterToUnknown(ClassId),
+}
+
+impl HtbError {
+    /// The error for a tree of the wrong shape, naming classes with `name(index)`.
+    pub fn from_tree(e: TreeError, name: impl Fn(usize) -> String) -> Self {
+        match e {
+            TreeError::UnknownParent { class, parent } => HtbError::UnknownParent {
+                class: name(class),
+                parent,
+            },
+            TreeError::Cycle { class } => HtbError::Cycle { class: name(class) },
+            TreeError::TooDeep { class } => HtbError::TooDeep { class: name(class) },
+            TreeError::FilterToUnknown(c) => HtbError::FilterToUnknown(c),
+            TreeError::FilterToInner(c) => HtbError::FilterToInner(name(c)),
+            TreeError::UnknownDefault(c) => HtbError::UnknownDefault(c),
+            TreeError::DefaultNotLeaf(c) => HtbError::DefaultNotLeaf(name(c)),
+        }
+    }
 }
