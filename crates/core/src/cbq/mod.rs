@@ -70,11 +70,11 @@ use std::collections::{BTreeSet, VecDeque};
 use crate::classify::{ClassId, Classifier};
 use crate::leaf::LeafSpec;
 use crate::packet::Packet;
-use crate::qdisc::adopt::{adopt_by_requeue, AdoptReport};
+use crate::qdisc::adopt::AdoptReport;
 use crate::qdisc::fifo::{FifoLimit, FifoQueue};
 use crate::qdisc::{
-    Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, DropReason, Dropped,
-    Qdisc, QdiscStats,
+    Backlog, Books, ClassMode, ClassStats, ClassView, Counter, Dequeued, Discipline, DropCounts,
+    DropReason, Dropped, Qdisc,
 };
 use crate::tree::{ClassTree, DepthLimits};
 use crate::units::{Rate, Time};
@@ -184,8 +184,7 @@ pub struct Cbq<P: Packet> {
     max_height: u32,
     classifier: Classifier,
     default: u32,
-    stats: QdiscStats,
-    victims: VecDeque<Dropped<P>>,
+    books: Books<P>,
 }
 
 /// ALTQ's WRR allotment (`rmc_wrr_set_weights`): per priority, `M = Σ allotment / (num · mtu)`
@@ -393,8 +392,7 @@ impl<P: Packet> Cbq<P> {
             max_height,
             classifier,
             default,
-            stats: QdiscStats::default(),
-            victims: VecDeque::new(),
+            books: Books::new(),
         })
     }
 
@@ -694,11 +692,19 @@ impl<P: Packet> Cbq<P> {
     /// Enqueue into a given leaf class, bypassing the classifier. An unknown or inner class id
     /// falls back to the default class. O(d log n).
     pub fn enqueue_to(&mut self, class: ClassId, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        let len = pkt.len();
+        self.books.offer(len);
+        let r = self.enqueue_to_inner(class, pkt, now);
+        self.books.settle(len, &r);
+        r
+    }
+
+    /// [`Self::enqueue_to`] without the qdisc-wide counters (its caller keeps them).
+    fn enqueue_to_inner(&mut self, class: ClassId, pkt: P, now: Time) -> Result<(), Dropped<P>> {
         let c = match self.classes.get(class as usize) {
             Some(cl) if !matches!(cl.leaf, Leaf::Inner) => class,
             _ => self.default,
         };
-        let len = pkt.len();
         let was_empty = self.leaf_backlog(c).packets == 0;
         let res = match &mut self.classes[c as usize].leaf {
             Leaf::Fifo(q) => q.push(pkt),
@@ -708,17 +714,10 @@ impl<P: Packet> Cbq<P> {
                 reason: DropReason::QueueLimit,
             }),
         };
-        let out = match res {
-            Ok(()) => {
-                self.stats.on_enqueue(len);
-                Ok(())
-            }
-            Err(d) => {
-                self.classes[c as usize].drops += 1;
-                self.stats.on_refuse(d.reason, len);
-                Err(d)
-            }
-        };
+        if res.is_err() {
+            self.classes[c as usize].drops += 1;
+        }
+        let out = res;
         self.collect_victims(c);
         if was_empty && self.leaf_backlog(c).packets > 0 {
             self.activate(c);
@@ -758,11 +757,10 @@ impl<P: Packet> Cbq<P> {
         if let Leaf::Boxed(b) = &mut cl.leaf {
             while let Some(d) = b.take_dropped() {
                 cl.drops += 1;
-                self.stats.on_drop(d.reason, d.packet.len());
-                self.victims.push_back(d);
+                self.books.drop_victim(d);
             }
             let marked = b.stats().marked;
-            self.stats.marked += marked.saturating_sub(cl.marks_seen);
+            self.books.mark(marked.saturating_sub(cl.marks_seen));
             cl.marks_seen = marked;
         }
     }
@@ -953,7 +951,6 @@ impl<P: Packet> Cbq<P> {
     fn send(&mut self, c: u32, lender: Option<u32>, now: Time) -> Result<P, Option<u64>> {
         let pkt = self.pop_leaf(c, now)?;
         let len = pkt.len();
-        self.stats.on_dequeue(len);
         let empty = self.leaf_backlog(c).packets == 0;
         if empty {
             self.leave_ring(c);
@@ -1164,24 +1161,32 @@ impl<P: Packet> Cbq<P> {
         if unsat_len != self.unsat.iter().map(|s| s.len()).sum::<usize>() {
             return Err("stale entries in unsatisfied sets".into());
         }
-        if sum != self.stats.backlog {
+        if sum != self.books.backlog() {
             return Err(format!(
                 "backlog {:?} != sum of leaves {:?}",
-                self.stats.backlog, sum
+                self.books.backlog(),
+                sum
             ));
         }
-        self.stats.check_conservation()
+        self.books.stats().check_conservation()
     }
 }
 
-impl<P: Packet> Qdisc<P> for Cbq<P> {
-    fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
-        let c = self.classifier.classify(pkt.meta());
-        self.enqueue_to(c, pkt, now)
+impl<P: Packet> Discipline<P> for Cbq<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
     }
 
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
-        if self.stats.backlog.packets == 0 {
+    fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        let c = self.classifier.classify(pkt.meta());
+        self.enqueue_to_inner(c, pkt, now)
+    }
+
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
+        if self.books.backlog().packets == 0 {
             return Dequeued::Empty;
         }
         // Suspensions that are over (a dequeue at or after `undertime`, or the timer).
@@ -1244,10 +1249,9 @@ impl<P: Packet> Qdisc<P> for Cbq<P> {
             }
             break;
         }
-        if self.stats.backlog.packets == 0 {
+        if self.books.backlog().packets == 0 {
             return Dequeued::Empty;
         }
-        self.stats.overlimits += 1;
         let mut next = leaf_t;
         if let Some(&(t, _)) = self.sleep_t.first() {
             next = next.min(t);
@@ -1262,47 +1266,31 @@ impl<P: Packet> Qdisc<P> for Cbq<P> {
         Dequeued::NotBefore(Time(next.max(now.0)))
     }
 
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-
-    fn take_dropped(&mut self) -> Option<Dropped<P>> {
-        self.victims.pop_front()
-    }
-
     /// Every queued packet, leaf by leaf in class order, regardless of the estimator.
-    fn drain(&mut self, now: Time) -> Vec<P> {
+    fn drain_inner(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for c in 0..self.classes.len() as u32 {
-            for p in self.drain_leaf(c, now) {
-                self.stats.on_dequeue(p.len());
-                out.push(p);
-            }
+            out.extend(self.drain_leaf(c, now));
         }
         out
     }
 
-    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+    fn as_any_inner(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
 
     /// From another CBQ: [`Cbq::adopt`] (estimators and counters kept class by class);
     /// otherwise by requeueing.
-    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> AdoptReport {
-        match old.as_any_mut().and_then(|o| o.downcast_mut::<Cbq<P>>()) {
-            Some(o) => Cbq::adopt(self, o, now),
-            None => adopt_by_requeue(self, old, now),
-        }
+    fn adopt_inner(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> Option<AdoptReport> {
+        let o = old.as_any_mut()?.downcast_mut::<Cbq<P>>()?;
+        Some(Cbq::adopt(self, o, now))
     }
 
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "cbq"
     }
 
-    fn visit_classes(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
+    fn visit_classes_inner(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
         let mut backlogs = vec![Backlog::default(); self.classes.len()];
         for i in 0..self.classes.len() {
             let b = self.leaf_backlog(i as u32);
@@ -1379,7 +1367,7 @@ impl<P: Packet> Qdisc<P> for Cbq<P> {
         }
     }
 
-    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         f("cutoff", self.cutoff as f64);
         f("sleeping_classes", self.sleep_u.len() as f64);
         f(

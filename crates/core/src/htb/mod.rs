@@ -97,19 +97,18 @@
 //! * packets bigger than the burst are sent (the bucket goes into debt) and counted as `giants`.
 
 mod spec;
-use crate::qdisc::adopt::adopt_by_requeue;
 pub use crate::qdisc::adopt::AdoptReport;
 pub use spec::*;
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::BTreeSet;
 
 use crate::classify::{ClassId, Classifier};
 use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::FifoLimit;
 use crate::qdisc::{
-    Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, DropReason, Dropped,
-    Qdisc, QdiscStats,
+    Backlog, Books, ClassMode, ClassStats, ClassView, Counter, Dequeued, Discipline, DropCounts,
+    DropReason, Dropped, Qdisc,
 };
 use crate::tree::{ClassTree, DepthLimits};
 use crate::units::{Rate, Time, NS_PER_SEC};
@@ -326,8 +325,7 @@ pub struct Htb<P: Packet> {
     classifier: Classifier,
     default: u32,
     params: HtbParams,
-    stats: QdiscStats,
-    victims: VecDeque<Dropped<P>>,
+    books: Books<P>,
 }
 
 const ROWS: usize = MAX_DEPTH * NUM_PRIO;
@@ -450,8 +448,7 @@ impl<P: Packet> Htb<P> {
             classifier,
             default,
             params,
-            stats: QdiscStats::default(),
-            victims: VecDeque::new(),
+            books: Books::new(),
         })
     }
 
@@ -539,7 +536,17 @@ impl<P: Packet> Htb<P> {
 
     /// Enqueue into a given leaf class, bypassing the classifier. An unknown or inner class id
     /// falls back to the default class.
+    #[inline]
     pub fn enqueue_to(&mut self, class: ClassId, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        let len = pkt.len();
+        self.books.offer(len);
+        let r = self.enqueue_to_inner(class, pkt, now);
+        self.books.settle(len, &r);
+        r
+    }
+
+    /// [`Self::enqueue_to`] without the qdisc-wide counters (its caller keeps them).
+    fn enqueue_to_inner(&mut self, class: ClassId, pkt: P, now: Time) -> Result<(), Dropped<P>> {
         let c = match self.classes.get(class as usize) {
             Some(cl) if cl.is_leaf() => class,
             _ => self.default,
@@ -558,7 +565,6 @@ impl<P: Packet> Htb<P> {
         };
         match res {
             Ok(()) => {
-                self.stats.on_enqueue(len);
                 if was_empty {
                     self.activate_leaf(c);
                 }
@@ -568,7 +574,6 @@ impl<P: Packet> Htb<P> {
             Err(d) => {
                 let cl = &mut self.classes[c as usize];
                 cl.drops = cl.drops.wrapping_add(1);
-                self.stats.on_refuse(d.reason, len);
                 self.collect_victims(c);
                 Err(d)
             }
@@ -679,7 +684,8 @@ impl<P: Packet> Htb<P> {
             }
         }
         // Counters continue; the moved packets are already counted as enqueued and as backlog.
-        self.stats = old.stats;
+        // What `old` dropped and still holds is ours to hand out.
+        self.books.take_over(&mut old.books);
         for (c, pkts) in drained {
             let target = old_to_new[c].filter(|&n| self.classes[n as usize].is_leaf());
             let mut moved = Counter::default();
@@ -710,16 +716,11 @@ impl<P: Packet> Htb<P> {
                 self.requeue(to, pkt, now, &mut report);
             }
         }
-        while let Some(d) = old.victims.pop_front() {
-            self.victims.push_back(d);
-        }
-        old.stats.backlog = Backlog::default();
         report
     }
 
     /// Put back a packet that was already counted as enqueued (by `adopt`).
     fn requeue(&mut self, c: u32, pkt: P, now: Time, report: &mut AdoptReport) {
-        let len = pkt.len();
         let was_empty = self.leaf_backlog(c).packets == 0;
         let res = if self.classes[c as usize].q.kind() == LeafKind::Boxed {
             let b = self.classes[c as usize].q.head as usize;
@@ -738,8 +739,7 @@ impl<P: Packet> Htb<P> {
                 report.dropped_packets += 1;
                 let cl = &mut self.classes[c as usize];
                 cl.drops = cl.drops.wrapping_add(1);
-                self.stats.on_drop(d.reason, len);
-                self.victims.push_back(d);
+                self.books.drop_victim(d);
             }
         }
         self.collect_victims(c);
@@ -776,14 +776,12 @@ impl<P: Packet> Htb<P> {
         let cl = &mut self.classes[c as usize];
         let q = &mut self.boxed[cl.q.head as usize];
         while let Some(d) = q.take_dropped() {
-            let len = d.packet.len();
             cl.drops = cl.drops.wrapping_add(1);
-            self.stats.on_drop(d.reason, len);
-            self.victims.push_back(d);
+            self.books.drop_victim(d);
         }
         let seen = &mut self.marks_seen[cl.q.head as usize];
         let marked = q.stats().marked;
-        self.stats.marked += marked.saturating_sub(*seen);
+        self.books.mark(marked.saturating_sub(*seen));
         *seen = marked;
         let empty = q.backlog().packets == 0;
         if empty && cl.active != 0 {
@@ -1260,7 +1258,6 @@ impl<P: Packet> Htb<P> {
                         self.deactivate_leaf(leaf);
                     }
                     self.charge(leaf, level, len, now.0);
-                    self.stats.on_dequeue(len);
                     return Some(pkt);
                 }
                 None => {
@@ -1356,13 +1353,14 @@ impl<P: Packet> Htb<P> {
                 }
             }
         }
-        if sum != self.stats.backlog {
+        if sum != self.books.backlog() {
             return Err(format!(
                 "backlog {:?} != sum of leaves {:?}",
-                self.stats.backlog, sum
+                self.books.backlog(),
+                sum
             ));
         }
-        self.stats.check_conservation()
+        self.books.stats().check_conservation()
     }
 
     fn list_contains_any(&self, node: u32) -> Option<usize> {
@@ -1386,27 +1384,35 @@ impl<P: Packet> Htb<P> {
     }
 }
 
-impl<P: Packet> Qdisc<P> for Htb<P> {
-    fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
-        let c = self.classifier.classify(pkt.meta());
-        self.enqueue_to(c, pkt, now)
+impl<P: Packet> Discipline<P> for Htb<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
     }
 
-    fn enqueue_burst(
+    #[inline]
+    fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        let c = self.classifier.classify(pkt.meta());
+        self.enqueue_to_inner(c, pkt, now)
+    }
+
+    fn enqueue_burst_inner(
         &mut self,
         pkts: &mut Vec<P>,
         now: Time,
         refused: &mut Vec<Dropped<P>>,
-    ) -> usize {
+    ) -> Option<usize> {
         let classes: Vec<ClassId> = pkts
             .iter()
             .map(|p| self.classifier.classify(p.meta()))
             .collect();
-        self.enqueue_burst_to(&classes, pkts, now, refused)
+        Some(self.enqueue_burst_to(&classes, pkts, now, refused))
     }
 
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
-        if self.stats.backlog.packets == 0 {
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
+        if self.books.backlog().packets == 0 {
             return Dequeued::Empty;
         }
         // Leaves whose own qdisc was throttled come back.
@@ -1436,10 +1442,9 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
         if let Some(&(t, _)) = self.leaf_wait.first() {
             next = next.min(t);
         }
-        if self.stats.backlog.packets == 0 {
+        if self.books.backlog().packets == 0 {
             return Dequeued::Empty;
         }
-        self.stats.overlimits += 1;
         if next == u64::MAX {
             // Backlogged, nothing throttled, nothing sendable: only a leaf that holds packets but
             // refuses them could do this. Poll again shortly rather than stall.
@@ -1448,47 +1453,32 @@ impl<P: Packet> Qdisc<P> for Htb<P> {
         Dequeued::NotBefore(Time(next.max(now.0)))
     }
 
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+    fn as_any_inner(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
     /// From another HTB: [`Htb::adopt`] (state kept class by class); otherwise by requeueing.
-    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> AdoptReport {
-        match old.as_any_mut().and_then(|o| o.downcast_mut::<Htb<P>>()) {
-            Some(o) => Htb::adopt(self, o, now),
-            None => adopt_by_requeue(self, old, now),
-        }
-    }
-
-    fn take_dropped(&mut self) -> Option<Dropped<P>> {
-        self.victims.pop_front()
+    fn adopt_inner(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> Option<AdoptReport> {
+        let o = old.as_any_mut()?.downcast_mut::<Htb<P>>()?;
+        Some(Htb::adopt(self, o, now))
     }
 
     /// Every queued packet, leaf by leaf in class order, regardless of tokens.
-    fn drain(&mut self, now: Time) -> Vec<P> {
+    fn drain_inner(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for c in 0..self.classes.len() as u32 {
             if self.classes[c as usize].is_leaf() {
-                for p in self.drain_leaf(c, now) {
-                    self.stats.on_dequeue(p.len());
-                    out.push(p);
-                }
+                out.extend(self.drain_leaf(c, now));
             }
         }
         self.leaf_wait.clear();
         out
     }
 
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "htb"
     }
 
-    fn visit_classes(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
+    fn visit_classes_inner(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
         // Backlog of every class (a subtree's for inner classes): one pass, O(n · depth).
         let mut backlogs = vec![Backlog::default(); self.classes.len()];
         for (i, cl) in self.classes.iter().enumerate() {
