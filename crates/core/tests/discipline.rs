@@ -78,12 +78,12 @@ impl Discipline<PacketMeta> for Toy {
         }
         while let Some(mut p) = self.q.pop_front() {
             self.looked += 1;
-            if self.looked % 5 == 0 {
+            if self.looked.is_multiple_of(5) {
                 self.tally.aqm_drops += 1;
                 self.books.drop(p, DropReason::Aqm);
                 continue;
             }
-            if self.looked % 3 == 0 && p.mark_ce() {
+            if self.looked.is_multiple_of(3) && p.mark_ce() {
                 self.tally.marks += 1;
                 self.books.mark(1);
             }
