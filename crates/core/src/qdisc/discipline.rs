@@ -115,8 +115,9 @@ impl<P: Packet> Books<P> {
         match r {
             Ok(()) => self.stats.enqueued.add(len),
             Err(d) => {
-                self.stats.backlog.packets -= 1;
-                self.stats.backlog.bytes -= len as u64;
+                let b = &mut self.stats.backlog;
+                b.packets = b.packets.saturating_sub(1);
+                b.bytes = b.bytes.saturating_sub(len as u64);
                 self.stats.refused.add(d.reason, len);
             }
         }
@@ -213,6 +214,13 @@ pub fn account_dequeue<P: Packet, D: Discipline<P> + ?Sized>(d: &mut D, now: Tim
     }
     r
 }
+
+/// Keeps [`Qdisc`] implemented only here: every qdisc is a [`Discipline`] with its books.
+pub(crate) mod sealed {
+    pub trait Sealed<P> {}
+}
+
+impl<P: Packet, D: Discipline<P>> sealed::Sealed<P> for D {}
 
 impl<P: Packet, D: Discipline<P>> Qdisc<P> for D {
     #[inline]
