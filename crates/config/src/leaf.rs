@@ -9,7 +9,7 @@
 use std::fmt;
 use std::ops::Range;
 
-use linkshare_core::htb::LeafSpec;
+use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::codel::{Codel, CodelParams};
 use linkshare_core::qdisc::drr::{Drr, DrrParams};
 use linkshare_core::qdisc::fifo::{Fifo, FifoLimit, DEFAULT_BFIFO_LIMIT, DEFAULT_PFIFO_LIMIT};

@@ -26,7 +26,8 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use crate::cbq::{Cbq, CbqClassSpec, CbqError, CbqParams};
 use crate::classify::{ClassId, Classifier};
-use crate::htb::{Htb, HtbClassSpec, HtbError, HtbParams, LeafSpec};
+use crate::htb::{Htb, HtbClassSpec, HtbError, HtbParams};
+use crate::leaf::LeafSpec;
 use crate::packet::{Fragment, Packet, PacketMeta, L3};
 use crate::qdisc::fifo::FifoLimit;
 use crate::qdisc::{Dequeued, Dropped, Qdisc};

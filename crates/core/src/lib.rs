@@ -17,16 +17,20 @@
 //!   structures; first match in filter order wins.
 //! * [`qdisc`]: the [`qdisc::Qdisc`] interface, typed drop reasons, conserved counters, and the
 //!   FIFO leaves.
-//! * [`htb`]: the Hierarchical Token Bucket.
+//! * [`leaf`]: the queue at a leaf class ([`leaf::LeafSpec`]), shared by the classful schedulers.
+//! * [`tree`]: the class tree (validation, depth, order) shared by HTB and CBQ.
+//! * [`htb`]: the Hierarchical Token Bucket; [`cbq`]: Class-Based Queueing.
 
 pub mod benchkit;
 pub mod cbq;
 pub mod classify;
 pub mod dscp;
 pub mod htb;
+pub mod leaf;
 pub mod linklayer;
 pub mod packet;
 pub mod qdisc;
+pub mod tree;
 pub mod units;
 pub mod wire;
 

@@ -5,7 +5,8 @@
 //! packets really queued, and `dequeue` answered `NotBefore(now + 1 ms)` for ever after).
 
 use linkshare_core::classify::{Classifier, FilterSpec};
-use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams, LeafSpec};
+use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
+use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::codel::{Codel, CodelParams};
 use linkshare_core::qdisc::drr::{Drr, DrrClassSpec, DrrParams};
 use linkshare_core::qdisc::fifo::FifoLimit;

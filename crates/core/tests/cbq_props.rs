@@ -14,7 +14,7 @@ use linkshare_core::cbq::{
     Cbq, CbqClassSpec, CbqParams, Guideline, OfftimeUnit, Scheduler, UndertimeClock,
 };
 use linkshare_core::classify::Classifier;
-use linkshare_core::htb::LeafSpec;
+use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::fifo::FifoLimit;
 use linkshare_core::{Dequeued, PacketMeta, Qdisc, Rate, Time};
 use proptest::prelude::*;

@@ -2,36 +2,39 @@
 //! proportional to quanta among backlogged classes, and a throttled leaf never stalls the others.
 
 use linkshare_core::classify::{Classifier, FilterSpec};
-use linkshare_core::htb::LeafSpec;
+use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::drr::{Drr, DrrClassSpec, DrrParams};
-use linkshare_core::qdisc::fifo::{Fifo, FifoLimit};
+use linkshare_core::qdisc::fifo::{FifoLimit, FifoQueue};
 use linkshare_core::qdisc::sfq::{Sfq, SfqParams};
-use linkshare_core::{Dequeued, Dropped, PacketMeta, Qdisc, QdiscStats, Time};
+use linkshare_core::qdisc::{Books, Discipline};
+use linkshare_core::{Dequeued, Dropped, PacketMeta, Qdisc, Time};
 use proptest::prelude::*;
 
 /// A FIFO that may send only at or after `open` (stands in for a rate limiter such as TBF).
 struct Gate {
-    inner: Fifo<PacketMeta>,
+    inner: FifoQueue<PacketMeta>,
     open: u64,
+    books: Books<PacketMeta>,
 }
 
-impl Qdisc<PacketMeta> for Gate {
-    fn enqueue(&mut self, pkt: PacketMeta, now: Time) -> Result<(), Dropped<PacketMeta>> {
-        self.inner.enqueue(pkt, now)
+/// Only the hooks: the counters and victims come from the provided `Qdisc` methods.
+impl Discipline<PacketMeta> for Gate {
+    fn books(&self) -> &Books<PacketMeta> {
+        &self.books
     }
-    fn dequeue(&mut self, now: Time) -> Dequeued<PacketMeta> {
-        if self.inner.backlog().packets > 0 && now.0 < self.open {
+    fn books_mut(&mut self) -> &mut Books<PacketMeta> {
+        &mut self.books
+    }
+    fn enqueue_inner(&mut self, pkt: PacketMeta, _now: Time) -> Result<(), Dropped<PacketMeta>> {
+        self.inner.push(pkt)
+    }
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<PacketMeta> {
+        if !self.inner.is_empty() && now.0 < self.open {
             return Dequeued::NotBefore(Time(self.open));
         }
-        self.inner.dequeue(now)
+        self.inner.pop().map_or(Dequeued::Empty, Dequeued::Packet)
     }
-    fn stats(&self) -> &QdiscStats {
-        self.inner.stats()
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        self.inner.stats_mut()
-    }
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "gate"
     }
 }
@@ -69,8 +72,9 @@ fn leaf(kind: u8, limit: u32, open: u64) -> LeafSpec<PacketMeta> {
             .unwrap(),
         )),
         _ => LeafSpec::Qdisc(Box::new(Gate {
-            inner: Fifo::pfifo(limit),
+            inner: FifoQueue::new(FifoLimit::Packets(limit)),
             open,
+            books: Books::new(),
         })),
     }
 }

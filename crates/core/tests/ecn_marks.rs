@@ -4,7 +4,8 @@
 
 use linkshare_core::cbq::{Cbq, CbqClassSpec, CbqParams};
 use linkshare_core::classify::{Classifier, FilterSpec};
-use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams, LeafSpec};
+use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
+use linkshare_core::leaf::LeafSpec;
 use linkshare_core::packet::L3;
 use linkshare_core::qdisc::drr::{Drr, DrrClassSpec, DrrParams};
 use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams};

@@ -7,8 +7,8 @@
 //! * no backlogged class with tokens starves (bounded gap between its departures).
 
 use linkshare_core::classify::Classifier;
-use linkshare_core::htb::LeafSpec;
 use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
+use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::fifo::FifoLimit;
 use linkshare_core::{Dequeued, PacketMeta, Qdisc, Rate, Time};
 use proptest::prelude::*;

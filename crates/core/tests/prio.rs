@@ -3,34 +3,37 @@
 //! skipped.
 
 use linkshare_core::classify::{Classifier, FilterSpec};
-use linkshare_core::htb::LeafSpec;
-use linkshare_core::qdisc::fifo::{Fifo, FifoLimit};
+use linkshare_core::leaf::LeafSpec;
+use linkshare_core::qdisc::fifo::{FifoLimit, FifoQueue};
 use linkshare_core::qdisc::prio::{tos_to_priority, Prio, PrioParams};
-use linkshare_core::{Dequeued, Dropped, PacketMeta, Qdisc, QdiscStats, Time};
+use linkshare_core::qdisc::{Books, Discipline};
+use linkshare_core::{Dequeued, Dropped, PacketMeta, Qdisc, Time};
 use proptest::prelude::*;
 
 struct Gate {
-    inner: Fifo<PacketMeta>,
+    inner: FifoQueue<PacketMeta>,
     open: u64,
+    books: Books<PacketMeta>,
 }
 
-impl Qdisc<PacketMeta> for Gate {
-    fn enqueue(&mut self, pkt: PacketMeta, now: Time) -> Result<(), Dropped<PacketMeta>> {
-        self.inner.enqueue(pkt, now)
+/// Only the hooks: the counters and victims come from the provided `Qdisc` methods.
+impl Discipline<PacketMeta> for Gate {
+    fn books(&self) -> &Books<PacketMeta> {
+        &self.books
     }
-    fn dequeue(&mut self, now: Time) -> Dequeued<PacketMeta> {
-        if self.inner.backlog().packets > 0 && now.0 < self.open {
+    fn books_mut(&mut self) -> &mut Books<PacketMeta> {
+        &mut self.books
+    }
+    fn enqueue_inner(&mut self, pkt: PacketMeta, _now: Time) -> Result<(), Dropped<PacketMeta>> {
+        self.inner.push(pkt)
+    }
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<PacketMeta> {
+        if !self.inner.is_empty() && now.0 < self.open {
             return Dequeued::NotBefore(Time(self.open));
         }
-        self.inner.dequeue(now)
+        self.inner.pop().map_or(Dequeued::Empty, Dequeued::Packet)
     }
-    fn stats(&self) -> &QdiscStats {
-        self.inner.stats()
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        self.inner.stats_mut()
-    }
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "gate"
     }
 }
@@ -115,8 +118,9 @@ proptest! {
 fn throttled_band_is_skipped() {
     let bands = vec![
         LeafSpec::Qdisc(Box::new(Gate {
-            inner: Fifo::pfifo(10),
+            inner: FifoQueue::new(FifoLimit::Packets(10)),
             open: 7_000,
+            books: Books::new(),
         }) as Box<dyn Qdisc<PacketMeta>>),
         LeafSpec::Fifo(FifoLimit::Packets(10)),
         LeafSpec::Fifo(FifoLimit::Packets(10)),

@@ -269,7 +269,8 @@ fn bytes_not_packets() {
 #[test]
 fn sfq_under_htb() {
     use linkshare_core::classify::Classifier;
-    use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams, LeafSpec};
+    use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
+    use linkshare_core::leaf::LeafSpec;
     use linkshare_core::Rate;
 
     let params = HtbParams::default();

@@ -60,7 +60,8 @@ impl<P: Packet> Cbq<P> {
         }
         self.ifnow = self.ifnow.max(old.ifnow);
         // Counters continue; the moved packets are already counted as enqueued and as backlog.
-        self.stats = old.stats;
+        // What `old` dropped and still holds is ours to hand out.
+        self.books.take_over(&mut old.books);
         for (c, pkts) in drained {
             if pkts.is_empty() && !matches!(old.classes[c].leaf, Leaf::Boxed(_)) {
                 continue;
@@ -93,10 +94,6 @@ impl<P: Packet> Cbq<P> {
                 self.requeue(to, pkt, now, &mut report);
             }
         }
-        while let Some(d) = old.victims.pop_front() {
-            self.victims.push_back(d);
-        }
-        old.stats.backlog = Default::default();
         report
     }
 
@@ -123,7 +120,6 @@ impl<P: Packet> Cbq<P> {
 
     /// Put back a packet that was already counted as enqueued (by `adopt`).
     fn requeue(&mut self, c: u32, pkt: P, now: Time, report: &mut AdoptReport) {
-        let len = pkt.len();
         let was_empty = self.leaf_backlog(c).packets == 0;
         let res = match &mut self.classes[c as usize].leaf {
             Leaf::Fifo(q) => q.push(pkt),
@@ -138,8 +134,7 @@ impl<P: Packet> Cbq<P> {
             Err(d) => {
                 report.dropped_packets += 1;
                 self.classes[c as usize].drops += 1;
-                self.stats.on_drop(d.reason, len);
-                self.victims.push_back(d);
+                self.books.drop_victim(d);
             }
         }
         self.collect_victims(c);

@@ -2,9 +2,10 @@
 //! compatibility switches, class specs, and the errors a tree is rejected with.
 
 use crate::classify::ClassId;
-use crate::htb::LeafSpec;
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::{FifoLimit, DEFAULT_PFIFO_LIMIT};
+use crate::tree::TreeError;
 use crate::units::{Duration, Rate};
 
 /// Number of priorities (0 is served first).
@@ -244,4 +245,22 @@ pub enum CbqError {
     FilterToInner(String),
     #[error("a filter sends packets to class index {0}, which does not exist")]
     FilterToUnknown(ClassId),
+}
+
+impl CbqError {
+    /// The error for a tree of the wrong shape, naming classes with `name(index)`.
+    pub fn from_tree(e: TreeError, name: impl Fn(usize) -> String) -> Self {
+        match e {
+            TreeError::UnknownParent { class, parent } => CbqError::UnknownParent {
+                class: name(class),
+                parent,
+            },
+            TreeError::Cycle { class } => CbqError::Cycle { class: name(class) },
+            TreeError::TooDeep { class } => CbqError::TooDeep { class: name(class) },
+            TreeError::FilterToUnknown(c) => CbqError::FilterToUnknown(c),
+            TreeError::FilterToInner(c) => CbqError::FilterToInner(name(c)),
+            TreeError::UnknownDefault(c) => CbqError::UnknownDefault(c),
+            TreeError::DefaultNotLeaf(c) => CbqError::DefaultNotLeaf(name(c)),
+        }
+    }
 }

@@ -1,9 +1,10 @@
 //! How an HTB tree is described to [`super::Htb::new`], and the defaults for burst and quantum.
 
 use crate::classify::ClassId;
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::FifoLimit;
-use crate::qdisc::Qdisc;
+use crate::tree::TreeError;
 use crate::units::{Rate, NS_PER_SEC};
 
 /// Number of priorities (0 is served first).
@@ -41,23 +42,6 @@ impl Default for HtbParams {
         HtbParams {
             r2q: DEFAULT_R2Q,
             mtu: DEFAULT_MTU,
-        }
-    }
-}
-
-/// The queue at a leaf class.
-pub enum LeafSpec<P: Packet> {
-    /// An inline `pfifo`/`bfifo` (no allocation while the class is idle).
-    Fifo(FifoLimit),
-    /// Any other qdisc.
-    Qdisc(Box<dyn Qdisc<P>>),
-}
-
-impl<P: Packet> std::fmt::Debug for LeafSpec<P> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            LeafSpec::Fifo(l) => write!(f, "Fifo({l:?})"),
-            LeafSpec::Qdisc(q) => write!(f, "Qdisc({})", q.kind()),
         }
     }
 }
@@ -104,6 +88,49 @@ impl<P: Packet> HtbClassSpec<P> {
             quantum: default_quantum(rate, params.r2q).0,
             leaf: LeafSpec::Fifo(FifoLimit::Packets(crate::qdisc::fifo::DEFAULT_PFIFO_LIMIT)),
         }
+    }
+}
+
+impl<P: Packet> HtbClassSpec<P> {
+    /// The checks on one class's own parameters (the tree's shape is checked by
+    /// [`crate::tree::ClassTree`]).
+    pub fn validate(&self) -> Result<(), HtbError> {
+        let class = || self.name.clone();
+        if self.prio as usize >= NUM_PRIO {
+            return Err(HtbError::BadPrio {
+                class: class(),
+                prio: self.prio,
+            });
+        }
+        if self.rate.0 == 0 {
+            return Err(HtbError::ZeroRate { class: class() });
+        }
+        if self.ceil < self.rate {
+            return Err(HtbError::CeilBelowRate {
+                class: class(),
+                rate: self.rate,
+                ceil: self.ceil,
+            });
+        }
+        if self.quantum == 0 {
+            return Err(HtbError::ZeroQuantum { class: class() });
+        }
+        if self.quantum > QUANTUM_LIMIT {
+            return Err(HtbError::QuantumTooLarge {
+                class: class(),
+                quantum: self.quantum,
+            });
+        }
+        for (key, bytes) in [("burst", self.burst), ("cburst", self.cburst)] {
+            if bytes > BURST_LIMIT {
+                return Err(HtbError::BurstTooLarge {
+                    class: class(),
+                    key,
+                    bytes,
+                });
+            }
+        }
+        Ok(())
     }
 }
 
@@ -181,4 +208,22 @@ pub enum HtbError {
     FilterToInner(String),
     #[error("a filter sends packets to class index {0}, which does not exist")]
     FilterToUnknown(ClassId),
+}
+
+impl HtbError {
+    /// The error for a tree of the wrong shape, naming classes with `name(index)`.
+    pub fn from_tree(e: TreeError, name: impl Fn(usize) -> String) -> Self {
+        match e {
+            TreeError::UnknownParent { class, parent } => HtbError::UnknownParent {
+                class: name(class),
+                parent,
+            },
+            TreeError::Cycle { class } => HtbError::Cycle { class: name(class) },
+            TreeError::TooDeep { class } => HtbError::TooDeep { class: name(class) },
+            TreeError::FilterToUnknown(c) => HtbError::FilterToUnknown(c),
+            TreeError::FilterToInner(c) => HtbError::FilterToInner(name(c)),
+            TreeError::UnknownDefault(c) => HtbError::UnknownDefault(c),
+            TreeError::DefaultNotLeaf(c) => HtbError::DefaultNotLeaf(name(c)),
+        }
+    }
 }

@@ -13,7 +13,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Dequeued, DropReason, Dropped, ParamError, Qdisc, QdiscStats};
+use super::{Books, Dequeued, Discipline, DropReason, Dropped, ParamError};
 use crate::packet::Packet;
 use crate::units::{Duration, Time};
 
@@ -282,8 +282,7 @@ pub struct Codel<P> {
     p: CodelParams,
     q: CodelQueue<P>,
     marks: CodelMarks,
-    stats: QdiscStats,
-    dropped: VecDeque<Dropped<P>>,
+    books: Books<P>,
 }
 
 impl<P: Packet> Codel<P> {
@@ -293,8 +292,7 @@ impl<P: Packet> Codel<P> {
             p: params,
             q: CodelQueue::default(),
             marks: CodelMarks::default(),
-            stats: QdiscStats::default(),
-            dropped: VecDeque::new(),
+            books: Books::new(),
         })
     }
     pub fn state(&self) -> &CodelState {
@@ -306,58 +304,42 @@ impl<P: Packet> Codel<P> {
     }
 }
 
-impl<P: Packet> Qdisc<P> for Codel<P> {
+impl<P: Packet> Discipline<P> for Codel<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
     /// O(1).
-    fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
-        let len = pkt.len();
+    fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
         if self.q.len() >= self.p.limit as usize {
-            self.stats.on_refuse(DropReason::QueueLimit, len);
             return Err(Dropped {
                 packet: pkt,
                 reason: DropReason::QueueLimit,
             });
         }
         self.q.push(pkt, now);
-        self.stats.on_enqueue(len);
         Ok(())
     }
     /// O(1) amortised; at most [`MAX_DROPS_PER_DEQUEUE`] drops per call.
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
         let mut marks = CodelMarks::default();
-        let stats = &mut self.stats;
-        let dropped = &mut self.dropped;
-        let mut on_drop = |pk: P| {
-            stats.on_drop(DropReason::Aqm, pk.len());
-            dropped.push_back(Dropped {
-                packet: pk,
-                reason: DropReason::Aqm,
-            });
-        };
+        let books = &mut self.books;
+        let mut on_drop = |pk: P| books.drop(pk, DropReason::Aqm);
         let r = self.q.dequeue(now, &self.p, &mut on_drop, &mut marks);
-        self.stats.marked += marks.total();
+        self.books.mark(marks.total());
         self.marks.ecn += marks.ecn;
         self.marks.ce += marks.ce;
         match r {
-            Some(pk) => {
-                self.stats.on_dequeue(pk.len());
-                Dequeued::Packet(pk)
-            }
+            Some(pk) => Dequeued::Packet(pk),
             None => Dequeued::Empty,
         }
     }
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-    fn take_dropped(&mut self) -> Option<Dropped<P>> {
-        self.dropped.pop_front()
-    }
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "codel"
     }
-    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         let st = &self.q.vars;
         f("sojourn_us", st.last_sojourn.0 as f64 / 1000.0);
         f("count", st.count as f64);

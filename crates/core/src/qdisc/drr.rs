@@ -39,12 +39,12 @@
 
 use std::collections::{BTreeSet, VecDeque};
 
-use super::adopt::{adopt_by_requeue, AdoptReport};
+use super::adopt::AdoptReport;
 use super::fifo::FifoLimit;
 use super::prio::{requeue_all, Child};
-use super::{ClassView, Counter, Dequeued, Dropped, ParamError, Qdisc, QdiscStats};
+use super::{Books, ClassView, Counter, Dequeued, Discipline, Dropped, ParamError, Qdisc};
 use crate::classify::Classifier;
-use crate::htb::LeafSpec;
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::units::Time;
 
@@ -137,8 +137,7 @@ pub struct Drr<P> {
     round: VecDeque<u32>,
     /// Throttled classes by wake-up time.
     waiting: BTreeSet<(u64, u32)>,
-    stats: QdiscStats,
-    victims: VecDeque<Dropped<P>>,
+    books: Books<P>,
 }
 
 impl<P: Packet> Drr<P> {
@@ -161,8 +160,7 @@ impl<P: Packet> Drr<P> {
             classifier: None,
             round: VecDeque::new(),
             waiting: BTreeSet::new(),
-            stats: QdiscStats::default(),
-            victims: VecDeque::new(),
+            books: Books::new(),
         })
     }
 
@@ -222,8 +220,7 @@ impl<P: Packet> Drr<P> {
             classifier: Some(classifier),
             round: VecDeque::new(),
             waiting: BTreeSet::new(),
-            stats: QdiscStats::default(),
-            victims: VecDeque::new(),
+            books: Books::new(),
         })
     }
 
@@ -254,19 +251,23 @@ impl<P: Packet> Drr<P> {
     }
 }
 
-impl<P: Packet> Qdisc<P> for Drr<P> {
+impl<P: Packet> Discipline<P> for Drr<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
     /// O(1) plus the classifier.
-    fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+    fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
         let c = self.class_of(pkt.meta()).min(self.classes.len() - 1);
-        self.classes[c]
-            .child
-            .enqueue(pkt, now, &mut self.stats, &mut self.victims)?;
+        self.classes[c].child.enqueue(pkt, now, &mut self.books)?;
         self.activate(c as u32);
         Ok(())
     }
 
     /// O(1) amortised (see the module docs).
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
         while let Some(&(t, c)) = self.waiting.first() {
             if t > now.0 {
                 break;
@@ -286,7 +287,7 @@ impl<P: Packet> Qdisc<P> for Drr<P> {
                 self.round.rotate_left(1);
                 continue;
             }
-            match cl.child.dequeue(now, &mut self.stats, &mut self.victims) {
+            match cl.child.dequeue(now, &mut self.books) {
                 Dequeued::Packet(p) => {
                     cl.credit -= p.len() as i64;
                     if cl.child.backlog().packets == 0 {
@@ -314,40 +315,24 @@ impl<P: Packet> Qdisc<P> for Drr<P> {
             }
         }
         match self.waiting.first() {
-            Some(&(t, _)) => {
-                self.stats.overlimits += 1;
-                Dequeued::NotBefore(Time(t))
-            }
+            Some(&(t, _)) => Dequeued::NotBefore(Time(t)),
             None => Dequeued::Empty,
         }
     }
 
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-
-    fn take_dropped(&mut self) -> Option<Dropped<P>> {
-        self.victims.pop_front()
-    }
-
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "drr"
     }
 
-    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+    fn as_any_inner(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
 
     /// From another DRR: its packets are offered again, and each class continues the counters
     /// (and its leaf qdisc's) of the class of the same name (of the same bucket in flow-hash
     /// mode). Otherwise by requeueing.
-    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> AdoptReport {
-        let Some(o) = old.as_any_mut().and_then(|o| o.downcast_mut::<Drr<P>>()) else {
-            return adopt_by_requeue(self, old, now);
-        };
+    fn adopt_inner(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> Option<AdoptReport> {
+        let o = old.as_any_mut()?.downcast_mut::<Drr<P>>()?;
         let before: Vec<(Counter, Counter)> = o
             .classes
             .iter()
@@ -368,15 +353,15 @@ impl<P: Packet> Qdisc<P> for Drr<P> {
                 None => report.removed.push(n),
             }
         }
-        requeue_all(self, &o.stats, pkts, now, &mut report);
-        report
+        requeue_all(self, o.books.stats(), pkts, now, &mut report);
+        Some(report)
     }
 
     /// Class by class in index order, ignoring rate limits of the leaves.
-    fn drain(&mut self, now: Time) -> Vec<P> {
+    fn drain_inner(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for cl in &mut self.classes {
-            out.extend(cl.child.drain(now, &mut self.stats, &mut self.victims));
+            out.extend(cl.child.drain(now, &mut self.books));
             cl.active = false;
             cl.waiting = false;
         }
@@ -385,7 +370,7 @@ impl<P: Packet> Qdisc<P> for Drr<P> {
         out
     }
 
-    fn visit_classes(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
+    fn visit_classes_inner(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
         if self.classifier.is_none() {
             return;
         }
@@ -394,7 +379,7 @@ impl<P: Packet> Qdisc<P> for Drr<P> {
         }
     }
 
-    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         let name = if self.classifier.is_some() {
             "active_classes"
         } else {

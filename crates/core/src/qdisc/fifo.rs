@@ -6,11 +6,11 @@
 //!
 //! [`FifoQueue`] is the bare queue without counters; classful schedulers embed it in their leaves
 //! so that a class costs no allocation until it holds packets. [`Fifo`] wraps it with
-//! [`QdiscStats`] as a stand-alone qdisc.
+//! its [`Books`] as a stand-alone qdisc.
 
 use std::collections::VecDeque;
 
-use super::{Dequeued, DropReason, Dropped, Qdisc, QdiscStats};
+use super::{Books, Dequeued, Discipline, DropReason, Dropped};
 use crate::packet::Packet;
 use crate::units::Time;
 
@@ -93,7 +93,7 @@ impl<P: Packet> FifoQueue<P> {
 #[derive(Debug)]
 pub struct Fifo<P> {
     queue: FifoQueue<P>,
-    stats: QdiscStats,
+    books: Books<P>,
 }
 
 impl<P: Packet> Fifo<P> {
@@ -101,54 +101,41 @@ impl<P: Packet> Fifo<P> {
     pub fn pfifo(limit: u32) -> Self {
         Fifo {
             queue: FifoQueue::new(FifoLimit::Packets(limit)),
-            stats: QdiscStats::default(),
+            books: Books::new(),
         }
     }
     /// `bfifo` with a byte limit.
     pub fn bfifo(limit: u32) -> Self {
         Fifo {
             queue: FifoQueue::new(FifoLimit::Bytes(limit)),
-            stats: QdiscStats::default(),
+            books: Books::new(),
         }
     }
     pub fn new(limit: FifoLimit) -> Self {
         Fifo {
             queue: FifoQueue::new(limit),
-            stats: QdiscStats::default(),
+            books: Books::new(),
         }
     }
 }
 
-impl<P: Packet> Qdisc<P> for Fifo<P> {
-    fn enqueue(&mut self, pkt: P, _now: Time) -> Result<(), Dropped<P>> {
-        let len = pkt.len();
-        match self.queue.push(pkt) {
-            Ok(()) => {
-                self.stats.on_enqueue(len);
-                Ok(())
-            }
-            Err(d) => {
-                self.stats.on_refuse(d.reason, len);
-                Err(d)
-            }
-        }
+impl<P: Packet> Discipline<P> for Fifo<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
     }
-    fn dequeue(&mut self, _now: Time) -> Dequeued<P> {
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
+    fn enqueue_inner(&mut self, pkt: P, _now: Time) -> Result<(), Dropped<P>> {
+        self.queue.push(pkt)
+    }
+    fn dequeue_inner(&mut self, _now: Time) -> Dequeued<P> {
         match self.queue.pop() {
-            Some(p) => {
-                self.stats.on_dequeue(p.len());
-                Dequeued::Packet(p)
-            }
+            Some(p) => Dequeued::Packet(p),
             None => Dequeued::Empty,
         }
     }
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         match self.queue.limit {
             FifoLimit::Packets(_) => "pfifo",
             FifoLimit::Bytes(_) => "bfifo",
@@ -160,6 +147,7 @@ impl<P: Packet> Qdisc<P> for Fifo<P> {
 mod tests {
     use super::*;
     use crate::packet::PacketMeta;
+    use crate::qdisc::Qdisc;
 
     fn pkt(len: u32) -> PacketMeta {
         PacketMeta {

@@ -40,7 +40,7 @@
 use std::collections::VecDeque;
 
 use super::codel::{CodelMarks, CodelParams, CodelQueue};
-use super::{Counter, Dequeued, DropReason, Dropped, ParamError, Qdisc, QdiscStats};
+use super::{Books, Counter, Dequeued, Discipline, DropReason, Dropped, ParamError};
 use crate::packet::Packet;
 use crate::units::{Duration, Time};
 
@@ -205,8 +205,7 @@ pub struct FqCodel<P> {
     drop_overlimit: u64,
     drop_overmemory: u64,
     last_sojourn: Duration,
-    stats: QdiscStats,
-    dropped: VecDeque<Dropped<P>>,
+    books: Books<P>,
 }
 
 impl<P: Packet> FqCodel<P> {
@@ -233,8 +232,7 @@ impl<P: Packet> FqCodel<P> {
             drop_overlimit: 0,
             drop_overmemory: 0,
             last_sojourn: Duration::ZERO,
-            stats: QdiscStats::default(),
-            dropped: VecDeque::new(),
+            books: Books::new(),
         })
     }
 
@@ -309,19 +307,20 @@ impl<P: Packet> FqCodel<P> {
             freed += len as u64;
             n += 1;
             flow.overflow_drops += 1;
-            self.stats.on_drop(DropReason::Overflow, len);
-            self.dropped.push_back(Dropped {
-                packet: pk,
-                reason: DropReason::Overflow,
-            });
+            self.books.drop(pk, DropReason::Overflow);
         }
     }
 }
 
-impl<P: Packet> Qdisc<P> for FqCodel<P> {
+impl<P: Packet> Discipline<P> for FqCodel<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
     /// O(1); on overflow O(flows) + at most `drop_batch_size` drops.
-    fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
-        let len = pkt.len();
+    fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
         let idx = self.bucket_of(pkt.meta()) as usize;
         let flow = &mut self.flows[idx];
         flow.q.push(pkt, now);
@@ -331,13 +330,12 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
             self.new_flows.push_back(idx as u32);
             self.new_flow_count += 1;
         }
-        self.stats.on_enqueue(len);
-        let over_limit = self.stats.backlog.packets > self.p.limit as u64;
-        let over_memory = self.stats.backlog.bytes > self.p.memory_limit as u64;
+        let over_limit = self.books.backlog().packets > self.p.limit as u64;
+        let over_memory = self.books.backlog().bytes > self.p.memory_limit as u64;
         if over_limit || over_memory {
-            let before = self.stats.dropped.get(DropReason::Overflow).packets;
+            let before = self.books.stats().dropped.get(DropReason::Overflow).packets;
             self.drop_from_fattest();
-            let n = self.stats.dropped.get(DropReason::Overflow).packets - before;
+            let n = self.books.stats().dropped.get(DropReason::Overflow).packets - before;
             if over_memory {
                 self.drop_overmemory += n;
             } else {
@@ -348,7 +346,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
     }
 
     /// O(1) amortised (see the module docs).
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
         loop {
             let (idx, from_new) = match self.new_flows.front() {
                 Some(&i) => (i, true),
@@ -370,20 +368,15 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
                 continue;
             }
             let mut marks = CodelMarks::default();
-            let stats = &mut self.stats;
-            let dropped = &mut self.dropped;
+            let books = &mut self.books;
             let mut aqm = 0u64;
             let mut on_drop = |pk: P| {
                 aqm += 1;
-                stats.on_drop(DropReason::Aqm, pk.len());
-                dropped.push_back(Dropped {
-                    packet: pk,
-                    reason: DropReason::Aqm,
-                });
+                books.drop(pk, DropReason::Aqm);
             };
             let r = flow.q.dequeue(now, &self.codel, &mut on_drop, &mut marks);
             flow.aqm_drops += aqm;
-            self.stats.marked += marks.total();
+            self.books.mark(marks.total());
             self.marks.ecn += marks.ecn;
             self.marks.ce += marks.ce;
             match r {
@@ -392,7 +385,6 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
                     flow.deficit -= len as i64;
                     flow.sent.add(len);
                     self.last_sojourn = flow.q.vars.last_sojourn;
-                    self.stats.on_dequeue(len);
                     return Dequeued::Packet(pk);
                 }
                 None => {
@@ -415,19 +407,10 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
         }
     }
 
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-    fn take_dropped(&mut self) -> Option<Dropped<P>> {
-        self.dropped.pop_front()
-    }
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "fq_codel"
     }
-    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         f("active_flows", self.active_flows() as f64);
         f("new_flows_len", self.new_flows.len() as f64);
         f("old_flows_len", self.old_flows.len() as f64);
@@ -444,6 +427,7 @@ impl<P: Packet> Qdisc<P> for FqCodel<P> {
 mod tests {
     use super::*;
     use crate::packet::PacketMeta;
+    use crate::qdisc::Qdisc;
 
     fn pkt(flow: u32, len: u32) -> PacketMeta {
         PacketMeta {

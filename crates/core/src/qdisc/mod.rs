@@ -16,13 +16,17 @@
 //! to make room) are handed back through [`Qdisc::take_dropped`], so a driver that owns buffers can
 //! free them and nothing goes unaccounted.
 //!
-//! ## Conservation
+//! ## Conservation, built in
 //! Every qdisc keeps [`QdiscStats`] in which
-//! `enqueued = dequeued + dropped_after_enqueue + backlog` holds after every call (checked by
-//! [`QdiscStats::check_conservation`] in tests), and `offered = enqueued + refused`.
+//! `enqueued = dequeued + dropped_after_enqueue + backlog` holds after every call, and
+//! `offered = enqueued + refused`. Disciplines do not keep these counters themselves: each
+//! implements the hooks of [`Discipline`] and reports drops and marks to its [`Books`]; the one
+//! implementation of [`Qdisc`] ([`discipline`]) counts around the hooks
+//! ([`QdiscStats::check_conservation`] checks it in tests).
 
 pub mod adopt;
 pub mod codel;
+pub mod discipline;
 pub mod drr;
 pub mod fifo;
 pub mod fq_codel;
@@ -34,6 +38,7 @@ pub mod tbf;
 
 use crate::packet::Packet;
 use crate::units::{Rate, Time};
+pub use discipline::{Books, Discipline};
 
 /// Result of a dequeue.
 #[derive(Debug, PartialEq, Eq)]
@@ -268,91 +273,59 @@ impl QdiscStats {
     }
 }
 
-/// The interface shared by every scheduler, leaf or classful.
-pub trait Qdisc<P: Packet> {
+/// The interface shared by every scheduler, leaf or classful, as drivers see it.
+///
+/// It is implemented once, for every [`Discipline`] (see [`discipline`]): the counters and the
+/// victims are kept there, around the discipline's hooks, so every implementation conserves
+/// packets by construction. The trait is sealed: a new scheduler implements [`Discipline`].
+pub trait Qdisc<P: Packet>: discipline::sealed::Sealed<P> {
     /// Offer a packet. `Err` hands back the offered packet when it is refused.
     fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>>;
     /// Take the next packet to transmit, if any may go at `now`.
     fn dequeue(&mut self, now: Time) -> Dequeued<P>;
     /// Offer a burst of packets, in order, all at `now`, leaving `pkts` empty; refused packets
-    /// go to `refused`. Returns how many were accepted. The default is one `enqueue` each;
-    /// schedulers override it to overlap the cache misses of the whole burst.
+    /// go to `refused`. Returns how many were accepted. One `enqueue` each, unless the
+    /// discipline prepares bursts ([`Discipline::enqueue_burst_inner`]: HTB overlaps the cache
+    /// misses of the whole burst).
     fn enqueue_burst(
         &mut self,
         pkts: &mut Vec<P>,
         now: Time,
         refused: &mut Vec<Dropped<P>>,
-    ) -> usize {
-        let mut ok = 0;
-        for p in pkts.drain(..) {
-            match self.enqueue(p, now) {
-                Ok(()) => ok += 1,
-                Err(d) => refused.push(d),
-            }
-        }
-        ok
-    }
+    ) -> usize;
     /// Take up to `max` packets, appended to `out` in transmission order. `Packet(n)`: `n`
-    /// packets were taken (`n ≥ 1` unless `max` is 0) (fewer than `max` when the qdisc ran empty or throttled: the next call
-    /// says which); otherwise what `dequeue` would have said. The default calls `dequeue`.
-    fn dequeue_burst(&mut self, now: Time, max: usize, out: &mut Vec<P>) -> Dequeued<usize> {
-        let mut n = 0;
-        while n < max {
-            match self.dequeue(now) {
-                Dequeued::Packet(p) => {
-                    out.push(p);
-                    n += 1;
-                }
-                Dequeued::Empty if n == 0 => return Dequeued::Empty,
-                Dequeued::NotBefore(t) if n == 0 => return Dequeued::NotBefore(t),
-                _ => break,
-            }
-        }
-        Dequeued::Packet(n)
-    }
+    /// packets were taken (`n ≥ 1` unless `max` is 0) (fewer than `max` when the qdisc ran empty
+    /// or throttled: the next call says which); otherwise what `dequeue` would have said.
+    fn dequeue_burst(&mut self, now: Time, max: usize, out: &mut Vec<P>) -> Dequeued<usize>;
     /// Packets and bytes waiting.
-    fn backlog(&self) -> Backlog {
-        self.stats().backlog
-    }
+    fn backlog(&self) -> Backlog;
     /// Counters.
     fn stats(&self) -> &QdiscStats;
     /// Counters, to continue them from a predecessor ([`QdiscStats::continue_from`]).
     fn stats_mut(&mut self) -> &mut QdiscStats;
     /// `Some(self)` for disciplines whose [`Qdisc::adopt`] takes over state from a predecessor of
     /// their own kind (they find it by downcasting).
-    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
-        None
-    }
+    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any>;
     /// A packet this qdisc dropped after having accepted it, if any is waiting to be collected.
     /// Drivers call this until `None` after each enqueue and dequeue.
-    fn take_dropped(&mut self) -> Option<Dropped<P>> {
-        None
-    }
+    fn take_dropped(&mut self) -> Option<Dropped<P>>;
     /// The kind, as written in policy files (`"htb"`, `"pfifo"`, …).
     fn kind(&self) -> &'static str;
     /// Visit every class (for classful qdiscs) in tree order, parents before children.
-    fn visit_classes(&self, _f: &mut dyn FnMut(&ClassView<'_>)) {}
+    fn visit_classes(&self, f: &mut dyn FnMut(&ClassView<'_>));
     /// Remove every queued packet, in the order this qdisc would have sent them, ignoring rate
     /// limits: used to hand packets to a replacement qdisc on reload without losing any. The
-    /// packets count as dequeued. The default pulls `dequeue(now)` until it stops giving packets;
-    /// a discipline that can answer `NotBefore` while backlogged (TBF, HTB, CBQ) overrides it.
-    fn drain(&mut self, now: Time) -> Vec<P> {
-        let mut out = Vec::new();
-        while let Dequeued::Packet(p) = self.dequeue(now) {
-            out.push(p);
-        }
-        out
-    }
+    /// packets count as dequeued; what the discipline drops on the way (an AQM still runs) is
+    /// counted and waits in `take_dropped`.
+    fn drain(&mut self, now: Time) -> Vec<P>;
     /// Take over the state of `old`, the qdisc this one replaces on a reload: its packets, its
     /// counters, and whatever state the discipline keeps (see [`adopt`]). `old` is left empty;
     /// what it dropped on the way is still to be collected with its `take_dropped`.
-    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> adopt::AdoptReport {
-        adopt::adopt_by_requeue(self, old, now)
-    }
+    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> adopt::AdoptReport;
     /// Discipline-specific gauges and counters beyond [`QdiscStats`], as `(name, value)` pairs with
     /// stable snake_case names: e.g. CoDel's `sojourn_us`, RED's `avg_queue_bytes`, SFQ's
     /// `active_flows`. Shown by `stat`, sampled by the simulator. Default: none.
-    fn extra_stats(&self, _f: &mut dyn FnMut(&'static str, f64)) {}
+    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64));
 }
 
 /// An invalid discipline parameter: which one, what is wrong, and how to fix it. Config maps it to

@@ -36,16 +36,14 @@
 //! `visit_classes` shows one class per band (`band0`, `band1`, …) with its sent and drop counters;
 //! `extra_stats`: `backlogged_bands`.
 
-use std::collections::VecDeque;
-
-use super::adopt::{adopt_by_requeue, AdoptReport};
+use super::adopt::AdoptReport;
 use super::fifo::{FifoLimit, FifoQueue};
 use super::{
-    Backlog, ClassMode, ClassStats, ClassView, Counter, Dequeued, DropCounts, Dropped, ParamError,
-    Qdisc, QdiscStats,
+    Backlog, Books, ClassMode, ClassStats, ClassView, Counter, Dequeued, Discipline, DropCounts,
+    Dropped, ParamError, Qdisc, QdiscStats,
 };
 use crate::classify::Classifier;
-use crate::htb::LeafSpec;
+use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::units::{Rate, Time};
 
@@ -180,16 +178,14 @@ impl<P: Packet> Child<P> {
     }
 
     /// Hand back what a boxed child dropped after accepting, counting it in `stats`.
-    fn collect(&mut self, stats: &mut QdiscStats, victims: &mut VecDeque<Dropped<P>>) {
+    fn collect(&mut self, books: &mut Books<P>) {
         if let ChildQ::Qdisc(q) = &mut self.q {
             while let Some(d) = q.take_dropped() {
-                let len = d.packet.len();
-                self.drops.add(d.reason, len);
-                stats.on_drop(d.reason, len);
-                victims.push_back(d);
+                self.drops.add(d.reason, d.packet.len());
+                books.drop_victim(d);
             }
             let marked = q.stats().marked;
-            stats.marked += marked.saturating_sub(self.marks_seen);
+            books.mark(marked.saturating_sub(self.marks_seen));
             self.marks_seen = marked;
         }
     }
@@ -198,31 +194,21 @@ impl<P: Packet> Child<P> {
         &mut self,
         pkt: P,
         now: Time,
-        stats: &mut QdiscStats,
-        victims: &mut VecDeque<Dropped<P>>,
+        books: &mut Books<P>,
     ) -> Result<(), Dropped<P>> {
         let len = pkt.len();
         let r = match &mut self.q {
             ChildQ::Fifo(f) => f.push(pkt),
             ChildQ::Qdisc(q) => q.enqueue(pkt, now),
         };
-        match &r {
-            Ok(()) => stats.on_enqueue(len),
-            Err(d) => {
-                self.drops.add(d.reason, len);
-                stats.on_refuse(d.reason, len);
-            }
+        if let Err(d) = &r {
+            self.drops.add(d.reason, len);
         }
-        self.collect(stats, victims);
+        self.collect(books);
         r
     }
 
-    pub(crate) fn dequeue(
-        &mut self,
-        now: Time,
-        stats: &mut QdiscStats,
-        victims: &mut VecDeque<Dropped<P>>,
-    ) -> Dequeued<P> {
+    pub(crate) fn dequeue(&mut self, now: Time, books: &mut Books<P>) -> Dequeued<P> {
         let r = match &mut self.q {
             ChildQ::Fifo(f) => match f.pop() {
                 Some(p) => Dequeued::Packet(p),
@@ -230,30 +216,23 @@ impl<P: Packet> Child<P> {
             },
             ChildQ::Qdisc(q) => q.dequeue(now),
         };
-        self.collect(stats, victims);
+        self.collect(books);
         if let Dequeued::Packet(p) = &r {
             self.sent.add(p.len());
-            stats.on_dequeue(p.len());
         }
         r
     }
 
     /// Everything queued, ignoring rate limits; counted as dequeued. What a boxed child drops
     /// while draining (an AQM still runs) is counted and goes to `victims`.
-    pub(crate) fn drain(
-        &mut self,
-        now: Time,
-        stats: &mut QdiscStats,
-        victims: &mut VecDeque<Dropped<P>>,
-    ) -> Vec<P> {
+    pub(crate) fn drain(&mut self, now: Time, books: &mut Books<P>) -> Vec<P> {
         let out: Vec<P> = match &mut self.q {
             ChildQ::Fifo(f) => std::iter::from_fn(|| f.pop()).collect(),
             ChildQ::Qdisc(q) => q.drain(now),
         };
-        self.collect(stats, victims);
+        self.collect(books);
         for p in &out {
             self.sent.add(p.len());
-            stats.on_dequeue(p.len());
         }
         out
     }
@@ -342,8 +321,7 @@ pub struct Prio<P> {
     mask: u16,
     /// Bands holding a qdisc (always asked).
     boxed_mask: u16,
-    stats: QdiscStats,
-    victims: VecDeque<Dropped<P>>,
+    books: Books<P>,
 }
 
 impl<P: Packet> Prio<P> {
@@ -401,8 +379,7 @@ impl<P: Packet> Prio<P> {
             mask: boxed_mask,
             boxed_mask,
             params,
-            stats: QdiscStats::default(),
-            victims: VecDeque::new(),
+            books: Books::new(),
         })
     }
 
@@ -431,11 +408,17 @@ impl<P: Packet> Prio<P> {
     }
 }
 
-impl<P: Packet> Qdisc<P> for Prio<P> {
+impl<P: Packet> Discipline<P> for Prio<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
     /// O(1) plus the classifier lookup.
-    fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+    fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
         let b = self.band_of(pkt.meta()).min(self.bands.len() - 1);
-        let r = self.bands[b].enqueue(pkt, now, &mut self.stats, &mut self.victims);
+        let r = self.bands[b].enqueue(pkt, now, &mut self.books);
         if r.is_ok() {
             self.mask |= 1 << b;
         }
@@ -443,13 +426,13 @@ impl<P: Packet> Qdisc<P> for Prio<P> {
     }
 
     /// O(bands) worst case.
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
         let mut next: Option<Time> = None;
         let mut m = self.mask;
         while m != 0 {
             let b = m.trailing_zeros() as usize;
             m &= m - 1;
-            match self.bands[b].dequeue(now, &mut self.stats, &mut self.victims) {
+            match self.bands[b].dequeue(now, &mut self.books) {
                 Dequeued::Packet(p) => {
                     if self.bands[b].is_fifo() && self.bands[b].backlog().packets == 0 {
                         self.mask &= !(1 << b);
@@ -465,39 +448,23 @@ impl<P: Packet> Qdisc<P> for Prio<P> {
             }
         }
         match next {
-            Some(t) => {
-                self.stats.overlimits += 1;
-                Dequeued::NotBefore(t)
-            }
+            Some(t) => Dequeued::NotBefore(t),
             None => Dequeued::Empty,
         }
     }
 
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-
-    fn take_dropped(&mut self) -> Option<Dropped<P>> {
-        self.victims.pop_front()
-    }
-
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "prio"
     }
 
-    fn as_any_mut(&mut self) -> Option<&mut dyn std::any::Any> {
+    fn as_any_inner(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
 
     /// From another PRIO: its packets are offered again, and each band continues the counters
     /// (and its leaf qdisc's) of the band of the same name. Otherwise by requeueing.
-    fn adopt(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> AdoptReport {
-        let Some(o) = old.as_any_mut().and_then(|o| o.downcast_mut::<Prio<P>>()) else {
-            return adopt_by_requeue(self, old, now);
-        };
+    fn adopt_inner(&mut self, old: &mut dyn Qdisc<P>, now: Time) -> Option<AdoptReport> {
+        let o = old.as_any_mut()?.downcast_mut::<Prio<P>>()?;
         let before: Vec<(Counter, Counter)> = o
             .bands
             .iter()
@@ -514,27 +481,27 @@ impl<P: Packet> Qdisc<P> for Prio<P> {
                 None => report.removed.push(o.names[i].clone()),
             }
         }
-        requeue_all(self, &o.stats, pkts, now, &mut report);
-        report
+        requeue_all(self, o.books.stats(), pkts, now, &mut report);
+        Some(report)
     }
 
     /// Band 0 first, each band in its own order.
-    fn drain(&mut self, now: Time) -> Vec<P> {
+    fn drain_inner(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for b in &mut self.bands {
-            out.extend(b.drain(now, &mut self.stats, &mut self.victims));
+            out.extend(b.drain(now, &mut self.books));
         }
         self.mask = self.boxed_mask;
         out
     }
 
-    fn visit_classes(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
+    fn visit_classes_inner(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
         for (i, b) in self.bands.iter().enumerate() {
             f(&b.view(&self.names[i], i as u32, i as u8));
         }
     }
 
-    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         let n = self
             .bands
             .iter()

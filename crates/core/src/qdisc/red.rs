@@ -16,7 +16,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Dequeued, DropReason, Dropped, ParamError, Qdisc, QdiscStats};
+use super::{Books, Dequeued, Discipline, DropReason, Dropped, ParamError};
 use crate::packet::Packet;
 use crate::units::{Rate, Time};
 
@@ -298,7 +298,7 @@ pub struct Red<P> {
     rng: SplitMix,
     early: u64,
     forced: u64,
-    stats: QdiscStats,
+    books: Books<P>,
 }
 
 impl<P: Packet> Red<P> {
@@ -321,7 +321,7 @@ impl<P: Packet> Red<P> {
             spacing: RedSpacing::default(),
             early: 0,
             forced: 0,
-            stats: QdiscStats::default(),
+            books: Books::new(),
         })
     }
     pub fn avg(&self) -> f64 {
@@ -329,9 +329,15 @@ impl<P: Packet> Red<P> {
     }
 }
 
-impl<P: Packet> Qdisc<P> for Red<P> {
+impl<P: Packet> Discipline<P> for Red<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
     /// O(1).
-    fn enqueue(&mut self, mut pkt: P, now: Time) -> Result<(), Dropped<P>> {
+    fn enqueue_inner(&mut self, mut pkt: P, now: Time) -> Result<(), Dropped<P>> {
         let len = pkt.len();
         self.avg.update(self.bytes, now, self.wq, self.pkt_time_s);
         let verdict = self
@@ -344,14 +350,13 @@ impl<P: Packet> Qdisc<P> for Red<P> {
         };
         if let Some(r) = reason {
             if self.p.ecn && !self.p.harddrop && pkt.mark_ce() {
-                self.stats.marked += 1;
+                self.books.mark(1);
             } else {
                 if r == DropReason::Aqm {
                     self.early += 1;
                 } else {
                     self.forced += 1;
                 }
-                self.stats.on_refuse(r, len);
                 return Err(Dropped {
                     packet: pkt,
                     reason: r,
@@ -359,7 +364,6 @@ impl<P: Packet> Qdisc<P> for Red<P> {
             }
         }
         if self.bytes + len as u64 > self.p.limit as u64 {
-            self.stats.on_refuse(DropReason::ByteLimit, len);
             return Err(Dropped {
                 packet: pkt,
                 reason: DropReason::ByteLimit,
@@ -367,15 +371,13 @@ impl<P: Packet> Qdisc<P> for Red<P> {
         }
         self.bytes += len as u64;
         self.q.push_back(pkt);
-        self.stats.on_enqueue(len);
         Ok(())
     }
     /// O(1).
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
         match self.q.pop_front() {
             Some(p) => {
                 self.bytes -= p.len() as u64;
-                self.stats.on_dequeue(p.len());
                 if self.q.is_empty() {
                     self.avg.went_idle(now);
                 }
@@ -384,21 +386,15 @@ impl<P: Packet> Qdisc<P> for Red<P> {
             None => Dequeued::Empty,
         }
     }
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "red"
     }
-    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         f("avg_queue_bytes", self.avg.get());
         f("count", self.spacing.count() as f64);
         f("early_drops", self.early as f64);
         f("forced_drops", self.forced as f64);
-        f("marks", self.stats.marked as f64);
+        f("marks", self.books.stats().marked as f64);
     }
 }
 
@@ -406,6 +402,7 @@ impl<P: Packet> Qdisc<P> for Red<P> {
 mod tests {
     use super::*;
     use crate::packet::PacketMeta;
+    use crate::qdisc::Qdisc;
 
     #[test]
     fn derived_burst_and_wq() {

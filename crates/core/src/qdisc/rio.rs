@@ -35,7 +35,7 @@ use std::collections::VecDeque;
 use super::red::{
     derive_wq, validate_profile, RedAverage, RedProfile, RedSpacing, RedVerdict, SplitMix,
 };
-use super::{Dequeued, DropReason, Dropped, ParamError, Qdisc, QdiscStats};
+use super::{Books, Dequeued, Discipline, DropReason, Dropped, ParamError};
 use crate::packet::Packet;
 use crate::units::{Rate, Time};
 
@@ -187,7 +187,7 @@ pub struct Rio<P> {
     rng: SplitMix,
     in_stats: SideStats,
     out_stats: SideStats,
-    stats: QdiscStats,
+    books: Books<P>,
 }
 
 impl<P: Packet> Rio<P> {
@@ -219,7 +219,7 @@ impl<P: Packet> Rio<P> {
             out_spacing: RedSpacing::default(),
             in_stats: SideStats::default(),
             out_stats: SideStats::default(),
-            stats: QdiscStats::default(),
+            books: Books::new(),
         })
     }
     pub fn avg_in(&self) -> f64 {
@@ -230,9 +230,15 @@ impl<P: Packet> Rio<P> {
     }
 }
 
-impl<P: Packet> Qdisc<P> for Rio<P> {
+impl<P: Packet> Discipline<P> for Rio<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
     /// O(1).
-    fn enqueue(&mut self, mut pkt: P, now: Time) -> Result<(), Dropped<P>> {
+    fn enqueue_inner(&mut self, mut pkt: P, now: Time) -> Result<(), Dropped<P>> {
         let len = pkt.len();
         let is_in = self.p.is_in(pkt.meta().dscp());
         self.avg_total
@@ -259,14 +265,13 @@ impl<P: Packet> Qdisc<P> for Rio<P> {
         if let Some(r) = reason {
             if self.p.ecn && !self.p.harddrop && pkt.mark_ce() {
                 side.marks += 1;
-                self.stats.marked += 1;
+                self.books.mark(1);
             } else {
                 if r == DropReason::Aqm {
                     side.early += 1;
                 } else {
                     side.forced += 1;
                 }
-                self.stats.on_refuse(r, len);
                 return Err(Dropped {
                     packet: pkt,
                     reason: r,
@@ -274,7 +279,6 @@ impl<P: Packet> Qdisc<P> for Rio<P> {
             }
         }
         if self.bytes + len as u64 > self.p.limit as u64 {
-            self.stats.on_refuse(DropReason::ByteLimit, len);
             return Err(Dropped {
                 packet: pkt,
                 reason: DropReason::ByteLimit,
@@ -285,11 +289,10 @@ impl<P: Packet> Qdisc<P> for Rio<P> {
             self.in_bytes += len as u64;
         }
         self.q.push_back((pkt, is_in));
-        self.stats.on_enqueue(len);
         Ok(())
     }
     /// O(1).
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
         match self.q.pop_front() {
             Some((p, is_in)) => {
                 let len = p.len() as u64;
@@ -300,7 +303,6 @@ impl<P: Packet> Qdisc<P> for Rio<P> {
                         self.avg_in.went_idle(now);
                     }
                 }
-                self.stats.on_dequeue(p.len());
                 if self.q.is_empty() {
                     self.avg_total.went_idle(now);
                 }
@@ -309,16 +311,10 @@ impl<P: Packet> Qdisc<P> for Rio<P> {
             None => Dequeued::Empty,
         }
     }
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "rio"
     }
-    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         f("avg_in_bytes", self.avg_in.get());
         f("avg_total_bytes", self.avg_total.get());
         f("in_backlog_bytes", self.in_bytes as f64);

@@ -50,7 +50,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Counter, Dequeued, DropReason, Dropped, ParamError, Qdisc, QdiscStats};
+use super::{Books, Counter, Dequeued, Discipline, DropReason, Dropped, ParamError};
 use crate::packet::Packet;
 use crate::units::{Duration, Time};
 
@@ -242,8 +242,7 @@ pub struct Sfq<P> {
     dep: Vec<u32>,
     max_depth: u32,
     buckets: Vec<BucketStat>,
-    stats: QdiscStats,
-    victims: VecDeque<Dropped<P>>,
+    books: Books<P>,
 }
 
 impl<P: Packet> Sfq<P> {
@@ -285,8 +284,7 @@ impl<P: Packet> Sfq<P> {
             dep: vec![NONE; params.depth as usize + 2],
             max_depth: 0,
             buckets: vec![BucketStat::default(); params.divisor as usize],
-            stats: QdiscStats::default(),
-            victims: VecDeque::new(),
+            books: Books::new(),
             params,
         })
     }
@@ -451,9 +449,15 @@ impl<P: Packet> Sfq<P> {
     }
 }
 
-impl<P: Packet> Qdisc<P> for Sfq<P> {
+impl<P: Packet> Discipline<P> for Sfq<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
     /// O(1) in the number of flows.
-    fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+    fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
         self.maybe_perturb(now);
         let len = pkt.len();
         let fh = pkt.meta().flow_hash;
@@ -471,7 +475,6 @@ impl<P: Packet> Qdisc<P> for Sfq<P> {
             let b = self.slots[x as usize].bucket as usize;
             if self.slots[x as usize].q.len() >= self.params.depth as usize {
                 self.buckets[b].drops += 1;
-                self.stats.on_refuse(DropReason::FlowLimit, len);
                 return Err(Dropped {
                     packet: pkt,
                     reason: DropReason::FlowLimit,
@@ -479,24 +482,20 @@ impl<P: Packet> Qdisc<P> for Sfq<P> {
             }
         } else if self.free.is_empty() {
             self.buckets[bucket as usize].drops += 1;
-            self.stats.on_refuse(DropReason::FlowLimit, len);
             return Err(Dropped {
                 packet: pkt,
                 reason: DropReason::FlowLimit,
             });
         }
         // Make room: tail-drop from the longest slot.
-        if self.stats.backlog.packets >= self.limit {
+        // The backlog counts the arriving packet already.
+        if self.books.backlog().packets > self.limit {
             let v = self.dep[self.max_depth as usize];
             if v != NONE {
                 let vb = self.slots[v as usize].bucket as usize;
                 if let Some(p) = self.take(v, true) {
                     self.buckets[vb].drops += 1;
-                    self.stats.on_drop(DropReason::Overflow, p.len());
-                    self.victims.push_back(Dropped {
-                        packet: p,
-                        reason: DropReason::Overflow,
-                    });
+                    self.books.drop(p, DropReason::Overflow);
                 }
                 // The victim may have been the arriving packet's slot and be free now.
                 if x == v && self.slots[v as usize].q.is_empty() {
@@ -507,7 +506,6 @@ impl<P: Packet> Qdisc<P> for Sfq<P> {
         if x == NONE {
             let Some(nx) = self.free.pop() else {
                 // Unreachable: a slot was free above, or the victim's slot was just freed.
-                self.stats.on_refuse(DropReason::FlowLimit, len);
                 return Err(Dropped {
                     packet: pkt,
                     reason: DropReason::FlowLimit,
@@ -532,12 +530,11 @@ impl<P: Packet> Qdisc<P> for Sfq<P> {
         let s = &mut self.slots[x as usize];
         s.bytes += len as u64;
         s.q.push_back(pkt);
-        self.stats.on_enqueue(len);
         Ok(())
     }
 
     /// O(1) amortised in the number of flows (see the module docs).
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
         self.maybe_perturb(now);
         loop {
             let x = self.head;
@@ -565,27 +562,15 @@ impl<P: Packet> Qdisc<P> for Sfq<P> {
                 }
             }
             self.buckets[bucket].sent.add(len);
-            self.stats.on_dequeue(len);
             return Dequeued::Packet(p);
         }
     }
 
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-
-    fn take_dropped(&mut self) -> Option<Dropped<P>> {
-        self.victims.pop_front()
-    }
-
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "sfq"
     }
 
-    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         f("active_flows", self.active as f64);
         f("perturbations", self.perturbations as f64);
         f("perturbations_deferred", self.deferred as f64);
@@ -596,6 +581,7 @@ impl<P: Packet> Qdisc<P> for Sfq<P> {
 mod tests {
     use super::*;
     use crate::packet::PacketMeta;
+    use crate::qdisc::Qdisc;
 
     fn pkt(flow: u32, len: u32) -> PacketMeta {
         PacketMeta {

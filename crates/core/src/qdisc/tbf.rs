@@ -10,7 +10,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Dequeued, DropReason, Dropped, ParamError, Qdisc, QdiscStats};
+use super::{Books, Dequeued, Discipline, DropReason, Dropped, ParamError};
 use crate::packet::Packet;
 use crate::units::{Duration, Rate, Time};
 
@@ -129,7 +129,7 @@ pub struct Tbf<P> {
     ptokens: u128,
     mtu_nb: u128,
     last: Time,
-    stats: QdiscStats,
+    books: Books<P>,
 }
 
 fn nb(bytes: u64) -> u128 {
@@ -151,7 +151,7 @@ impl<P: Packet> Tbf<P> {
             ptokens: mtu_nb,
             mtu_nb,
             last: Time::ZERO,
-            stats: QdiscStats::default(),
+            books: Books::new(),
         })
     }
     pub fn params(&self) -> &TbfParams {
@@ -169,9 +169,15 @@ impl<P: Packet> Tbf<P> {
     }
 }
 
-impl<P: Packet> Qdisc<P> for Tbf<P> {
+impl<P: Packet> Discipline<P> for Tbf<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
     /// O(1).
-    fn enqueue(&mut self, pkt: P, _now: Time) -> Result<(), Dropped<P>> {
+    fn enqueue_inner(&mut self, pkt: P, _now: Time) -> Result<(), Dropped<P>> {
         let len = pkt.len();
         let too_big = len > self.p.burst || (self.p.peakrate.is_some() && len > self.p.mtu);
         let reason = if too_big {
@@ -182,7 +188,6 @@ impl<P: Packet> Qdisc<P> for Tbf<P> {
             None
         };
         if let Some(reason) = reason {
-            self.stats.on_refuse(reason, len);
             return Err(Dropped {
                 packet: pkt,
                 reason,
@@ -190,12 +195,11 @@ impl<P: Packet> Qdisc<P> for Tbf<P> {
         }
         self.bytes += len as u64;
         self.q.push_back(pkt);
-        self.stats.on_enqueue(len);
         Ok(())
     }
 
     /// O(1). `NotBefore(t)` gives the exact nanosecond at which both buckets hold enough.
-    fn dequeue(&mut self, now: Time) -> Dequeued<P> {
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
         let len = match self.q.front() {
             Some(p) => p.len(),
             None => return Dequeued::Empty,
@@ -212,7 +216,6 @@ impl<P: Packet> Qdisc<P> for Tbf<P> {
             }
         }
         if wait > 0 {
-            self.stats.overlimits += 1;
             let t = (now.0 as u128 + wait).min(u64::MAX as u128) as u64;
             return Dequeued::NotBefore(Time(t));
         }
@@ -224,30 +227,22 @@ impl<P: Packet> Qdisc<P> for Tbf<P> {
             return Dequeued::Empty;
         };
         self.bytes -= len as u64;
-        self.stats.on_dequeue(len);
         Dequeued::Packet(pkt)
     }
 
-    fn stats(&self) -> &QdiscStats {
-        &self.stats
-    }
-    fn stats_mut(&mut self) -> &mut QdiscStats {
-        &mut self.stats
-    }
-    fn kind(&self) -> &'static str {
+    fn kind_inner(&self) -> &'static str {
         "tbf"
     }
-    fn drain(&mut self, _now: Time) -> Vec<P> {
+    fn drain_inner(&mut self, _now: Time) -> Vec<P> {
         let mut out = Vec::with_capacity(self.q.len());
         while let Some(p) = self.q.pop_front() {
             let len = p.len();
             self.bytes -= len as u64;
-            self.stats.on_dequeue(len);
             out.push(p);
         }
         out
     }
-    fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         f("tokens_bytes", (self.tokens / (8 * NS)) as f64);
         f("ptokens_bytes", (self.ptokens / (8 * NS)) as f64);
     }
@@ -257,6 +252,7 @@ impl<P: Packet> Qdisc<P> for Tbf<P> {
 mod tests {
     use super::*;
     use crate::packet::PacketMeta;
+    use crate::qdisc::Qdisc;
 
     fn pkt(len: u32) -> PacketMeta {
         PacketMeta {

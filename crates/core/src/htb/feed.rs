@@ -1,0 +1,315 @@
+//! HTB's active lists: the rows `row[level][prio]` of classes that may send, the feeds of each
+//! inner class (children that want to borrow from it), and the round robin that picks a leaf.
+//!
+//! Principles (Devera, "HTB Linux queuing discipline manual" and "Hierarchical token bucket
+//! theory", 2002; Linux net/sched/sch_htb.c `htb_activate_prios`, `htb_deactivate_prios`,
+//! `htb_lookup_leaf`, `htb_dequeue_tree`): a class is in exactly one place per active prio — the
+//! row of its level when it can send, the feed of its parent when it may borrow, nowhere when it
+//! cannot send. Lists are intrusive doubly linked lists over node ids with a cursor; the leaf at
+//! the cursor sends until its deficit goes negative (DRR among classes of one prio), and a class
+//! that leaves the list at the cursor and comes back before the cursor moves keeps its turn
+//! (Linux's `last_ptr_id`). Every operation here is O(depth) at most.
+use super::*;
+
+impl<P: Packet> Htb<P> {
+    pub(super) fn row_id(level: u8, prio: u8) -> usize {
+        level as usize * NUM_PRIO + prio as usize
+    }
+
+    pub(super) fn feed_id(inner: u32, prio: u8) -> usize {
+        ROWS + inner as usize * NUM_PRIO + prio as usize
+    }
+
+    /// The list node of class `c` at `prio`.
+    pub(super) fn node_of(&self, c: u32, prio: u8) -> u32 {
+        let cl = &self.classes[c as usize];
+        if cl.inner == NIL {
+            c
+        } else {
+            self.classes.len() as u32 + cl.inner * NUM_PRIO as u32 + prio as u32
+        }
+    }
+
+    pub(super) fn owner_of(&self, node: u32) -> u32 {
+        let n = self.classes.len() as u32;
+        if node < n {
+            node
+        } else {
+            self.inner[((node - n) / NUM_PRIO as u32) as usize].class
+        }
+    }
+
+    pub(super) fn list_push(&mut self, lid: usize, node: u32) {
+        let tail = self.lists[lid].tail;
+        self.links[node as usize] = Link {
+            prev: tail,
+            next: NIL,
+        };
+        if tail == NIL {
+            self.lists[lid].head = node;
+        } else {
+            self.links[tail as usize].next = node;
+        }
+        self.lists[lid].tail = node;
+        if self.lists[lid].parked == node {
+            self.lists[lid].cursor = node;
+            self.lists[lid].parked = NIL;
+        }
+        if lid < ROWS {
+            self.row_mask[lid / NUM_PRIO] |= 1 << (lid % NUM_PRIO);
+        }
+    }
+
+    pub(super) fn list_remove(&mut self, lid: usize, node: u32) {
+        let Link { prev, next } = self.links[node as usize];
+        let list = &mut self.lists[lid];
+        if list.cursor == node {
+            list.cursor = next;
+            // Keep the first class that lost its turn: a stand-in that leaves in turn must not
+            // take its place.
+            if list.parked == NIL {
+                list.parked = node;
+            }
+        }
+        if prev == NIL {
+            list.head = next;
+        } else {
+            self.links[prev as usize].next = next;
+        }
+        if next == NIL {
+            list.tail = prev;
+        } else {
+            self.links[next as usize].prev = prev;
+        }
+        self.links[node as usize] = Link {
+            prev: NIL,
+            next: NIL,
+        };
+        if lid < ROWS && self.lists[lid].head == NIL {
+            self.row_mask[lid / NUM_PRIO] &= !(1 << (lid % NUM_PRIO));
+        }
+    }
+
+    pub(super) fn advance_cursor(&mut self, lid: usize) {
+        let cur = self.lists[lid].cursor;
+        self.lists[lid].cursor = if cur == NIL {
+            NIL
+        } else {
+            self.links[cur as usize].next
+        };
+        self.lists[lid].parked = NIL;
+    }
+
+    pub(super) fn activate_leaf(&mut self, c: u32) {
+        let prio = self.classes[c as usize].prio;
+        self.classes[c as usize].active = 1 << prio;
+        self.activate_prios(c, 1 << prio);
+    }
+
+    pub(super) fn deactivate_leaf(&mut self, c: u32) {
+        let mask = self.classes[c as usize].active;
+        if mask != 0 {
+            self.deactivate_prios(c, mask);
+            self.classes[c as usize].active = 0;
+        }
+    }
+
+    /// Class `c` became active at the prios in `mask`: hook it where its mode says.
+    pub(super) fn activate_prios(&mut self, mut c: u32, mut mask: u8) {
+        while mask != 0 {
+            let cl = &self.classes[c as usize];
+            match cl.mode {
+                ClassMode::CantSend => return,
+                ClassMode::CanSend => {
+                    let level = cl.level;
+                    for p in bits(mask) {
+                        let node = self.node_of(c, p);
+                        self.list_push(Self::row_id(level, p), node);
+                    }
+                    return;
+                }
+                ClassMode::MayBorrow => {
+                    let parent = cl.parent;
+                    if parent == NIL {
+                        return;
+                    }
+                    let pin = self.classes[parent as usize].inner;
+                    let mut newly = 0u8;
+                    for p in bits(mask) {
+                        let fid = Self::feed_id(pin, p);
+                        if self.lists[fid].head == NIL {
+                            newly |= 1 << p;
+                        }
+                        let node = self.node_of(c, p);
+                        self.list_push(fid, node);
+                    }
+                    self.classes[parent as usize].active |= newly;
+                    c = parent;
+                    mask = newly;
+                }
+            }
+        }
+    }
+
+    /// Class `c` stops being active at the prios in `mask`: unhook it.
+    pub(super) fn deactivate_prios(&mut self, mut c: u32, mut mask: u8) {
+        while mask != 0 {
+            let cl = &self.classes[c as usize];
+            match cl.mode {
+                ClassMode::CantSend => return,
+                ClassMode::CanSend => {
+                    let level = cl.level;
+                    for p in bits(mask) {
+                        let node = self.node_of(c, p);
+                        self.list_remove(Self::row_id(level, p), node);
+                    }
+                    return;
+                }
+                ClassMode::MayBorrow => {
+                    let parent = cl.parent;
+                    if parent == NIL {
+                        return;
+                    }
+                    let pin = self.classes[parent as usize].inner;
+                    let mut emptied = 0u8;
+                    for p in bits(mask) {
+                        let fid = Self::feed_id(pin, p);
+                        let node = self.node_of(c, p);
+                        self.list_remove(fid, node);
+                        if self.lists[fid].head == NIL {
+                            emptied |= 1 << p;
+                        }
+                    }
+                    self.classes[parent as usize].active &= !emptied;
+                    c = parent;
+                    mask = emptied;
+                }
+            }
+        }
+    }
+
+    /// Find the leaf to serve in `row[level][prio]`, moving cursors as round robin requires.
+    /// Returns the leaf and the id of the list it was found in.
+    pub(super) fn lookup_leaf(&mut self, level: u8, prio: u8) -> Option<(u32, usize)> {
+        let mut stack = [0usize; MAX_DEPTH + 1];
+        let mut sp = 0;
+        stack[0] = Self::row_id(level, prio);
+        for _ in 0..(4 * MAX_DEPTH + 8) {
+            let lid = stack[sp];
+            let list = self.lists[lid];
+            if list.head == NIL {
+                return None;
+            }
+            if list.cursor == NIL {
+                self.lists[lid].cursor = list.head;
+                self.lists[lid].parked = NIL;
+                if sp > 0 {
+                    sp -= 1;
+                    self.advance_cursor(stack[sp]);
+                    continue;
+                }
+            }
+            let c = self.owner_of(self.lists[lid].cursor);
+            let inner = self.classes[c as usize].inner;
+            if inner == NIL {
+                return Some((c, lid));
+            }
+            sp += 1;
+            if sp > MAX_DEPTH {
+                return None;
+            }
+            stack[sp] = Self::feed_id(inner, prio);
+        }
+        None
+    }
+
+    /// Serve one packet from `row[level][prio]`, if any leaf there has one to give.
+    pub(super) fn dequeue_tree(&mut self, level: u8, prio: u8, now: Time) -> Option<P> {
+        // Each failed attempt deactivates a leaf, so this is bounded by the number of leaves that
+        // misbehave (hold backlog but refuse to dequeue); cap it anyway.
+        for _ in 0..64 {
+            let (leaf, lid) = self.lookup_leaf(level, prio)?;
+            // The next leaves of this list are likely served next: a two-stage pipeline. The
+            // record of the next leaf was prefetched one dequeue ago, so its queue's head slot and
+            // its parent can be prefetched now; the leaf after it gets its record prefetched.
+            let n1 = self.links[leaf as usize].next;
+            if (n1 as usize) < self.classes.len() {
+                let c1 = &self.classes[n1 as usize];
+                c1.prefetch();
+                if let Some(slot) = self.pool.get(c1.q.head as usize) {
+                    prefetch(slot);
+                }
+                if let Some(p) = self.classes.get(c1.parent as usize) {
+                    p.prefetch();
+                }
+                let n2 = self.links[n1 as usize].next;
+                if (n2 as usize) < self.classes.len() {
+                    self.classes[n2 as usize].prefetch();
+                    prefetch(&self.links[n2 as usize]);
+                }
+            }
+            let cl = &self.classes[leaf as usize];
+            if let Some(p) = self.classes.get(cl.parent as usize) {
+                p.prefetch();
+            }
+            let (out, now_empty, wait_until) = match cl.q.kind() {
+                LeafKind::Pfifo | LeafKind::Bfifo => {
+                    let p = self.fifo_pop(leaf);
+                    (p, self.classes[leaf as usize].q.len == 0, None)
+                }
+                LeafKind::Boxed => {
+                    let q = &mut self.boxed[cl.q.head as usize];
+                    match q.dequeue(now) {
+                        Dequeued::Packet(p) => {
+                            let e = q.backlog().packets == 0;
+                            (Some(p), e, None)
+                        }
+                        Dequeued::Empty => (None, true, None),
+                        Dequeued::NotBefore(t) => (None, true, Some(t.0)),
+                    }
+                }
+                LeafKind::None => (None, true, None),
+            };
+            self.collect_victims(leaf);
+            match out {
+                Some(pkt) => {
+                    let len = pkt.len();
+                    let cl = &mut self.classes[leaf as usize];
+                    let d = &mut cl.deficit[usize::from(level > 0)];
+                    // Saturating: with quantum ≤ QUANTUM_LIMIT the deficit stays far from
+                    // the bounds; a giant packet must not wrap it either.
+                    *d = d.saturating_sub(i32::try_from(len).unwrap_or(i32::MAX));
+                    if *d < 0 {
+                        *d = d.saturating_add(i32::try_from(cl.quantum).unwrap_or(i32::MAX));
+                        self.advance_cursor(lid);
+                    }
+                    if now_empty {
+                        self.deactivate_leaf(leaf);
+                    }
+                    self.charge(leaf, level, len, now.0);
+                    return Some(pkt);
+                }
+                None => {
+                    self.deactivate_leaf(leaf);
+                    if let Some(t) = wait_until {
+                        self.leaf_wait.insert((t, leaf));
+                    }
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Iterate the set bits of a prio mask.
+pub(super) fn bits(mask: u8) -> impl Iterator<Item = u8> {
+    let mut m = mask;
+    std::iter::from_fn(move || {
+        if m == 0 {
+            return None;
+        }
+        let p = m.trailing_zeros() as u8;
+        m &= m - 1;
+        Some(p)
+    })
+}

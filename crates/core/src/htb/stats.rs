@@ -1,0 +1,221 @@
+//! HTB's read side: per-class counters and views (`tc -s class show`), the memory it holds, and
+//! the internal invariants the tests check.
+//!
+//! Principles: reading never changes state; the views are built in tree order (parents before
+//! children) with each inner class's backlog the sum of its subtree's, in one O(n · depth) pass;
+//! the per-class counters are 32-bit and wrap like Linux's `tc_htb_xstats` (net/sched/sch_htb.c
+//! `htb_dump_class_stats`), while the qdisc-wide ones come from the books.
+use super::*;
+
+impl<P: Packet> Htb<P> {
+    /// Bytes this scheduler holds on the heap for its classes, lists, names and packet pool
+    /// (boxed leaf qdiscs and queued packets' own heap data not included).
+    pub fn memory_bytes(&self) -> usize {
+        use std::mem::size_of;
+        self.classes.capacity() * size_of::<Class>()
+            + self.names.capacity()
+            + self.name_end.capacity() * 4
+            + self.pool.capacity() * size_of::<Slot<P>>()
+            + self.boxed.capacity() * size_of::<Box<dyn Qdisc<P>>>()
+            + self.marks_seen.capacity() * 8
+            + self.order.capacity() * 4
+            + self.inner.capacity() * size_of::<Inner>()
+            + self.lists.capacity() * size_of::<List>()
+            + self.links.capacity() * size_of::<Link>()
+    }
+
+    /// The counters of one class.
+    pub fn class_stats(&self, id: ClassId) -> Option<ClassStats> {
+        self.classes.get(id as usize).map(|c| ClassStats {
+            sent: Counter {
+                packets: c.sent_packets,
+                bytes: c.sent_bytes,
+            },
+            drops: c.drops as u64,
+            overlimits: c.overlimits as u64,
+            lends: c.lends as u64,
+            borrows: c.borrows as u64,
+            giants: c.giants as u64,
+            marked: self.leaf_marked(c),
+        })
+    }
+
+    /// ECN marks of a class's leaf qdisc (inline FIFOs never mark).
+    pub(super) fn leaf_marked(&self, cl: &Class) -> u64 {
+        match cl.q.kind() {
+            LeafKind::Boxed => self.boxed[cl.q.head as usize].stats().marked,
+            _ => 0,
+        }
+    }
+
+    /// Check the internal invariants (tests): activity matches backlog, list membership matches
+    /// mode, wait queue matches mode, backlog equals the sum of leaf backlogs.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let mut sum = Backlog::default();
+        for (i, cl) in self.classes.iter().enumerate() {
+            let c = i as u32;
+            let name = self.name(c);
+            if cl.is_leaf() {
+                let b = self.leaf_backlog(c);
+                sum.packets += b.packets;
+                sum.bytes += b.bytes;
+                let throttled_leaf = self.leaf_wait.iter().any(|&(_, l)| l == c);
+                if (b.packets > 0) != (cl.active != 0) && !throttled_leaf {
+                    return Err(format!(
+                        "leaf {name}: backlog {} but active {:#x}",
+                        b.packets, cl.active
+                    ));
+                }
+            }
+            let in_wait = self
+                .wait_key(c)
+                .is_some_and(|k| self.wait[cl.level as usize].contains(&(k, c)));
+            let filed = self.wait[cl.level as usize]
+                .iter()
+                .filter(|&&(_, x)| x == c)
+                .count();
+            if filed > usize::from(in_wait) {
+                return Err(format!(
+                    "class {name}: filed {filed} times in the wait queue"
+                ));
+            }
+            if (cl.mode != ClassMode::CanSend) != in_wait {
+                return Err(format!(
+                    "class {name}: mode {:?} but in wait queue: {in_wait}",
+                    cl.mode
+                ));
+            }
+            if cl.inner != NIL {
+                for p in 0..NUM_PRIO as u8 {
+                    let nonempty = self.lists[Self::feed_id(cl.inner, p)].head != NIL;
+                    if nonempty != (cl.active & (1 << p) != 0) {
+                        return Err(format!(
+                            "inner {name}: feed {p} non-empty {nonempty} vs active {:#x}",
+                            cl.active
+                        ));
+                    }
+                }
+            }
+            // Membership: where is each active node?
+            for p in bits(cl.active) {
+                let node = self.node_of(c, p);
+                let expect = match cl.mode {
+                    ClassMode::CanSend => Some(Self::row_id(cl.level, p)),
+                    ClassMode::MayBorrow if cl.parent != NIL => {
+                        Some(Self::feed_id(self.classes[cl.parent as usize].inner, p))
+                    }
+                    _ => None,
+                };
+                let found = self.list_contains_any(node);
+                if found != expect {
+                    return Err(format!(
+                        "class {name} prio {p}: in list {found:?}, expected {expect:?}"
+                    ));
+                }
+            }
+        }
+        if sum != self.books.backlog() {
+            return Err(format!(
+                "backlog {:?} != sum of leaves {:?}",
+                self.books.backlog(),
+                sum
+            ));
+        }
+        self.books.stats().check_conservation()
+    }
+
+    pub(super) fn list_contains_any(&self, node: u32) -> Option<usize> {
+        (0..self.lists.len()).find(|&lid| {
+            let mut x = self.lists[lid].head;
+            let mut guard = 0;
+            while x != NIL && guard <= self.links.len() {
+                if x == node {
+                    return true;
+                }
+                x = self.links[x as usize].next;
+                guard += 1;
+            }
+            false
+        })
+    }
+
+    /// Bytes in a nano-bit amount, for display.
+    pub(super) fn nbits_to_bytes(v: i64) -> i64 {
+        v / NBITS_PER_BYTE
+    }
+
+    pub(super) fn visit(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
+        // Backlog of every class (a subtree's for inner classes): one pass, O(n · depth).
+        let mut backlogs = vec![Backlog::default(); self.classes.len()];
+        for (i, cl) in self.classes.iter().enumerate() {
+            if cl.is_leaf() {
+                let b = self.leaf_backlog(i as u32);
+                let mut x = i as u32;
+                while x != NIL {
+                    backlogs[x as usize].packets += b.packets;
+                    backlogs[x as usize].bytes += b.bytes;
+                    x = self.classes[x as usize].parent;
+                }
+            }
+        }
+        for &c in &self.order {
+            let cl = &self.classes[c as usize];
+            let mut leaf_drops = DropCounts::default();
+            match cl.q.kind() {
+                LeafKind::Boxed => {
+                    let s = self.boxed[cl.q.head as usize].stats();
+                    leaf_drops = s.refused;
+                    for (r, cnt) in s.dropped.iter() {
+                        leaf_drops.add_counter(r, cnt);
+                    }
+                }
+                // Inline FIFOs count dropped packets per class (bytes per reason are in the
+                // qdisc-wide stats).
+                LeafKind::Pfifo => leaf_drops.add_counter(
+                    DropReason::QueueLimit,
+                    Counter {
+                        packets: cl.drops as u64,
+                        bytes: 0,
+                    },
+                ),
+                LeafKind::Bfifo => leaf_drops.add_counter(
+                    DropReason::ByteLimit,
+                    Counter {
+                        packets: cl.drops as u64,
+                        bytes: 0,
+                    },
+                ),
+                LeafKind::None => {}
+            }
+            let backlog = backlogs[c as usize];
+            f(&ClassView {
+                name: self.name(c),
+                parent: (cl.parent != NIL).then_some(cl.parent),
+                id: c,
+                level: cl.level,
+                is_leaf: cl.is_leaf(),
+                rate: Rate(cl.rate),
+                ceil: Rate(cl.ceil),
+                prio: cl.prio,
+                mode: cl.mode,
+                tokens: Self::nbits_to_bytes(cl.tokens),
+                ctokens: Self::nbits_to_bytes(cl.ctokens),
+                stats: ClassStats {
+                    sent: Counter {
+                        packets: cl.sent_packets,
+                        bytes: cl.sent_bytes,
+                    },
+                    drops: cl.drops as u64,
+                    overlimits: cl.overlimits as u64,
+                    lends: cl.lends as u64,
+                    borrows: cl.borrows as u64,
+                    giants: cl.giants as u64,
+                    marked: self.leaf_marked(cl),
+                },
+                backlog,
+                avgidle_ns: None,
+                leaf_drops,
+            });
+        }
+    }
+}
