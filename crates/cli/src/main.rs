@@ -13,6 +13,7 @@ mod lab;
 mod router_cmds;
 mod seeds_doc;
 mod sim_cmd;
+mod stat_tc;
 mod stat_view;
 
 use clap::{Parser, Subcommand};

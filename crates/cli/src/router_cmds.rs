@@ -64,6 +64,10 @@ pub struct StatArgs {
     /// instead of the statistics
     #[arg(long, conflicts_with = "watch")]
     pub capabilities: bool,
+    /// Print as `tc -s qdisc show` and `tc -s class show` would (handles as `export tc` writes
+    /// them, rates in tc's units)
+    #[arg(long, conflicts_with = "json")]
+    pub tc: bool,
     #[arg(long)]
     pub control: Option<PathBuf>,
 }
@@ -230,7 +234,11 @@ pub fn stat(a: &StatArgs) -> anyhow::Result<i32> {
             if a.watch.is_some() {
                 print!("\x1b[H\x1b[2J");
             }
-            print!("{}", stat_view::render(&st));
+            if a.tc {
+                print!("{}", crate::stat_tc::render(&st));
+            } else {
+                print!("{}", stat_view::render(&st));
+            }
         }
         match a.watch {
             Some(s) => std::thread::sleep(std::time::Duration::from_secs_f64(s.max(0.05))),

@@ -77,13 +77,14 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
         };
         let _ = writeln!(
             out,
-            "{indent}class {} rate {} ceil {} prio {} ({})\n{indent}  live {:.0}bit {:.0}pps\n{indent}  Sent {} bytes {} pkt (dropped {}, overlimits {}{marked}) backlog {}b {}p\n{indent}  lended: {} borrowed: {} tokens: {} ctokens: {}",
+            "{indent}class {} ({}) rate {} ceil {} prio {} ({})\n{indent}  live {} {:.0}pps\n{indent}  Sent {} bytes {} pkt (dropped {}, overlimits {}{marked}) backlog {}b {}p\n{indent}  lended: {} borrowed: {} tokens: {} ctokens: {}",
             c.name,
-            c.rate_bps,
-            c.ceil_bps,
+            crate::stat_tc::handle(c),
+            crate::stat_tc::rate(c.rate_bps),
+            crate::stat_tc::rate(c.ceil_bps),
             c.prio,
             c.mode,
-            c.live_rate_bps,
+            crate::stat_tc::live_rate(c.live_rate_bps),
             c.live_pps,
             c.sent_bytes,
             c.sent_packets,

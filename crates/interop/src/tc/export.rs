@@ -115,9 +115,15 @@ pub fn tc_script(policy: &Policy, dev: &str) -> anyhow::Result<String> {
     Ok(out)
 }
 
-/// tc's class id of class `i` of the policy: `1:<i+1>` (hex minor).
-fn classid(i: usize) -> String {
+/// tc's class id of class `i` of the policy: `1:<i+1>` (hex minor). `linkshare stat` shows the
+/// same handles beside the class names.
+pub fn classid(i: usize) -> String {
     format!("1:{:x}", i + 1)
+}
+
+/// tc's handle of the leaf qdisc under class `i`: `<i+2>:` (hex).
+pub fn leaf_handle(i: usize) -> String {
+    format!("{:x}:", i + 2)
 }
 
 fn htb(policy: &Policy, dev: &str, stab: &str, out: &mut String) -> anyhow::Result<()> {
@@ -160,9 +166,9 @@ fn htb(policy: &Policy, dev: &str, stab: &str, out: &mut String) -> anyhow::Resu
         let q = leaf_qdisc(&c.leaf, out).with_context(|| leaf_context(policy, c))?;
         let _ = writeln!(
             out,
-            "qdisc add dev {dev} parent {} handle {:x}: {q}",
+            "qdisc add dev {dev} parent {} handle {} {q}",
             classid(i),
-            i + 2
+            leaf_handle(i)
         );
     }
     filters(policy, dev, out)

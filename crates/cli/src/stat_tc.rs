@@ -1,0 +1,231 @@
+//! tc's vocabulary for `linkshare stat` (issue 15 §5): rates and sizes written as iproute2's tc
+//! prints them (`50Mbit`, `1500Kbit`, `1600b`, `64Kb`), class handles as `linkshare export tc`
+//! assigns them (class `i` of the policy is `1:<i+1>`, its leaf qdisc `<i+2>:`), and with
+//! `stat --tc` the layout of `tc -s qdisc show` + `tc -s class show`, so that an operator's eyes
+//! and scripts that read tc's output find things where they expect them.
+//!
+//! The number formats follow what tc(8) documents and prints (iproute2 `print_rate` /
+//! `print_size`): rates in bit/s with decimal prefixes, divided by 1000 while the value is
+//! at least 1000 and either divides exactly or is a million or more (so 1.5 Mbit/s prints as
+//! `1500Kbit`, 50 Mbit/s as `50Mbit`); sizes in bytes, shown in `Kb`/`Mb` (binary multiples)
+//! when they are within a few bytes of a whole number of them. Where linkshare's counters mean
+//! something else than the kernel's (tokens are bytes here, not scheduler ticks; there are no
+//! requeues in a userspace shaper) the field keeps tc's place and linkshare's meaning, as
+//! docs/router.md says.
+
+use std::fmt::Write as _;
+
+use linkshare_interop::tc::export::{classid, leaf_handle};
+use linkshare_router::control::snapshot::{ClassSnapshot, DirectionSnapshot};
+use linkshare_router::control::Snapshot;
+
+/// A rate in bit/s as tc prints it: `50Mbit`, `1500Kbit`, `999bit`.
+pub fn rate(bps: u64) -> String {
+    const UNITS: [&str; 5] = ["", "K", "M", "G", "T"];
+    let mut v = bps;
+    let mut i = 0;
+    while i < UNITS.len() - 1 && v >= 1000 && (v % 1000 == 0 || v >= 1_000_000) {
+        v /= 1000;
+        i += 1;
+    }
+    format!("{v}{}bit", UNITS[i])
+}
+
+/// A live rate (fractional bit/s) as tc's rate estimator prints it (`rate 7936Kbit 655pps`).
+pub fn live_rate(bps: f64) -> String {
+    rate(if bps.is_finite() && bps > 0.0 {
+        bps.round() as u64
+    } else {
+        0
+    })
+}
+
+/// A size in bytes as tc prints it: `1600b`, `64Kb`, `2Mb`.
+pub fn size(bytes: u64) -> String {
+    const K: u64 = 1024;
+    let near = |unit: u64, slack: u64| {
+        let n = (bytes + unit / 2) / unit;
+        (n > 0 && bytes.abs_diff(n * unit) < slack).then_some(n)
+    };
+    if bytes >= K * K {
+        if let Some(n) = near(K * K, K) {
+            return format!("{n}Mb");
+        }
+    }
+    if bytes >= K {
+        if let Some(n) = near(K, 16) {
+            return format!("{n}Kb");
+        }
+    }
+    format!("{bytes}b")
+}
+
+/// A class's handle, as `export tc` writes it.
+pub fn handle(c: &ClassSnapshot) -> String {
+    classid(c.id as usize)
+}
+
+/// `stat --tc`: per shaped direction, `tc -s qdisc show dev OUT` then `tc -s class show dev OUT`.
+pub fn render(st: &Snapshot) -> String {
+    let mut out = String::new();
+    for d in st.directions.iter().filter(|d| d.shaped) {
+        direction(&mut out, d);
+    }
+    if out.is_empty() {
+        out.push_str("no shaped direction\n");
+    }
+    out
+}
+
+fn direction(out: &mut String, d: &DirectionSnapshot) {
+    let kind = d.kind.as_deref().unwrap_or("htb");
+    let _ = writeln!(
+        out,
+        "# tc -s qdisc show dev {} (linkshare {} -> {})",
+        d.to, d.from, d.to
+    );
+    if let Some(q) = &d.qdisc {
+        let _ = writeln!(out, "qdisc {kind} 1: root");
+        let _ = writeln!(
+            out,
+            " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)",
+            q.dequeued_bytes, q.dequeued, q.dropped, q.overlimits
+        );
+        let _ = writeln!(
+            out,
+            " backlog {} {}p requeues 0",
+            size(q.backlog_bytes),
+            q.backlog_packets
+        );
+    }
+    if d.classes.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "\n# tc -s class show dev {}", d.to);
+    let by_id: std::collections::HashMap<u32, &ClassSnapshot> =
+        d.classes.iter().map(|c| (c.id, c)).collect();
+    for c in &d.classes {
+        let parent = match c.parent_id.and_then(|p| by_id.get(&p)) {
+            Some(p) => format!("parent {}", handle(p)),
+            None => "root".to_string(),
+        };
+        let leaf = if c.leaf {
+            format!(" leaf {}", leaf_handle(c.id as usize))
+        } else {
+            String::new()
+        };
+        let _ = writeln!(
+            out,
+            "class {kind} {} {parent}{leaf} prio {} rate {} ceil {}  # {}",
+            handle(c),
+            c.prio,
+            rate(c.rate_bps),
+            rate(c.ceil_bps),
+            c.name
+        );
+        let _ = writeln!(
+            out,
+            " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)",
+            c.sent_bytes, c.sent_packets, c.drops, c.overlimits
+        );
+        let _ = writeln!(
+            out,
+            " rate {} {:.0}pps backlog {} {}p requeues 0",
+            live_rate(c.live_rate_bps),
+            c.live_pps.max(0.0),
+            size(c.backlog_bytes),
+            c.backlog_packets
+        );
+        let _ = writeln!(
+            out,
+            " lended: {} borrowed: {} giants: {}",
+            c.lended, c.borrowed, c.giants
+        );
+        let _ = writeln!(out, " tokens: {} ctokens: {}\n", c.tokens, c.ctokens);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linkshare_router::control::{answer, Offline, Response};
+
+    #[test]
+    fn rates_as_tc_prints_them() {
+        for (bps, want) in [
+            (50_000_000, "50Mbit"),
+            (1_500_000, "1500Kbit"),
+            (2_500_000_000, "2500Mbit"),
+            (10_000_000_000, "10Gbit"),
+            (1_000, "1Kbit"),
+            (999, "999bit"),
+            (64_000, "64Kbit"),
+            (1_234_567, "1234Kbit"),
+            (0, "0bit"),
+        ] {
+            assert_eq!(rate(bps), want, "{bps}");
+        }
+    }
+
+    #[test]
+    fn sizes_as_tc_prints_them() {
+        for (b, want) in [
+            (1600, "1600b"),
+            (1514, "1514b"),
+            (65536, "64Kb"),
+            (65540, "64Kb"),
+            (65600, "65600b"),
+            (2 << 20, "2Mb"),
+            (0, "0b"),
+        ] {
+            assert_eq!(size(b), want, "{b}");
+        }
+    }
+
+    /// `stat --tc` on an in-memory shaper: tc's layout, the handles `export tc` writes for the
+    /// same policy, and rates in tc's units.
+    #[test]
+    fn tc_layout_uses_export_handles() {
+        let policy = "qdisc = \"htb\"\ndefault = \"bulk\"\n\
+            [[class]]\nname = \"root\"\nrate = \"50mbit\"\n\
+            [[class]]\nname = \"voice\"\nparent = \"root\"\nrate = \"1500kbit\"\nceil = \"50mbit\"\nprio = 0\n\
+            [[class]]\nname = \"bulk\"\nparent = \"root\"\nrate = \"48500kbit\"\nceil = \"50mbit\"\n";
+        let mut o = Offline::new(policy, "p.toml").unwrap_or_else(|d| panic!("{d}"));
+        let Response::Stat(s) = answer(&mut o, r#"{"v":1,"cmd":"stat"}"#) else {
+            panic!("no stat")
+        };
+        let text = render(&s);
+        assert!(
+            text.contains(
+                "qdisc htb 1: root\n Sent 0 bytes 0 pkt (dropped 0, overlimits 0 requeues 0)"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("class htb 1:1 root prio 0 rate 50Mbit ceil 50Mbit  # root"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "class htb 1:2 parent 1:1 leaf 3: prio 0 rate 1500Kbit ceil 50Mbit  # voice"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                "class htb 1:3 parent 1:1 leaf 4: prio 0 rate 48500Kbit ceil 50Mbit  # bulk"
+            ),
+            "{text}"
+        );
+        // The same handles as export tc gives the same policy.
+        let p =
+            linkshare_config::Policy::parse(policy, "p.toml").unwrap_or_else(|e| panic!("{e:?}"));
+        let script =
+            linkshare_interop::tc::export::tc_script(&p, "eth1").unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            script.contains("parent 1:1 classid 1:2 htb rate 1500000bit"),
+            "{script}"
+        );
+        assert!(script.contains("parent 1:2 handle 3: "), "{script}");
+    }
+}
