@@ -24,7 +24,7 @@ pub fn rate(bps: u64) -> String {
     const UNITS: [&str; 5] = ["", "K", "M", "G", "T"];
     let mut v = bps;
     let mut i = 0;
-    while i < UNITS.len() - 1 && v >= 1000 && (v % 1000 == 0 || v >= 1_000_000) {
+    while i < UNITS.len() - 1 && v >= 1000 && (v.is_multiple_of(1000) || v >= 1_000_000) {
         v /= 1000;
         i += 1;
     }
