@@ -18,11 +18,13 @@
 //! * [`qdisc`]: the [`qdisc::Qdisc`] interface, typed drop reasons, conserved counters, and the
 //!   FIFO leaves.
 //! * [`htb`]: the Hierarchical Token Bucket.
+//! * [`egress`]: the device model every driver shares (device buffer, pull rule, ticks, wake-ups).
 
 pub mod benchkit;
 pub mod cbq;
 pub mod classify;
 pub mod dscp;
+pub mod egress;
 pub mod htb;
 pub mod packet;
 pub mod qdisc;
