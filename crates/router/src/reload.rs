@@ -78,6 +78,7 @@ impl Shaper {
             .device_buffer_opt
             .unwrap_or(default_device_buffer(self.dirs[d].link_bps));
         self.dirs[d].sched = Some(new);
+        self.dirs[d].sync_egress();
         self.dirs[d].live.clear();
         self.dirs[d].eligible = None;
         self.dirs[d].policy_text = Some((text.to_string(), origin.to_string()));
