@@ -49,7 +49,8 @@ pub struct Options {
     pub control: PathBuf,
     /// Directory of the interface locks ([`DEFAULT_RUN_DIR`] unless given).
     pub lock_dir: PathBuf,
-    /// Bytes allowed in flight to the NIC; `None`: [`default_device_buffer`] of the root rate.
+    /// Bytes the modelled device buffer holds behind the frame on the wire (the pull rule of
+    /// `linkshare_core::egress`); `None`: [`default_device_buffer`] of the root rate.
     pub device_buffer: Option<u64>,
     /// Link emulation: after the scheduler on OUT, and a delay on the reverse direction.
     pub emulate: Option<emulate::EmulateSpec>,
@@ -158,10 +159,13 @@ fn root_rate(s: &Sched) -> u64 {
     r
 }
 
-/// Default bytes in the modelled device: two full frames, or 1 ms of the link rate when that
-/// is more (so a slow loop turn does not cap a fast link at one buffer per turn).
+/// Default device buffer (bytes waiting behind the frame on the modelled wire): two full
+/// frames, or 1 ms of the link rate plus a frame when that is more (so a slow loop turn does not
+/// cap a fast link at one buffer per turn). The frames in flight (wire and buffer) peak at the
+/// same 1 ms + 1 frame (or 3 frames) as before the shared model, which stopped pulling at
+/// `in_flight ≥ max(2 frames, 1 ms)` counting the wire.
 pub fn default_device_buffer(link_bps: u64) -> u64 {
-    (2 * FULL_FRAME).max(link_bps / 8 / 1000)
+    (2 * FULL_FRAME).max(link_bps / 8 / 1000) + FULL_FRAME
 }
 
 /// The router's device model: drains at `drain_bps` (0 = unpaced), `device_buffer` bytes behind

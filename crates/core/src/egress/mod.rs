@@ -181,9 +181,17 @@ impl Egress {
             }
             self.acc = 0;
             if cfg.rate_bps == 0 {
-                // An infinitely fast device holds nothing.
-                self.wire = None;
-                self.waiting.clear();
+                // An infinitely fast device holds nothing: what it held has left.
+                for len in self
+                    .wire
+                    .take()
+                    .map(|w| w.0)
+                    .into_iter()
+                    .chain(self.waiting.drain(..))
+                {
+                    self.stats.sent_packets += 1;
+                    self.stats.sent_bytes += u64::from(len);
+                }
                 self.waiting_bytes = 0;
             }
         }

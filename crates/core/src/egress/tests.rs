@@ -339,3 +339,20 @@ fn fifo_scheduler_through_the_model() {
     );
     assert_eq!(q.backlog().packets, 2);
 }
+
+#[test]
+fn a_rate_change_keeps_the_device_and_counts_everything() {
+    let mut e = Egress::new(cfg(8_000_000, u64::MAX));
+    let mut q = Script::new(&[1000, 1000, 1000], None);
+    let _ = pull_all(&mut e, &mut q, 0);
+    // Twice the rate from the next packet on: the wire's packet keeps its end.
+    e.reconfigure(cfg(16_000_000, u64::MAX));
+    assert_eq!(e.wire_end(), Some(Time(1_000_000)));
+    assert_eq!(e.on_tx_done(), Some(Time(1_500_000)));
+    // Unpaced: what the device held has left at once, and is counted as sent.
+    e.reconfigure(cfg(0, u64::MAX));
+    assert_eq!(e.in_device(), 0);
+    let st = e.stats();
+    assert_eq!((st.pulled_packets, st.sent_packets), (3, 3));
+    assert_eq!(st.pulled_bytes, st.sent_bytes);
+}
