@@ -24,7 +24,8 @@ pub struct RunArgs {
     /// Control socket path (default /run/linkshare/<IN>-<OUT>.sock).
     #[arg(long)]
     pub control: Option<PathBuf>,
-    /// Bytes allowed in flight to the NIC (default: 3028, or 1 ms of the root rate if more).
+    /// Bytes the modelled device buffer holds behind the frame on the wire, as a simulated
+    /// [link]'s device_buffer (default: 4542, or 1 ms of the root rate plus a frame if more).
     #[arg(long)]
     pub device_buffer: Option<u64>,
     /// Link emulation: rate=..,delay=..,loss=..[%],seed=.. after the scheduler on OUT, and

@@ -20,11 +20,13 @@
 //! * [`leaf`]: the queue at a leaf class ([`leaf::LeafSpec`]), shared by the classful schedulers.
 //! * [`tree`]: the class tree (validation, depth, order) shared by HTB and CBQ.
 //! * [`htb`]: the Hierarchical Token Bucket; [`cbq`]: Class-Based Queueing.
+//! * [`egress`]: the device model every driver shares (device buffer, pull rule, ticks, wake-ups).
 
 pub mod benchkit;
 pub mod cbq;
 pub mod classify;
 pub mod dscp;
+pub mod egress;
 pub mod htb;
 pub mod leaf;
 pub mod linklayer;

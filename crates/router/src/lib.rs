@@ -13,6 +13,7 @@
 //! READY/RELOADING/STOPPING), [`sys`] (system calls).
 
 pub mod control;
+pub mod egress;
 pub mod emulate;
 pub mod frame;
 pub mod guard;
@@ -28,10 +29,11 @@ use std::os::fd::AsRawFd;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use linkshare_core::egress::{Egress, EgressConfig, Stop};
 use linkshare_core::htb::Htb;
 use linkshare_core::packet::{Fragment, ParseIssue};
 use linkshare_core::qdisc::ClassView;
-use linkshare_core::{Dequeued, Qdisc, Time};
+use linkshare_core::{Qdisc, Time};
 
 pub use control::call;
 pub use frame::{classify_frame, Frame, Parsed};
@@ -49,7 +51,8 @@ pub struct Options {
     pub control: PathBuf,
     /// Directory of the interface locks ([`DEFAULT_RUN_DIR`] unless given).
     pub lock_dir: PathBuf,
-    /// Bytes allowed in flight to the NIC; `None`: [`default_device_buffer`] of the root rate.
+    /// Bytes the modelled device buffer holds behind the frame on the wire (the pull rule of
+    /// `linkshare_core::egress`); `None`: [`default_device_buffer`] of the root rate.
     pub device_buffer: Option<u64>,
     /// Link emulation: after the scheduler on OUT, and a delay on the reverse direction.
     pub emulate: Option<emulate::EmulateSpec>,
@@ -136,10 +139,11 @@ struct Dir {
     device_buffer: u64,
     /// `--device-buffer` as given (`None`: derived from the rate, again on every reload).
     device_buffer_opt: Option<u64>,
-    in_flight: f64,
-    last_drain_ns: u64,
+    /// The device model shared with the simulator (`linkshare_core::egress`), in the
+    /// scheduler's time (ns since the shaper's epoch).
+    egress: Egress,
     /// The instant (absolute ns) the next departure was told to wait for: the scheduler's
-    /// `NotBefore`, or the device model's drain time.
+    /// `NotBefore`, or the end of the modelled wire's packet when the device buffer is full.
     eligible: Option<u64>,
     /// Absolute CLOCK_MONOTONIC instant this direction wants to run again.
     deadline: Option<u64>,
@@ -159,11 +163,31 @@ fn root_rate(s: &Sched) -> u64 {
     r
 }
 
-/// Default bytes in flight to the NIC: two full frames, or 1 ms of the link rate when that is
-/// more (so a slow loop turn does not cap a fast link at one buffer per turn).
+/// Default device buffer (bytes waiting behind the frame on the modelled wire): two full
+/// frames, or 1 ms of the link rate plus a frame when that is more (so a slow loop turn does not
+/// cap a fast link at one buffer per turn). The frames in flight (wire and buffer) peak at the
+/// same 1 ms + 1 frame (or 3 frames) as before the shared model, which stopped pulling at
+/// `in_flight ≥ max(2 frames, 1 ms)` counting the wire.
 pub fn default_device_buffer(link_bps: u64) -> u64 {
-    (2 * 1514).max(link_bps / 8 / 1000)
+    (2 * FULL_FRAME).max(link_bps / 8 / 1000) + FULL_FRAME
 }
+
+/// The router's device model: drains at `drain_bps` (0 = unpaced), `device_buffer` bytes behind
+/// the wire, room for one [`FULL_FRAME`]; its timer and clock are exact (no ticks). The same
+/// model as a simulated `[link]` of that rate, buffer and `mtu + overhead = 1514`.
+pub fn device_model(drain_bps: u64, device_buffer: u64) -> EgressConfig {
+    EgressConfig {
+        rate_bps: drain_bps,
+        device_buffer,
+        full_packet: FULL_FRAME,
+        timer_hz: 0,
+        clock_hz: 0,
+    }
+}
+
+/// A full untagged Ethernet frame at MTU 1500: the room the pull rule asks for (frames are
+/// charged their whole length, see [`frame`]).
+pub const FULL_FRAME: u64 = 1514;
 
 fn min_deadline(d: &mut Option<u64>, t: u64) {
     *d = Some(d.map_or(t, |x| x.min(t)));
@@ -172,7 +196,7 @@ fn min_deadline(d: &mut Option<u64>, t: u64) {
 impl Dir {
     fn new(sched: Option<Sched>, path: Option<PathBuf>, to: usize, buf: Option<u64>) -> Dir {
         let link_bps = sched.as_ref().map(root_rate).unwrap_or(0);
-        Dir {
+        let mut d = Dir {
             to,
             sched,
             policy_path: path,
@@ -181,14 +205,28 @@ impl Dir {
             line_bps: 0,
             device_buffer: buf.unwrap_or(default_device_buffer(link_bps)),
             device_buffer_opt: buf,
-            in_flight: 0.0,
-            last_drain_ns: 0,
+            egress: Egress::new(EgressConfig::default()),
             eligible: None,
             deadline: None,
             live: HashMap::new(),
             emu: None,
             link: Default::default(),
-        }
+        };
+        d.sync_egress();
+        d
+    }
+
+    /// The device model of this direction: drains at [`Dir::drain_bps`], `device_buffer` bytes
+    /// behind the wire; the router's timers and clock are exact (no ticks).
+    fn egress_config(&self) -> EgressConfig {
+        device_model(self.drain_bps(), self.device_buffer)
+    }
+
+    /// Apply a changed rate, line rate or buffer to the device model (frames in it keep their
+    /// place).
+    pub(crate) fn sync_egress(&mut self) {
+        let cfg = self.egress_config();
+        self.egress.reconfigure(cfg);
     }
 
     /// How fast the device buffer empties. With HTB, which holds its root to its ceil by
@@ -204,17 +242,6 @@ impl Dir {
             Some(Sched::Htb(_)) => self.link_bps.max(self.line_bps),
             _ => self.link_bps,
         }
-    }
-
-    fn drain_model(&mut self, now_ns: u64) {
-        let bps = self.drain_bps();
-        if bps > 0 {
-            let dt = now_ns.saturating_sub(self.last_drain_ns) as f64 / 1e9;
-            self.in_flight = (self.in_flight - dt * bps as f64 / 8.0).max(0.0);
-        } else {
-            self.in_flight = 0.0;
-        }
-        self.last_drain_ns = now_ns;
     }
 
     fn update_live(&mut self, dt: f64) {
@@ -288,6 +315,8 @@ pub struct Shaper {
     /// Spare frame buffers.
     pool: Vec<Vec<u8>>,
     rx_scratch: Vec<Vec<u8>>,
+    /// Frames taken from a scheduler in one turn, before they are sent.
+    tx_scratch: Vec<Frame>,
     /// The control socket, bound by [`Shaper::run`].
     control: Option<control::Server>,
     control_stats: control::ControlStats,
@@ -329,7 +358,6 @@ impl Shaper {
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
         d0.policy_text = Some((text, origin));
         d0.link = fwd_policy.link_layer();
-        d0.last_drain_ns = now;
         let mut d1 = match rev {
             Some((s, t, o, link)) => {
                 let mut d = Dir::new(Some(s), opts.reverse_policy.clone(), 0, opts.device_buffer);
@@ -339,7 +367,6 @@ impl Shaper {
             }
             None => Dir::new(None, None, 0, opts.device_buffer),
         };
-        d1.last_drain_ns = now;
         // The device buffers drain at the interfaces' line rates (as given, or as the drivers
         // report them).
         d0.line_bps = opts
@@ -350,6 +377,8 @@ impl Shaper {
             .line_rate
             .or_else(|| sys::link_speed_bps(&opts.dev_in))
             .unwrap_or(0);
+        d0.sync_egress();
+        d1.sync_egress();
         d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
         d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
         Ok(Shaper {
@@ -363,6 +392,7 @@ impl Shaper {
             late_pending: [Vec::new(), Vec::new()],
             pool: Vec::new(),
             rx_scratch: Vec::new(),
+            tx_scratch: Vec::new(),
             control: None,
             control_stats: Default::default(),
             _locks: locks,
@@ -473,62 +503,72 @@ impl Shaper {
         ok
     }
 
-    /// Send what the scheduler of direction `d` lets go now; sets its deadline.
+    /// Send what the scheduler of direction `d` lets go now, under the device model's pull rule
+    /// ([`egress::egress_turn`], the same model as the simulator's link); sets its deadline.
     fn service(&mut self, d: usize) {
         let now_ns = sys::monotonic_ns();
-        self.dirs[d].drain_model(now_ns);
+        let now = Time(now_ns.saturating_sub(self.epoch_ns));
+        let epoch = self.epoch_ns;
         self.dirs[d].deadline = None;
         self.flush_emu(d, now_ns);
         let to = self.dirs[d].to;
-        loop {
-            if self.ports[to].tx_room() == 0 {
-                min_deadline(&mut self.dirs[d].deadline, now_ns + TX_RETRY_NS);
-                return;
+        let room = self.ports[to].tx_room();
+        let mut frames = std::mem::take(&mut self.tx_scratch);
+        let mut spare = Vec::new();
+        let dir = &mut self.dirs[d];
+        let turn = match &mut dir.sched {
+            Some(s) => egress::egress_turn(
+                &mut dir.egress,
+                s.q(),
+                now,
+                room,
+                &mut |f: Frame| frames.push(f),
+                &mut |f: Frame| spare.push(f.bytes),
+                &mut |_| {},
+            ),
+            None => egress::Turn {
+                stop: Some(Stop::Empty),
+                next_wakeup: None,
+            },
+        };
+        for v in spare {
+            self.recycle(v);
+        }
+        // The first frame to leave carries the instant the loop waited for (lateness); with
+        // nothing sent, that instant still stands.
+        let prior = self.dirs[d].eligible.take();
+        let (mut eligible, waited) = if frames.is_empty() {
+            (None, prior)
+        } else {
+            (prior, None)
+        };
+        for p in frames.drain(..) {
+            let e = eligible.take();
+            if let Some(em) = &mut self.dirs[d].emu {
+                if let Err(f) = em.push(now_ns, p.bytes, p.meta.src, p.meta.dst) {
+                    self.recycle(f);
+                }
+            } else if self.send(to, p.bytes) {
+                if let Some(e) = e {
+                    self.late_pending[to].push(e);
+                }
             }
-            let dir = &mut self.dirs[d];
-            let drain = dir.drain_bps();
-            if drain > 0 && dir.in_flight >= dir.device_buffer as f64 {
-                let wait = (dir.in_flight - dir.device_buffer as f64 + 1.0) * 8.0 / drain as f64;
-                let t = now_ns + (wait * 1e9) as u64;
+        }
+        self.tx_scratch = frames;
+        self.flush_emu(d, now_ns);
+        let dir = &mut self.dirs[d];
+        dir.eligible = waited;
+        match turn.stop {
+            None => min_deadline(&mut dir.deadline, now_ns + TX_RETRY_NS),
+            Some(Stop::DeviceFull { until }) => {
+                let t = until.0 + epoch;
                 dir.eligible = Some(dir.eligible.map_or(t, |e| e.max(t)));
-                min_deadline(&mut dir.deadline, t);
-                return;
             }
-            let now = Time(now_ns.saturating_sub(self.epoch_ns));
-            let Some(s) = &mut dir.sched else { return };
-            let q = s.q();
-            let r = q.dequeue(now);
-            let mut spare = Vec::new();
-            while let Some(x) = q.take_dropped() {
-                spare.push(x.packet.bytes);
-            }
-            for v in spare {
-                self.recycle(v);
-            }
-            let dir = &mut self.dirs[d];
-            match r {
-                Dequeued::Packet(p) => {
-                    let eligible = dir.eligible.take();
-                    dir.in_flight += f64::from(p.meta.len);
-                    if let Some(e) = &mut dir.emu {
-                        if let Err(f) = e.push(now_ns, p.bytes, p.meta.src, p.meta.dst) {
-                            self.recycle(f);
-                        }
-                        self.flush_emu(d, now_ns);
-                    } else if self.send(to, p.bytes) {
-                        if let Some(e) = eligible {
-                            self.late_pending[to].push(e);
-                        }
-                    }
-                }
-                Dequeued::Empty => return,
-                Dequeued::NotBefore(t) => {
-                    let t = t.0 + self.epoch_ns;
-                    dir.eligible = Some(t);
-                    min_deadline(&mut dir.deadline, t);
-                    return;
-                }
-            }
+            Some(Stop::Throttled { until, .. }) => dir.eligible = Some(until.0 + epoch),
+            Some(Stop::Empty) => {}
+        }
+        if let Some(t) = turn.next_wakeup {
+            min_deadline(&mut dir.deadline, t.0 + epoch);
         }
     }
 

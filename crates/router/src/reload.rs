@@ -82,6 +82,7 @@ impl Shaper {
             .unwrap_or(default_device_buffer(self.dirs[d].link_bps));
         self.dirs[d].sched = Some(new);
         self.dirs[d].link = policy.link_layer();
+        self.dirs[d].sync_egress();
         self.dirs[d].live.clear();
         self.dirs[d].eligible = None;
         self.dirs[d].policy_text = Some((text.to_string(), origin.to_string()));
