@@ -108,6 +108,13 @@ impl Lab {
             .arg(policy)
             .args(["--dev", &self.ra, "--dev", &self.rc, "--control"])
             .arg(self.control())
+            // These tests cover the AF_PACKET port (tests/router_xdp.rs covers AF_XDP) unless a
+            // test picks its I/O.
+            .args(if extra.contains(&"--io") {
+                &[][..]
+            } else {
+                &["--io", "packet"][..]
+            })
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

@@ -45,7 +45,7 @@ impl Shaper {
             .map(|i| {
                 let s = &self.ifs[i];
                 let p = &s.port;
-                json!({"name": self.names[i], "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
+                json!({"name": self.names[i], "io": self.ports[i].io(), "rx_packets": s.rx_packets, "rx_bytes": s.rx_bytes,
                    "tx_packets": p.tx_frames, "tx_bytes": p.tx_bytes, "non_ip_passed": s.non_ip,
                    "fragments": s.fragments,
                    "tx_errors": s.tx_ring_full + s.tx_too_big,

@@ -205,10 +205,12 @@ enum Via {
     None,
     /// A Linux bridge with the kernel's HTB (from `export tc`) on the port towards C.
     Kernel,
-    /// `linkshare run` between the two veths.
+    /// `linkshare run --io packet` between the two veths (AF_PACKET rings).
     Linkshare,
-    /// `linkshare run --rx-ring v3` (block receive ring).
+    /// `linkshare run --io packet --rx-ring v3` (block receive ring).
     LinkshareV3,
+    /// `linkshare run --io xdp` (AF_XDP; native mode on veth, copy transmit).
+    LinkshareXdp,
 }
 
 impl Via {
@@ -218,6 +220,7 @@ impl Via {
             Via::Kernel => "kernel HTB",
             Via::Linkshare => "linkshare",
             Via::LinkshareV3 => "linkshare --rx-ring v3",
+            Via::LinkshareXdp => "linkshare --io xdp",
         }
     }
 }
@@ -280,14 +283,24 @@ fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
     let router: Box<dyn Router> = match via {
         Via::None => Box::new(KernelRouter::bridge()),
         Via::Kernel => Box::new(KernelRouter::htb(linkshare_interop::tc::export::tc_script)),
-        Via::Linkshare => Box::new(LinkshareRouter::new(Vec::new())?),
-        Via::LinkshareV3 => Box::new(LinkshareRouter::new(vec!["--rx-ring".into(), "v3".into()])?),
+        Via::Linkshare => Box::new(LinkshareRouter::new(args(&["--io", "packet"]))?),
+        Via::LinkshareV3 => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "packet",
+            "--rx-ring",
+            "v3",
+        ]))?),
+        Via::LinkshareXdp => Box::new(LinkshareRouter::new(args(&["--io", "xdp"]))?),
     };
     let file = t.write_file("policy.toml", policy)?;
     t.start_router(router, &file)?;
     t.wait_reachable()?;
     let pid = t.router().and_then(|r| r.pid());
     Ok(Bed { t, pid })
+}
+
+fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
 }
 
 /// A one-class HTB policy of rate `rate` (tc units) with leaf `leaf`.
@@ -583,10 +596,15 @@ fn throughput(secs: f64) -> anyhow::Result<Table> {
     );
     let mut base = None;
     let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
-    let rows: [(&str, Via, String); 5] = [
+    let rows: [(&str, Via, String); 6] = [
         (Via::None.name(), Via::None, String::new()),
         ("kernel HTB, 1 class", Via::Kernel, unlimited(PFIFO)),
         ("linkshare HTB, 1 class", Via::Linkshare, unlimited(PFIFO)),
+        (
+            "linkshare HTB, 1 class, --io xdp",
+            Via::LinkshareXdp,
+            unlimited(PFIFO),
+        ),
         ("linkshare CBQ, 3 classes", Via::Linkshare, cbq3),
         (
             "linkshare HTB, --rx-ring v3",
@@ -815,6 +833,11 @@ fn forwarding(secs: f64) -> anyhow::Result<Table> {
         (
             "linkshare HTB, 1 class, --rx-ring v3",
             Via::LinkshareV3,
+            unlimited(PFIFO),
+        ),
+        (
+            "linkshare HTB, 1 class, --io xdp",
+            Via::LinkshareXdp,
             unlimited(PFIFO),
         ),
         (
