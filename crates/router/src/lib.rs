@@ -7,9 +7,10 @@
 //! lateness of paced departures; control clients are served in the same loop but never block it.
 //! See docs/router.md.
 //!
-//! Modules by concern: [`port`] (rings), [`control`] (the protocol and its non-blocking server),
-//! [`guard`] (interface locks, loop detection), `stat` (the `stat` object), `reload` (policy
-//! replacement and state adoption), [`emulate`] (the emulated link), [`sys`] (system calls).
+//! Modules by concern: [`port`] (rings), [`xdp`] (AF_XDP, `--io`), [`control`] (the protocol and
+//! its non-blocking server), [`guard`] (interface locks, loop detection), `stat` (the `stat`
+//! object), `reload` (policy replacement and state adoption), [`emulate`] (the emulated link),
+//! [`sys`] (system calls).
 
 pub mod control;
 pub mod emulate;

@@ -757,6 +757,7 @@ fn request_response(secs: f64) -> anyhow::Result<Table> {
             "linkshare CBQ, 3 classes: trans/s (RTT µs)",
             "CBQ overhead per transaction (µs)",
             "linkshare HTB --rx-ring v3: trans/s (RTT µs)",
+            "linkshare HTB --io xdp: trans/s (RTT µs)",
         ],
         "One UDP request/response at a time A ↔ C (netperf UDP_RR style); RTT = 1 / rate. Both \
          directions cross router B: the request through the shaped direction, the response \
@@ -766,12 +767,13 @@ fn request_response(secs: f64) -> anyhow::Result<Table> {
     );
     let mut cols: Vec<Vec<f64>> = Vec::new();
     let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
-    let cols_spec: [(Via, String); 5] = [
+    let cols_spec: [(Via, String); 6] = [
         (Via::None, String::new()),
         (Via::Kernel, unlimited(PFIFO)),
         (Via::Linkshare, unlimited(PFIFO)),
         (Via::Linkshare, cbq3),
         (Via::LinkshareV3, unlimited(PFIFO)),
+        (Via::LinkshareXdp, unlimited(PFIFO)),
     ];
     for (via, policy) in cols_spec {
         let b = bed(via, &policy)?;
@@ -792,6 +794,7 @@ fn request_response(secs: f64) -> anyhow::Result<Table> {
             cell(cols[3][i]),
             format!("{over:.1}"),
             cell(cols[4][i]),
+            cell(cols[5][i]),
         ]);
     }
     Ok(t)

@@ -423,16 +423,27 @@ impl Xsk {
         sa.sxdp_ifindex = ifindex as u32;
         sa.sxdp_queue_id = queue;
         sa.sxdp_flags = libc::XDP_USE_NEED_WAKEUP | if copy { libc::XDP_COPY } else { 0 };
-        // SAFETY: `sa` is a valid sockaddr_xdp and its size is passed.
-        let r = unsafe {
-            libc::bind(
-                raw,
-                (&sa as *const libc::sockaddr_xdp).cast(),
-                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-            )
-        };
-        if r < 0 {
-            return Err(err("bind(AF_XDP)")(io::Error::last_os_error()));
+        // A socket that was bound to this queue and just closed (a shaper restarting) releases
+        // the queue from a kernel work item (net/xdp/xsk_buff_pool.c `xp_put_pool`): until then
+        // bind says EBUSY. Retry for up to a second.
+        let t0 = std::time::Instant::now();
+        loop {
+            // SAFETY: `sa` is a valid sockaddr_xdp and its size is passed.
+            let r = unsafe {
+                libc::bind(
+                    raw,
+                    (&sa as *const libc::sockaddr_xdp).cast(),
+                    std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+                )
+            };
+            if r == 0 {
+                break;
+            }
+            let e = io::Error::last_os_error();
+            if e.raw_os_error() != Some(libc::EBUSY) || t0.elapsed().as_millis() >= 1000 {
+                return Err(err("bind(AF_XDP)")(e));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
         let opts = getopt(
             raw,
