@@ -227,8 +227,9 @@ fn print_human(st: &Value) {
     );
     for i in st["interfaces"].as_array().into_iter().flatten() {
         println!(
-            "dev {}: rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, fragments {}",
+            "dev {} (io {}): rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, fragments {}",
             i["name"].as_str().unwrap_or("?"),
+            i["io"].as_str().unwrap_or("?"),
             g(i, "rx_packets"),
             g(i, "rx_bytes"),
             g(i, "tx_packets"),

@@ -211,6 +211,8 @@ enum Via {
     LinkshareV3,
     /// `linkshare run --io xdp` (AF_XDP; native mode on veth, copy transmit).
     LinkshareXdp,
+    /// `linkshare run --io xdp-generic` (AF_XDP on generic, skb-mode XDP).
+    LinkshareXdpGeneric,
 }
 
 impl Via {
@@ -221,6 +223,7 @@ impl Via {
             Via::Linkshare => "linkshare",
             Via::LinkshareV3 => "linkshare --rx-ring v3",
             Via::LinkshareXdp => "linkshare --io xdp",
+            Via::LinkshareXdpGeneric => "linkshare --io xdp-generic",
         }
     }
 }
@@ -291,6 +294,7 @@ fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
             "v3",
         ]))?),
         Via::LinkshareXdp => Box::new(LinkshareRouter::new(args(&["--io", "xdp"]))?),
+        Via::LinkshareXdpGeneric => Box::new(LinkshareRouter::new(args(&["--io", "xdp-generic"]))?),
     };
     let file = t.write_file("policy.toml", policy)?;
     t.start_router(router, &file)?;
@@ -596,13 +600,18 @@ fn throughput(secs: f64) -> anyhow::Result<Table> {
     );
     let mut base = None;
     let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
-    let rows: [(&str, Via, String); 6] = [
+    let rows: [(&str, Via, String); 7] = [
         (Via::None.name(), Via::None, String::new()),
         ("kernel HTB, 1 class", Via::Kernel, unlimited(PFIFO)),
         ("linkshare HTB, 1 class", Via::Linkshare, unlimited(PFIFO)),
         (
             "linkshare HTB, 1 class, --io xdp",
             Via::LinkshareXdp,
+            unlimited(PFIFO),
+        ),
+        (
+            "linkshare HTB, 1 class, --io xdp-generic",
+            Via::LinkshareXdpGeneric,
             unlimited(PFIFO),
         ),
         ("linkshare CBQ, 3 classes", Via::Linkshare, cbq3),
@@ -841,6 +850,11 @@ fn forwarding(secs: f64) -> anyhow::Result<Table> {
         (
             "linkshare HTB, 1 class, --io xdp",
             Via::LinkshareXdp,
+            unlimited(PFIFO),
+        ),
+        (
+            "linkshare HTB, 1 class, --io xdp-generic",
+            Via::LinkshareXdpGeneric,
             unlimited(PFIFO),
         ),
         (
