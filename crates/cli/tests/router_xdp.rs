@@ -34,6 +34,8 @@ struct Lab {
     a: String,
     r: String,
     c: String,
+    va: String,
+    vc: String,
     ra: String,
     rc: String,
     dir: PathBuf,
@@ -68,6 +70,8 @@ impl Lab {
             a: bed.ns_a.clone(),
             r: bed.ns_r.clone(),
             c: bed.ns_c.clone(),
+            va: bed.dev_a.clone(),
+            vc: bed.dev_c.clone(),
             ra: bed.dev_ra.clone(),
             rc: bed.dev_rc.clone(),
             dir: bed.dir.clone(),
@@ -179,12 +183,18 @@ impl Lab {
 
 /// `n` UDP datagrams a -> c, each answered by c: how many answers came back.
 fn udp_echo(lab: &Lab, n: usize) -> usize {
+    let sizes: Vec<usize> = (0..n).map(|i| 100 + i * 10).collect();
+    udp_echo_sizes(lab, &sizes)
+}
+
+/// One UDP datagram a -> c per size (payload bytes), each echoed by c: how many came back intact.
+fn udp_echo_sizes(lab: &Lab, sizes: &[usize]) -> usize {
     let (ca, cc) = (testbed::ADDR_A, testbed::ADDR_C);
     let srv = in_ns(&lab.c, move || UdpSocket::bind(SocketAddrV4::new(cc, 5300))).unwrap();
     srv.set_read_timeout(Some(Duration::from_millis(200)))
         .unwrap();
     let echo = std::thread::spawn(move || {
-        let mut buf = [0u8; 2048];
+        let mut buf = vec![0u8; 65536];
         let mut k = 0;
         while let Ok((m, from)) = srv.recv_from(&mut buf) {
             let _ = srv.send_to(&buf[..m], from);
@@ -192,14 +202,15 @@ fn udp_echo(lab: &Lab, n: usize) -> usize {
         }
         k
     });
+    let sizes = sizes.to_vec();
     let got = in_ns(&lab.a, move || {
         let s = UdpSocket::bind(SocketAddrV4::new(ca, 0)).unwrap();
         s.set_read_timeout(Some(Duration::from_millis(500)))
             .unwrap();
         let mut got = 0;
-        let mut buf = [0u8; 2048];
-        for i in 0..n {
-            let msg = vec![i as u8; 100 + i * 10];
+        let mut buf = vec![0u8; 65536];
+        for (i, n) in sizes.into_iter().enumerate() {
+            let msg = vec![i as u8; n];
             s.send_to(&msg, SocketAddrV4::new(cc, 5300)).unwrap();
             if matches!(s.recv(&mut buf), Ok(m) if buf[..m] == msg[..]) {
                 got += 1;
@@ -427,6 +438,54 @@ fn xdp_that_cannot_open_fails_clearly_and_auto_falls_back_to_af_packet() {
     );
     assert_eq!(st["interfaces"][1]["io"], "packet", "{st}");
     assert_eq!(udp_echo(&lab, 10), 10);
+    let status = lab.signal_and_wait(libc::SIGTERM);
+    assert!(status.success(), "{status}");
+    assert!(lab.wait_detached(), "{}", lab.link(&lab.ra));
+}
+
+/// MTU 3700 on every veth end: native XDP on a veth refuses a peer MTU above what one page holds
+/// (ERANGE), generic XDP takes it, and frames need 4096-byte chunks.
+#[test]
+fn native_refused_names_the_errno_and_xdp_falls_back_to_generic() {
+    let Some(mut lab) = Lab::new() else { return };
+    for (ns, dev) in [
+        (&lab.a, &lab.va),
+        (&lab.r, &lab.ra),
+        (&lab.r, &lab.rc),
+        (&lab.c, &lab.vc),
+    ] {
+        let ok = Command::new("ip")
+            .args(["-n", ns, "link", "set", "dev", dev, "mtu", "3700"])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let out = lab.command("xdp-native").output().unwrap();
+    let err = lab.stderr();
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("BPF_LINK_CREATE BPF_XDP native") && err.contains("os error"),
+        "{err}"
+    );
+    assert!(lab.wait_detached(), "{}", lab.link(&lab.ra));
+    lab.start("xdp");
+    let err = lab.stderr();
+    let why: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("native XDP refused"))
+        .collect();
+    assert_eq!(why.len(), 2, "{err}");
+    assert!(err.contains("(io xdp generic/copy)"), "{err}");
+    assert!(
+        lab.link(&lab.ra).contains("xdpgeneric"),
+        "{}",
+        lab.link(&lab.ra)
+    );
+    // Frames near the MTU cross both ways (a 3630-byte payload: 3658-byte IP packet, 3672-byte
+    // frame, in a 4096-byte chunk after 256 bytes of headroom).
+    assert_eq!(udp_echo_sizes(&lab, &[64, 1500, 3000, 3672 - 42]), 4);
+    let st = lab.stat();
+    assert_eq!(st["interfaces"][1]["tx_errors"], 0, "{st}");
     let status = lab.signal_and_wait(libc::SIGTERM);
     assert!(status.success(), "{status}");
     assert!(lab.wait_detached(), "{}", lab.link(&lab.ra));
