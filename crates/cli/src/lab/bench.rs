@@ -886,11 +886,14 @@ fn classes(secs: f64) -> anyhow::Result<Table> {
             "linkshare HTB CPU (ns/pkt)",
             "linkshare CBQ (kpps)",
             "linkshare CBQ CPU (ns/pkt)",
+            "linkshare HTB --io xdp (kpps)",
+            "linkshare HTB --io xdp CPU (ns/pkt)",
         ],
         "60-byte frames spread round robin over N UDP destination ports, one filter and one \
          class per port (`protocol = \"udp\"`, `dst_port`), under a 10 Gbit/s root: the cost \
          of classification and scheduling against the number of classes. Seed 001 Table 5 lost \
-         22 % of ALTQ's forwarding rate from 1 to 100 classes.",
+         22 % of ALTQ's forwarding rate from 1 to 100 classes. The linkshare HTB and CBQ \
+         columns use AF_PACKET (`--io packet`), the last two AF_XDP.",
     );
     for n in [1usize, 5, 10, 20, 50, 100] {
         let ports = n as u16;
@@ -909,6 +912,11 @@ fn classes(secs: f64) -> anyhow::Result<Table> {
             small_flood(ports, 1),
             secs,
         )?;
+        let x = measure_flood(
+            &bed(Via::LinkshareXdp, &n_classes("htb", n, 10_000, PFIFO))?,
+            small_flood(ports, 1),
+            secs,
+        )?;
         t.row(vec![
             n.to_string(),
             format!("{:.0}", k.kpps()),
@@ -916,6 +924,8 @@ fn classes(secs: f64) -> anyhow::Result<Table> {
             fmt_opt(h.shaper_ns_per_pkt(), 0),
             format!("{:.0}", c.kpps()),
             fmt_opt(c.shaper_ns_per_pkt(), 0),
+            format!("{:.0}", x.kpps()),
+            fmt_opt(x.shaper_ns_per_pkt(), 0),
         ]);
     }
     Ok(t)

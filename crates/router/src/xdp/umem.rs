@@ -100,19 +100,21 @@ impl<T: Copy> Ring<T> {
     ) -> io::Result<Self> {
         let len = off.desc as usize + size as usize * std::mem::size_of::<T>();
         let m = Map::new(Some(fd), len, pgoff, what)?;
-        let at = |o: u64| -> io::Result<*mut u8> {
-            if o as usize + 4 > len {
+        // The kernel's offsets are aligned (indices on their own cache lines); anything else
+        // would be a layout we do not understand.
+        let at = |o: u64, align: usize| -> io::Result<*mut u8> {
+            if o as usize + 4 > len || !o.is_multiple_of(align as u64) {
                 return Err(io::Error::other(format!(
-                    "{what}: ring offset {o} outside the mapping"
+                    "{what}: ring offset {o} outside the mapping or misaligned"
                 )));
             }
             // SAFETY: `o` is inside the mapping (checked above).
             Ok(unsafe { m.ptr.add(o as usize) })
         };
-        let producer = at(off.producer)?.cast::<AtomicU32>();
-        let consumer = at(off.consumer)?.cast::<AtomicU32>();
-        let flags = at(off.flags)?.cast::<AtomicU32>();
-        let desc = at(off.desc)?.cast::<T>();
+        let producer = at(off.producer, 4)?.cast::<AtomicU32>();
+        let consumer = at(off.consumer, 4)?.cast::<AtomicU32>();
+        let flags = at(off.flags, 4)?.cast::<AtomicU32>();
+        let desc = at(off.desc, std::mem::align_of::<T>())?.cast::<T>();
         // A fresh ring's indices are zero on both sides.
         Ok(Ring {
             _map: m,
