@@ -406,7 +406,7 @@ fn xdp_that_cannot_open_fails_clearly_and_auto_falls_back_to_af_packet() {
     // detached again on the way out.
     let out = lab.command("xdp").output().unwrap();
     let err = lab.stderr();
-    assert!(!out.status.success(), "{err}");
+    assert_eq!(out.status.code(), Some(2), "a runtime error: {err}");
     assert!(
         err.contains(&lab.rc) && err.contains("AF_XDP") && err.contains("MTU 9000"),
         "{err}"
@@ -462,7 +462,7 @@ fn native_refused_names_the_errno_and_xdp_falls_back_to_generic() {
     }
     let out = lab.command("xdp-native").output().unwrap();
     let err = lab.stderr();
-    assert!(!out.status.success(), "{err}");
+    assert_eq!(out.status.code(), Some(2), "a runtime error: {err}");
     assert!(
         err.contains("BPF_LINK_CREATE BPF_XDP native") && err.contains("os error"),
         "{err}"
