@@ -92,33 +92,39 @@ impl Lab {
     }
 
     fn command(&self, io: &str) -> Command {
+        self.command_as(io, &[])
+    }
+
+    /// The shaper's command line, with `wrapper` (a program and its arguments that exec the
+    /// rest, e.g. `setpriv`) between `ip netns exec` and the shaper.
+    fn command_as(&self, io: &str, wrapper: &[&str]) -> Command {
         let policy = self.dir.join("p.toml");
         std::fs::write(&policy, ONE_CLASS).unwrap();
         let err = std::fs::File::create(self.stderr_path()).unwrap();
         let mut cmd = Command::new("ip");
-        cmd.args([
-            "netns",
-            "exec",
-            &self.r,
-            env!("CARGO_BIN_EXE_linkshare"),
-            "run",
-        ])
-        .arg("--policy")
-        .arg(&policy)
-        .args(["--dev", &self.ra, "--dev", &self.rc, "--io", io])
-        .arg("--control")
-        .arg(self.control())
-        .arg("--lock-dir")
-        .arg(&self.dir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::from(err));
+        cmd.args(["netns", "exec", &self.r])
+            .args(wrapper)
+            .args([env!("CARGO_BIN_EXE_linkshare"), "run"])
+            .arg("--policy")
+            .arg(&policy)
+            .args(["--dev", &self.ra, "--dev", &self.rc, "--io", io])
+            .arg("--control")
+            .arg(self.control())
+            .arg("--lock-dir")
+            .arg(&self.dir)
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(err));
         cmd
     }
 
     /// Start the shaper with `--io io`; wait for its control socket.
     fn start(&mut self, io: &str) {
+        self.start_as(io, &[]);
+    }
+
+    fn start_as(&mut self, io: &str, wrapper: &[&str]) {
         let _ = std::fs::remove_file(self.control());
-        self.shaper = Some(self.command(io).spawn().unwrap());
+        self.shaper = Some(self.command_as(io, wrapper).spawn().unwrap());
         let t0 = Instant::now();
         while !self.control().exists() {
             if let Some(Ok(Some(st))) = self.shaper.as_mut().map(|c| c.try_wait()) {
@@ -489,4 +495,36 @@ fn native_refused_names_the_errno_and_xdp_falls_back_to_generic() {
     let status = lab.signal_and_wait(libc::SIGTERM);
     assert!(status.success(), "{status}");
     assert!(lab.wait_detached(), "{}", lab.link(&lab.ra));
+}
+
+/// Without CAP_BPF and CAP_SYS_ADMIN the kernel refuses `bpf()`: a machine where AF_XDP is not
+/// available. `--io xdp` says which step failed with which errno; `--io auto` says why on one
+/// line per interface and shapes over AF_PACKET.
+#[test]
+fn without_bpf_rights_xdp_names_the_step_and_auto_uses_af_packet() {
+    let Some(mut lab) = Lab::new() else { return };
+    let drop_bpf = [
+        "setpriv",
+        "--bounding-set=-bpf,-sys_admin,-perfmon",
+        "--inh-caps=-bpf,-sys_admin,-perfmon",
+    ];
+    let out = lab.command_as("xdp", &drop_bpf).output().unwrap();
+    let err = lab.stderr();
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("BPF_MAP_CREATE") && err.contains("os error 1)"),
+        "step and errno: {err}"
+    );
+    lab.start_as("auto", &drop_bpf);
+    let err = lab.stderr();
+    let why: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("AF_XDP unavailable") && l.contains("using AF_PACKET"))
+        .collect();
+    assert_eq!(why.len(), 2, "one line per interface: {err}");
+    assert!(err.contains("(io packet)"), "{err}");
+    let st = lab.stat();
+    assert_eq!(st["interfaces"][0]["io"], "packet", "{st}");
+    assert_eq!(udp_echo(&lab, 10), 10);
+    assert!(!lab.xdp_attached());
 }
