@@ -279,21 +279,18 @@ impl Port for XdpPort {
         while left > 0 && tx.needs_wakeup() && kicks < MAX_KICKS {
             kicks += 1;
             self.c.kicks += 1;
-            let took = match Xsk::kick_tx(fd) {
-                Ok(t) => t,
-                Err(_) => {
-                    self.c.kick_errors += 1;
-                    false
-                }
-            };
+            // "Try again" (the kernel's batch ended, or no skb memory) is not an error.
+            if Xsk::kick_tx(fd).is_err() {
+                self.c.kick_errors += 1;
+            }
             let now = tx.outstanding();
             // Zero-copy: the call only wakes the driver, which sends in its own time. Copy mode:
             // each call sends up to the kernel's batch; go on while it makes progress.
-            if zerocopy || (!took && now >= left) {
-                left = now;
+            let progress = now < left;
+            left = now;
+            if zerocopy || !progress {
                 break;
             }
-            left = now;
         }
         self.reclaim();
         left > 0
