@@ -43,6 +43,15 @@ pub struct RunArgs {
     /// over blocks of frames (fewer wake-ups at very high packet rates, up to 1 ms extra latency)
     #[arg(long, value_name = "v2|v3", default_value = "v2")]
     pub rx_ring: linkshare_router::RxRingKind,
+    /// Frame I/O: auto uses AF_XDP where the interface takes it and AF_PACKET otherwise (saying
+    /// why); xdp insists on AF_XDP (native mode, else generic); xdp-native and xdp-generic pick
+    /// the XDP mode; packet uses AF_PACKET rings
+    #[arg(
+        long,
+        value_name = "auto|xdp|xdp-native|xdp-generic|packet",
+        default_value = "auto"
+    )]
+    pub io: linkshare_router::IoKind,
     /// Line rate of the interfaces (tc units, e.g. 1gbit) when the drivers report none or the
     /// wrong one; the device buffer drains at the faster of this and the policy's root rate
     #[arg(long, value_name = "RATE")]
@@ -126,6 +135,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         device_buffer: a.device_buffer,
         busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1000)),
         rx_ring: a.rx_ring,
+        io: a.io,
         line_rate: match &a.line_rate {
             Some(t) => Some(
                 linkshare_core::units::Rate::parse(t)

@@ -27,8 +27,8 @@ fn reasons(m: &BTreeMap<String, u64>) -> String {
 fn interface(out: &mut String, i: &InterfaceSnapshot) {
     let _ = writeln!(
         out,
-        "dev {}: rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, fragments {}",
-        i.name, i.rx_packets, i.rx_bytes, i.tx_packets, i.tx_bytes, i.non_ip_passed, i.fragments
+        "dev {} (io {}): rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, fragments {}",
+        i.name, i.io, i.rx_packets, i.rx_bytes, i.tx_packets, i.tx_bytes, i.non_ip_passed, i.fragments
     );
     let _ = writeln!(
         out,

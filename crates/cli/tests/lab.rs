@@ -338,7 +338,16 @@ fn bench_forwarding_measures_every_router() {
     assert!(stdout.contains("| router B |"), "{stdout}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = v["results"]["forwarding"].as_array().unwrap();
-    assert_eq!(rows.len(), 6, "{v}");
+    // Bridge, kernel HTB, linkshare pfifo, HTB over AF_PACKET (V2, V3), over AF_XDP (native,
+    // generic), CBQ.
+    assert_eq!(rows.len(), 8, "{v}");
+    for io in ["--io xdp", "--io xdp-generic"] {
+        assert!(
+            rows.iter()
+                .any(|r| r["router B"].as_str().unwrap().ends_with(io)),
+            "no {io} row: {v}"
+        );
+    }
     for r in rows {
         let router = r["router B"].as_str().unwrap();
         let kpps: f64 = r["forwarded (kpps)"].as_str().unwrap().parse().unwrap();

@@ -108,6 +108,13 @@ impl Lab {
             .arg(policy)
             .args(["--dev", &self.ra, "--dev", &self.rc, "--control"])
             .arg(self.control())
+            // These tests cover the AF_PACKET port (tests/router_xdp.rs covers AF_XDP) unless a
+            // test picks its I/O.
+            .args(if extra.contains(&"--io") {
+                &[][..]
+            } else {
+                &["--io", "packet"][..]
+            })
             .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
@@ -598,9 +605,18 @@ fn moved_and_dropped(out: &str) -> (u64, u64) {
 
 #[test]
 fn class_change_and_reload_during_traffic_lose_no_queued_packet() {
+    change_and_reload_lose_nothing("packet");
+}
+
+#[test]
+fn class_change_and_reload_under_af_xdp_lose_no_queued_packet() {
+    change_and_reload_lose_nothing("xdp");
+}
+
+fn change_and_reload_lose_nothing(io: &str) {
     let Some(mut lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", TWO_CLASSES);
-    lab.start(&p);
+    lab.start_with(&p, &["--io", io]);
     let t0 = Instant::now();
     let sink = udp_sink(&lab, &[6001, 6002], t0, 4.5);
     let sa = udp_source(&lab, 6001, 5e6, 1000, t0, 0.0, 2.4);
@@ -664,6 +680,7 @@ fn class_change_and_reload_during_traffic_lose_no_queued_packet() {
         );
     }
     let ifs = &st["interfaces"];
+    assert!(ifs[0]["io"].as_str().unwrap().starts_with(io), "{st}");
     assert_eq!(ifs[0]["rx_ring_drops"], 0, "{st}");
     assert_eq!(ifs[1]["tx_errors"], 0, "{st}");
 }

@@ -7,10 +7,10 @@
 //! lateness of paced departures; control clients are served in the same loop but never block it.
 //! See docs/router.md.
 //!
-//! Modules by concern: [`port`] (rings), [`control`] (the protocol and its non-blocking server),
-//! [`guard`] (interface locks, loop detection), `stat` (the `stat` object), `reload` (policy
-//! replacement and state adoption), [`emulate`] (the emulated link), [`notify`] (systemd's
-//! READY/RELOADING/STOPPING), [`sys`] (system calls).
+//! Modules by concern: [`port`] (rings), [`xdp`] (AF_XDP, `--io`), [`control`] (the protocol and
+//! its non-blocking server), [`guard`] (interface locks, loop detection), `stat` (the `stat`
+//! object), `reload` (policy replacement and state adoption), [`emulate`] (the emulated link),
+//! [`notify`] (systemd's READY/RELOADING/STOPPING), [`sys`] (system calls).
 
 pub mod control;
 pub mod egress;
@@ -23,6 +23,7 @@ pub mod port;
 mod reload;
 mod stat;
 pub mod sys;
+pub mod xdp;
 
 use std::collections::HashMap;
 use std::os::fd::AsRawFd;
@@ -40,6 +41,7 @@ pub use frame::{classify_frame, Frame, Parsed};
 pub use hist::Hist;
 pub use port::{PacketPort, Port, PortCounters, RxFrame, RxRingKind, TxDrop};
 pub use reload::{adopt_state, load_sched, render_config_error};
+pub use xdp::IoKind;
 
 /// Everything `linkshare run` needs.
 #[derive(Clone, Debug)]
@@ -60,8 +62,10 @@ pub struct Options {
     pub path_delays: Vec<emulate::PathDelay>,
     /// Waits shorter than this are busy-polled; `None`: [`DEFAULT_BUSY_POLL_NS`] (50 µs).
     pub busy_poll_ns: Option<u64>,
-    /// The kind of receive ring on both interfaces.
+    /// The kind of receive ring on both interfaces (AF_PACKET).
     pub rx_ring: RxRingKind,
+    /// AF_XDP or AF_PACKET ([`xdp::open_port`]).
+    pub io: IoKind,
     /// Line rate of the interfaces in bit/s (`None`: what the drivers report; unknown counts as
     /// the policy's root rate). The device buffer drains at the faster of this and the root rate.
     pub line_rate: Option<u64>,
@@ -350,9 +354,9 @@ impl Shaper {
             }
             None => None,
         };
-        let p0 = PacketPort::open_with(&opts.dev_in, opts.rx_ring)
+        let p0 = xdp::open_port(&opts.dev_in, opts.io, opts.rx_ring)
             .with_context(|| format!("cannot open {}", opts.dev_in))?;
-        let p1 = PacketPort::open_with(&opts.dev_out, opts.rx_ring)
+        let p1 = xdp::open_port(&opts.dev_out, opts.io, opts.rx_ring)
             .with_context(|| format!("cannot open {}", opts.dev_out))?;
         let now = sys::monotonic_ns();
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
@@ -384,7 +388,7 @@ impl Shaper {
         Ok(Shaper {
             names: [opts.dev_in.clone(), opts.dev_out.clone()],
             opts,
-            ports: [Box::new(p0), Box::new(p1)],
+            ports: [p0, p1],
             ifs: Default::default(),
             dirs: [d0, d1],
             lateness: Hist::default(),
@@ -652,8 +656,14 @@ impl Shaper {
         sys::epoll_add(ep.as_raw_fd(), srv.listen_fd(), T_CTL)?;
         srv.attach(ep.as_raw_fd(), T_CLIENT);
         self.control = Some(srv);
+        let io = (self.ports[0].io(), self.ports[1].io());
+        let io = if io.0 == io.1 {
+            io.0
+        } else {
+            format!("{} / {}", io.0, io.1)
+        };
         eprintln!(
-            "linkshare: running {} -> {}, control {}",
+            "linkshare: running {} -> {} (io {io}), control {}",
             self.names[0],
             self.names[1],
             self.opts.control.display()

@@ -96,7 +96,8 @@ pub struct PortCounters {
     pub rx_blocks: u64,
 }
 
-/// A place frames come from and go to: an AF_PACKET pair of rings today, AF_XDP later.
+/// A place frames come from and go to: an AF_PACKET pair of rings ([`PacketPort`]) or an AF_XDP
+/// socket ([`crate::xdp::XdpPort`]).
 pub trait Port {
     /// The fd to poll for readability (frames waiting).
     fn fd(&self) -> RawFd;
@@ -112,6 +113,10 @@ pub trait Port {
     fn tx_flush(&mut self) -> bool;
     /// Counters; `refresh` also reads the kernel's receive-ring statistics.
     fn counters(&mut self, refresh: bool) -> PortCounters;
+    /// The I/O in use, as `run` and `stat` print it (`packet`, `xdp native/copy`, …).
+    fn io(&self) -> String {
+        "packet".to_string()
+    }
 }
 
 /// Receive ring geometry: 16 blocks of 256 KiB. A block holds a 64 KiB GSO frame, or ~170

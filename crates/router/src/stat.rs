@@ -101,6 +101,7 @@ impl Shaper {
                 };
                 InterfaceSnapshot {
                     name: self.names[i].clone(),
+                    io: self.ports[i].io(),
                     rx_packets: s.rx_packets,
                     rx_bytes: s.rx_bytes,
                     tx_packets: p.tx_frames,

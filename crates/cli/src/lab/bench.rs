@@ -205,10 +205,14 @@ enum Via {
     None,
     /// A Linux bridge with the kernel's HTB (from `export tc`) on the port towards C.
     Kernel,
-    /// `linkshare run` between the two veths.
+    /// `linkshare run --io packet` between the two veths (AF_PACKET rings).
     Linkshare,
-    /// `linkshare run --rx-ring v3` (block receive ring).
+    /// `linkshare run --io packet --rx-ring v3` (block receive ring).
     LinkshareV3,
+    /// `linkshare run --io xdp` (AF_XDP; native mode on veth, copy transmit).
+    LinkshareXdp,
+    /// `linkshare run --io xdp-generic` (AF_XDP on generic, skb-mode XDP).
+    LinkshareXdpGeneric,
 }
 
 impl Via {
@@ -218,6 +222,8 @@ impl Via {
             Via::Kernel => "kernel HTB",
             Via::Linkshare => "linkshare",
             Via::LinkshareV3 => "linkshare --rx-ring v3",
+            Via::LinkshareXdp => "linkshare --io xdp",
+            Via::LinkshareXdpGeneric => "linkshare --io xdp-generic",
         }
     }
 }
@@ -280,14 +286,25 @@ fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
     let router: Box<dyn Router> = match via {
         Via::None => Box::new(KernelRouter::bridge()),
         Via::Kernel => Box::new(KernelRouter::htb(linkshare_interop::tc::export::tc_script)),
-        Via::Linkshare => Box::new(LinkshareRouter::new(Vec::new())?),
-        Via::LinkshareV3 => Box::new(LinkshareRouter::new(vec!["--rx-ring".into(), "v3".into()])?),
+        Via::Linkshare => Box::new(LinkshareRouter::new(args(&["--io", "packet"]))?),
+        Via::LinkshareV3 => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "packet",
+            "--rx-ring",
+            "v3",
+        ]))?),
+        Via::LinkshareXdp => Box::new(LinkshareRouter::new(args(&["--io", "xdp"]))?),
+        Via::LinkshareXdpGeneric => Box::new(LinkshareRouter::new(args(&["--io", "xdp-generic"]))?),
     };
     let file = t.write_file("policy.toml", policy)?;
     t.start_router(router, &file)?;
     t.wait_reachable()?;
     let pid = t.router().and_then(|r| r.pid());
     Ok(Bed { t, pid })
+}
+
+fn args(a: &[&str]) -> Vec<String> {
+    a.iter().map(|s| s.to_string()).collect()
 }
 
 /// A one-class HTB policy of rate `rate` (tc units) with leaf `leaf`.
@@ -583,10 +600,20 @@ fn throughput(secs: f64) -> anyhow::Result<Table> {
     );
     let mut base = None;
     let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
-    let rows: [(&str, Via, String); 5] = [
+    let rows: [(&str, Via, String); 7] = [
         (Via::None.name(), Via::None, String::new()),
         ("kernel HTB, 1 class", Via::Kernel, unlimited(PFIFO)),
         ("linkshare HTB, 1 class", Via::Linkshare, unlimited(PFIFO)),
+        (
+            "linkshare HTB, 1 class, --io xdp",
+            Via::LinkshareXdp,
+            unlimited(PFIFO),
+        ),
+        (
+            "linkshare HTB, 1 class, --io xdp-generic",
+            Via::LinkshareXdpGeneric,
+            unlimited(PFIFO),
+        ),
         ("linkshare CBQ, 3 classes", Via::Linkshare, cbq3),
         (
             "linkshare HTB, --rx-ring v3",
@@ -739,6 +766,7 @@ fn request_response(secs: f64) -> anyhow::Result<Table> {
             "linkshare CBQ, 3 classes: trans/s (RTT µs)",
             "CBQ overhead per transaction (µs)",
             "linkshare HTB --rx-ring v3: trans/s (RTT µs)",
+            "linkshare HTB --io xdp: trans/s (RTT µs)",
         ],
         "One UDP request/response at a time A ↔ C (netperf UDP_RR style); RTT = 1 / rate. Both \
          directions cross router B: the request through the shaped direction, the response \
@@ -748,12 +776,13 @@ fn request_response(secs: f64) -> anyhow::Result<Table> {
     );
     let mut cols: Vec<Vec<f64>> = Vec::new();
     let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
-    let cols_spec: [(Via, String); 5] = [
+    let cols_spec: [(Via, String); 6] = [
         (Via::None, String::new()),
         (Via::Kernel, unlimited(PFIFO)),
         (Via::Linkshare, unlimited(PFIFO)),
         (Via::Linkshare, cbq3),
         (Via::LinkshareV3, unlimited(PFIFO)),
+        (Via::LinkshareXdp, unlimited(PFIFO)),
     ];
     for (via, policy) in cols_spec {
         let b = bed(via, &policy)?;
@@ -774,6 +803,7 @@ fn request_response(secs: f64) -> anyhow::Result<Table> {
             cell(cols[3][i]),
             format!("{over:.1}"),
             cell(cols[4][i]),
+            cell(cols[5][i]),
         ]);
     }
     Ok(t)
@@ -818,6 +848,16 @@ fn forwarding(secs: f64) -> anyhow::Result<Table> {
             unlimited(PFIFO),
         ),
         (
+            "linkshare HTB, 1 class, --io xdp",
+            Via::LinkshareXdp,
+            unlimited(PFIFO),
+        ),
+        (
+            "linkshare HTB, 1 class, --io xdp-generic",
+            Via::LinkshareXdpGeneric,
+            unlimited(PFIFO),
+        ),
+        (
             "linkshare CBQ, 1 class",
             Via::Linkshare,
             n_classes("cbq", 1, 10_000, PFIFO),
@@ -846,11 +886,14 @@ fn classes(secs: f64) -> anyhow::Result<Table> {
             "linkshare HTB CPU (ns/pkt)",
             "linkshare CBQ (kpps)",
             "linkshare CBQ CPU (ns/pkt)",
+            "linkshare HTB --io xdp (kpps)",
+            "linkshare HTB --io xdp CPU (ns/pkt)",
         ],
         "60-byte frames spread round robin over N UDP destination ports, one filter and one \
          class per port (`protocol = \"udp\"`, `dst_port`), under a 10 Gbit/s root: the cost \
          of classification and scheduling against the number of classes. Seed 001 Table 5 lost \
-         22 % of ALTQ's forwarding rate from 1 to 100 classes.",
+         22 % of ALTQ's forwarding rate from 1 to 100 classes. The linkshare HTB and CBQ \
+         columns use AF_PACKET (`--io packet`), the last two AF_XDP.",
     );
     for n in [1usize, 5, 10, 20, 50, 100] {
         let ports = n as u16;
@@ -869,6 +912,11 @@ fn classes(secs: f64) -> anyhow::Result<Table> {
             small_flood(ports, 1),
             secs,
         )?;
+        let x = measure_flood(
+            &bed(Via::LinkshareXdp, &n_classes("htb", n, 10_000, PFIFO))?,
+            small_flood(ports, 1),
+            secs,
+        )?;
         t.row(vec![
             n.to_string(),
             format!("{:.0}", k.kpps()),
@@ -876,6 +924,8 @@ fn classes(secs: f64) -> anyhow::Result<Table> {
             fmt_opt(h.shaper_ns_per_pkt(), 0),
             format!("{:.0}", c.kpps()),
             fmt_opt(c.shaper_ns_per_pkt(), 0),
+            format!("{:.0}", x.kpps()),
+            fmt_opt(x.shaper_ns_per_pkt(), 0),
         ]);
     }
     Ok(t)

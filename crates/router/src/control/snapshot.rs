@@ -53,6 +53,9 @@ pub struct LatenessNs {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InterfaceSnapshot {
     pub name: String,
+    /// The I/O the shaper uses on it: `packet` (AF_PACKET) or `xdp native/copy`, … (`--io`).
+    #[serde(default)]
+    pub io: String,
     pub rx_packets: u64,
     pub rx_bytes: u64,
     pub tx_packets: u64,
