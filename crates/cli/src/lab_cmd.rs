@@ -1,9 +1,10 @@
-//! `linkshare lab [SCENARIO] [--out DIR] [--kernel]` and `linkshare lab bench`: the arguments and
-//! the printing; the lab itself (namespaces, traffic, measurement) is the `linkshare-lab` crate.
+//! `linkshare lab [SCENARIO] [--out DIR] [--kernel]`, `linkshare lab bench` and `linkshare lab
+//! soak`: the arguments and the printing; the lab itself (namespaces, traffic, measurement, the
+//! soak's checks) is the `linkshare-lab` crate.
 //!
-//! Exit codes (crate `exit`): 0 ok, 1 invalid scenario or a flow failed, 2 unreadable file, no
-//! testbed (not root, no `ip`) or unwritable output, 130 interrupted (the partial report is
-//! still written).
+//! Exit codes (crate `exit`): 0 ok, 1 invalid scenario, a flow failed or a soak check failed,
+//! 2 unreadable file, no testbed (not root, no `ip`) or unwritable output, 130 interrupted (the
+//! partial report is still written).
 
 use std::path::PathBuf;
 
@@ -31,6 +32,34 @@ pub struct LabArgs {
 pub enum LabCommand {
     /// The seeds' overhead measurements on the real shaper, beside the kernel's HTB and no shaper
     Bench(BenchArgs),
+    /// Saturate the real shaper for a long time with a reload or class change every second and
+    /// misbehaving control clients; check conservation, flat RSS and bounded pauses (docs/soak.md)
+    Soak(SoakArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SoakArgs {
+    /// How long: seconds, or with a unit (`90s`, `30m`, `2h`)
+    #[arg(long, default_value = "60s")]
+    pub duration: String,
+    /// Print the figures as JSON instead of text
+    #[arg(long)]
+    pub json: bool,
+    /// Longest gap allowed between two packets at the sink, milliseconds
+    #[arg(long, default_value_t = 100)]
+    pub max_pause_ms: u64,
+}
+
+/// `90`, `90s`, `30m`, `2h` as a duration.
+fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let (num, mult) = match s.char_indices().last()? {
+        (i, 's') => (&s[..i], 1),
+        (i, 'm') => (&s[..i], 60),
+        (i, 'h') => (&s[..i], 3600),
+        _ => (s, 1),
+    };
+    let n: u64 = num.trim().parse().ok()?;
+    Some(std::time::Duration::from_secs(n.checked_mul(mult)?))
 }
 
 #[derive(Args, Debug)]
@@ -66,6 +95,27 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
         };
         linkshare_lab::bench::run(&opts, |md| println!("{md}"))?;
         return Ok(crate::exit::OK);
+    }
+    if let Some(LabCommand::Soak(a)) = &args.command {
+        let duration = parse_duration(&a.duration).ok_or_else(|| {
+            crate::exit::invalid(format!(
+                "--duration {}: give seconds or a unit, e.g. 90s, 30m, 2h",
+                a.duration
+            ))
+        })?;
+        let mut opts = linkshare_lab::soak::SoakOptions::new(duration);
+        opts.max_pause = std::time::Duration::from_millis(a.max_pause_ms);
+        let r = linkshare_lab::soak::run(&opts)?;
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&r)?);
+        } else {
+            print!("{}", r.text());
+        }
+        return Ok(if r.passed() {
+            crate::exit::OK
+        } else {
+            crate::exit::INVALID
+        });
     }
     let run = match execute(args.scenario.as_deref(), args.kernel)? {
         Ok(r) => r,

@@ -23,6 +23,7 @@
 
 pub mod bench;
 pub mod run;
+pub mod soak;
 pub mod testbed;
 pub mod traffic;
 
