@@ -26,7 +26,7 @@ use linkshare_sim::compare::{self, Comparison, Figures, Overlay, Tolerance};
 use linkshare_sim::model::SimResult;
 use linkshare_sim::Scenario;
 
-use crate::lab;
+use linkshare_lab as lab;
 
 #[derive(clap::Args, Debug)]
 pub struct CompareArgs {
@@ -265,10 +265,10 @@ fn load(path: &Path) -> Option<Scenario> {
 }
 
 fn write_side(r: &SimResult, dir: &Path, command: &str) -> anyhow::Result<()> {
-    let opts = linkshare_sim::report::ReportOptions {
+    let opts = linkshare_report::ReportOptions {
         command: Some(command.to_string()),
     };
-    linkshare_sim::report::write_all_with(r, dir, &opts)
+    linkshare_report::write_all_with(r, dir, &opts)
         .with_context(|| format!("cannot write the report to {}", dir.display()))?;
     Ok(())
 }

@@ -39,6 +39,7 @@ pub fn invalid(msg: impl Into<String>) -> anyhow::Error {
 pub fn code_of(e: &anyhow::Error) -> i32 {
     let rejected = e.chain().any(|c| {
         c.downcast_ref::<Invalid>().is_some()
+            || c.downcast_ref::<linkshare_lab::Invalid>().is_some()
             || c.downcast_ref::<linkshare_router::guard::Refused>()
                 .is_some()
     });

@@ -9,7 +9,7 @@ mod exit;
 mod export_tc;
 mod fidelity_doc;
 mod import_cmd;
-mod lab;
+mod lab_cmd;
 mod router_cmds;
 mod seeds_doc;
 mod sim_cmd;
@@ -74,7 +74,7 @@ enum Command {
     /// Turn a tc script or device, LibreQoS files or pf.conf queues into a policy (docs/import.md)
     Import(import_cmd::ImportArgs),
     /// Build a namespace testbed and push real kernel traffic through linkshare (and the kernel's HTB)
-    Lab(lab::LabArgs),
+    Lab(lab_cmd::LabArgs),
     /// Micro-benchmarks of the datapath without I/O (`bench sched`: the scheduler core beside DPDK's)
     Bench(bench_sched::BenchArgs),
     /// Hold a scenario's simulation against the lab (real kernel TCP), per class per phase
@@ -131,7 +131,7 @@ fn main() {
         Command::Reload(a) => report(router_cmds::reload(a)),
         Command::Export(a) => report(export_tc::run(a)),
         Command::Import(a) => import_cmd::run(a),
-        Command::Lab(a) => report(lab::run(a)),
+        Command::Lab(a) => report(lab_cmd::run(a)),
         Command::Bench(a) => report(bench_sched::run(a)),
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
         Command::Compare(a) => report(compare_cmd::run(a)),

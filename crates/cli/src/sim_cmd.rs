@@ -108,13 +108,13 @@ pub fn run(
         (None, true) => None,
     };
     if json {
-        let text = linkshare_sim::report::summary_json(&result)?;
+        let text = linkshare_report::summary_json(&result)?;
         std::io::stdout().write_all(text.as_bytes())?;
     } else {
-        print!("{}", linkshare_sim::report::render_table(&result));
+        print!("{}", linkshare_report::render_table(&result));
     }
     if let Some(dir) = dir {
-        match linkshare_sim::report::write_all(&result, &dir) {
+        match linkshare_report::write_all(&result, &dir) {
             Ok(files) => {
                 if !json {
                     let html = files

@@ -3,27 +3,17 @@
 //! without a running shaper or namespaces.
 
 use std::path::PathBuf;
-use std::process::Command;
 
+mod common;
+
+/// `linkshare ARGS`: the exit code (`None` if killed by a signal) and stdout then stderr.
 fn linkshare(args: &[&str]) -> (Option<i32>, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_linkshare"))
-        .args(args)
-        .output()
-        .expect("run linkshare");
-    (
-        out.status.code(),
-        format!(
-            "{}{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        ),
-    )
+    let (code, out, err) = common::linkshare(args);
+    ((code >= 0).then_some(code), format!("{out}{err}"))
 }
 
 fn scratch() -> PathBuf {
-    let d = std::env::temp_dir().join(format!("lsexit-{}", std::process::id()));
-    std::fs::create_dir_all(&d).expect("scratch");
-    d
+    common::scratch("exit")
 }
 
 const VALID: &str =

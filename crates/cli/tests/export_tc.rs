@@ -6,14 +6,14 @@
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
-/// The lab's namespace testbed, compiled in for its shared gate (`netns_test_can_run`).
-#[allow(dead_code)]
-#[path = "../src/lab/testbed.rs"]
-mod testbed;
+/// The namespace testbed of `linkshare lab` (crate linkshare-lab), with its shared gate
+/// (`netns_test_can_run`: skip with the reason, or fail under LINKSHARE_REQUIRE_NETNS=1).
+use linkshare_lab::testbed;
 
-const BIN: &str = env!("CARGO_BIN_EXE_linkshare");
+mod common;
+use common::{run, Ns};
 
 const POLICY: &str = r#"
 qdisc = "htb"
@@ -73,25 +73,16 @@ class = "web"
 "#;
 
 fn write_policy(tag: &str, text: &str) -> std::path::PathBuf {
-    let dir = std::env::temp_dir().join(format!("lsexport{tag}"));
-    std::fs::create_dir_all(&dir).unwrap();
-    let p = dir.join("policy.toml");
-    std::fs::write(&p, text).unwrap();
-    p
+    common::write(
+        &common::scratch(&format!("export{tag}")),
+        "policy.toml",
+        text,
+    )
 }
 
 fn export(policy: &std::path::Path, dev: &str) -> (i32, String, String) {
-    let out = Command::new(BIN)
-        .args(["export", "tc"])
-        .arg(policy)
-        .args(["--dev", dev])
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let policy = policy.to_string_lossy();
+    common::linkshare(&["export", "tc", &policy, "--dev", dev])
 }
 
 #[test]
@@ -137,23 +128,6 @@ fn export_prints_every_class_and_rejects_what_the_kernel_lacks() {
         err.contains("qdisc = \\\"htb\\\"") || err.contains("qdisc = \"htb\""),
         "{err}"
     );
-}
-
-fn run(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-struct Ns(String);
-impl Drop for Ns {
-    fn drop(&mut self) {
-        run("ip", &["netns", "del", &self.0]);
-    }
 }
 
 fn in_ns<T: Send + 'static>(ns: &str, f: impl FnOnce() -> T + Send + 'static) -> T {

@@ -6,25 +6,17 @@
 //! `LINKSHARE_REQUIRE_NETNS=1`, where it fails instead (CI sets it, so that it cannot pass by
 //! skipping).
 
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use linkshare_config::Policy;
 
-const BIN: &str = env!("CARGO_BIN_EXE_linkshare");
+mod common;
+use common::{linkshare, run, Ns, BIN};
 
 fn fixture(p: &str) -> String {
     format!(
         "{}/../interop/tests/fixtures/{p}",
         env!("CARGO_MANIFEST_DIR")
-    )
-}
-
-fn linkshare(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(BIN).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
     )
 }
 
@@ -97,23 +89,6 @@ fn import_errors_are_located_and_exit_1() {
         err.contains("<imported policy>:") && err.contains("policy is invalid: 1 error"),
         "{err}"
     );
-}
-
-fn run(cmd: &str, args: &[&str]) -> bool {
-    Command::new(cmd)
-        .args(args)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false)
-}
-
-struct Ns(String);
-impl Drop for Ns {
-    fn drop(&mut self) {
-        run("ip", &["netns", "del", &self.0]);
-    }
 }
 
 /// Why namespaces cannot be used here, if they cannot.

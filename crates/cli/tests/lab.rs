@@ -15,11 +15,9 @@ fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_linkshare")
 }
 
-/// The namespace testbed, compiled in for its shared gate (`netns_test_can_run`: skip with the
-/// reason, or fail under LINKSHARE_REQUIRE_NETNS=1).
-#[allow(dead_code)]
-#[path = "../src/lab/testbed.rs"]
-mod testbed;
+/// The namespace testbed of `linkshare lab` (crate linkshare-lab), with its shared gate
+/// (`netns_test_can_run`: skip with the reason, or fail under LINKSHARE_REQUIRE_NETNS=1).
+use linkshare_lab::testbed;
 
 fn scratch(name: &str) -> PathBuf {
     let d = std::env::temp_dir().join(format!("lslabtest-{}-{name}", std::process::id()));

@@ -12,11 +12,9 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-/// The namespace testbed of `linkshare lab` (crates/cli/src/lab/testbed.rs), compiled into this
-/// test: a test cannot import the binary's modules.
-#[allow(dead_code)]
-#[path = "../src/lab/testbed.rs"]
-mod testbed;
+/// The namespace testbed of `linkshare lab` (crate linkshare-lab), with its shared gate
+/// (`netns_test_can_run`: skip with the reason, or fail under LINKSHARE_REQUIRE_NETNS=1).
+use linkshare_lab::testbed;
 
 /// One testbed at a time: the tests measure rates and delays, and on a 2-core machine two
 /// testbeds pushing traffic at once starve each other's shaper and senders.

@@ -10,10 +10,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The namespace testbed of `linkshare lab`, compiled into this test.
-#[allow(dead_code)]
-#[path = "../src/lab/testbed.rs"]
-mod testbed;
+/// The namespace testbed of `linkshare lab` (crate linkshare-lab), with its shared gate
+/// (`netns_test_can_run`: skip with the reason, or fail under LINKSHARE_REQUIRE_NETNS=1).
+use linkshare_lab::testbed;
 
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 

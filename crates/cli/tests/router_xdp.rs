@@ -16,9 +16,8 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-#[allow(dead_code)]
-#[path = "../src/lab/testbed.rs"]
-mod testbed;
+/// The namespace testbed of `linkshare lab` (crate linkshare-lab).
+use linkshare_lab::testbed;
 
 /// One testbed at a time (rates are measured on a 2-core machine).
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());

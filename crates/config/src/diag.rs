@@ -7,10 +7,6 @@
 //! error is rejected with a [`ConfigError`] holding every diagnostic, warnings included.
 
 use std::fmt;
-use std::ops::Range;
-
-pub(crate) use crate::source::LineIndex;
-use crate::source::Source;
 
 /// How bad a diagnostic is.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -51,17 +47,11 @@ pub struct Diagnostic {
     pub help: Option<String>,
 }
 
+/// `Diagnostic::render_with_source` is defined in `crate::source`, beside the line index it
+/// needs: this module sits below `source` and imports nothing from it.
 impl Diagnostic {
     pub fn is_error(&self) -> bool {
         self.severity == Severity::Error
-    }
-
-    /// The diagnostic followed by the offending source line and a caret under the column, as
-    /// rustc prints them. `text` is the whole file the diagnostic points into. Indexes `text`
-    /// (linear in its size): to render many diagnostics of one file, use [`Source`] or
-    /// [`render_report`](crate::render_report), which index it once.
-    pub fn render_with_source(&self, text: &str) -> String {
-        Source::new(text).render(self)
     }
 
     pub(crate) fn location(&self) -> String {
@@ -125,73 +115,6 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
-
-/// Collects diagnostics for one document.
-pub(crate) struct Sink<'a> {
-    index: LineIndex<'a>,
-    origin: &'a str,
-    pub(crate) diags: Vec<Diagnostic>,
-}
-
-impl<'a> Sink<'a> {
-    pub(crate) fn new(text: &'a str, origin: &'a str) -> Self {
-        Sink {
-            index: LineIndex::new(text),
-            origin,
-            diags: Vec::new(),
-        }
-    }
-
-    pub(crate) fn push(
-        &mut self,
-        severity: Severity,
-        span: &Range<usize>,
-        message: String,
-        help: Option<String>,
-    ) {
-        let (line, col) = self.index.line_col(span.start);
-        self.diags.push(Diagnostic {
-            severity,
-            file: self.origin.to_string(),
-            line,
-            col,
-            message,
-            help,
-        });
-    }
-
-    pub(crate) fn error(
-        &mut self,
-        span: &Range<usize>,
-        message: impl Into<String>,
-        help: impl Into<String>,
-    ) {
-        self.push(Severity::Error, span, message.into(), Some(help.into()));
-    }
-
-    pub(crate) fn warn(
-        &mut self,
-        span: &Range<usize>,
-        message: impl Into<String>,
-        help: impl Into<String>,
-    ) {
-        self.push(Severity::Warning, span, message.into(), Some(help.into()));
-    }
-
-    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
-        self.index.line_col(offset)
-    }
-
-    pub(crate) fn has_errors(&self) -> bool {
-        self.diags.iter().any(|d| d.is_error())
-    }
-
-    /// Diagnostics in file order (stable for equal positions).
-    pub(crate) fn finish(mut self) -> Vec<Diagnostic> {
-        self.diags.sort_by_key(|d| (d.line, d.col));
-        self.diags
-    }
-}
 
 /// Edit distance counting a swap of two adjacent characters as one edit (so `ciel` is one edit
 /// from `ceil`).

@@ -24,9 +24,10 @@ use linkshare_core::units::Size;
 use linkshare_core::{Packet, Qdisc};
 use toml::Spanned;
 
-use crate::diag::{suggest, Sink};
+use crate::diag::suggest;
 use crate::params::Params;
 use crate::raw::Raw;
+use crate::source::Sink;
 use crate::values;
 
 /// A leaf discipline and its parameters.

@@ -630,7 +630,7 @@ impl Policy {
 
 /// A TOML syntax error as a located diagnostic.
 fn syntax_error(e: &toml::de::Error, text: &str, origin: &str) -> ConfigError {
-    let index = diag::LineIndex::new(text);
+    let index = source::LineIndex::new(text);
     let (line, col) = e.span().map(|s| index.line_col(s.start)).unwrap_or((1, 1));
     if let Some(d) = unquoted_unit(text, line, origin) {
         return ConfigError {

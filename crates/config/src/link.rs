@@ -7,7 +7,7 @@
 use linkshare_core::linklayer::{Framing, LinkLayer};
 use toml::Spanned;
 
-use crate::diag::Sink;
+use crate::source::Sink;
 use crate::raw::Raw;
 use crate::values;
 

@@ -12,8 +12,9 @@ use linkshare_core::qdisc::ParamError;
 use linkshare_core::units::{Duration, Rate};
 use toml::Spanned;
 
-use crate::diag::{suggest, Sink};
+use crate::diag::suggest;
 use crate::raw::Raw;
+use crate::source::Sink;
 use crate::values;
 
 pub(crate) type Entries = [(Spanned<String>, Spanned<Raw>)];

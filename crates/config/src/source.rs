@@ -14,6 +14,7 @@
 //!   the rest become one line that counts them and gives their line range.
 
 use std::cell::Cell;
+use std::ops::Range;
 
 use crate::diag::{Diagnostic, Severity};
 
@@ -320,6 +321,83 @@ fn thousands(n: usize) -> String {
         out.push(ch);
     }
     out
+}
+
+impl Diagnostic {
+    /// The diagnostic followed by the offending source line and a caret under the column, as
+    /// rustc prints them. `text` is the whole file the diagnostic points into. Indexes `text`
+    /// (linear in its size): to render many diagnostics of one file, use [`Source`] or
+    /// [`render_report`](crate::render_report), which index it once.
+    pub fn render_with_source(&self, text: &str) -> String {
+        Source::new(text).render(self)
+    }
+}
+
+/// Collects diagnostics for one document.
+pub(crate) struct Sink<'a> {
+    index: LineIndex<'a>,
+    origin: &'a str,
+    pub(crate) diags: Vec<Diagnostic>,
+}
+
+impl<'a> Sink<'a> {
+    pub(crate) fn new(text: &'a str, origin: &'a str) -> Self {
+        Sink {
+            index: LineIndex::new(text),
+            origin,
+            diags: Vec::new(),
+        }
+    }
+
+    pub(crate) fn push(
+        &mut self,
+        severity: Severity,
+        span: &Range<usize>,
+        message: String,
+        help: Option<String>,
+    ) {
+        let (line, col) = self.index.line_col(span.start);
+        self.diags.push(Diagnostic {
+            severity,
+            file: self.origin.to_string(),
+            line,
+            col,
+            message,
+            help,
+        });
+    }
+
+    pub(crate) fn error(
+        &mut self,
+        span: &Range<usize>,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) {
+        self.push(Severity::Error, span, message.into(), Some(help.into()));
+    }
+
+    pub(crate) fn warn(
+        &mut self,
+        span: &Range<usize>,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) {
+        self.push(Severity::Warning, span, message.into(), Some(help.into()));
+    }
+
+    pub(crate) fn line_col(&self, offset: usize) -> (usize, usize) {
+        self.index.line_col(offset)
+    }
+
+    pub(crate) fn has_errors(&self) -> bool {
+        self.diags.iter().any(|d| d.is_error())
+    }
+
+    /// Diagnostics in file order (stable for equal positions).
+    pub(crate) fn finish(mut self) -> Vec<Diagnostic> {
+        self.diags.sort_by_key(|d| (d.line, d.col));
+        self.diags
+    }
 }
 
 #[cfg(test)]

@@ -18,10 +18,11 @@ use linkshare_core::qdisc::fifo::DEFAULT_PFIFO_LIMIT;
 use linkshare_core::units::{Rate, Size};
 use toml::Spanned;
 
-use crate::diag::{suggest, ConfigError, Sink};
+use crate::diag::{suggest, ConfigError};
 use crate::leaf::read_leaf;
 use crate::params::Params;
 use crate::raw::{PolicyDoc, Raw};
+use crate::source::Sink;
 use crate::values;
 use crate::{
     CbqClass, CbqGuideline, CbqOptions, CbqScheduler, ClassInfo, FilterInfo, LeafKind, OfftimeUnit,

@@ -8,8 +8,9 @@ use linkshare_core::classify::IpPrefix;
 use linkshare_core::units::{Rate, Size, UnitError};
 use toml::Spanned;
 
-use crate::diag::{suggest, Sink};
+use crate::diag::suggest;
 use crate::raw::Raw;
+use crate::source::Sink;
 
 /// Rate units tc(8) accepts, for "did you mean".
 const RATE_UNITS: &[&str] = &[

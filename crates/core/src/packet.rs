@@ -89,10 +89,6 @@ impl PacketMeta {
     pub fn ecn(&self) -> u8 {
         self.tos & 3
     }
-    /// The flow hash under a different key (used by SFQ's perturbation). Deterministic.
-    pub fn flow_hash_keyed(&self, key: u64) -> u32 {
-        crate::wire::flow_hash(self, key)
-    }
 }
 
 /// A packet as the schedulers see it.

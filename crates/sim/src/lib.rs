@@ -8,6 +8,7 @@
 //!
 //! Modules, one concern each:
 //! * [`scenario`]: the TOML scenario format (`docs/scenario-format.md`), strict, located errors;
+//!   `load` reads a whole file, its `[sweep]` expanded by [`sweep`] (no module cycle);
 //! * [`engine`]: the clock and the event heap ordered by `(time, seq)`, with a budget and a stall
 //!   detector so a run never hangs;
 //! * [`link`]: the bottleneck: scheduler → device buffer → wire, the pull rule and `timer_hz`;
@@ -15,24 +16,26 @@
 //! * [`metrics`]: RTT histograms, fairness;
 //! * `world`: the topology and the event loop, behind [`run`];
 //! * [`sweep`]: `[sweep]` sections: one file, many points, one table;
-//! * [`model`]: the results; [`report`]: the files written from them;
+//! * [`model`]: the results (re-exported from `linkshare-report`, which writes the files);
 //! * [`compare`]: a run held against the lab's (`linkshare compare`, docs/fidelity.md).
 
 pub mod compare;
 pub mod engine;
 pub mod link;
+mod load;
 pub mod metrics;
-pub mod model;
 pub mod packet;
 pub mod ping;
 pub mod policy;
-pub mod report;
 pub mod scenario;
 pub mod sweep;
 pub mod tcp;
 pub mod udp;
 mod world;
 
+/// The result model lives with its renderers in `linkshare-report`; re-exported so that
+/// `linkshare_sim::model::SimResult` keeps naming what [`run`] returns.
+pub use linkshare_report::model;
 pub use packet::SimPacket;
 pub use scenario::{Scenario, ScenarioError};
 pub use world::{run, SimError, NO_POLICY_CLASS};

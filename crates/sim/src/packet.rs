@@ -3,6 +3,14 @@
 
 use linkshare_core::{Packet, PacketMeta};
 
+/// Bytes of a TCP segment's IP + TCP headers with the timestamp option.
+pub const HEADER_BYTES: u32 = 52;
+
+/// The MSS for a link MTU (Linux with timestamps: `mtu − 52`).
+pub fn mss_for_mtu(mtu: u32) -> u32 {
+    mtu.saturating_sub(HEADER_BYTES).max(1)
+}
+
 /// What a packet is, to its endpoints.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum PktKind {

@@ -79,9 +79,27 @@ impl fmt::Display for ScenarioError {
 impl std::error::Error for ScenarioError {}
 
 /// Locates byte offsets of one document.
-struct Doc<'a> {
-    text: &'a str,
-    origin: &'a str,
+pub(crate) struct Doc<'a> {
+    pub(crate) text: &'a str,
+    pub(crate) origin: &'a str,
+}
+
+/// A TOML or serde error of `doc`, located, with a pointer to the format for unknown keys.
+pub(crate) fn toml_error(doc: &Doc<'_>, e: &toml::de::Error) -> ScenarioError {
+    let span = e.span().unwrap_or(0..0);
+    let msg = e
+        .message()
+        .trim()
+        .lines()
+        .next()
+        .unwrap_or("invalid TOML")
+        .to_string();
+    let help = if msg.starts_with("unknown field") {
+        Some("see docs/scenario-format.md for the keys a scenario accepts".to_string())
+    } else {
+        None
+    };
+    doc.err(span, msg, help)
 }
 
 impl Doc<'_> {
@@ -186,7 +204,9 @@ struct RawScenario {
     policy: Option<Spanned<RawPolicy>>,
     #[serde(default)]
     flow: Vec<Spanned<RawFlow>>,
-    sweep: Option<crate::sweep::RawSweep>,
+    /// Read by [`crate::load`] (`[sweep]` expands into whole scenarios, built above this module).
+    #[serde(default, rename = "sweep")]
+    _sweep: Option<de::IgnoredAny>,
 }
 
 #[derive(Deserialize)]
@@ -386,7 +406,35 @@ pub struct Scenario {
     pub origin: String,
     /// The `[sweep]` section with every point built, if the file has one. The scenario itself
     /// is the file without it.
-    pub sweep: Option<crate::sweep::Sweep>,
+    pub sweep: Option<Sweep>,
+}
+
+/// One axis of a sweep, as checked (built by [`crate::sweep`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Axis {
+    /// Column name in the table and the CSV; used in point selectors.
+    pub name: String,
+    /// The dotted keys it sets.
+    pub keys: Vec<String>,
+    /// One label per value, in file order.
+    pub labels: Vec<String>,
+}
+
+/// One point of a sweep: a label per axis and the scenario it runs.
+#[derive(Clone, Debug)]
+pub struct Point {
+    /// 1-based, in sweep order.
+    pub index: usize,
+    pub labels: Vec<String>,
+    pub scenario: Scenario,
+}
+
+/// A checked sweep: its axes and every point, built. The types live here, beside the scenario
+/// that carries them; [`crate::sweep`] builds and runs them.
+#[derive(Clone, Debug)]
+pub struct Sweep {
+    pub axes: Vec<Axis>,
+    pub points: Vec<Point>,
 }
 
 pub const DEFAULT_DURATION: Duration = Duration::from_secs(10);
@@ -409,70 +457,18 @@ pub const MAX_COUNT: i64 = 10_000;
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
 
 impl Scenario {
-    /// Read and check a scenario file. A `policy = "path"` is relative to the file's directory.
-    pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-        let origin = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ScenarioError::one(
-                &origin,
-                0,
-                0,
-                format!("cannot read the scenario: {e}"),
-                Some("check the path".into()),
-            )
-        })?;
-        let base = path.parent().map(Path::to_path_buf).unwrap_or_default();
-        let stem = path
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .unwrap_or("scenario")
-            .to_string();
-        Self::parse_with(&text, &origin, &base, &stem)
-    }
-
-    /// Parse a scenario from text; `origin` names it in messages, relative policy paths are
-    /// resolved against the current directory.
-    pub fn parse(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        Self::parse_with(text, origin, Path::new(""), "scenario")
-    }
-
-    /// Parse with an explicit base directory for `policy = "path"` and a default name.
-    pub fn parse_with(
+    /// Parse a scenario without its `[sweep]` (the section is accepted and left to
+    /// [`crate::load`], which the public `Scenario::parse*` go through); `base` resolves
+    /// `policy = "path"`, `default_name` names a file without `name`.
+    pub(crate) fn parse_base(
         text: &str,
         origin: &str,
         base: &Path,
         default_name: &str,
     ) -> Result<Scenario, ScenarioError> {
         let doc = Doc { text, origin };
-        let mut raw: RawScenario = toml::from_str(text).map_err(|e| {
-            let span = e.span().unwrap_or(0..0);
-            let msg = e
-                .message()
-                .trim()
-                .lines()
-                .next()
-                .unwrap_or("invalid TOML")
-                .to_string();
-            let help = if msg.starts_with("unknown field") {
-                Some("see docs/scenario-format.md for the keys a scenario accepts".to_string())
-            } else {
-                None
-            };
-            doc.err(span, msg, help)
-        })?;
-        let raw_sweep = raw.sweep.take();
-        let mut sc = Self::from_raw(raw, &doc, base, default_name)?;
-        if let Some(rs) = raw_sweep {
-            sc.sweep = Some(crate::sweep::expand(
-                rs,
-                text,
-                origin,
-                base,
-                default_name,
-                &sc.name,
-            )?);
-        }
-        Ok(sc)
+        let raw: RawScenario = toml::from_str(text).map_err(|e| toml_error(&doc, &e))?;
+        Self::from_raw(raw, &doc, base, default_name)
     }
 
     fn from_raw(
@@ -669,7 +665,7 @@ fn flow_from_raw(
                 None => None,
                 Some(v) => Some(size_val(doc, v)?),
             };
-            let mss = crate::tcp::mss_for_mtu(link.mtu) as u64;
+            let mss = crate::packet::mss_for_mtu(link.mtu) as u64;
             if let (Some(w), Some(v)) = (window, rf.window.as_ref()) {
                 if w < mss {
                     return Err(doc.err(

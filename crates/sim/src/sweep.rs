@@ -38,10 +38,11 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::model::{SimResult, Summary};
-use crate::report::numfmt::{fixed, fixed_pad};
-use crate::report::{Align, TextTable};
 use crate::scenario::{line_col, FlowKind, Pattern, Scenario, ScenarioError};
+pub use crate::scenario::{Axis, Point, Sweep};
 use crate::SimError;
+use linkshare_report::numfmt::{fixed, fixed_pad};
+use linkshare_report::{Align, TextTable};
 
 /// Most points a sweep may have.
 pub const MAX_POINTS: usize = 10_000;
@@ -66,33 +67,6 @@ struct RawAxis {
     keys: Option<Spanned<Vec<Spanned<String>>>>,
     values: Option<Spanned<Vec<Spanned<toml::Value>>>>,
     labels: Option<Spanned<Vec<Spanned<String>>>>,
-}
-
-/// One axis of a sweep, as checked.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Axis {
-    /// Column name in the table and the CSV; used in point selectors.
-    pub name: String,
-    /// The dotted keys it sets.
-    pub keys: Vec<String>,
-    /// One label per value, in file order.
-    pub labels: Vec<String>,
-}
-
-/// One point: a label per axis and the scenario it runs.
-#[derive(Clone, Debug)]
-pub struct Point {
-    /// 1-based, in sweep order.
-    pub index: usize,
-    pub labels: Vec<String>,
-    pub scenario: Scenario,
-}
-
-/// A checked sweep: its axes and every point, built.
-#[derive(Clone, Debug)]
-pub struct Sweep {
-    pub axes: Vec<Axis>,
-    pub points: Vec<Point>,
 }
 
 /// A value to set (`None` removes the key).
@@ -353,7 +327,7 @@ fn point_scenario(
     let text = toml::to_string(&doc).map_err(|e| {
         ScenarioError::one(origin, 0, 0, format!("cannot build the point: {e}"), None)
     })?;
-    Scenario::parse_with(&text, origin, base_dir, default_name)
+    Scenario::parse_base(&text, origin, base_dir, default_name)
 }
 
 /// A point's diagnostics, moved to the sweep value that produced them (their own positions are
@@ -635,7 +609,7 @@ fn leaves(s: &Summary) -> Vec<String> {
         .values()
         .filter_map(|c| c.parent.as_deref())
         .collect();
-    crate::report::class_tree(s)
+    linkshare_report::class_tree(s)
         .into_iter()
         .map(|(n, _)| n)
         .filter(|n| !inner.contains(n.as_str()))

@@ -84,7 +84,7 @@ fn two_agency_shares_as_documented() {
 /// allocation), HTB classes tokens and ctokens bounded by their bursts.
 #[test]
 fn scheduler_state_is_sampled_per_class() {
-    use linkshare_sim::report::{scheduler_csv, SCHEDULER_HEADER};
+    use linkshare_report::{scheduler_csv, SCHEDULER_HEADER};
     let mut cbq = Scenario::load(&scenarios_dir().join("two-agency.toml")).unwrap();
     cbq.duration = Duration(20_000_000_000);
     let r = run(&cbq, None).unwrap();

@@ -9,8 +9,8 @@ use std::fmt::Write;
 use super::figures::NO_POLICY;
 use super::{render_text, Comparison};
 use crate::model::{SeriesKind, SimResult};
-use crate::report::plot::svg::{escape, render};
-use crate::report::plot::{layout::layout, Figure, Item, LineStyle, Rect, Rgb, Series, PALETTE};
+use linkshare_report::plot::svg::{escape, render};
+use linkshare_report::plot::{layout::layout, Figure, Item, LineStyle, Rect, Rgb, Series, PALETTE};
 
 /// One side's run, for the overlays.
 pub struct Overlay<'a> {

@@ -4,7 +4,7 @@
 use std::fmt::Write;
 
 use super::{Comparison, Rtt};
-use crate::report::{Align, TextTable};
+use linkshare_report::{Align, TextTable};
 
 fn opt(x: Option<f64>, decimals: usize) -> String {
     x.map(|v| format!("{v:.decimals$}"))

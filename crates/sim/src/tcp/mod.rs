@@ -43,10 +43,5 @@ pub use sender::{Segment, Sender, SenderStats, TimerKind};
 /// whole segments) after `stop`.
 pub const NOTSENT_LOWAT: u64 = 16384;
 
-/// Bytes of IP + TCP headers with the timestamp option.
-pub const HEADER_BYTES: u32 = 52;
-
-/// The MSS for a link MTU (Linux with timestamps: `mtu − 52`).
-pub fn mss_for_mtu(mtu: u32) -> u32 {
-    mtu.saturating_sub(HEADER_BYTES).max(1)
-}
+/// Header sizes are a property of the packet, defined with it (the scenario needs the MSS too).
+pub use crate::packet::{mss_for_mtu, HEADER_BYTES};

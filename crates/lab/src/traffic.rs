@@ -36,7 +36,7 @@ use linkshare_sim::metrics::Hist;
 use linkshare_sim::scenario::{CcKind, FlowKind, FlowSpec, Pattern, SizeMix, TcpSpec};
 pub use linkshare_sim::tcp::NOTSENT_LOWAT;
 
-use super::testbed::spawn_in_ns;
+use crate::testbed::spawn_in_ns;
 
 /// IP + UDP headers.
 const UDP_HDR: usize = 28;
@@ -176,7 +176,7 @@ impl Traffic {
             .any(|p| matches!(p.spec.kind, FlowKind::Ping(_)))
         {
             // Ping sockets for root: the group range is per namespace.
-            super::testbed::in_ns(ns_a, || {
+            crate::testbed::in_ns(ns_a, || {
                 std::fs::write("/proc/sys/net/ipv4/ping_group_range", "0 2147483647")
             })?
             .context("cannot allow ping sockets in the sender namespace")?;

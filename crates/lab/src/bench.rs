@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{anyhow, bail, Context};
 use serde_json::{json, Value};
 
-use super::testbed::{in_ns, interrupted, KernelRouter, LinkshareRouter, Router, Testbed};
+use crate::testbed::{in_ns, interrupted, KernelRouter, LinkshareRouter, Router, Testbed};
 
 /// The measurements, by the name `--only` takes.
 const SUITES: &[(&str, &str)] = &[
@@ -34,51 +34,49 @@ const SUITES: &[(&str, &str)] = &[
     ("priority", "issue 6 (b): priority-class RTT under a saturating bulk flow"),
 ];
 
-#[derive(clap::Args, Debug)]
-#[command(
-    long_about = "Run the seeds' overhead measurements on the real shaper beside the \
-kernel's HTB and no shaper, and print them as Markdown tables (as recorded in BENCHMARKS.md).\n\n\
-Needs root (network namespaces). Each figure is measured over --seconds in a fresh testbed; the \
-whole suite takes about 5 minutes with the default 3 s."
-)]
-pub struct BenchArgs {
+/// What `linkshare lab bench` measures (the CLI's options, parsed).
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
     /// Seconds of traffic per figure
-    #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
     /// Run only these measurements (comma separated): throughput, rr, forwarding, classes, sfq,
     /// accuracy, priority
-    #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Also write every figure as JSON to this file
-    #[arg(long)]
     pub json: Option<PathBuf>,
     /// Measure each packet-flood figure this many times and report the median
-    #[arg(long, default_value_t = 3)]
     pub repeat: usize,
 }
 
-pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
+/// The names `only` takes, each with its title.
+pub fn suites() -> &'static [(&'static str, &'static str)] {
+    SUITES
+}
+
+/// Run the measurements `args` selects; every Markdown block (the machine, then one table per
+/// measurement) goes to `emit` as it is ready.
+pub fn run(args: &BenchOptions, mut emit: impl FnMut(&str)) -> anyhow::Result<()> {
     for o in &args.only {
         if !SUITES.iter().any(|(n, _)| n == o) {
             let names: Vec<&str> = SUITES.iter().map(|(n, _)| *n).collect();
-            return Err(crate::exit::invalid(format!(
+            return Err(crate::invalid(format!(
                 "unknown measurement `{o}`: use one of {}",
                 names.join(", ")
             )));
         }
     }
     if !(0.5..=600.0).contains(&args.seconds) {
-        return Err(crate::exit::invalid(format!(
+        return Err(crate::invalid(format!(
             "--seconds {} is out of range: use 0.5 to 600",
             args.seconds
         )));
     }
-    if let Some(why) = super::testbed::unavailable() {
+    if let Some(why) = crate::testbed::unavailable() {
         bail!("{why}");
     }
-    super::testbed::install_signal_handlers()?;
+    crate::testbed::install_signal_handlers()?;
     if !(1..=20).contains(&args.repeat) {
-        return Err(crate::exit::invalid(format!(
+        return Err(crate::invalid(format!(
             "--repeat {} is out of range: use 1 to 20",
             args.repeat
         )));
@@ -87,10 +85,9 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     let want = |n: &str| args.only.is_empty() || args.only.iter().any(|o| o == n);
     let secs = args.seconds;
     let mut all = serde_json::Map::new();
-    println!("{}", machine_markdown());
+    emit(&format!("{}\n", machine_markdown()));
     let mut out = |name: &str, title: &str, table: Table| {
-        println!("### {title}\n");
-        println!("{}", table.markdown());
+        emit(&format!("### {title}\n\n{}\n", table.markdown()));
         all.insert(name.to_string(), table.json());
     };
     for (name, title) in SUITES {
@@ -115,7 +112,7 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
         std::fs::write(path, serde_json::to_string_pretty(&doc)? + "\n")
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
-    Ok(0)
+    Ok(())
 }
 
 /// A result table: a header and rows of cells.
@@ -243,7 +240,7 @@ impl Hosts {
         &self.c
     }
     fn addr_c(&self) -> Ipv4Addr {
-        super::testbed::ADDR_C
+        crate::testbed::ADDR_C
     }
 }
 
@@ -264,7 +261,7 @@ impl Bed {
         &self.t.dev_c
     }
     fn addr_c(&self) -> Ipv4Addr {
-        super::testbed::ADDR_C
+        crate::testbed::ADDR_C
     }
     fn router_pid(&self) -> Option<u32> {
         self.pid
@@ -682,7 +679,7 @@ fn tcp_goodput(bed: &Hosts, secs: f64) -> anyhow::Result<f64> {
 
 /// Set the TOS byte of a UDP socket's packets.
 fn set_tos(s: &UdpSocket, tos: u8) -> std::io::Result<()> {
-    super::traffic::setsockopt_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, tos.into())
+    crate::traffic::setsockopt_int(s.as_raw_fd(), libc::IPPROTO_IP, libc::IP_TOS, tos.into())
 }
 
 /// A UDP server in namespace C that answers every datagram: with `reply` bytes, or (`None`) by

@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use linkshare_sim::model::{
+use linkshare_report::model::{
     ClassSummary, FlowSummary, LinkSummary, RttStats, Sample, SeriesKind, SimResult, Summary,
 };
-use linkshare_sim::report::plot::ticks::{format_tick, nice_step, nice_ticks};
-use linkshare_sim::report::plot::{layout::layout, raster, Rgb, PALETTE};
-use linkshare_sim::report::{
+use linkshare_report::plot::ticks::{format_tick, nice_step, nice_ticks};
+use linkshare_report::plot::{layout::layout, raster, Rgb, PALETTE};
+use linkshare_report::{
     charts, render_table, timeseries_csv, write_all, write_all_with, write_summary_json,
     write_timeseries_csv, ReportOptions, TIMESERIES_HEADER,
 };
@@ -616,7 +616,7 @@ fn many_long_series_stay_bounded_and_legible() {
 
 #[test]
 fn font_sheet_draws_every_printable_character() {
-    use linkshare_sim::report::plot::{Anchor, Item, Rect, Scene};
+    use linkshare_report::plot::{Anchor, Item, Rect, Scene};
     let chars: String = (32u8..=126).map(char::from).collect();
     let mut items = Vec::new();
     for (row, chunk) in chars.as_bytes().chunks(32).enumerate() {
@@ -664,19 +664,19 @@ fn font_sheet_draws_every_printable_character() {
 #[test]
 fn lab_runs_are_marked_and_simulations_are_not() {
     let sim = synthetic();
-    let json = linkshare_sim::report::summary_json(&sim).unwrap();
+    let json = linkshare_report::summary_json(&sim).unwrap();
     assert!(!json.contains("\"lab\""), "{json}");
     assert!(!render_table(&sim).contains("measured in the lab"));
 
     let mut lab = synthetic();
-    lab.summary.lab = Some(linkshare_sim::model::LabInfo {
+    lab.summary.lab = Some(linkshare_report::model::LabInfo {
         router: "linkshare".into(),
         wall_clock_s: 9.5,
         interrupted: true,
         notes: vec!["per-flow `extra_delay` is not emulated".into()],
     });
     let v: serde_json::Value =
-        serde_json::from_str(&linkshare_sim::report::summary_json(&lab).unwrap()).unwrap();
+        serde_json::from_str(&linkshare_report::summary_json(&lab).unwrap()).unwrap();
     assert_eq!(v["lab"]["router"], "linkshare");
     assert_eq!(v["lab"]["interrupted"], true);
     let table = render_table(&lab);

@@ -1,19 +1,15 @@
-//! `linkshare lab [SCENARIO] [--out DIR]`: a scenario's flows as real kernel traffic through a
-//! real router, in network namespaces — hosts A, B, C of the seeds. See docs/lab.md.
+//! A scenario's flows as real kernel traffic through a real router, in network namespaces —
+//! hosts A, B, C of the seeds (`linkshare lab [SCENARIO]`, docs/lab.md).
 //!
 //! The scenario file is the one `linkshare sim` reads. Its policy runs in the router namespace
 //! ([`testbed::Router`]: `linkshare run`), its flows become sockets in the sender and sink
 //! namespaces ([`traffic`]), in real time. Every `sample` the router's class counters (the
 //! control socket's `stat`) and the flows' delivered bytes are recorded; at the end the same
 //! result model the simulator produces ([`linkshare_sim::model::SimResult`], marked with
-//! `lab`) is printed as the same table and written as the same files.
+//! `lab`) is returned, for the CLI to print as the same table and write as the same files.
 //!
-//! Exit codes: 0 ok, 1 invalid scenario or a flow failed, 2 unreadable file, no testbed (not
-//! root, no `ip`) or unwritable output, 130 interrupted (the partial report is still written).
-
-pub mod bench;
-pub mod testbed;
-pub mod traffic;
+//! Codes returned by [`execute`]: 1 invalid scenario, 2 unreadable file or no testbed (not root,
+//! no `ip`); the CLI adds 1 for a failed flow and 130 when interrupted.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -22,7 +18,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
-use clap::{Args, Subcommand};
 use linkshare_sim::metrics::{jain, Hist};
 use linkshare_sim::model::{
     ClassState, ClassSummary, FlowSummary, LabInfo, LinkSummary, QdiscSummary, Sample, SeriesKind,
@@ -31,87 +26,18 @@ use linkshare_sim::model::{
 use linkshare_sim::scenario::FlowKind;
 use linkshare_sim::Scenario;
 
-use testbed::{ClassCounters, LinkshareRouter, RouterStats, Testbed};
-use traffic::{FlowLive, Plan, Traffic};
+use crate::testbed::{self, ClassCounters, LinkshareRouter, RouterStats, Testbed};
+use crate::traffic::{self, FlowLive, Plan, Traffic};
 
 /// The default scenario: three classes on 10 Mbit/s for 15 s, embedded so that `linkshare lab`
 /// works from a clean clone.
-pub const DEFAULT_SCENARIO: &str = include_str!("../../../../scenarios/lab-default.toml");
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../scenarios/lab-default.toml");
 pub const DEFAULT_ORIGIN: &str = "scenarios/lab-default.toml (embedded)";
 
 /// Exit code of an interrupted run.
 pub const EXIT_INTERRUPTED: i32 = 130;
 /// At most this many flows (one or two threads each).
 const MAX_FLOWS: usize = 256;
-
-#[derive(Args, Debug)]
-#[command(args_conflicts_with_subcommands = true)]
-pub struct LabArgs {
-    #[command(subcommand)]
-    pub command: Option<LabCommand>,
-    /// Scenario file (the format `linkshare sim` reads); the embedded lab-default if omitted
-    pub scenario: Option<PathBuf>,
-    /// Output directory (default: out/<scenario name>-lab, or -lab-kernel with --kernel)
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Route through the kernel's HTB instead of linkshare: a Linux bridge in the router
-    /// namespace with the policy from `linkshare export tc` on its port towards the sink
-    #[arg(long)]
-    pub kernel: bool,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum LabCommand {
-    /// The seeds' overhead measurements on the real shaper, beside the kernel's HTB and no shaper
-    Bench(bench::BenchArgs),
-}
-
-pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
-    if let Some(LabCommand::Bench(b)) = &args.command {
-        return bench::run(b);
-    }
-    let run = match execute(args.scenario.as_deref(), args.kernel)? {
-        Ok(r) => r,
-        Err(code) => return Ok(code),
-    };
-    let suffix = if args.kernel { "lab-kernel" } else { "lab" };
-    let out = args.out.clone().unwrap_or_else(|| {
-        crate::sim_cmd::default_out_dir(&format!("{}-{suffix}", run.result.summary.scenario))
-    });
-    let result = run.result;
-    print!("{}", linkshare_sim::report::render_table(&result));
-    let opts = linkshare_sim::report::ReportOptions {
-        command: Some(std::env::args().collect::<Vec<_>>().join(" ")),
-    };
-    match linkshare_sim::report::write_all_with(&result, &out, &opts) {
-        Ok(files) => {
-            let html = files
-                .iter()
-                .find(|p| p.extension().is_some_and(|e| e == "html"));
-            println!(
-                "\nwrote {} files to {}{}",
-                files.len(),
-                out.display(),
-                html.map(|h| format!(" (open {})", h.display()))
-                    .unwrap_or_default()
-            );
-        }
-        Err(e) => {
-            eprintln!("{}: error: cannot write the report: {e}", out.display());
-            return Ok(2);
-        }
-    }
-    for f in &run.failures {
-        eprintln!("error: {f}");
-    }
-    Ok(if run.interrupted {
-        EXIT_INTERRUPTED
-    } else if run.failures.is_empty() {
-        0
-    } else {
-        1
-    })
-}
 
 /// One lab run, measured: the simulator's result model, and what went wrong.
 pub struct LabRun {
@@ -926,15 +852,14 @@ mod tests {
             .collect()
     }
 
-    /// Flows that share a source but not an extra delay get their own source address, chosen so
-    /// that the policy's address filter still classifies them the same; each source's extra
-    /// delay becomes one `--path-delay`.
-    #[test]
-    fn extra_delays_become_path_delays_on_separate_sources() {
-        let text = r#"
+    /// A 10 Mbit/s link (with `delay`) whose HTB sends `filter_src` to class `low`, the rest to
+    /// `other`, followed by `flows`.
+    fn two_class_scenario(delay: &str, filter_src: &str, flows: &str) -> Scenario {
+        let text = format!(
+            r#"
 [link]
 rate = "10mbit"
-delay = "10ms"
+delay = "{delay}"
 [policy]
 qdisc = "htb"
 default = "other"
@@ -951,7 +876,24 @@ parent = "root"
 rate = "5mbit"
 [[policy.filter]]
 class = "low"
-src = "10.5.0.0/30"
+src = "{filter_src}"
+{flows}"#
+        );
+        match Scenario::parse(&text, "t.toml") {
+            Ok(sc) => sc,
+            Err(e) => panic!("{e}\n{text}"),
+        }
+    }
+
+    /// Flows that share a source but not an extra delay get their own source address, chosen so
+    /// that the policy's address filter still classifies them the same; each source's extra
+    /// delay becomes one `--path-delay`.
+    #[test]
+    fn extra_delays_become_path_delays_on_separate_sources() {
+        let sc = two_class_scenario(
+            "10ms",
+            "10.5.0.0/30",
+            r#"
 [[flow]]
 name = "near"
 kind = "udp"
@@ -968,8 +910,8 @@ name = "ping"
 kind = "ping"
 src = "10.5.0.1"
 extra_delay = "5ms"
-"#;
-        let sc = Scenario::parse(text, "t.toml").unwrap();
+"#,
+        );
         let mut ps = plans(&sc);
         let notes = separate_sources(&sc, &mut ps).unwrap();
         assert_eq!(notes.len(), 1, "{notes:?}");
@@ -997,26 +939,10 @@ extra_delay = "5ms"
     /// No free address classifies the same: a clear error instead of a silent change of class.
     #[test]
     fn separate_sources_refuses_to_change_a_class() {
-        let text = r#"
-[link]
-rate = "10mbit"
-[policy]
-qdisc = "htb"
-default = "other"
-[[policy.class]]
-name = "root"
-rate = "10mbit"
-[[policy.class]]
-name = "one"
-parent = "root"
-rate = "5mbit"
-[[policy.class]]
-name = "other"
-parent = "root"
-rate = "5mbit"
-[[policy.filter]]
-class = "one"
-src = "10.5.0.1/32"
+        let sc = two_class_scenario(
+            "0ms",
+            "10.5.0.1/32",
+            r#"
 [[flow]]
 name = "a"
 kind = "udp"
@@ -1028,8 +954,8 @@ kind = "udp"
 rate = "1mbit"
 src = "10.5.0.1"
 extra_delay = "5ms"
-"#;
-        let sc = Scenario::parse(text, "t.toml").unwrap();
+"#,
+        );
         let mut ps = plans(&sc);
         let e = separate_sources(&sc, &mut ps).unwrap_err().to_string();
         assert!(e.contains("flows b") && e.contains("own `src`"), "{e}");

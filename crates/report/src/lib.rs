@@ -1,9 +1,16 @@
-//! Reports of a simulation run: `summary.json`, `timeseries.csv`, plots (SVG and PNG), an offline
-//! `report.html` gathering them, and a table for the terminal.
+//! # linkshare-report
 //!
-//! Everything here reads a [`SimResult`] and nothing else, and every file is byte-identical for
-//! identical input (fixed float formatting, sorted maps and rows, no timestamps). The formats
-//! are documented in `docs/outputs.md`.
+//! The result model of a run and the files written from it: `summary.json`, `timeseries.csv`,
+//! plots (SVG and PNG), an offline `report.html` gathering them, and a table for the terminal.
+//!
+//! Principles:
+//! * **Plain data in, files out**: the crate knows the [`model`] (a run's summary and time series,
+//!   whoever produced it — the simulator `linkshare-sim` or the namespace lab `linkshare-lab`) and
+//!   nothing of the engines; it depends on no other linkshare crate, so both producers and the
+//!   comparison (`linkshare_sim::compare`) can use it without a cycle.
+//! * **Deterministic**: every file is byte-identical for identical input (fixed float formatting,
+//!   sorted maps and rows, no timestamps). The formats are documented in `docs/outputs.md`.
+//! * **Offline**: SVG and PNG are drawn here (`plot`), the HTML inlines them: no script, no URL.
 //!
 //! ```text
 //! SimResult ─┬─ summary::summary_json ─────────────▶ summary.json
@@ -17,6 +24,7 @@
 mod charts;
 mod csv;
 mod html;
+pub mod model;
 pub mod numfmt;
 mod order;
 pub mod plot;
