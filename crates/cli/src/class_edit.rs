@@ -187,6 +187,7 @@ rate = "8mbit"
             prio: None,
             control: None,
             write: false,
+            json: false,
         }
     }
 

@@ -39,6 +39,10 @@ pub struct TcArgs {
     /// instead of `tc -batch` input
     #[arg(long)]
     pub shell: bool,
+    /// Print one JSON object: `dev`, `script` (tc -batch input), `shell`, `notes`, and per class
+    /// its `name`, `classid` and leaf qdisc `handle` (the handles `linkshare stat` shows)
+    #[arg(long, conflicts_with = "shell")]
+    pub json: bool,
 }
 
 pub fn run(args: &ExportArgs) -> anyhow::Result<i32> {
@@ -64,7 +68,34 @@ fn run_tc(args: &TcArgs) -> anyhow::Result<i32> {
     for note in script.lines().filter_map(|l| l.strip_prefix("# note: ")) {
         eprintln!("note: {note}");
     }
-    if args.shell {
+    if args.json {
+        let classes: Vec<serde_json::Value> = policy
+            .classes()
+            .iter()
+            .enumerate()
+            .map(|(i, c)| {
+                serde_json::json!({
+                    "name": c.name,
+                    "classid": linkshare_interop::tc::export::classid(i),
+                    "parent": c.parent,
+                    "handle": c.is_leaf.then(|| linkshare_interop::tc::export::leaf_handle(i)),
+                })
+            })
+            .collect();
+        let notes: Vec<&str> = script
+            .lines()
+            .filter_map(|l| l.strip_prefix("# note: "))
+            .collect();
+        let v = serde_json::json!({
+            "dev": args.dev,
+            "policy": origin,
+            "script": script,
+            "shell": as_shell(&script, &args.dev),
+            "notes": notes,
+            "classes": classes,
+        });
+        println!("{v}");
+    } else if args.shell {
         print!("{}", as_shell(&script, &args.dev));
     } else {
         print!("{script}");

@@ -101,6 +101,10 @@ pub struct ClassArgs {
     /// so a later SIGHUP keeps it
     #[arg(long)]
     pub write: bool,
+    /// Print the outcome as one JSON object: the reload report (`kept`, `added`, `removed`,
+    /// `moved_packets`, …) or the shaper's error reply, and `written` (the file, or null)
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(clap::Args, Debug)]
@@ -112,6 +116,9 @@ pub struct ReloadArgs {
     pub reverse: bool,
     #[arg(long)]
     pub control: Option<PathBuf>,
+    /// Print the outcome as one JSON object: the reload report or the shaper's error reply
+    #[arg(long)]
+    pub json: bool,
 }
 
 pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
@@ -288,7 +295,27 @@ pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
         },
     )?;
     let path = cur.path;
-    let code = report_reload(&r, &format!("class {} {}", a.action, a.name))?;
+    let what = format!("class {} {}", a.action, a.name);
+    if a.json {
+        let ok = matches!(r, Response::Reloaded(_));
+        let mut written = None;
+        if ok && a.write {
+            let Some(path) = path else {
+                bail!("the shaper runs no policy file: nothing to --write (the change is applied)");
+            };
+            class_edit::write_back(&path, a).with_context(|| {
+                format!("the change is applied but {} is unchanged", path.display())
+            })?;
+            written = Some(path);
+        }
+        let mut v = serde_json::to_value(&r)?;
+        if let Some(o) = v.as_object_mut() {
+            o.insert("written".into(), serde_json::to_value(&written)?);
+        }
+        println!("{v}");
+        return reload_code(&r, &what);
+    }
+    let code = report_reload(&r, &what)?;
     if code != 0 || !a.write {
         return Ok(code);
     }
@@ -299,6 +326,18 @@ pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
         .with_context(|| format!("the change is applied but {} is unchanged", path.display()))?;
     println!("wrote the change into {}", path.display());
     Ok(0)
+}
+
+/// The exit code of a reload's reply: 0 applied, 1 rejected (invalid input), an error otherwise.
+fn reload_code(r: &Response, what: &str) -> anyhow::Result<i32> {
+    match r {
+        Response::Reloaded(_) => Ok(0),
+        Response::Error(_) => Ok(EXIT_INVALID),
+        other => bail!(
+            "the shaper answered {what} with `{}`",
+            control::reply_name(other)
+        ),
+    }
 }
 
 fn report_reload(r: &Response, what: &str) -> anyhow::Result<i32> {
@@ -342,5 +381,10 @@ pub fn reload(a: &ReloadArgs) -> anyhow::Result<i32> {
             },
         },
     )?;
-    report_reload(&r, &format!("reloaded {}", a.file.display()))
+    let what = format!("reloaded {}", a.file.display());
+    if a.json {
+        println!("{}", serde_json::to_string(&r)?);
+        return reload_code(&r, &what);
+    }
+    report_reload(&r, &what)
 }

@@ -28,7 +28,14 @@ fn interface(out: &mut String, i: &InterfaceSnapshot) {
     let _ = writeln!(
         out,
         "dev {} (io {}): rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, fragments {}",
-        i.name, i.io, i.rx_packets, i.rx_bytes, i.tx_packets, i.tx_bytes, i.non_ip_passed, i.fragments
+        i.name,
+        i.io,
+        i.rx_packets,
+        i.rx_bytes,
+        i.tx_packets,
+        i.tx_bytes,
+        i.non_ip_passed,
+        i.fragments
     );
     let _ = writeln!(
         out,

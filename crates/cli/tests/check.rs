@@ -4,6 +4,8 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+mod common;
+
 const EXAMPLE: &str = include_str!("../../../policies/example.toml");
 
 fn linkshare(args: &[&str]) -> Output {
@@ -360,6 +362,52 @@ leaf = "pfifo"
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
     assert!(
         v["cbq"].is_null() && v["classes"][0]["cbq"].is_null(),
+        "{v}"
+    );
+}
+
+/// `export tc --json` (issue 15 §4): one object with the script and each class's tc handles, the
+/// same ones `linkshare stat` shows.
+#[test]
+fn export_tc_json_names_every_class_handle() {
+    let dir = common::scratch("export-json");
+    let p = common::write(
+        &dir,
+        "p.toml",
+        "qdisc = \"htb\"\ndefault = \"b\"\n[[class]]\nname = \"root\"\nrate = \"10mbit\"\n\
+         [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"2mbit\"\n\
+         [[class]]\nname = \"b\"\nparent = \"root\"\nrate = \"8mbit\"\n",
+    );
+    let (code, out, err) = common::linkshare(&[
+        "export",
+        "tc",
+        p.to_str().unwrap_or_default(),
+        "--dev",
+        "eth1",
+        "--json",
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(v["dev"], "eth1");
+    assert!(
+        v["script"]
+            .as_str()
+            .is_some_and(|s| s.contains("classid 1:3 htb rate 8000000bit")),
+        "{v}"
+    );
+    let c = &v["classes"];
+    assert_eq!(
+        (c[0]["classid"].as_str(), c[0]["handle"].as_str()),
+        (Some("1:1"), None),
+        "{v}"
+    );
+    assert_eq!(
+        (
+            c[2]["name"].as_str(),
+            c[2]["classid"].as_str(),
+            c[2]["handle"].as_str()
+        ),
+        (Some("b"), Some("1:3"), Some("4:")),
         "{v}"
     );
 }

@@ -1254,6 +1254,33 @@ fn control_protocol_versions_capabilities_and_parents_on_the_running_shaper() {
         [2, 4, 6],
         "{out}"
     );
+    // tc's vocabulary: handles as export tc writes them, rates in tc's units (issue 15 §5).
+    assert!(
+        out.contains("class b1 (1:5) rate 5Mbit ceil 5Mbit"),
+        "{out}"
+    );
+    let (code, out, err) = lab.cli(&["stat", "--tc"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("class htb 1:5 parent 1:3 leaf 6: prio 0 rate 5Mbit ceil 5Mbit  # b1"),
+        "{out}"
+    );
+    // --json on the commands that change the shaper (issue 15 §4): one object, the typed reply.
+    let (code, out, err) = lab.cli(&["class", "change", "b1", "--ceil", "10mbit", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let r: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(r["reply"], "reloaded", "{r}");
+    assert!(r["kept"].as_array().is_some_and(|k| k.len() == 5), "{r}");
+    assert_eq!(r["written"], Value::Null, "{r}");
+    let bad = lab.write_policy("bad.toml", "qdisc = \"htb\"\n");
+    let (code, out, _) = lab.cli(&["reload", bad.to_str().unwrap_or_default(), "--json"]);
+    assert_eq!(code, 1, "{out}");
+    let r: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert_eq!(
+        (r["reply"].as_str(), r["kind"].as_str()),
+        (Some("error"), Some("policy_rejected")),
+        "{r}"
+    );
 }
 
 /// The policy's link layer on the real shaper: an ATM policy (tc-stab semantics) charges each

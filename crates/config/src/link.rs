@@ -7,8 +7,8 @@
 use linkshare_core::linklayer::{Framing, LinkLayer};
 use toml::Spanned;
 
-use crate::source::Sink;
 use crate::raw::Raw;
+use crate::source::Sink;
 use crate::values;
 
 /// Reads the three keys from the top-level entries; `None` if any is invalid (reported).

@@ -27,8 +27,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
-use serde::Serialize;
 use linkshare_router::control::{self, Direction, PolicySource, Request};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::testbed::{
@@ -196,7 +196,11 @@ impl SoakReport {
 fn policy(opts: &SoakOptions, variant: u64) -> String {
     let rate = opts.rate_bps;
     let cold = opts.classes.saturating_sub(2).max(1) as u64;
-    let (h0, h1) = if variant.is_multiple_of(2) { (5, 3) } else { (3, 5) };
+    let (h0, h1) = if variant.is_multiple_of(2) {
+        (5, 3)
+    } else {
+        (3, 5)
+    };
     let hot = rate / 2;
     let mut s = format!(
         "qdisc = \"htb\"\ndefault = \"cold0\"\n[[class]]\nname = \"root\"\nrate = \"{rate}bit\"\n"
