@@ -5,12 +5,37 @@
 
 use anyhow::Context;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use toml_edit::{DocumentMut, Item, Table, Value};
 
 use crate::exit::invalid;
-use crate::router_cmds::ClassArgs;
+
+/// The arguments of `linkshare class add|change|del` (the command itself is in `router_cmds`).
+#[derive(clap::Args, Debug)]
+pub struct ClassArgs {
+    /// add, change or del
+    pub action: String,
+    pub name: String,
+    #[arg(long)]
+    pub parent: Option<String>,
+    #[arg(long)]
+    pub rate: Option<String>,
+    #[arg(long)]
+    pub ceil: Option<String>,
+    #[arg(long)]
+    pub prio: Option<u8>,
+    #[arg(long)]
+    pub control: Option<PathBuf>,
+    /// Also write the change into the policy file the shaper runs (comments and layout kept),
+    /// so a later SIGHUP keeps it
+    #[arg(long)]
+    pub write: bool,
+    /// Print the outcome as one JSON object: the reload report (`kept`, `added`, `removed`,
+    /// `moved_packets`, …) or the shaper's error reply, and `written` (the file, or null)
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// Apply `class add|change|del` to a policy's text; returns the edited text, identical to
 /// `text` outside the class edited.
@@ -154,7 +179,6 @@ pub fn write_back(path: &Path, a: &ClassArgs) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::router_cmds::ClassArgs;
 
     const FILE: &str = r#"# Our uplink.
 qdisc = "htb"

@@ -66,7 +66,7 @@ enum Command {
     /// Show the running shaper's class tree with live rates and counters (like `tc -s class show`)
     Stat(router_cmds::StatArgs),
     /// Add, change or delete a class of the running shaper
-    Class(router_cmds::ClassArgs),
+    Class(class_edit::ClassArgs),
     /// Apply an edited policy to the running shaper atomically, keeping queued packets
     Reload(router_cmds::ReloadArgs),
     /// Print the equivalent script for another system (`export tc POLICY --dev DEV`)

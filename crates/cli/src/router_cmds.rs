@@ -83,31 +83,6 @@ pub struct StatArgs {
 }
 
 #[derive(clap::Args, Debug)]
-pub struct ClassArgs {
-    /// add, change or del
-    pub action: String,
-    pub name: String,
-    #[arg(long)]
-    pub parent: Option<String>,
-    #[arg(long)]
-    pub rate: Option<String>,
-    #[arg(long)]
-    pub ceil: Option<String>,
-    #[arg(long)]
-    pub prio: Option<u8>,
-    #[arg(long)]
-    pub control: Option<PathBuf>,
-    /// Also write the change into the policy file the shaper runs (comments and layout kept),
-    /// so a later SIGHUP keeps it
-    #[arg(long)]
-    pub write: bool,
-    /// Print the outcome as one JSON object: the reload report (`kept`, `added`, `removed`,
-    /// `moved_packets`, …) or the shaper's error reply, and `written` (the file, or null)
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(clap::Args, Debug)]
 pub struct ReloadArgs {
     /// The edited policy.
     pub file: PathBuf,
@@ -265,7 +240,7 @@ pub fn stat(a: &StatArgs) -> anyhow::Result<i32> {
     }
 }
 
-pub fn class(a: &ClassArgs) -> anyhow::Result<i32> {
+pub fn class(a: &class_edit::ClassArgs) -> anyhow::Result<i32> {
     if !matches!(a.action.as_str(), "add" | "change" | "del") {
         return Err(invalid(format!(
             "unknown action `{}`: use add, change or del",

@@ -27,9 +27,9 @@ use std::net::{IpAddr, Ipv4Addr};
 use crate::cbq::{Cbq, CbqClassSpec, CbqError, CbqParams};
 use crate::classify::{ClassId, Classifier};
 use crate::htb::{Htb, HtbClassSpec, HtbError, HtbParams};
-use crate::leaf::LeafSpec;
 use crate::packet::{Fragment, Packet, PacketMeta, L3};
 use crate::qdisc::fifo::FifoLimit;
+use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{Dequeued, Dropped, Qdisc};
 use crate::units::{Rate, Time};
 

@@ -17,7 +17,8 @@
 //!   structures; first match in filter order wins.
 //! * [`qdisc`]: the [`qdisc::Qdisc`] interface, typed drop reasons, conserved counters, and the
 //!   FIFO leaves.
-//! * [`leaf`]: the queue at a leaf class ([`leaf::LeafSpec`]), shared by the classful schedulers.
+//! * [`leaf`] (= `qdisc::leaf`): the queue at a leaf class ([`leaf::LeafSpec`]), shared by the
+//!   classful schedulers.
 //! * [`tree`]: the class tree (validation, depth, order) shared by HTB and CBQ.
 //! * [`htb`]: the Hierarchical Token Bucket; [`cbq`]: Class-Based Queueing.
 //! * [`egress`]: the device model every driver shares (device buffer, pull rule, ticks, wake-ups).
@@ -28,7 +29,7 @@ pub mod classify;
 pub mod dscp;
 pub mod egress;
 pub mod htb;
-pub mod leaf;
+pub use qdisc::leaf;
 pub mod linklayer;
 pub mod packet;
 pub mod qdisc;

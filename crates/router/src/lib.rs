@@ -8,7 +8,7 @@
 //! See docs/router.md.
 //!
 //! Modules by concern: [`port`] (rings), [`xdp`] (AF_XDP, `--io`), [`control`] (the protocol and
-//! its non-blocking server), [`guard`] (interface locks, loop detection), `stat` (the `stat`
+//! its non-blocking server), [`guard`] (interface locks, loop detection), `control::stat` (the `stat`
 //! object), `reload` (policy replacement and state adoption), [`emulate`] (the emulated link),
 //! [`notify`] (systemd's READY/RELOADING/STOPPING), [`sys`] (system calls).
 
@@ -21,7 +21,6 @@ pub mod hist;
 pub mod notify;
 pub mod port;
 mod reload;
-mod stat;
 pub mod sys;
 pub mod xdp;
 

@@ -83,10 +83,10 @@ pub use spec::*;
 use std::collections::{BTreeSet, VecDeque};
 
 use crate::classify::{ClassId, Classifier};
-use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::adopt::AdoptReport;
 use crate::qdisc::fifo::{FifoLimit, FifoQueue};
+use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{
     Backlog, Books, ClassMode, ClassStats, ClassView, Counter, Dequeued, Discipline, DropCounts,
     DropReason, Dropped, Qdisc,

@@ -2,9 +2,9 @@
 //! compatibility switches, class specs, and the errors a tree is rejected with.
 
 use crate::classify::ClassId;
-use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::{FifoLimit, DEFAULT_PFIFO_LIMIT};
+use crate::qdisc::leaf::LeafSpec;
 use crate::tree::TreeError;
 use crate::units::{Duration, Rate};
 

@@ -116,9 +116,9 @@ pub use spec::*;
 use std::collections::BTreeSet;
 
 use crate::classify::{ClassId, Classifier};
-use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::FifoLimit;
+use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{
     Backlog, Books, ClassMode, ClassStats, ClassView, Counter, Dequeued, Discipline, DropCounts,
     DropReason, Dropped, Qdisc,

@@ -1,9 +1,9 @@
 //! How an HTB tree is described to [`super::Htb::new`], and the defaults for burst and quantum.
 
 use crate::classify::ClassId;
-use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::qdisc::fifo::FifoLimit;
+use crate::qdisc::leaf::LeafSpec;
 use crate::tree::TreeError;
 use crate::units::{Rate, NS_PER_SEC};
 

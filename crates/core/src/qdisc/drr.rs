@@ -41,10 +41,10 @@ use std::collections::{BTreeSet, VecDeque};
 
 use super::adopt::AdoptReport;
 use super::fifo::FifoLimit;
+use super::leaf::LeafSpec;
 use super::prio::{requeue_all, Child};
 use super::{Books, ClassView, Counter, Dequeued, Discipline, Dropped, ParamError, Qdisc};
 use crate::classify::Classifier;
-use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::units::Time;
 

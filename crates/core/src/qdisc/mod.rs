@@ -30,6 +30,7 @@ pub mod discipline;
 pub mod drr;
 pub mod fifo;
 pub mod fq_codel;
+pub mod leaf;
 pub mod prio;
 pub mod red;
 pub mod rio;

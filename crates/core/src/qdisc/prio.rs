@@ -38,12 +38,12 @@
 
 use super::adopt::AdoptReport;
 use super::fifo::{FifoLimit, FifoQueue};
+use super::leaf::LeafSpec;
 use super::{
     Backlog, Books, ClassMode, ClassStats, ClassView, Counter, Dequeued, Discipline, DropCounts,
     Dropped, ParamError, Qdisc, QdiscStats,
 };
 use crate::classify::Classifier;
-use crate::leaf::LeafSpec;
 use crate::packet::Packet;
 use crate::units::{Rate, Time};
 

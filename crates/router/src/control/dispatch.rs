@@ -13,7 +13,8 @@ use super::proto::{
     Response,
 };
 use super::snapshot::{DirectionSnapshot, Snapshot};
-use crate::{adopt_state, load_sched, stat, Sched};
+use super::stat;
+use crate::{adopt_state, load_sched, Sched};
 
 /// What a control request can ask of a shaper.
 pub trait Handler {

@@ -9,6 +9,7 @@ pub mod dispatch;
 pub mod proto;
 pub mod server;
 pub mod snapshot;
+pub(crate) mod stat;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::net::UnixStream;

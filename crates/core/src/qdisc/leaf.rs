@@ -8,9 +8,9 @@
 //! net/sched/sch_htb.c `htb_change_class`, sch_cbq.c `cbq_change_class`), with the FIFO case
 //! made cheap.
 
+use super::fifo::FifoLimit;
+use super::Qdisc;
 use crate::packet::Packet;
-use crate::qdisc::fifo::FifoLimit;
-use crate::qdisc::Qdisc;
 
 /// The queue at a leaf class.
 pub enum LeafSpec<P: Packet> {
