@@ -55,6 +55,25 @@ impl Hist {
         self.max = self.max.max(ns);
         self.sum += u128::from(ns);
     }
+    /// Cumulative counts at each of `bounds` (ascending): samples whose bucket's largest value
+    /// is at most the bound (so a count never includes a sample above its bound).
+    pub fn cumulative(&self, bounds: &[u64]) -> Vec<u64> {
+        bounds
+            .iter()
+            .map(|&b| {
+                self.buckets
+                    .iter()
+                    .enumerate()
+                    .filter(|(i, _)| upper(*i) <= b)
+                    .map(|(_, c)| *c)
+                    .sum()
+            })
+            .collect()
+    }
+    /// Sum of all samples, saturated to `u64`.
+    pub fn sum(&self) -> u64 {
+        u64::try_from(self.sum).unwrap_or(u64::MAX)
+    }
     /// Number of samples.
     pub fn count(&self) -> u64 {
         self.n

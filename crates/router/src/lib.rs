@@ -17,6 +17,7 @@ pub mod emulate;
 pub mod frame;
 pub mod guard;
 pub mod hist;
+pub mod http;
 pub mod notify;
 pub mod port;
 mod reload;
@@ -62,6 +63,8 @@ pub struct Options {
     /// Line rate of the interfaces in bit/s (`None`: what the drivers report; unknown counts as
     /// the policy's root rate). The device buffer drains at the faster of this and the root rate.
     pub line_rate: Option<u64>,
+    /// Serve OpenMetrics at `http://ADDR/metrics` from the event loop (`--metrics`).
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Where control sockets and interface locks live by default.
@@ -291,6 +294,10 @@ pub struct Shaper {
     /// The control socket, bound by [`Shaper::run`].
     control: Option<control::Server>,
     control_stats: control::ControlStats,
+    /// The metrics endpoint, bound by [`Shaper::run`] when asked for (http/).
+    http: Option<http::Http>,
+    /// Policy reloads by outcome (reload.rs counts them).
+    reloads: control::snapshot::ReloadCounts,
     /// The interface locks, held while the shaper lives.
     _locks: guard::InterfaceLocks,
 }
@@ -301,6 +308,8 @@ const T_TIMER: u64 = 2;
 const T_SIG: u64 = 3;
 const T_CTL: u64 = 4;
 const T_CLIENT: u64 = 5;
+const T_HTTP: u64 = 6;
+const T_HTTP_CLIENT: u64 = 7;
 
 impl Shaper {
     /// Open the devices and build the schedulers. Errors are ready to print.
@@ -365,6 +374,8 @@ impl Shaper {
             rx_scratch: Vec::new(),
             control: None,
             control_stats: Default::default(),
+            http: None,
+            reloads: Default::default(),
             _locks: locks,
         })
     }
@@ -612,6 +623,13 @@ impl Shaper {
         sys::epoll_add(ep.as_raw_fd(), srv.listen_fd(), T_CTL)?;
         srv.attach(ep.as_raw_fd(), T_CLIENT);
         self.control = Some(srv);
+        if let Some(addr) = self.opts.metrics {
+            let mut h = http::Http::bind(addr)?;
+            sys::epoll_add(ep.as_raw_fd(), h.listen_fd(), T_HTTP)?;
+            h.attach(ep.as_raw_fd(), T_HTTP_CLIENT);
+            http::announce(&h);
+            self.http = Some(h);
+        }
         eprintln!(
             "linkshare: running {} -> {}, control {}",
             self.names[0],
@@ -697,9 +715,17 @@ impl Shaper {
             if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
                 self.serve_control();
             }
+            // Metrics clients: the same discipline (http/); also on timeouts while any is
+            // connected, so a stalled one is dropped.
+            if ready.iter().any(|t| *t == T_HTTP || *t == T_HTTP_CLIENT)
+                || self.http.as_ref().is_some_and(|h| h.busy())
+            {
+                self.serve_http();
+            }
         }
         // Removes the socket file.
         self.control = None;
+        self.http = None;
         Ok(0)
     }
 }
