@@ -5,7 +5,8 @@
 //!
 //! Naming follows Prometheus' conventions (base units, `_total` on counters, the unit in the
 //! name): `linkshare_class_sent_bytes_total{dev,class,parent}` and so on; `dev` is the interface
-//! a direction sends on (as in `tc -s class show dev DEV`). Label values are escaped as the
+//! a direction sends on (as in `tc -s class show dev DEV`). Rates are in bytes per second (the
+//! base unit; the policy's bit/s divided by 8). Label values are escaped as the
 //! exposition formats require (`\\`, `\"`, `\n`), since class names come from the policy.
 
 use std::sync::atomic::{AtomicI64, AtomicU64};
@@ -114,7 +115,7 @@ fn i(v: u64) -> i64 {
 /// Build the registry of `s`'s metrics.
 pub fn registry(s: &Snapshot) -> Registry {
     let mut r = Registry::with_prefix("linkshare");
-    let bps = || Unit::Other("bits_per_second".to_string());
+    let bps = || Unit::Other("bytes_per_second".to_string());
     let sent_b = counter(
         &mut r,
         "class_sent",
@@ -175,17 +176,17 @@ pub fn registry(s: &Snapshot) -> Registry {
         "Ceil tokens of the class (negative in debt)",
         Some(Unit::Bytes),
     );
-    let rate = gauge(
+    let rate = fgauge(
         &mut r,
         "class_rate",
         "Configured (assured) rate of the class",
-        Some(bps()),
+        bps(),
     );
-    let ceil = gauge(
+    let ceil = fgauge(
         &mut r,
         "class_ceil",
         "Configured ceiling of the class",
-        Some(bps()),
+        bps(),
     );
     let live = fgauge(
         &mut r,
@@ -268,9 +269,9 @@ pub fn registry(s: &Snapshot) -> Registry {
             back_p.get_or_create(&l).set(i(c.backlog_packets));
             tokens.get_or_create(&l).set(c.tokens);
             ctokens.get_or_create(&l).set(c.ctokens);
-            rate.get_or_create(&l).set(i(c.rate_bps));
-            ceil.get_or_create(&l).set(i(c.ceil_bps));
-            live.get_or_create(&l).set(c.live_rate_bps);
+            rate.get_or_create(&l).set(c.rate_bps as f64 / 8.0);
+            ceil.get_or_create(&l).set(c.ceil_bps as f64 / 8.0);
+            live.get_or_create(&l).set(c.live_rate_bps / 8.0);
             for (reason, n) in &c.drops_by_reason {
                 let mut lr = l.clone();
                 lr.push(("reason", lv(reason)));

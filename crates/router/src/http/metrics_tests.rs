@@ -82,10 +82,13 @@ fn class_counters_named_and_labelled() {
     let tok = sample(&t, "linkshare_class_tokens_bytes", "class=\"root\"")
         .unwrap_or_else(|| panic!("no tokens in\n{t}"));
     assert!(tok.ends_with(" -42"), "{tok}");
-    assert!(
-        sample(&t, "linkshare_class_rate_bits_per_second", "root").is_some(),
-        "{t}"
+    // 1 Mbit/s in bytes per second.
+    let rate = sample(
+        &t,
+        "linkshare_class_rate_bytes_per_second",
+        "class=\"root\"",
     );
+    assert!(rate.is_some_and(|l| l.ends_with(" 125000.0")), "{t}");
     assert!(
         sample(&t, "linkshare_port_rx_ring_drops_total", "eth1").is_some_and(|l| l.ends_with(" 3")),
         "{t}"
