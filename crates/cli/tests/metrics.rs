@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 mod testbed;
 
 const PORT: u16 = 9469;
+const WEB_PORT: u16 = 9470;
 
 const POLICY: &str = r#"
 qdisc = "htb"
@@ -41,9 +42,13 @@ impl Drop for Shaper {
 
 /// GET `path` from the shaper's metrics port inside namespace `ns`; (head, body).
 fn get(ns: &str, path: &str, accept: &str) -> (String, String) {
+    get_from(ns, PORT, path, accept)
+}
+
+fn get_from(ns: &str, port: u16, path: &str, accept: &str) -> (String, String) {
     let req = format!("GET {path} HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\n\r\n");
     testbed::in_ns(ns, move || {
-        let mut s = TcpStream::connect(("127.0.0.1", PORT)).expect("connect to --metrics");
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect");
         s.set_read_timeout(Some(Duration::from_secs(5)))
             .expect("timeout");
         s.write_all(req.as_bytes()).expect("send request");
@@ -119,6 +124,7 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
         .args(["--dev", &bed.dev_ra, "--dev", &bed.dev_rc, "--control"])
         .arg(&ctl)
         .args(["--metrics", &format!("127.0.0.1:{PORT}")])
+        .args(["--web", &format!("127.0.0.1:{WEB_PORT}")])
         .stdout(Stdio::null())
         .stderr(Stdio::inherit())
         .spawn()
@@ -144,6 +150,26 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
         }
     })
     .expect("sender thread");
+    // The dashboard's event stream, read for 2.5 s from the start of the traffic.
+    let events = testbed::spawn_in_ns(&bed.ns_r, || {
+        let mut s = TcpStream::connect(("127.0.0.1", WEB_PORT)).expect("connect to --web");
+        s.write_all(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\n")
+            .expect("send request");
+        s.set_read_timeout(Some(Duration::from_millis(200)))
+            .expect("timeout");
+        let mut got = Vec::new();
+        let t0 = Instant::now();
+        let mut b = [0u8; 65536];
+        while t0.elapsed() < Duration::from_millis(2500) {
+            match s.read(&mut b) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&b[..n]),
+                Err(_) => {}
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    })
+    .expect("events thread");
     std::thread::sleep(Duration::from_millis(800));
     let (head1, om1) = get(
         &bed.ns_r,
@@ -189,6 +215,38 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
     // Over its ceiling, the class is held back: overlimits and a backlog show it.
     let over = value(&text2, "linkshare_class_overlimits_total", lab);
     assert!(over.is_some_and(|v| v > 0.0), "{text2}");
+
+    // The dashboard: the page, and snapshots every second in which bulk's rate moves.
+    let (hp, page) = get_from(&bed.ns_r, WEB_PORT, "/", "*/*");
+    assert!(
+        hp.starts_with("HTTP/1.1 200") && hp.contains("text/html"),
+        "{hp}"
+    );
+    assert!(page.contains("EventSource(\"/events\")"), "{page}");
+    let stream = events.join().expect("events thread");
+    assert!(stream.starts_with("HTTP/1.1 200"), "{stream}");
+    assert!(
+        stream.contains("Content-Type: text/event-stream"),
+        "{stream}"
+    );
+    let rates: Vec<f64> = stream
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .map(|j| serde_json::from_str::<serde_json::Value>(j).expect("event JSON"))
+        .filter_map(|v| {
+            v["directions"][0]["classes"]
+                .as_array()?
+                .iter()
+                .find(|c| c["name"] == "bulk")?["live_rate_bps"]
+                .as_f64()
+        })
+        .collect();
+    eprintln!("bulk live rate in the events: {rates:?}");
+    assert!(rates.len() >= 3, "at least 3 events in 2.5 s: {rates:?}");
+    assert!(
+        rates.windows(2).any(|w| w[0] != w[1]) && rates.iter().any(|r| *r > 1e6),
+        "the rate moves and reaches the class's share: {rates:?}"
+    );
 
     // Other paths and methods.
     let (h404, _) = get(&bed.ns_r, "/nope", "*/*");

@@ -65,6 +65,8 @@ pub struct Options {
     pub line_rate: Option<u64>,
     /// Serve OpenMetrics at `http://ADDR/metrics` from the event loop (`--metrics`).
     pub metrics: Option<std::net::SocketAddr>,
+    /// Serve the live dashboard at `http://ADDR/` from the event loop (`--web`).
+    pub web: Option<std::net::SocketAddr>,
 }
 
 /// Where control sockets and interface locks live by default.
@@ -296,6 +298,8 @@ pub struct Shaper {
     control_stats: control::ControlStats,
     /// The metrics endpoint, bound by [`Shaper::run`] when asked for (http/).
     http: Option<http::Http>,
+    /// The dashboard, bound by [`Shaper::run`] when asked for (http/web.rs).
+    web: Option<http::Http>,
     /// Policy reloads by outcome (reload.rs counts them).
     reloads: control::snapshot::ReloadCounts,
     /// The interface locks, held while the shaper lives.
@@ -310,6 +314,8 @@ const T_CTL: u64 = 4;
 const T_CLIENT: u64 = 5;
 const T_HTTP: u64 = 6;
 const T_HTTP_CLIENT: u64 = 7;
+const T_WEB: u64 = 8;
+const T_WEB_CLIENT: u64 = 9;
 
 impl Shaper {
     /// Open the devices and build the schedulers. Errors are ready to print.
@@ -375,6 +381,7 @@ impl Shaper {
             control: None,
             control_stats: Default::default(),
             http: None,
+            web: None,
             reloads: Default::default(),
             _locks: locks,
         })
@@ -627,8 +634,15 @@ impl Shaper {
             let mut h = http::Http::bind(addr)?;
             sys::epoll_add(ep.as_raw_fd(), h.listen_fd(), T_HTTP)?;
             h.attach(ep.as_raw_fd(), T_HTTP_CLIENT);
-            http::announce(&h);
+            http::announce(&h, "metrics", "/metrics");
             self.http = Some(h);
+        }
+        if let Some(addr) = self.opts.web {
+            let mut h = http::Http::bind(addr)?;
+            sys::epoll_add(ep.as_raw_fd(), h.listen_fd(), T_WEB)?;
+            h.attach(ep.as_raw_fd(), T_WEB_CLIENT);
+            http::announce(&h, "dashboard", "/");
+            self.web = Some(h);
         }
         eprintln!(
             "linkshare: running {} -> {}, control {}",
@@ -722,10 +736,16 @@ impl Shaper {
             {
                 self.serve_http();
             }
+            if ready.iter().any(|t| *t == T_WEB || *t == T_WEB_CLIENT)
+                || self.web.as_ref().is_some_and(|h| h.busy())
+            {
+                self.serve_web();
+            }
         }
         // Removes the socket file.
         self.control = None;
         self.http = None;
+        self.web = None;
         Ok(0)
     }
 }

@@ -390,17 +390,9 @@ pub fn route(req: &Request, snap: &mut dyn FnMut() -> Snapshot) -> Route {
     }
     let s = snap();
     if req.accept.contains("application/openmetrics-text") {
-        Route {
-            status: 200,
-            content_type: OPENMETRICS,
-            body: openmetrics(&s).into_bytes(),
-        }
+        Route::ok(OPENMETRICS, openmetrics(&s).into_bytes())
     } else {
-        Route {
-            status: 200,
-            content_type: TEXT_004,
-            body: text_004(&s).into_bytes(),
-        }
+        Route::ok(TEXT_004, text_004(&s).into_bytes())
     }
 }
 

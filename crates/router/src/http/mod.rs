@@ -9,12 +9,18 @@
 //! `Content-Length` and `Connection: close`, and the connection is closed once it is written (no
 //! keep-alive, no request body). Paths are routed by the caller ([`Route`]).
 //!
+//! A route may instead open a stream (server-sent events, for the dashboard): the headers go out
+//! without a length, the connection stays open, and [`Http::broadcast`] appends each event to
+//! every stream; a stream with more than [`MAX_STREAM_PENDING`] bytes not yet taken is dropped
+//! (a slow reader never holds memory or the loop).
+//!
 //! Bounds: at most [`MAX_CLIENTS`] connections (more are closed at accept), [`MAX_BODY`] bytes of
 //! response, a client that sends no complete head within [`IDLE_NS`] or takes no byte of its
 //! response for [`SLOW_NS`] is dropped. Epoll is level-triggered: `EPOLLIN` while reading,
 //! `EPOLLOUT` only while a response is pending (epoll(7)).
 
 pub mod metrics;
+pub mod web;
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -34,6 +40,8 @@ pub const MAX_CLIENTS: usize = 16;
 pub const SLOW_NS: u64 = 1_000_000_000;
 /// A client that sends no complete request head for this long is dropped.
 pub const IDLE_NS: u64 = 5_000_000_000;
+/// A stream whose unsent bytes exceed this when an event is added is dropped.
+pub const MAX_STREAM_PENDING: usize = 1 << 20;
 
 /// A parsed request head: what routing needs.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -50,6 +58,8 @@ pub struct Route {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Vec<u8>,
+    /// Keep the connection open after `body` for [`Http::broadcast`]'s events.
+    pub stream: bool,
 }
 
 impl Route {
@@ -58,6 +68,16 @@ impl Route {
             status,
             content_type: "text/plain; charset=utf-8",
             body: body.as_bytes().to_vec(),
+            stream: false,
+        }
+    }
+
+    pub fn ok(content_type: &'static str, body: Vec<u8>) -> Route {
+        Route {
+            status: 200,
+            content_type,
+            body,
+            stream: false,
         }
     }
 }
@@ -80,6 +100,8 @@ struct Client {
     out_pos: usize,
     /// A request was taken: nothing more is read; close once the response is written.
     answered: bool,
+    /// An event stream: stays open, fed by `broadcast`.
+    streaming: bool,
     progress_ns: u64,
     watching_write: bool,
 }
@@ -90,6 +112,8 @@ pub struct Http {
     epoll: Option<(i32, u64)>,
     clients: Vec<Client>,
     pub stats: HttpStats,
+    /// When the streams were last fed (for the caller's pacing of events).
+    pub last_event_ns: u64,
 }
 
 /// True when `addr` is a loopback address (only local users can scrape it).
@@ -107,6 +131,7 @@ impl Http {
             epoll: None,
             clients: Vec::new(),
             stats: HttpStats::default(),
+            last_event_ns: 0,
         })
     }
 
@@ -131,6 +156,62 @@ impl Http {
         !self.clients.is_empty()
     }
 
+    /// Open event streams.
+    pub fn streams(&self) -> usize {
+        self.clients.iter().filter(|c| c.streaming).count()
+    }
+
+    /// Append `event` to every stream and start writing it; a stream already holding more than
+    /// [`MAX_STREAM_PENDING`] unsent bytes is dropped instead (`slow_dropped`).
+    pub fn broadcast(&mut self, event: &[u8], now_ns: u64) {
+        self.last_event_ns = now_ns;
+        let mut i = 0;
+        while i < self.clients.len() {
+            let c = &mut self.clients[i];
+            if !c.streaming {
+                i += 1;
+                continue;
+            }
+            if c.out.len() - c.out_pos > MAX_STREAM_PENDING {
+                self.stats.slow_dropped += 1;
+                self.remove(i);
+                continue;
+            }
+            if c.out_pos == c.out.len() {
+                c.out.clear();
+                c.out_pos = 0;
+                c.progress_ns = now_ns;
+            }
+            c.out.extend_from_slice(event);
+            if write_some(c, now_ns).is_err() {
+                self.remove(i);
+                continue;
+            }
+            self.watch(i);
+            i += 1;
+        }
+    }
+
+    fn remove(&mut self, i: usize) {
+        let c = self.clients.swap_remove(i);
+        if let Some((ep, _)) = self.epoll {
+            let _ = sys::epoll_del(ep, c.stream.as_raw_fd());
+        }
+    }
+
+    /// Watch client `i` for writability while it has bytes to send, else for input.
+    fn watch(&mut self, i: usize) {
+        let c = &mut self.clients[i];
+        let want = c.answered && c.out_pos < c.out.len();
+        if want != c.watching_write {
+            if let Some((ep, tok)) = self.epoll {
+                if sys::epoll_mod(ep, c.stream.as_raw_fd(), tok, want).is_ok() {
+                    c.watching_write = want;
+                }
+            }
+        }
+    }
+
     /// One turn: accept, read, write, drop clients past their bounds. Complete requests are
     /// handed to `route`, whose answer is queued at once. Never blocks.
     pub fn serve(&mut self, now_ns: u64, route: &mut dyn FnMut(&Request) -> Route) {
@@ -145,10 +226,7 @@ impl Http {
                         Gone::Idle => self.stats.idle_dropped += 1,
                         Gone::Done => {}
                     }
-                    let c = self.clients.swap_remove(i);
-                    if let Some((ep, _)) = self.epoll {
-                        let _ = sys::epoll_del(ep, c.stream.as_raw_fd());
-                    }
+                    self.remove(i);
                 }
             }
         }
@@ -178,6 +256,7 @@ impl Http {
                 out: Vec::new(),
                 out_pos: 0,
                 answered: false,
+                streaming: false,
                 progress_ns: now_ns,
                 watching_write: false,
             });
@@ -223,20 +302,19 @@ impl Http {
         if c.answered {
             write_some(c, now_ns)?;
             if c.out_pos >= c.out.len() {
-                return Err(Gone::Done);
-            }
-            if now_ns.saturating_sub(c.progress_ns) > SLOW_NS {
+                if !c.streaming {
+                    return Err(Gone::Done);
+                }
+                // A stream whose peer closed: reading returns 0 (it sends nothing else).
+                let mut b = [0u8; 512];
+                if c.stream_peek(&mut b) == Some(0) {
+                    return Err(Gone::Done);
+                }
+            } else if now_ns.saturating_sub(c.progress_ns) > SLOW_NS {
                 return Err(Gone::Slow);
             }
         }
-        let want = c.answered;
-        if want != c.watching_write {
-            if let Some((ep, tok)) = self.epoll {
-                if sys::epoll_mod(ep, c.stream.as_raw_fd(), tok, want).is_ok() {
-                    c.watching_write = want;
-                }
-            }
-        }
+        self.watch(i);
         Ok(())
     }
 }
@@ -306,11 +384,20 @@ pub fn response_bytes(r: &Route, head_only: bool) -> Vec<u8> {
     } else {
         (r.status, r.content_type, &r.body)
     };
+    // A stream's body is delimited by the connection's close (RFC 9112 §6.3).
+    let length = if r.stream {
+        "Cache-Control: no-cache\r\n".to_string()
+    } else {
+        format!("Content-Length: {}\r\n", body.len())
+    };
     let mut out = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{}Connection: close\r\n\r\n",
+        "HTTP/1.1 {status} {}\r\nContent-Type: {ctype}\r\n{length}{}Connection: close\r\n\r\n",
         reason(status),
-        body.len(),
-        if status == 405 { "Allow: GET, HEAD\r\n" } else { "" },
+        if status == 405 {
+            "Allow: GET, HEAD\r\n"
+        } else {
+            ""
+        },
     )
     .into_bytes();
     if !head_only {
@@ -319,7 +406,15 @@ pub fn response_bytes(r: &Route, head_only: bool) -> Vec<u8> {
     out
 }
 
+impl Client {
+    /// Read and discard what a stream's peer sends; `Some(0)` when it has closed.
+    fn stream_peek(&mut self, b: &mut [u8]) -> Option<usize> {
+        self.stream.read(b).ok()
+    }
+}
+
 fn respond(c: &mut Client, r: &Route, head_only: bool) {
+    c.streaming = r.stream && !head_only;
     c.out = response_bytes(r, head_only);
     c.out_pos = 0;
     c.answered = true;
@@ -356,13 +451,13 @@ fn write_some(c: &mut Client, now_ns: u64) -> Result<(), Gone> {
     Ok(())
 }
 
-/// Say where the metrics are served, with a warning when others than local users can reach them.
-pub fn announce(h: &Http) {
+/// Say where `what` is served, with a warning when others than local users can reach it.
+pub fn announce(h: &Http, what: &str, path: &str) {
     let Ok(addr) = h.local_addr() else { return };
-    eprintln!("linkshare: metrics at http://{addr}/metrics");
+    eprintln!("linkshare: {what} at http://{addr}{path}");
     if !is_loopback(&addr) {
         eprintln!(
-            "linkshare: warning: metrics bound to {addr}, not loopback: anyone who reaches it \
+            "linkshare: warning: {what} bound to {addr}, not loopback: anyone who reaches it \
              sees the class names and counters"
         );
     }

@@ -97,3 +97,66 @@ fn serves_over_tcp() {
     assert_eq!(h.stats.requests, 2);
     assert!(!h.busy(), "every client closed");
 }
+
+/// An event stream stays open and receives each broadcast; a reader that takes nothing is
+/// dropped once it is more than MAX_STREAM_PENDING behind, without blocking the server.
+#[test]
+fn streams_get_broadcasts_and_slow_readers_are_dropped() {
+    use std::io::{Read, Write};
+    let mut h = Http::bind("127.0.0.1:0".parse().expect("addr")).expect("bind loopback");
+    let addr = h.local_addr().expect("addr");
+    let stream_route = |_: &Request| Route {
+        stream: true,
+        ..Route::ok("text/event-stream", b"data: first\n\n".to_vec())
+    };
+    let mut fast = std::net::TcpStream::connect(addr).expect("connect");
+    fast.write_all(b"GET /events HTTP/1.1\r\n\r\n")
+        .expect("write");
+    let mut slow = std::net::TcpStream::connect(addr).expect("connect");
+    slow.write_all(b"GET /events HTTP/1.1\r\n\r\n")
+        .expect("write");
+    for _ in 0..50 {
+        h.serve(0, &mut { stream_route });
+        if h.streams() == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(h.streams(), 2);
+    h.broadcast(b"data: second\n\n", 1);
+    fast.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("second") {
+        let n = fast.read(&mut b).expect("read the stream");
+        assert!(n > 0, "stream closed early");
+        got.extend_from_slice(&b[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 200") && !text.contains("Content-Length"),
+        "{text}"
+    );
+    assert!(
+        text.contains("data: first\n\n") && text.contains("data: second\n\n"),
+        "{text}"
+    );
+    // Feed big events; only `fast`'s side is drained.
+    fast.set_nonblocking(true).expect("nb");
+    let big = vec![b'x'; 256 << 10];
+    for t in 0..64 {
+        h.broadcast(&big, 2 + t);
+        while let Ok(n) = fast.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+        }
+        if h.streams() < 2 {
+            break;
+        }
+    }
+    assert_eq!(h.streams(), 1, "the slow reader is dropped");
+    assert_eq!(h.stats.slow_dropped, 1);
+    drop(slow);
+}
