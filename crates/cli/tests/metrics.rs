@@ -68,6 +68,44 @@ fn value(text: &str, name: &str, has: &str) -> Option<f64> {
         .and_then(|v| v.parse().ok())
 }
 
+/// Headless Chromium in namespace `ns` loads the dashboard; its DOM after the page's scripts
+/// ran, or a screenshot into `shot`.
+fn chromium(ns: &str, shot: Option<&std::path::Path>) -> String {
+    let mut cmd = Command::new("ip");
+    cmd.args([
+        "netns",
+        "exec",
+        ns,
+        "chromium",
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+    ]);
+    match shot {
+        Some(p) => {
+            cmd.arg(format!("--screenshot={}", p.display()));
+            cmd.arg("--window-size=1000,500");
+        }
+        None => {
+            cmd.arg("--dump-dom");
+        }
+    }
+    let out = cmd
+        .arg(format!("http://127.0.0.1:{WEB_PORT}/"))
+        .stderr(Stdio::null())
+        .output()
+        .expect("run chromium");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The `data-live-bps` of class `name`'s row in a dumped DOM.
+fn dom_live_bps(dom: &str, name: &str) -> Option<f64> {
+    let at = dom.find(&format!("data-class=\"{name}\""))?;
+    let rest = &dom[at..];
+    let v = rest.split("data-live-bps=\"").nth(1)?.split('"').next()?;
+    v.parse().ok()
+}
+
 fn promtool(text: &str) -> (bool, String) {
     let mut ch = Command::new("promtool")
         .args(["check", "metrics"])
@@ -98,6 +136,12 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
     if Command::new("promtool").arg("--version").output().is_err() {
         testbed::netns_test_skipped(
             "promtool not found (apt-get install prometheus; scripts/test does it as root)",
+        );
+        return;
+    }
+    if Command::new("chromium").arg("--version").output().is_err() {
+        testbed::netns_test_skipped(
+            "chromium not found (apt-get install chromium; scripts/test does it as root)",
         );
         return;
     }
@@ -170,6 +214,12 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
         String::from_utf8_lossy(&got).into_owned()
     })
     .expect("events thread");
+    // The page in headless Chromium during the traffic (it takes about a second to start).
+    let ns_r = bed.ns_r.clone();
+    let browser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1000));
+        chromium(&ns_r, None)
+    });
     std::thread::sleep(Duration::from_millis(800));
     let (head1, om1) = get(
         &bed.ns_r,
@@ -246,6 +296,37 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
     assert!(
         rates.windows(2).any(|w| w[0] != w[1]) && rates.iter().any(|r| *r > 1e6),
         "the rate moves and reaches the class's share: {rates:?}"
+    );
+
+    // Chromium rendered the class tree with the live rates; once the traffic has stopped, the
+    // rates it shows have moved. A screenshot is kept in the test's target directory.
+    let dom1 = browser.join().expect("chromium thread");
+    std::thread::sleep(Duration::from_millis(1500));
+    let dom2 = chromium(&bed.ns_r, None);
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
+    chromium(&bed.ns_r, Some(&shot));
+    for dom in [&dom1, &dom2] {
+        assert!(
+            dom.contains("data-class=\"root\"") && dom.contains("data-class=\"bulk\""),
+            "{dom}"
+        );
+    }
+    let (r1, r2) = (dom_live_bps(&dom1, "bulk"), dom_live_bps(&dom2, "bulk"));
+    eprintln!(
+        "dashboard bulk rate: {r1:?} then {r2:?}; screenshot {}",
+        shot.display()
+    );
+    assert!(
+        r1.is_some_and(|r| r > 1e6),
+        "bulk's rate during traffic: {r1:?}\n{dom1}"
+    );
+    assert!(
+        r1 != r2 && r2.is_some(),
+        "rates did not move: {r1:?} {r2:?}"
+    );
+    assert!(
+        std::fs::metadata(&shot).is_ok_and(|m| m.len() > 0),
+        "no screenshot"
     );
 
     // Other paths and methods.

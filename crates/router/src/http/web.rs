@@ -23,10 +23,17 @@ pub fn event(s: &Snapshot) -> Vec<u8> {
     format!("event: snapshot\ndata: {json}\n\n").into_bytes()
 }
 
+/// The page with `s` inlined as its first snapshot. `<` is written `\u003c` (the same string
+/// in JSON and JavaScript), so no class name can close the script element.
+pub fn page(s: &Snapshot) -> String {
+    let json = serde_json::to_string(s).unwrap_or_else(|_| "null".to_string());
+    PAGE.replacen("/*INITIAL*/null", &json.replace('<', "\\u003c"), 1)
+}
+
 /// Route the dashboard's paths.
 pub fn route(req: &Request, snap: &mut dyn FnMut() -> Snapshot) -> Route {
     match req.path.as_str() {
-        "/" | "/index.html" => Route::ok("text/html; charset=utf-8", PAGE.as_bytes().to_vec()),
+        "/" | "/index.html" => Route::ok("text/html; charset=utf-8", page(&snap()).into_bytes()),
         "/snapshot.json" => {
             let body = serde_json::to_vec(&snap()).unwrap_or_default();
             Route::ok("application/json", body)
@@ -89,6 +96,26 @@ mod tests {
         ] {
             assert!(!page.contains(attr), "external asset ({attr})");
         }
+    }
+
+    #[test]
+    fn inlined_snapshot_cannot_close_the_script() {
+        let s = Snapshot {
+            directions: vec![DirectionSnapshot {
+                classes: vec![ClassSnapshot {
+                    name: "</script><b>x".into(),
+                    ..ClassSnapshot::default()
+                }],
+                ..DirectionSnapshot::default()
+            }],
+            ..Snapshot::default()
+        };
+        let p = page(&s);
+        assert_eq!(p.matches("</script>").count(), 1, "only the page's own");
+        assert!(
+            p.contains("\\u003c/script>\\u003cb>x"),
+            "escaped name inlined"
+        );
     }
 
     #[test]
