@@ -160,3 +160,17 @@ fn streams_get_broadcasts_and_slow_readers_are_dropped() {
     assert_eq!(h.stats.slow_dropped, 1);
     drop(slow);
 }
+
+#[test]
+fn loopback_is_told_apart() {
+    for (a, want) in [
+        ("127.0.0.1:9469", true),
+        ("[::1]:9469", true),
+        ("0.0.0.0:9469", false),
+        ("192.0.2.7:9469", false),
+        ("[::]:9469", false),
+    ] {
+        let addr: SocketAddr = a.parse().expect("addr");
+        assert_eq!(is_loopback(&addr), want, "{a}");
+    }
+}
