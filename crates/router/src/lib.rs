@@ -12,6 +12,7 @@
 //! replacement and state adoption), [`emulate`] (the emulated link), [`notify`] (systemd's
 //! READY/RELOADING/STOPPING), [`sys`] (system calls).
 
+pub mod conn;
 pub mod control;
 pub mod emulate;
 pub mod frame;

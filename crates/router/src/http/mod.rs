@@ -22,12 +22,13 @@
 pub mod metrics;
 pub mod web;
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
 
 use anyhow::Context;
 
+use crate::conn::{self, OutBuf};
 use crate::sys;
 
 /// Longest request head (request line and headers), bytes.
@@ -96,8 +97,7 @@ pub struct HttpStats {
 struct Client {
     stream: TcpStream,
     inbuf: Vec<u8>,
-    out: Vec<u8>,
-    out_pos: usize,
+    out: OutBuf,
     /// A request was taken: nothing more is read; close once the response is written.
     answered: bool,
     /// An event stream: stays open, fed by `broadcast`.
@@ -172,17 +172,15 @@ impl Http {
                 i += 1;
                 continue;
             }
-            if c.out.len() - c.out_pos > MAX_STREAM_PENDING {
+            if c.out.pending() > MAX_STREAM_PENDING {
                 self.stats.slow_dropped += 1;
                 self.remove(i);
                 continue;
             }
-            if c.out_pos == c.out.len() {
-                c.out.clear();
-                c.out_pos = 0;
+            if c.out.pending() == 0 {
                 c.progress_ns = now_ns;
             }
-            c.out.extend_from_slice(event);
+            c.out.push(event);
             if write_some(c, now_ns).is_err() {
                 self.remove(i);
                 continue;
@@ -202,14 +200,13 @@ impl Http {
     /// Watch client `i` for writability while it has bytes to send, else for input.
     fn watch(&mut self, i: usize) {
         let c = &mut self.clients[i];
-        let want = c.answered && c.out_pos < c.out.len();
-        if want != c.watching_write {
-            if let Some((ep, tok)) = self.epoll {
-                if sys::epoll_mod(ep, c.stream.as_raw_fd(), tok, want).is_ok() {
-                    c.watching_write = want;
-                }
-            }
-        }
+        let want = c.answered && c.out.pending() > 0;
+        conn::watch(
+            self.epoll,
+            c.stream.as_raw_fd(),
+            want,
+            &mut c.watching_write,
+        );
     }
 
     /// One turn: accept, read, write, drop clients past their bounds. Complete requests are
@@ -253,8 +250,7 @@ impl Http {
             self.clients.push(Client {
                 stream,
                 inbuf: Vec::new(),
-                out: Vec::new(),
-                out_pos: 0,
+                out: OutBuf::default(),
                 answered: false,
                 streaming: false,
                 progress_ns: now_ns,
@@ -301,7 +297,7 @@ impl Http {
         }
         if c.answered {
             write_some(c, now_ns)?;
-            if c.out_pos >= c.out.len() {
+            if c.out.pending() == 0 {
                 if !c.streaming {
                     return Err(Gone::Done);
                 }
@@ -415,8 +411,7 @@ impl Client {
 
 fn respond(c: &mut Client, r: &Route, head_only: bool) {
     c.streaming = r.stream && !head_only;
-    c.out = response_bytes(r, head_only);
-    c.out_pos = 0;
+    c.out.set(response_bytes(r, head_only));
     c.answered = true;
     c.inbuf = Vec::new();
 }
@@ -436,17 +431,8 @@ fn read_some(c: &mut Client) -> Result<(), Gone> {
 }
 
 fn write_some(c: &mut Client, now_ns: u64) -> Result<(), Gone> {
-    while c.out_pos < c.out.len() {
-        match c.stream.write(&c.out[c.out_pos..]) {
-            Ok(0) => return Err(Gone::Done),
-            Ok(n) => {
-                c.out_pos += n;
-                c.progress_ns = now_ns;
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return Err(Gone::Done),
-        }
+    if c.out.write_to(&mut c.stream).map_err(|_| Gone::Done)? {
+        c.progress_ns = now_ns;
     }
     Ok(())
 }
