@@ -292,6 +292,11 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
         })
         .collect();
     eprintln!("bulk live rate in the events: {rates:?}");
+    let first = stream
+        .lines()
+        .find(|l| l.starts_with("data: "))
+        .unwrap_or("");
+    eprintln!("first event: {}", &first[..first.len().min(160)]);
     assert!(rates.len() >= 3, "at least 3 events in 2.5 s: {rates:?}");
     assert!(
         rates.windows(2).any(|w| w[0] != w[1]) && rates.iter().any(|r| *r > 1e6),
@@ -328,6 +333,23 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
         std::fs::metadata(&shot).is_ok_and(|m| m.len() > 0),
         "no screenshot"
     );
+
+    // A reload through the control socket is counted.
+    let out = Command::new(env!("CARGO_BIN_EXE_linkshare"))
+        .arg("reload")
+        .arg(&policy)
+        .arg("--control")
+        .arg(&ctl)
+        .output()
+        .expect("run linkshare reload");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (_, text3) = get(&bed.ns_r, "/metrics", "text/plain");
+    let ok = value(&text3, "linkshare_reloads_total", "result=\"ok\"");
+    assert_eq!(ok, Some(1.0), "{text3}");
 
     // Other paths and methods.
     let (h404, _) = get(&bed.ns_r, "/nope", "*/*");
