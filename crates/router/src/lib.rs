@@ -730,15 +730,22 @@ impl Shaper {
             if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
                 self.serve_control();
             }
-            // Metrics clients: the same discipline (http/); also on timeouts while any is
-            // connected, so a stalled one is dropped.
+            // Metrics and dashboard clients: the same discipline (http/); also every
+            // http::TICK_NS while any is connected, so a stalled one is dropped and the
+            // dashboard's streams are fed.
             if ready.iter().any(|t| *t == T_HTTP || *t == T_HTTP_CLIENT)
-                || self.http.as_ref().is_some_and(|h| h.busy())
+                || self
+                    .http
+                    .as_ref()
+                    .is_some_and(|h| h.due(sys::monotonic_ns()))
             {
                 self.serve_http();
             }
             if ready.iter().any(|t| *t == T_WEB || *t == T_WEB_CLIENT)
-                || self.web.as_ref().is_some_and(|h| h.busy())
+                || self
+                    .web
+                    .as_ref()
+                    .is_some_and(|h| h.due(sys::monotonic_ns()))
             {
                 self.serve_web();
             }

@@ -41,6 +41,9 @@ pub const MAX_CLIENTS: usize = 16;
 pub const SLOW_NS: u64 = 1_000_000_000;
 /// A client that sends no complete request head for this long is dropped.
 pub const IDLE_NS: u64 = 5_000_000_000;
+/// While clients are connected, the loop serves them at least this often without an event
+/// (to drop stalled ones and feed streams), and no more often than that on timeouts.
+pub const TICK_NS: u64 = 100_000_000;
 /// A stream whose unsent bytes exceed this when an event is added is dropped.
 pub const MAX_STREAM_PENDING: usize = 1 << 20;
 
@@ -114,6 +117,8 @@ pub struct Http {
     pub stats: HttpStats,
     /// When the streams were last fed (for the caller's pacing of events).
     pub last_event_ns: u64,
+    /// When [`Http::serve`] last ran.
+    last_turn_ns: u64,
 }
 
 /// True when `addr` is a loopback address (only local users can scrape it).
@@ -132,6 +137,7 @@ impl Http {
             clients: Vec::new(),
             stats: HttpStats::default(),
             last_event_ns: 0,
+            last_turn_ns: 0,
         })
     }
 
@@ -154,6 +160,13 @@ impl Http {
     /// stalled client is dropped even if no event comes).
     pub fn busy(&self) -> bool {
         !self.clients.is_empty()
+    }
+
+    /// True when clients are connected and [`TICK_NS`] has passed since the last turn: the
+    /// loop's cue to serve without an event (an idle stream then costs the forwarding loop
+    /// nothing between ticks).
+    pub fn due(&self, now_ns: u64) -> bool {
+        self.busy() && now_ns.saturating_sub(self.last_turn_ns) >= TICK_NS
     }
 
     /// Open event streams.
@@ -212,6 +225,7 @@ impl Http {
     /// One turn: accept, read, write, drop clients past their bounds. Complete requests are
     /// handed to `route`, whose answer is queued at once. Never blocks.
     pub fn serve(&mut self, now_ns: u64, route: &mut dyn FnMut(&Request) -> Route) {
+        self.last_turn_ns = now_ns;
         self.accept(now_ns);
         let mut i = 0;
         while i < self.clients.len() {

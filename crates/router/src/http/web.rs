@@ -38,25 +38,28 @@ pub fn route(req: &Request, snap: &mut dyn FnMut() -> Snapshot) -> Route {
             let body = serde_json::to_vec(&snap()).unwrap_or_default();
             Route::ok("application/json", body)
         }
+        // The first event follows in the same turn (`serve_web`).
         "/events" => Route {
-            // The first event at once, so the page fills without waiting a second.
             stream: true,
-            ..Route::ok("text/event-stream", event(&snap()))
+            ..Route::ok("text/event-stream", Vec::new())
         },
         _ => Route::text(404, "not found\n"),
     }
 }
 
 impl crate::Shaper {
-    /// One turn of the dashboard: serve requests, and once a second send every stream the
-    /// current snapshot. Never blocks.
+    /// One turn of the dashboard: serve requests, and send every stream the current snapshot
+    /// once a second, and at once when a stream has just opened (so a page fills without
+    /// waiting). Never blocks.
     pub(crate) fn serve_web(&mut self) {
         let Some(mut h) = self.web.take() else {
             return;
         };
         let now = sys::monotonic_ns();
+        let before = h.streams();
         h.serve(now, &mut |req| route(req, &mut || self.stat()));
-        if h.streams() > 0 && now.saturating_sub(h.last_event_ns) >= EVENT_NS {
+        let opened = h.streams() > before;
+        if opened || (h.streams() > 0 && now.saturating_sub(h.last_event_ns) >= EVENT_NS) {
             let ev = event(&self.stat());
             h.broadcast(&ev, now);
         }
