@@ -182,13 +182,13 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
         );
         std::thread::sleep(Duration::from_millis(20));
     }
-    // UDP at ~8 Mbit/s from a to c for 3 s, twice the ceiling, so departures are paced
-    // (c need not listen: the frames cross the shaper).
+    // UDP at ~8 Mbit/s from a to c for 5 s (room for a slow Chromium start), twice the ceiling,
+    // so departures are paced (c need not listen: the frames cross the shaper).
     let sender = testbed::spawn_in_ns(&bed.ns_a, || {
         let s = UdpSocket::bind("10.77.0.1:0").expect("bind in a");
         let buf = [0x42u8; 1000];
         let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_secs(3) {
+        while t0.elapsed() < Duration::from_secs(5) {
             let _ = s.send_to(&buf, "10.77.0.2:9");
             std::thread::sleep(Duration::from_micros(1000));
         }
@@ -303,8 +303,8 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
         "the rate moves and reaches the class's share: {rates:?}"
     );
 
-    // Chromium rendered the class tree with the live rates; once the traffic has stopped, the
-    // rates it shows have moved. A screenshot is kept in the test's target directory.
+    // Chromium rendered the class tree with the live rates, and 1.5 s later the rates it shows
+    // have moved. A screenshot is kept in the test's target directory.
     let dom1 = browser.join().expect("chromium thread");
     std::thread::sleep(Duration::from_millis(1500));
     let dom2 = chromium(&bed.ns_r, None);
