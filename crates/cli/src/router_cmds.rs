@@ -56,6 +56,14 @@ pub struct RunArgs {
     /// wrong one; the device buffer drains at the faster of this and the policy's root rate
     #[arg(long, value_name = "RATE")]
     pub line_rate: Option<String>,
+    /// Serve OpenMetrics/Prometheus text at http://ADDR:PORT/metrics, e.g. 127.0.0.1:9469
+    /// (a warning is printed when the address is not loopback)
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Serve the live dashboard (class tree, rates, drops, backlog; updated every second) at
+    /// http://ADDR:PORT/, e.g. 127.0.0.1:9470 (a warning is printed when not loopback)
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub web: Option<std::net::SocketAddr>,
     /// Directory of the interface locks (one `<ifname>@<netns>.lock` per interface, holding the
     /// owner's pid; default /run/linkshare)
     #[arg(long, value_name = "DIR")]
@@ -118,6 +126,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1000)),
         rx_ring: a.rx_ring,
         io: a.io,
+        metrics: a.metrics,
+        web: a.web,
         line_rate: match &a.line_rate {
             Some(t) => Some(
                 linkshare_core::units::Rate::parse(t)

@@ -55,6 +55,27 @@ impl Hist {
         self.max = self.max.max(ns);
         self.sum += u128::from(ns);
     }
+    /// Cumulative counts at each of `bounds` (ascending): samples whose bucket's largest value
+    /// is at most the bound (so a count never includes a sample above its bound).
+    pub fn cumulative(&self, bounds: &[u64]) -> Vec<u64> {
+        bounds
+            .iter()
+            .map(|&b| {
+                self.buckets
+                    .iter()
+                    .enumerate()
+                    // Only buckets that hold samples: those beyond index(u64::MAX) have no
+                    // upper bound in u64.
+                    .filter(|(i, c)| **c > 0 && upper(*i) <= b)
+                    .map(|(_, c)| *c)
+                    .sum()
+            })
+            .collect()
+    }
+    /// Sum of all samples, saturated to `u64`.
+    pub fn sum(&self) -> u64 {
+        u64::try_from(self.sum).unwrap_or(u64::MAX)
+    }
     /// Number of samples.
     pub fn count(&self) -> u64 {
         self.n
@@ -90,6 +111,18 @@ impl Hist {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cumulative_counts_never_include_samples_above_the_bound() {
+        let mut h = Hist::default();
+        for v in [0, 900, 1_000, 1_100, 5_000, 1 << 40, u64::MAX] {
+            h.record(v);
+        }
+        let c = h.cumulative(&[1_000, 10_000, u64::MAX]);
+        // 1_000's bucket spans 960..=1023 > 1_000, so it counts from the next bound on.
+        assert_eq!(c, vec![2, 5, 7]);
+        assert!(c.windows(2).all(|w| w[0] <= w[1]));
+    }
 
     #[test]
     fn buckets_cover_every_value_in_order() {

@@ -12,12 +12,14 @@
 //! object), `reload` (policy replacement and state adoption), [`emulate`] (the emulated link),
 //! [`notify`] (systemd's READY/RELOADING/STOPPING), [`sys`] (system calls).
 
+pub mod conn;
 pub mod control;
 pub mod egress;
 pub mod emulate;
 pub mod frame;
 pub mod guard;
 pub mod hist;
+pub mod http;
 pub mod notify;
 pub mod port;
 mod reload;
@@ -68,6 +70,10 @@ pub struct Options {
     /// Line rate of the interfaces in bit/s (`None`: what the drivers report; unknown counts as
     /// the policy's root rate). The device buffer drains at the faster of this and the root rate.
     pub line_rate: Option<u64>,
+    /// Serve OpenMetrics at `http://ADDR/metrics` from the event loop (`--metrics`).
+    pub metrics: Option<std::net::SocketAddr>,
+    /// Serve the live dashboard at `http://ADDR/` from the event loop (`--web`).
+    pub web: Option<std::net::SocketAddr>,
 }
 
 /// Where control sockets and interface locks live by default.
@@ -323,6 +329,12 @@ pub struct Shaper {
     /// The control socket, bound by [`Shaper::run`].
     control: Option<control::Server>,
     control_stats: control::ControlStats,
+    /// The metrics endpoint, bound by [`Shaper::run`] when asked for (http/).
+    http: Option<http::Http>,
+    /// The dashboard, bound by [`Shaper::run`] when asked for (http/web.rs).
+    web: Option<http::Http>,
+    /// Policy reloads by outcome (reload.rs counts them).
+    reloads: control::snapshot::ReloadCounts,
     /// The interface locks, held while the shaper lives.
     _locks: guard::InterfaceLocks,
 }
@@ -333,6 +345,10 @@ const T_TIMER: u64 = 2;
 const T_SIG: u64 = 3;
 const T_CTL: u64 = 4;
 const T_CLIENT: u64 = 5;
+const T_HTTP: u64 = 6;
+const T_HTTP_CLIENT: u64 = 7;
+const T_WEB: u64 = 8;
+const T_WEB_CLIENT: u64 = 9;
 
 impl Shaper {
     /// Open the devices and build the schedulers. Errors are ready to print.
@@ -398,6 +414,9 @@ impl Shaper {
             tx_scratch: Vec::new(),
             control: None,
             control_stats: Default::default(),
+            http: None,
+            web: None,
+            reloads: Default::default(),
             _locks: locks,
         })
     }
@@ -655,6 +674,20 @@ impl Shaper {
         sys::epoll_add(ep.as_raw_fd(), srv.listen_fd(), T_CTL)?;
         srv.attach(ep.as_raw_fd(), T_CLIENT);
         self.control = Some(srv);
+        if let Some(addr) = self.opts.metrics {
+            let mut h = http::Http::bind(addr)?;
+            sys::epoll_add(ep.as_raw_fd(), h.listen_fd(), T_HTTP)?;
+            h.attach(ep.as_raw_fd(), T_HTTP_CLIENT);
+            http::announce(&h, "metrics", "/metrics");
+            self.http = Some(h);
+        }
+        if let Some(addr) = self.opts.web {
+            let mut h = http::Http::bind(addr)?;
+            sys::epoll_add(ep.as_raw_fd(), h.listen_fd(), T_WEB)?;
+            h.attach(ep.as_raw_fd(), T_WEB_CLIENT);
+            http::announce(&h, "dashboard", "/");
+            self.web = Some(h);
+        }
         let io = (self.ports[0].io(), self.ports[1].io());
         let io = if io.0 == io.1 {
             io.0
@@ -746,9 +779,30 @@ impl Shaper {
             if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
                 self.serve_control();
             }
+            // Metrics and dashboard clients: the same discipline (http/); also every
+            // http::TICK_NS while any is connected, so a stalled one is dropped and the
+            // dashboard's streams are fed.
+            if ready.iter().any(|t| *t == T_HTTP || *t == T_HTTP_CLIENT)
+                || self
+                    .http
+                    .as_ref()
+                    .is_some_and(|h| h.due(sys::monotonic_ns()))
+            {
+                self.serve_http();
+            }
+            if ready.iter().any(|t| *t == T_WEB || *t == T_WEB_CLIENT)
+                || self
+                    .web
+                    .as_ref()
+                    .is_some_and(|h| h.due(sys::monotonic_ns()))
+            {
+                self.serve_web();
+            }
         }
         // Removes the socket file.
         self.control = None;
+        self.http = None;
+        self.web = None;
         Ok(0)
     }
 }

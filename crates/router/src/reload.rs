@@ -69,7 +69,14 @@ impl Shaper {
     /// Replace direction `d`'s policy with `text`; the new scheduler adopts the old one's state.
     /// On error the running policy is untouched and the error is rendered like `linkshare check`.
     pub fn reload(&mut self, d: usize, text: &str, origin: &str) -> Result<ReloadReport, String> {
-        let (policy, mut new) = load_sched(text, origin)?;
+        let (policy, mut new) = match load_sched(text, origin) {
+            Ok(x) => x,
+            Err(e) => {
+                self.reloads.failed += 1;
+                return Err(e);
+            }
+        };
+        self.reloads.ok += 1;
         let now = self.now();
         let old = self.dirs[d].sched.take();
         let report = match (old, &mut new) {

@@ -14,8 +14,9 @@
 //!
 //! Watched with epoll level-triggered: `EPOLLIN` while reading, `EPOLLOUT` only while a reply is
 //! pending (see epoll(7)), so an unread peer never spins the loop.
+//! The output buffer and the epoll interest are shared with the HTTP endpoints (conn.rs).
 
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Read};
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -26,6 +27,7 @@ use serde::{Deserialize, Serialize};
 
 use super::proto::{ErrorKind as ReplyKind, Response};
 
+use crate::conn::{self, OutBuf};
 use crate::sys;
 
 /// Longest request line, in bytes (a `reload` carries the whole policy text).
@@ -57,8 +59,7 @@ struct Client {
     id: u64,
     stream: UnixStream,
     inbuf: Vec<u8>,
-    out: Vec<u8>,
-    out_pos: usize,
+    out: OutBuf,
     /// Close once `out` is written (after an oversize refusal).
     close_after: bool,
     /// Last time the client completed a request or took reply bytes.
@@ -68,7 +69,7 @@ struct Client {
 
 impl Client {
     fn pending(&self) -> bool {
-        self.out_pos < self.out.len()
+        self.out.pending() > 0
     }
 }
 
@@ -174,8 +175,7 @@ impl Server {
                 id: self.next_id,
                 stream,
                 inbuf: Vec::new(),
-                out: Vec::new(),
-                out_pos: 0,
+                out: OutBuf::default(),
                 close_after: false,
                 progress_ns: now_ns,
                 watching_write: false,
@@ -249,13 +249,12 @@ impl Server {
     fn watch(&mut self, i: usize) {
         let c = &mut self.clients[i];
         let want = c.pending();
-        if want != c.watching_write {
-            if let Some((ep, tok)) = self.epoll {
-                if sys::epoll_mod(ep, c.stream.as_raw_fd(), tok, want).is_ok() {
-                    c.watching_write = want;
-                }
-            }
-        }
+        conn::watch(
+            self.epoll,
+            c.stream.as_raw_fd(),
+            want,
+            &mut c.watching_write,
+        );
     }
 }
 
@@ -272,10 +271,10 @@ enum Drop {
 }
 
 fn queue(c: &mut Client, text: &str) {
-    c.out.clear();
-    c.out.extend_from_slice(text.as_bytes());
-    c.out.push(b'\n');
-    c.out_pos = 0;
+    let mut b = Vec::with_capacity(text.len() + 1);
+    b.extend_from_slice(text.as_bytes());
+    b.push(b'\n');
+    c.out.set(b);
 }
 
 /// Move one complete line from the client's input to `reqs`; true if there was one.
@@ -327,21 +326,8 @@ fn read_some(c: &mut Client) -> Result<(), Drop> {
 }
 
 fn write_some(c: &mut Client, now_ns: u64) -> Result<(), Drop> {
-    while c.pending() {
-        match c.stream.write(&c.out[c.out_pos..]) {
-            Ok(0) => return Err(Drop::Gone),
-            Ok(n) => {
-                c.out_pos += n;
-                c.progress_ns = now_ns;
-            }
-            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
-            Err(e) if e.kind() == ErrorKind::Interrupted => {}
-            Err(_) => return Err(Drop::Gone),
-        }
-    }
-    if !c.pending() {
-        c.out = Vec::new();
-        c.out_pos = 0;
+    if c.out.write_to(&mut c.stream).map_err(|_| Drop::Gone)? {
+        c.progress_ns = now_ns;
     }
     Ok(())
 }

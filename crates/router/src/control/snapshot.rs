@@ -30,6 +30,28 @@ pub struct Snapshot {
     pub control: ControlStats,
     /// IN -> OUT then OUT -> IN.
     pub directions: Vec<DirectionSnapshot>,
+    /// Pacing lateness as cumulative buckets (for the metrics' histogram).
+    #[serde(default)]
+    pub lateness_hist: LatenessHist,
+    /// Policy reloads since start (control `reload` and SIGHUP), by outcome.
+    #[serde(default)]
+    pub reloads: ReloadCounts,
+}
+
+/// Cumulative lateness buckets: `buckets[i]` samples were at most `le_ns[i]` late (each bucket
+/// of `Hist` counted under the first bound at or above its largest value).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LatenessHist {
+    pub le_ns: Vec<u64>,
+    pub buckets: Vec<u64>,
+    pub sum_ns: u64,
+    pub count: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReloadCounts {
+    pub ok: u64,
+    pub failed: u64,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,10 +9,16 @@ use std::collections::{BTreeMap, HashMap};
 use linkshare_core::qdisc::{ClassView, DropCounts};
 
 use crate::control::snapshot::{
-    finite, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot, LatenessNs,
-    LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
+    finite, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot, LatenessHist,
+    LatenessNs, LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
 };
 use crate::{Live, Sched, Shaper};
+
+/// Bounds of the lateness histogram's buckets: 1 µs to 50 ms, 1-2-5 steps.
+const LATENESS_BOUNDS_NS: [u64; 14] = [
+    1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 200_000, 500_000, 1_000_000, 2_000_000,
+    5_000_000, 10_000_000, 50_000_000,
+];
 
 /// Packets per drop reason, by the reason's name (reasons that never happened left out).
 fn by_reason(dc: &DropCounts) -> BTreeMap<String, u64> {
@@ -152,6 +158,13 @@ impl Shaper {
             interfaces,
             control: self.control_stats,
             directions,
+            lateness_hist: LatenessHist {
+                le_ns: LATENESS_BOUNDS_NS.to_vec(),
+                buckets: h.cumulative(&LATENESS_BOUNDS_NS),
+                sum_ns: h.sum(),
+                count: h.count(),
+            },
+            reloads: self.reloads,
         }
     }
 

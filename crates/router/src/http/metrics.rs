@@ -1,0 +1,401 @@
+//! `/metrics`: the shaper's [`Snapshot`] rendered as OpenMetrics text (OpenMetrics 1.0; the
+//! `prometheus-client` crate's encoder), or as Prometheus text format 0.0.4 for scrapers that do
+//! not ask for OpenMetrics. Rendering only: the state is computed once, by `stat.rs`, for `stat`,
+//! the metrics and the dashboard alike.
+//!
+//! Naming follows Prometheus' conventions (base units, `_total` on counters, the unit in the
+//! name): `linkshare_class_sent_bytes_total{dev,class,parent}` and so on; `dev` is the interface
+//! a direction sends on (as in `tc -s class show dev DEV`). Rates are in bytes per second (the
+//! base unit; the policy's bit/s divided by 8). Label values are escaped as the
+//! exposition formats require (`\\`, `\"`, `\n`), since class names come from the policy.
+
+use std::sync::atomic::{AtomicI64, AtomicU64};
+
+use prometheus_client::encoding::{
+    EncodeLabelValue, EncodeMetric, LabelValueEncoder, MetricEncoder,
+};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::{MetricType, TypedMetric};
+use prometheus_client::registry::{Registry, Unit};
+
+use super::{Request, Route};
+use crate::control::snapshot::Snapshot;
+
+/// Content types of the two formats.
+pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const TEXT_004: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// A label value, escaped when encoded.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct Lv(pub String);
+
+impl EncodeLabelValue for Lv {
+    fn encode(&self, e: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        e.write_str(&escape(&self.0))
+    }
+}
+
+/// A label value escaped for the text formats: backslash, double quote and line feed.
+pub fn escape(v: &str) -> String {
+    let mut s = String::with_capacity(v.len());
+    for ch in v.chars() {
+        match ch {
+            '\\' => s.push_str("\\\\"),
+            '"' => s.push_str("\\\""),
+            '\n' => s.push_str("\\n"),
+            c => s.push(c),
+        }
+    }
+    s
+}
+
+type Labels = Vec<(&'static str, Lv)>;
+type C = Family<Labels, Counter>;
+type G = Family<Labels, Gauge<i64, AtomicI64>>;
+type F = Family<Labels, Gauge<f64, AtomicU64>>;
+
+/// A histogram whose buckets are already counted (the shaper's lateness histogram).
+#[derive(Debug, Default)]
+struct FixedHistogram {
+    sum: f64,
+    count: u64,
+    /// (upper bound, samples in this bucket alone); the last bound is `f64::MAX` (+Inf).
+    buckets: Vec<(f64, u64)>,
+}
+
+impl TypedMetric for FixedHistogram {
+    const TYPE: MetricType = MetricType::Histogram;
+}
+
+impl EncodeMetric for FixedHistogram {
+    fn encode(&self, mut e: MetricEncoder) -> Result<(), std::fmt::Error> {
+        e.encode_histogram::<()>(self.sum, self.count, &self.buckets, None)
+    }
+    fn metric_type(&self) -> MetricType {
+        Self::TYPE
+    }
+}
+
+fn lv(s: &str) -> Lv {
+    Lv(s.to_string())
+}
+
+/// Register a counter family `name` (unit `unit`, if any) and return it for filling.
+fn counter(r: &mut Registry, name: &str, help: &str, unit: Option<Unit>) -> C {
+    let f = C::default();
+    match unit {
+        Some(u) => r.register_with_unit(name, help, u, f.clone()),
+        None => r.register(name, help, f.clone()),
+    }
+    f
+}
+
+fn gauge(r: &mut Registry, name: &str, help: &str, unit: Option<Unit>) -> G {
+    let f = G::default();
+    match unit {
+        Some(u) => r.register_with_unit(name, help, u, f.clone()),
+        None => r.register(name, help, f.clone()),
+    }
+    f
+}
+
+fn fgauge(r: &mut Registry, name: &str, help: &str, unit: Unit) -> F {
+    let f = F::default();
+    r.register_with_unit(name, help, unit, f.clone());
+    f
+}
+
+fn i(v: u64) -> i64 {
+    i64::try_from(v).unwrap_or(i64::MAX)
+}
+
+/// Build the registry of `s`'s metrics.
+pub fn registry(s: &Snapshot) -> Registry {
+    let mut r = Registry::with_prefix("linkshare");
+    let bps = || Unit::Other("bytes_per_second".to_string());
+    let sent_b = counter(
+        &mut r,
+        "class_sent",
+        "Bytes sent by the class",
+        Some(Unit::Bytes),
+    );
+    let sent_p = counter(
+        &mut r,
+        "class_sent_packets",
+        "Packets sent by the class",
+        None,
+    );
+    let drops = counter(
+        &mut r,
+        "class_drops",
+        "Packets dropped by the class's queue, by reason",
+        None,
+    );
+    let over = counter(
+        &mut r,
+        "class_overlimits",
+        "Times the class was over its limit when asked to send",
+        None,
+    );
+    let borrowed = counter(
+        &mut r,
+        "class_borrowed",
+        "Packets the class sent with tokens borrowed from an ancestor",
+        None,
+    );
+    let lent = counter(
+        &mut r,
+        "class_lent",
+        "Packets the class sent within its own rate",
+        None,
+    );
+    let back_b = gauge(
+        &mut r,
+        "class_backlog",
+        "Bytes queued in the class",
+        Some(Unit::Bytes),
+    );
+    let back_p = gauge(
+        &mut r,
+        "class_backlog_packets",
+        "Packets queued in the class",
+        None,
+    );
+    let tokens = gauge(
+        &mut r,
+        "class_tokens",
+        "Rate tokens of the class (negative in debt)",
+        Some(Unit::Bytes),
+    );
+    let ctokens = gauge(
+        &mut r,
+        "class_ctokens",
+        "Ceil tokens of the class (negative in debt)",
+        Some(Unit::Bytes),
+    );
+    let rate = fgauge(
+        &mut r,
+        "class_rate",
+        "Configured (assured) rate of the class",
+        bps(),
+    );
+    let ceil = fgauge(
+        &mut r,
+        "class_ceil",
+        "Configured ceiling of the class",
+        bps(),
+    );
+    let live = fgauge(
+        &mut r,
+        "class_live_rate",
+        "Measured send rate of the class",
+        bps(),
+    );
+    let q_drop = counter(
+        &mut r,
+        "qdisc_drops",
+        "Packets the scheduler dropped, by reason and stage",
+        None,
+    );
+    let q_back = gauge(
+        &mut r,
+        "qdisc_backlog",
+        "Bytes queued in the scheduler",
+        Some(Unit::Bytes),
+    );
+    let q_over = counter(
+        &mut r,
+        "qdisc_overlimits",
+        "Scheduler overlimit events",
+        None,
+    );
+    let rx_p = counter(
+        &mut r,
+        "port_rx_packets",
+        "Frames received on the interface",
+        None,
+    );
+    let rx_b = counter(
+        &mut r,
+        "port_rx",
+        "Bytes received on the interface",
+        Some(Unit::Bytes),
+    );
+    let tx_p = counter(
+        &mut r,
+        "port_tx_packets",
+        "Frames sent on the interface",
+        None,
+    );
+    let tx_b = counter(
+        &mut r,
+        "port_tx",
+        "Bytes sent on the interface",
+        Some(Unit::Bytes),
+    );
+    let ring = counter(
+        &mut r,
+        "port_rx_ring_drops",
+        "Frames the kernel dropped because the receive ring was full",
+        None,
+    );
+    let tx_d = counter(&mut r, "port_tx_drops", "Frames not sent, by reason", None);
+    let reloads = counter(&mut r, "reloads", "Policy reloads, by result", None);
+    let up = fgauge(
+        &mut r,
+        "uptime",
+        "Time since the shaper started",
+        Unit::Seconds,
+    );
+    up.get_or_create(&Vec::new()).set(s.uptime_s);
+
+    for d in &s.directions {
+        let dev = lv(&d.to);
+        for c in &d.classes {
+            let l: Labels = vec![
+                ("dev", dev.clone()),
+                ("class", lv(&c.name)),
+                ("parent", lv(c.parent.as_deref().unwrap_or(""))),
+            ];
+            sent_b.get_or_create(&l).inc_by(c.sent_bytes);
+            sent_p.get_or_create(&l).inc_by(c.sent_packets);
+            over.get_or_create(&l).inc_by(c.overlimits);
+            borrowed.get_or_create(&l).inc_by(c.borrowed);
+            lent.get_or_create(&l).inc_by(c.lended);
+            back_b.get_or_create(&l).set(i(c.backlog_bytes));
+            back_p.get_or_create(&l).set(i(c.backlog_packets));
+            tokens.get_or_create(&l).set(c.tokens);
+            ctokens.get_or_create(&l).set(c.ctokens);
+            rate.get_or_create(&l).set(c.rate_bps as f64 / 8.0);
+            ceil.get_or_create(&l).set(c.ceil_bps as f64 / 8.0);
+            live.get_or_create(&l).set(c.live_rate_bps / 8.0);
+            for (reason, n) in &c.drops_by_reason {
+                let mut lr = l.clone();
+                lr.push(("reason", lv(reason)));
+                drops.get_or_create(&lr).inc_by(*n);
+            }
+        }
+        if let Some(q) = &d.qdisc {
+            let l: Labels = vec![("dev", dev.clone())];
+            q_back.get_or_create(&l).set(i(q.backlog_bytes));
+            q_over.get_or_create(&l).inc_by(q.overlimits);
+            for (stage, m) in [
+                ("dequeue", &q.dropped_by_reason),
+                ("enqueue", &q.refused_by_reason),
+            ] {
+                for (reason, n) in m {
+                    let mut lr = l.clone();
+                    lr.push(("stage", lv(stage)));
+                    lr.push(("reason", lv(reason)));
+                    q_drop.get_or_create(&lr).inc_by(*n);
+                }
+            }
+        }
+    }
+    for p in &s.interfaces {
+        let l: Labels = vec![("dev", lv(&p.name))];
+        rx_p.get_or_create(&l).inc_by(p.rx_packets);
+        rx_b.get_or_create(&l).inc_by(p.rx_bytes);
+        tx_p.get_or_create(&l).inc_by(p.tx_packets);
+        tx_b.get_or_create(&l).inc_by(p.tx_bytes);
+        ring.get_or_create(&l).inc_by(p.rx_ring_drops);
+        for (reason, n) in [
+            ("ring_full", p.tx_drops.ring_full),
+            ("too_big", p.tx_drops.too_big),
+        ] {
+            let mut lr = l.clone();
+            lr.push(("reason", lv(reason)));
+            tx_d.get_or_create(&lr).inc_by(n);
+        }
+    }
+    for (res, n) in [("ok", s.reloads.ok), ("failed", s.reloads.failed)] {
+        reloads.get_or_create(&vec![("result", lv(res))]).inc_by(n);
+    }
+    r.register_with_unit(
+        "pacing_lateness",
+        "How late departures left after their eligible instant",
+        Unit::Seconds,
+        lateness(s),
+    );
+    r
+}
+
+/// The lateness histogram from the snapshot's cumulative buckets, in seconds.
+fn lateness(s: &Snapshot) -> FixedHistogram {
+    let h = &s.lateness_hist;
+    let mut buckets = Vec::with_capacity(h.le_ns.len() + 1);
+    let mut below = 0;
+    for (le, cum) in h.le_ns.iter().zip(&h.buckets) {
+        buckets.push((*le as f64 / 1e9, cum.saturating_sub(below)));
+        below = below.max(*cum);
+    }
+    buckets.push((f64::MAX, h.count.saturating_sub(below)));
+    FixedHistogram {
+        sum: h.sum_ns as f64 / 1e9,
+        count: h.count,
+        buckets,
+    }
+}
+
+/// OpenMetrics text of `s` (ends with `# EOF`).
+pub fn openmetrics(s: &Snapshot) -> String {
+    let mut out = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry(s));
+    out
+}
+
+/// The same metrics in Prometheus text format 0.0.4: no `# UNIT` or `# EOF` lines, and a
+/// counter's `# HELP`/`# TYPE` name its samples' `_total` name.
+pub fn text_004(s: &Snapshot) -> String {
+    let om = openmetrics(s);
+    let mut counters = std::collections::HashSet::new();
+    for l in om.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            if let Some(name) = rest.strip_suffix(" counter") {
+                counters.insert(name.to_string());
+            }
+        }
+    }
+    let mut out = String::with_capacity(om.len());
+    for l in om.lines() {
+        if l.starts_with("# UNIT ") || l == "# EOF" {
+            continue;
+        }
+        let meta = ["# HELP ", "# TYPE "].iter().find(|p| l.starts_with(**p));
+        match meta {
+            Some(p) => {
+                let rest = &l[p.len()..];
+                let name = rest.split(' ').next().unwrap_or("");
+                if counters.contains(name) {
+                    out.push_str(&format!("{p}{name}_total{}", &rest[name.len()..]));
+                } else {
+                    out.push_str(l);
+                }
+            }
+            None => out.push_str(l),
+        }
+        out.push('\n');
+    }
+    out
+}
+
+/// Answer `/metrics` (OpenMetrics when the scraper accepts it, else text 0.0.4) and 404 others.
+pub fn route(req: &Request, snap: &mut dyn FnMut() -> Snapshot) -> Route {
+    if req.path != "/metrics" {
+        return Route::text(404, "not found: the metrics are at /metrics\n");
+    }
+    let s = snap();
+    if req.accept.contains("application/openmetrics-text") {
+        Route::ok(OPENMETRICS, openmetrics(&s).into_bytes())
+    } else {
+        Route::ok(TEXT_004, text_004(&s).into_bytes())
+    }
+}
+
+#[cfg(test)]
+#[path = "metrics_tests.rs"]
+mod tests;

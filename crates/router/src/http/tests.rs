@@ -1,0 +1,176 @@
+//! The HTTP head parser and response framing.
+
+use super::*;
+
+fn done(buf: &[u8]) -> Request {
+    match parse_head(buf) {
+        Head::Done(r) => r,
+        Head::Partial => panic!("partial: {:?}", String::from_utf8_lossy(buf)),
+        Head::Bad => panic!("bad: {:?}", String::from_utf8_lossy(buf)),
+    }
+}
+
+#[test]
+fn head_needs_its_blank_line() {
+    assert!(matches!(
+        parse_head(b"GET /metrics HTTP/1.1\r\nHost: x\r\n"),
+        Head::Partial
+    ));
+    let r = done(
+        b"GET /metrics?x=1 HTTP/1.1\r\nHost: x\r\nAccept: Application/OpenMetrics-Text\r\n\r\n",
+    );
+    assert_eq!(r.method, "GET");
+    assert_eq!(r.path, "/metrics");
+    assert_eq!(r.accept, "application/openmetrics-text");
+    // Bare LF accepted.
+    assert_eq!(done(b"HEAD / HTTP/1.0\n\n").path, "/");
+}
+
+#[test]
+fn malformed_heads_are_bad() {
+    for h in [
+        &b"GET\r\n\r\n"[..],
+        b"GET metrics HTTP/1.1\r\n\r\n",
+        b"GET / SPDY\r\n\r\n",
+        b"\xff / HTTP/1.1\r\n\r\n",
+    ] {
+        assert!(
+            matches!(parse_head(h), Head::Bad),
+            "{:?}",
+            String::from_utf8_lossy(h)
+        );
+    }
+}
+
+#[test]
+fn responses_are_framed_and_closed() {
+    let r = Route::text(404, "nope\n");
+    let b = String::from_utf8(response_bytes(&r, false)).expect("utf-8");
+    assert!(b.starts_with("HTTP/1.1 404 Not Found\r\n"), "{b}");
+    assert!(b.contains("Content-Length: 5\r\n"), "{b}");
+    assert!(b.contains("Connection: close\r\n"), "{b}");
+    assert!(b.ends_with("\r\n\r\nnope\n"), "{b}");
+    let h = String::from_utf8(response_bytes(&Route::text(405, "x"), true)).expect("utf-8");
+    assert!(
+        h.contains("Allow: GET, HEAD\r\n") && h.ends_with("\r\n\r\n"),
+        "{h}"
+    );
+}
+
+/// A real socket, served turn by turn without epoll: a GET is answered and closed, another
+/// method gets 405, and an oversize head 431.
+#[test]
+fn serves_over_tcp() {
+    use std::io::{Read, Write};
+    let Ok(mut h) = Http::bind("127.0.0.1:0".parse().expect("addr")) else {
+        panic!("cannot bind loopback")
+    };
+    let addr = h.local_addr().expect("addr");
+    let ask = |h: &mut Http, req: &[u8]| -> String {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.write_all(req).expect("write");
+        s.set_nonblocking(true).expect("nb");
+        let mut got = Vec::new();
+        for _ in 0..200 {
+            h.serve(0, &mut |r| Route::text(200, &format!("path {}", r.path)));
+            let mut b = [0u8; 4096];
+            match s.read(&mut b) {
+                Ok(0) => break,
+                Ok(n) => got.extend_from_slice(&b[..n]),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(2)),
+            }
+        }
+        String::from_utf8_lossy(&got).into_owned()
+    };
+    let ok = ask(&mut h, b"GET /a HTTP/1.1\r\n\r\n");
+    assert!(
+        ok.starts_with("HTTP/1.1 200 OK") && ok.ends_with("path /a"),
+        "{ok}"
+    );
+    let post = ask(&mut h, b"POST /a HTTP/1.1\r\nContent-Length: 0\r\n\r\n");
+    assert!(post.starts_with("HTTP/1.1 405"), "{post}");
+    let big = vec![b'a'; MAX_HEAD + 100];
+    let mut req = b"GET /".to_vec();
+    req.extend_from_slice(&big);
+    let long = ask(&mut h, &req);
+    assert!(long.starts_with("HTTP/1.1 431"), "{long}");
+    assert_eq!(h.stats.requests, 2);
+    assert!(!h.busy(), "every client closed");
+}
+
+/// An event stream stays open and receives each broadcast; a reader that takes nothing is
+/// dropped once it is more than MAX_STREAM_PENDING behind, without blocking the server.
+#[test]
+fn streams_get_broadcasts_and_slow_readers_are_dropped() {
+    use std::io::{Read, Write};
+    let mut h = Http::bind("127.0.0.1:0".parse().expect("addr")).expect("bind loopback");
+    let addr = h.local_addr().expect("addr");
+    let stream_route = |_: &Request| Route {
+        stream: true,
+        ..Route::ok("text/event-stream", b"data: first\n\n".to_vec())
+    };
+    let mut fast = std::net::TcpStream::connect(addr).expect("connect");
+    fast.write_all(b"GET /events HTTP/1.1\r\n\r\n")
+        .expect("write");
+    let mut slow = std::net::TcpStream::connect(addr).expect("connect");
+    slow.write_all(b"GET /events HTTP/1.1\r\n\r\n")
+        .expect("write");
+    for _ in 0..50 {
+        h.serve(0, &mut { stream_route });
+        if h.streams() == 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
+    assert_eq!(h.streams(), 2);
+    h.broadcast(b"data: second\n\n", 1);
+    fast.set_read_timeout(Some(std::time::Duration::from_millis(500)))
+        .expect("timeout");
+    let mut got = Vec::new();
+    let mut b = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("second") {
+        let n = fast.read(&mut b).expect("read the stream");
+        assert!(n > 0, "stream closed early");
+        got.extend_from_slice(&b[..n]);
+    }
+    let text = String::from_utf8_lossy(&got);
+    assert!(
+        text.starts_with("HTTP/1.1 200") && !text.contains("Content-Length"),
+        "{text}"
+    );
+    assert!(
+        text.contains("data: first\n\n") && text.contains("data: second\n\n"),
+        "{text}"
+    );
+    // Feed big events; only `fast`'s side is drained.
+    fast.set_nonblocking(true).expect("nb");
+    let big = vec![b'x'; 256 << 10];
+    for t in 0..64 {
+        h.broadcast(&big, 2 + t);
+        while let Ok(n) = fast.read(&mut b) {
+            if n == 0 {
+                break;
+            }
+        }
+        if h.streams() < 2 {
+            break;
+        }
+    }
+    assert_eq!(h.streams(), 1, "the slow reader is dropped");
+    assert_eq!(h.stats.slow_dropped, 1);
+    drop(slow);
+}
+
+#[test]
+fn loopback_is_told_apart() {
+    for (a, want) in [
+        ("127.0.0.1:9469", true),
+        ("[::1]:9469", true),
+        ("0.0.0.0:9469", false),
+        ("192.0.2.7:9469", false),
+        ("[::]:9469", false),
+    ] {
+        let addr: SocketAddr = a.parse().expect("addr");
+        assert_eq!(is_loopback(&addr), want, "{a}");
+    }
+}

@@ -1,0 +1,150 @@
+//! The live dashboard (`--web`): one embedded page (dashboard.html, hand-written HTML and
+//! JavaScript, no external asset) and `/events`, a stream of server-sent events (WHATWG HTML
+//! Living Standard, "Server-sent events": `data:` lines, a blank line ending each event), one
+//! `stat` [`Snapshot`] as JSON per second. `/snapshot.json` answers one snapshot. The snapshot is
+//! the one `stat` computes: the page only renders it.
+//!
+//! The streams are the HTTP server's (http/mod.rs): non-blocking, and dropped when a reader
+//! falls more than `MAX_STREAM_PENDING` bytes behind.
+
+use super::{Request, Route};
+use crate::control::snapshot::Snapshot;
+use crate::sys;
+
+/// The page.
+pub const PAGE: &str = include_str!("dashboard.html");
+
+/// Interval between events.
+pub const EVENT_NS: u64 = 1_000_000_000;
+
+/// One server-sent event carrying `s` as JSON (one `data:` line: JSON has no raw line feed).
+pub fn event(s: &Snapshot) -> Vec<u8> {
+    let json = serde_json::to_string(s).unwrap_or_else(|_| "{}".to_string());
+    format!("event: snapshot\ndata: {json}\n\n").into_bytes()
+}
+
+/// The page with `s` inlined as its first snapshot. `<` is written `\u003c` (the same string
+/// in JSON and JavaScript), so no class name can close the script element.
+pub fn page(s: &Snapshot) -> String {
+    let json = serde_json::to_string(s).unwrap_or_else(|_| "null".to_string());
+    PAGE.replacen("/*INITIAL*/null", &json.replace('<', "\\u003c"), 1)
+}
+
+/// Route the dashboard's paths.
+pub fn route(req: &Request, snap: &mut dyn FnMut() -> Snapshot) -> Route {
+    match req.path.as_str() {
+        "/" | "/index.html" => Route::ok("text/html; charset=utf-8", page(&snap()).into_bytes()),
+        "/snapshot.json" => {
+            let body = serde_json::to_vec(&snap()).unwrap_or_default();
+            Route::ok("application/json", body)
+        }
+        // The first event follows in the same turn (`serve_web`).
+        "/events" => Route {
+            stream: true,
+            ..Route::ok("text/event-stream", Vec::new())
+        },
+        _ => Route::text(404, "not found\n"),
+    }
+}
+
+impl crate::Shaper {
+    /// One turn of the dashboard: serve requests, and send every stream the current snapshot
+    /// once a second, and at once when a stream has just opened (so a page fills without
+    /// waiting). Never blocks.
+    pub(crate) fn serve_web(&mut self) {
+        let Some(mut h) = self.web.take() else {
+            return;
+        };
+        let now = sys::monotonic_ns();
+        let before = h.streams();
+        h.serve(now, &mut |req| route(req, &mut || self.stat()));
+        let opened = h.streams() > before;
+        if opened || (h.streams() > 0 && now.saturating_sub(h.last_event_ns) >= EVENT_NS) {
+            let ev = event(&self.stat());
+            h.broadcast(&ev, now);
+        }
+        self.web = Some(h);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::snapshot::{ClassSnapshot, DirectionSnapshot};
+
+    fn req(path: &str) -> Request {
+        Request {
+            method: "GET".into(),
+            path: path.into(),
+            accept: String::new(),
+        }
+    }
+
+    #[test]
+    fn page_is_self_contained() {
+        let r = route(&req("/"), &mut Snapshot::default);
+        assert_eq!((r.status, r.stream), (200, false));
+        let page = String::from_utf8(r.body).expect("utf-8");
+        assert!(
+            page.contains("EventSource(\"/events\")"),
+            "the page subscribes"
+        );
+        // No external asset: every src/href is local.
+        for attr in [
+            "src=\"http",
+            "href=\"http",
+            "src=\"//",
+            "href=\"//",
+            "@import",
+        ] {
+            assert!(!page.contains(attr), "external asset ({attr})");
+        }
+    }
+
+    #[test]
+    fn inlined_snapshot_cannot_close_the_script() {
+        let s = Snapshot {
+            directions: vec![DirectionSnapshot {
+                classes: vec![ClassSnapshot {
+                    name: "</script><b>x".into(),
+                    ..ClassSnapshot::default()
+                }],
+                ..DirectionSnapshot::default()
+            }],
+            ..Snapshot::default()
+        };
+        let p = page(&s);
+        assert_eq!(p.matches("</script>").count(), 1, "only the page's own");
+        assert!(
+            p.contains("\\u003c/script>\\u003cb>x"),
+            "escaped name inlined"
+        );
+    }
+
+    #[test]
+    fn events_are_one_json_line_each() {
+        let s = Snapshot {
+            directions: vec![DirectionSnapshot {
+                classes: vec![ClassSnapshot {
+                    name: "multi\nline".into(),
+                    live_rate_bps: 1234.5,
+                    ..ClassSnapshot::default()
+                }],
+                ..DirectionSnapshot::default()
+            }],
+            ..Snapshot::default()
+        };
+        let e = String::from_utf8(event(&s)).expect("utf-8");
+        assert!(
+            e.starts_with("event: snapshot\ndata: {") && e.ends_with("}\n\n"),
+            "{e}"
+        );
+        assert_eq!(e.matches('\n').count(), 3, "one data line: {e}");
+        let json = e.trim_end().split_once("data: ").map(|x| x.1).unwrap_or("");
+        let back: Snapshot = serde_json::from_str(json).expect("the event's JSON parses");
+        assert_eq!(back, s);
+        let r = route(&req("/events"), &mut || s.clone());
+        assert!(r.stream && r.content_type == "text/event-stream");
+        assert_eq!(route(&req("/x"), &mut Snapshot::default).status, 404);
+    }
+}
