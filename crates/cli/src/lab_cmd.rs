@@ -26,6 +26,10 @@ pub struct LabArgs {
     /// namespace with the policy from `linkshare export tc` on its port towards the sink
     #[arg(long)]
     pub kernel: bool,
+    /// Print the run's summary as JSON (the `summary.json` that `linkshare sim --json` prints)
+    /// instead of the table; the report is written only with --out
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -122,30 +126,42 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
         Err(code) => return Ok(code),
     };
     let suffix = if args.kernel { "lab-kernel" } else { "lab" };
-    let out = args.out.clone().unwrap_or_else(|| {
-        crate::sim_cmd::default_out_dir(&format!("{}-{suffix}", run.result.summary.scenario))
-    });
     let result = run.result;
-    print!("{}", linkshare_report::render_table(&result));
+    let out = match (&args.out, args.json) {
+        (Some(d), _) => Some(d.clone()),
+        (None, false) => Some(crate::sim_cmd::default_out_dir(&format!(
+            "{}-{suffix}",
+            result.summary.scenario
+        ))),
+        (None, true) => None,
+    };
+    if args.json {
+        print!("{}", linkshare_report::summary_json(&result)?);
+    } else {
+        print!("{}", linkshare_report::render_table(&result));
+    }
     let opts = linkshare_report::ReportOptions {
         command: Some(std::env::args().collect::<Vec<_>>().join(" ")),
     };
-    match linkshare_report::write_all_with(&result, &out, &opts) {
-        Ok(files) => {
-            let html = files
-                .iter()
-                .find(|p| p.extension().is_some_and(|e| e == "html"));
-            println!(
-                "\nwrote {} files to {}{}",
-                files.len(),
-                out.display(),
-                html.map(|h| format!(" (open {})", h.display()))
-                    .unwrap_or_default()
-            );
-        }
-        Err(e) => {
-            eprintln!("{}: error: cannot write the report: {e}", out.display());
-            return Ok(crate::exit::RUNTIME);
+    if let Some(out) = out {
+        match linkshare_report::write_all_with(&result, &out, &opts) {
+            Ok(files) if !args.json => {
+                let html = files
+                    .iter()
+                    .find(|p| p.extension().is_some_and(|e| e == "html"));
+                println!(
+                    "\nwrote {} files to {}{}",
+                    files.len(),
+                    out.display(),
+                    html.map(|h| format!(" (open {})", h.display()))
+                        .unwrap_or_default()
+                );
+            }
+            Ok(_) => {}
+            Err(e) => {
+                eprintln!("{}: error: cannot write the report: {e}", out.display());
+                return Ok(crate::exit::RUNTIME);
+            }
         }
     }
     for f in &run.failures {

@@ -10,9 +10,8 @@ use std::net::{TcpStream, UdpSocket};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-#[allow(dead_code)]
-#[path = "../src/lab/testbed.rs"]
-mod testbed;
+/// The namespace testbed of `linkshare lab` (crate linkshare-lab).
+use linkshare_lab::testbed;
 
 const PORT: u16 = 9469;
 const WEB_PORT: u16 = 9470;
