@@ -85,6 +85,12 @@ enum Command {
     /// each side's report into DIR. Needs root. Exit codes: 0 within the tolerance, 1 outside it,
     /// 2 error (not root, no `ip`, namespaces unavailable, invalid scenario, a flow failed).
     Compare(compare_cmd::CompareArgs),
+    /// Replay a `sim` or `lab` output directory on the live dashboard of `run --web`
+    ///
+    /// Serves the dashboard page at http://ADDR/ (default 127.0.0.1:9100), one sample of the
+    /// run's timeseries.csv per second (times --speed), starting over at the end, until
+    /// interrupted. Exit codes: 1 not an output directory, 2 the address cannot be bound.
+    Web(WebArgs),
     /// Regenerate the calibration table of docs/fidelity.md: a fresh simulation of every
     /// calibration scenario against the stored lab figures (no root needed)
     Fidelity(fidelity_doc::FidelityArgs),
@@ -96,6 +102,26 @@ enum Command {
     /// Write man pages (linkshare.1, linkshare-<command>.1) into a directory
     #[command(hide = true)]
     Man(dist_cmd::ManArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct WebArgs {
+    /// An output directory of `linkshare sim` or `linkshare lab` (summary.json, timeseries.csv)
+    dir: std::path::PathBuf,
+    /// Address to serve on (loopback by default; a wider one is announced with a warning)
+    #[arg(long, default_value = "127.0.0.1:9100")]
+    listen: std::net::SocketAddr,
+    /// Samples shown per second
+    #[arg(long, default_value_t = 1.0)]
+    speed: f64,
+}
+
+/// `linkshare web DIR`: the run's snapshots, then the dashboard until interrupted.
+fn web_cmd(a: &WebArgs) -> anyhow::Result<i32> {
+    let frames = linkshare_router::http::replay::frames(&a.dir)
+        .map_err(|e| exit::invalid(format!("{e:#}")))?;
+    linkshare_router::http::replay::serve(&frames, a.listen, a.speed)?;
+    Ok(exit::OK)
 }
 
 fn main() {
@@ -136,6 +162,7 @@ fn main() {
         Command::Seeds(a) => report(seeds_doc::run_cmd(a)),
         Command::Compare(a) => report(compare_cmd::run(a)),
         Command::Fidelity(a) => report(fidelity_doc::run_cmd(a)),
+        Command::Web(a) => report(web_cmd(a)),
         Command::Completions(a) => report(dist_cmd::completions::<Cli>(a)),
         Command::Man(a) => report(dist_cmd::man::<Cli>(a)),
     };

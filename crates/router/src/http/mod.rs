@@ -20,6 +20,7 @@
 //! `EPOLLOUT` only while a response is pending (epoll(7)).
 
 pub mod metrics;
+pub mod replay;
 pub mod web;
 
 use std::io::{ErrorKind, Read};
