@@ -64,6 +64,10 @@ pub struct RunArgs {
     /// http://ADDR:PORT/, e.g. 127.0.0.1:9470 (a warning is printed when not loopback)
     #[arg(long, value_name = "ADDR:PORT")]
     pub web: Option<std::net::SocketAddr>,
+    /// Run the datapath thread under SCHED_FIFO at priority PRIO (1-99) with its memory locked:
+    /// departures then leave on time even when the machine is busy (needs CAP_SYS_NICE)
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub realtime: Option<u8>,
     /// Directory of the interface locks (one `<ifname>@<netns>.lock` per interface, holding the
     /// owner's pid; default /run/linkshare)
     #[arg(long, value_name = "DIR")]
@@ -128,6 +132,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         io: a.io,
         metrics: a.metrics,
         web: a.web,
+        realtime: a.realtime,
         line_rate: match &a.line_rate {
             Some(t) => Some(
                 linkshare_core::units::Rate::parse(t)

@@ -248,6 +248,28 @@ fn tcp_is_shaped_to_policy_rate_and_arp_passes() {
     );
 }
 
+/// `--realtime 10` puts the datapath thread under SCHED_FIFO at priority 10, and it still
+/// shapes exactly.
+#[test]
+fn realtime_datapath_runs_under_sched_fifo_and_shapes() {
+    let Some(mut lab) = Lab::new() else { return };
+    let p = lab.write_policy("p.toml", ONE_CLASS);
+    lab.start_with(&p, &["--realtime", "10"]);
+    let pid = lab.shaper.as_ref().unwrap().id();
+    // /proc/PID/stat: after the command name, field 39 is rt_priority and 40 the policy.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .collect();
+    assert_eq!(rest[37], "10", "rt_priority: {stat}");
+    assert_eq!(rest[38], libc::SCHED_FIFO.to_string(), "policy: {stat}");
+    let bps = tcp_goodput(&lab, 2.0);
+    assert!(
+        (9.0e6..=10.0e6).contains(&bps),
+        "goodput {bps} not within 9-10 Mbit/s"
+    );
+}
+
 /// The V3 (block) receive ring still shapes exactly; its frames arrive in retired blocks.
 #[test]
 fn tpacket_v3_receive_ring_shapes_too() {

@@ -798,6 +798,8 @@ pub fn parse_stat(st: &Value) -> RouterStats {
     let late = &st["lateness_ns"];
     extra.insert("lateness_p50_us".to_string(), f(late, "p50") / 1e3);
     extra.insert("lateness_p99_us".to_string(), f(late, "p99") / 1e3);
+    extra.insert("lateness_max_us".to_string(), f(late, "max") / 1e3);
+    extra.insert("lateness_samples".to_string(), f(late, "samples"));
     RouterStats {
         classes,
         kind: d["kind"].as_str().unwrap_or("none").to_string(),

@@ -74,6 +74,9 @@ pub struct Options {
     pub metrics: Option<std::net::SocketAddr>,
     /// Serve the live dashboard at `http://ADDR/` from the event loop (`--web`).
     pub web: Option<std::net::SocketAddr>,
+    /// Run the datapath thread under `SCHED_FIFO` at this priority (1–99) with its memory
+    /// locked (`--realtime`); `None`: an ordinary thread.
+    pub realtime: Option<u8>,
 }
 
 /// Where control sockets and interface locks live by default.
@@ -662,6 +665,12 @@ impl Shaper {
     /// Run until SIGTERM/SIGINT. Returns the exit code.
     pub fn run(&mut self) -> anyhow::Result<i32> {
         sys::set_min_timer_slack()?;
+        if let Some(prio) = self.opts.realtime {
+            sys::set_fifo(prio).context("--realtime")?;
+            if let Err(e) = sys::lock_memory() {
+                eprintln!("linkshare: warning: --realtime: {e}; page faults may delay departures");
+            }
+        }
         let busy_ns = self.opts.busy_poll_ns.unwrap_or(DEFAULT_BUSY_POLL_NS);
         let mut srv = control::Server::bind(&self.opts.control)?;
         let ep = sys::epoll_create()?;

@@ -367,6 +367,39 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Put the calling thread under `SCHED_FIFO` at `prio` (1–99): it then runs as soon as it
+/// wakes, ahead of every ordinary task (the kernel's RT throttling, 95 % of each second by
+/// default, still leaves the others a share if it spins).
+pub fn set_fifo(prio: u8) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: prio.into(),
+    };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    cvt(r).map(|_| ()).map_err(|e| {
+        let hint = if e.raw_os_error() == Some(libc::EPERM) {
+            " (needs CAP_SYS_NICE or an RLIMIT_RTPRIO of at least this priority; systemd: \
+             AmbientCapabilities=CAP_SYS_NICE or CPUSchedulingPolicy=fifo)"
+        } else {
+            ""
+        };
+        io::Error::new(
+            e.kind(),
+            format!("sched_setscheduler(SCHED_FIFO, {prio}): {e}{hint}"),
+        )
+    })
+}
+
+/// Lock the process's pages in memory, present and future, so the datapath never waits for a
+/// page fault.
+pub fn lock_memory() -> io::Result<()> {
+    // SAFETY: mlockall takes flags only.
+    let r = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    cvt(r)
+        .map(|_| ())
+        .map_err(|e| io::Error::new(e.kind(), format!("mlockall: {e}")))
+}
+
 /// Set this thread's timer slack to 1 ns (the default 50 µs would round every timer wake-up).
 pub fn set_min_timer_slack() -> io::Result<()> {
     // SAFETY: prctl with integer arguments only.

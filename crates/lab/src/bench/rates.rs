@@ -1,0 +1,203 @@
+//! The packet-rate measurements (seeds 001 and 004, issue 6): forwarding rate against the
+//! scheduler and the number of classes, SFQ under a small-packet flood, and rate accuracy per
+//! frame size.
+
+use super::bed::{bed, n_classes, one_class, unlimited, Via, PFIFO};
+use super::flood::{fmt_opt, measure_flood, small_flood, Flood, Measured, UDP_OVERHEAD};
+use super::Table;
+
+pub(super) fn forwarding(secs: f64) -> anyhow::Result<Table> {
+    let mut t = Table::new(
+        &[
+            "router B",
+            "offered (kpps)",
+            "forwarded (kpps)",
+            "shaper CPU (ns/pkt)",
+            "machine CPU (ns/pkt)",
+        ],
+        "60-byte frames from one UDP sender as fast as it can (sendmmsg), counted at C's interface, median of `--repeat` runs; policies never limit (10 Gbit/s). Shaper CPU is the linkshare process's \
+         user + system time per forwarded packet; machine CPU is all busy time of the machine \
+         (sender, bridge or shaper, receiver) per forwarded packet. Seed 001 Table 4 compares \
+         FIFO with CBQ on a 1998 PC router.",
+    );
+    let rows: Vec<(&str, Via, String)> = vec![
+        ("no shaper (bridge)", Via::None, String::new()),
+        ("kernel HTB, 1 class", Via::Kernel, unlimited(PFIFO)),
+        (
+            "linkshare pfifo (no scheduler)",
+            Via::Linkshare,
+            format!("qdisc = {PFIFO}\n"),
+        ),
+        ("linkshare HTB, 1 class", Via::Linkshare, unlimited(PFIFO)),
+        (
+            "linkshare HTB, 1 class, --rx-ring v3",
+            Via::LinkshareV3,
+            unlimited(PFIFO),
+        ),
+        (
+            "linkshare HTB, 1 class, --io xdp",
+            Via::LinkshareXdp,
+            unlimited(PFIFO),
+        ),
+        (
+            "linkshare HTB, 1 class, --io xdp-generic",
+            Via::LinkshareXdpGeneric,
+            unlimited(PFIFO),
+        ),
+        (
+            "linkshare CBQ, 1 class",
+            Via::Linkshare,
+            n_classes("cbq", 1, 10_000, PFIFO),
+        ),
+    ];
+    for (label, via, policy) in rows {
+        let b = bed(via, &policy)?;
+        let m = measure_flood(&b, small_flood(1, 1), secs)?;
+        t.row(vec![
+            label.into(),
+            format!("{:.0}", m.sent as f64 / (secs + 0.3) / 1e3),
+            format!("{:.0}", m.kpps()),
+            fmt_opt(m.shaper_ns_per_pkt(), 0),
+            format!("{:.0}", m.machine_ns_per_pkt()),
+        ]);
+    }
+    Ok(t)
+}
+
+pub(super) fn classes(secs: f64) -> anyhow::Result<Table> {
+    let mut t = Table::new(
+        &[
+            "classes",
+            "kernel HTB (kpps)",
+            "linkshare HTB (kpps)",
+            "linkshare HTB CPU (ns/pkt)",
+            "linkshare CBQ (kpps)",
+            "linkshare CBQ CPU (ns/pkt)",
+            "linkshare HTB --io xdp (kpps)",
+            "linkshare HTB --io xdp CPU (ns/pkt)",
+        ],
+        "60-byte frames spread round robin over N UDP destination ports, one filter and one \
+         class per port (`protocol = \"udp\"`, `dst_port`), under a 10 Gbit/s root: the cost \
+         of classification and scheduling against the number of classes. Seed 001 Table 5 lost \
+         22 % of ALTQ's forwarding rate from 1 to 100 classes. The linkshare HTB and CBQ \
+         columns use AF_PACKET (`--io packet`), the last two AF_XDP.",
+    );
+    for n in [1usize, 5, 10, 20, 50, 100] {
+        let ports = n as u16;
+        let k = measure_flood(
+            &bed(Via::Kernel, &n_classes("htb", n, 10_000, PFIFO))?,
+            small_flood(ports, 1),
+            secs,
+        )?;
+        let h = measure_flood(
+            &bed(Via::Linkshare, &n_classes("htb", n, 10_000, PFIFO))?,
+            small_flood(ports, 1),
+            secs,
+        )?;
+        let c = measure_flood(
+            &bed(Via::Linkshare, &n_classes("cbq", n, 10_000, PFIFO))?,
+            small_flood(ports, 1),
+            secs,
+        )?;
+        let x = measure_flood(
+            &bed(Via::LinkshareXdp, &n_classes("htb", n, 10_000, PFIFO))?,
+            small_flood(ports, 1),
+            secs,
+        )?;
+        t.row(vec![
+            n.to_string(),
+            format!("{:.0}", k.kpps()),
+            format!("{:.0}", h.kpps()),
+            fmt_opt(h.shaper_ns_per_pkt(), 0),
+            format!("{:.0}", c.kpps()),
+            fmt_opt(c.shaper_ns_per_pkt(), 0),
+            format!("{:.0}", x.kpps()),
+            fmt_opt(x.shaper_ns_per_pkt(), 0),
+        ]);
+    }
+    Ok(t)
+}
+
+pub(super) fn sfq_flood(secs: f64) -> anyhow::Result<Table> {
+    let mut t = Table::new(
+        &[
+            "router B",
+            "forwarded (kpps)",
+            "shaper CPU (ns/pkt)",
+            "machine CPU (ns/pkt)",
+        ],
+        "60-byte frames from 64 UDP flows (source ports) as fast as the sender can; policies \
+         never limit. Seed 004 measured SFQ alone and under HTB at high packet rates. This \
+         kernel has no sfq module, so its column is HTB with pfifo.",
+    );
+    let sfq = "\"sfq\"";
+    let rows: Vec<(&str, Via, String)> = vec![
+        ("no shaper (bridge)", Via::None, String::new()),
+        ("kernel HTB + pfifo", Via::Kernel, unlimited(PFIFO)),
+        (
+            "linkshare FIFO",
+            Via::Linkshare,
+            format!("qdisc = {PFIFO}\n"),
+        ),
+        ("linkshare SFQ", Via::Linkshare, "qdisc = \"sfq\"\n".into()),
+        ("linkshare HTB + SFQ", Via::Linkshare, unlimited(sfq)),
+    ];
+    for (label, via, policy) in rows {
+        let m = measure_flood(&bed(via, &policy)?, small_flood(1, 64), secs)?;
+        t.row(vec![
+            label.into(),
+            format!("{:.0}", m.kpps()),
+            fmt_opt(m.shaper_ns_per_pkt(), 0),
+            format!("{:.0}", m.machine_ns_per_pkt()),
+        ]);
+    }
+    Ok(t)
+}
+
+pub(super) fn accuracy(secs: f64) -> anyhow::Result<Table> {
+    let mut t = Table::new(
+        &[
+            "class rate",
+            "frame size (bytes)",
+            "offered (Mbit/s)",
+            "kernel HTB (Mbit/s, error)",
+            "linkshare (Mbit/s, error)",
+        ],
+        "One HTB class of the given rate (default burst) fed 30 % above its rate with UDP \
+         frames of one size; the rate is the frame bytes (Ethernet header included, as both \
+         HTBs count them) arriving at C per second. An offered rate below 1.3 × the class rate \
+         means the sender could not go faster: the error then says nothing about the shaper.",
+    );
+    for rate_mbit in [1u64, 10, 100] {
+        for frame in [64usize, 512, 1500] {
+            let payload = frame - UDP_OVERHEAD;
+            let want = rate_mbit as f64 * 1e6;
+            let f = || Flood {
+                payload,
+                ports: 1,
+                flows: 1,
+                rate_bps: Some(want * 1.3),
+                tos: 0,
+            };
+            let policy = one_class(&format!("{rate_mbit}mbit"), PFIFO);
+            let k = measure_flood(&bed(Via::Kernel, &policy)?, f(), secs)?;
+            let l = measure_flood(&bed(Via::Linkshare, &policy)?, f(), secs)?;
+            let cell = |m: &Measured| {
+                format!(
+                    "{:.3} ({:+.2} %)",
+                    m.mbit(),
+                    100.0 * (m.mbit() * 1e6 - want) / want
+                )
+            };
+            let offered = l.sent as f64 * (frame * 8) as f64 / (secs + 0.3) / 1e6;
+            t.row(vec![
+                format!("{rate_mbit} Mbit/s"),
+                frame.to_string(),
+                format!("{offered:.1}"),
+                cell(&k),
+                cell(&l),
+            ]);
+        }
+    }
+    Ok(t)
+}
