@@ -317,8 +317,37 @@ struct SinkResult {
     max_gap: Duration,
 }
 
+/// Figures the traffic threads publish as they go, for the progress lines.
+#[derive(Default)]
+struct Live {
+    offered: AtomicU64,
+    received: AtomicU64,
+    max_gap_ns: AtomicU64,
+}
+
+/// How often a progress line is printed: every minute, or a tenth of a shorter run (10 s at
+/// least).
+fn progress_every(duration: Duration) -> Duration {
+    (duration / 10).clamp(Duration::from_secs(10), Duration::from_secs(60))
+}
+
+/// `1h02m03s`, `2m03s` or `3s`.
+fn hms(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, s) => format!("{h}h{m:02}m{s:02}s"),
+    }
+}
+
 /// Receive on C's sink port until `stop`; gaps are measured while `measure` is set.
-fn sink(sock: UdpSocket, stop: Arc<AtomicBool>, measure: Arc<AtomicBool>) -> SinkResult {
+fn sink(
+    sock: UdpSocket,
+    stop: Arc<AtomicBool>,
+    measure: Arc<AtomicBool>,
+    live: Arc<Live>,
+) -> SinkResult {
     let mut buf = vec![0u8; 65536];
     let mut received = 0;
     let mut last: Option<Instant> = None;
@@ -327,10 +356,13 @@ fn sink(sock: UdpSocket, stop: Arc<AtomicBool>, measure: Arc<AtomicBool>) -> Sin
         match sock.recv(&mut buf) {
             Ok(_) => {
                 received += 1;
+                live.received.store(received, Ordering::Relaxed);
                 let now = Instant::now();
                 if measure.load(Ordering::Relaxed) {
                     if let Some(l) = last {
                         max_gap = max_gap.max(now - l);
+                        live.max_gap_ns
+                            .fetch_max(max_gap.as_nanos() as u64, Ordering::Relaxed);
                     }
                     last = Some(now);
                 } else {
@@ -355,6 +387,7 @@ fn generate(
     payload: usize,
     stop: Arc<AtomicBool>,
     refused: Arc<AtomicU64>,
+    live: Arc<Live>,
 ) -> u64 {
     let frame_bits = ((payload + 42) * 8) as f64;
     let pps = bps / frame_bits;
@@ -368,7 +401,10 @@ fn generate(
             let s = &socks[i % socks.len()];
             i += 1;
             match s.send_to(&buf, (ADDR_C, SINK_PORT)) {
-                Ok(_) => sent += 1,
+                Ok(_) => {
+                    sent += 1;
+                    live.offered.store(sent, Ordering::Relaxed);
+                }
                 Err(_) => {
                     refused.fetch_add(1, Ordering::Relaxed);
                 }
@@ -486,9 +522,10 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<SoakReport> {
     let rcvbuf0 = in_ns(&bed.ns_c, udp_rcvbuf_errors)?;
     let base = counters(&stat(&ctl)?);
     let veth0 = link_counter(&bed.ns_r, &bed.dev_ra, "rx", "dropped");
+    let live = Arc::new(Live::default());
     let sink_h = {
-        let (s, m) = (stop_sink.clone(), measure.clone());
-        std::thread::spawn(move || sink(sock, s, m))
+        let (s, m, l) = (stop_sink.clone(), measure.clone(), live.clone());
+        std::thread::spawn(move || sink(sock, s, m, l))
     };
     let socks: Vec<UdpSocket> = SRC_PORTS
         .iter()
@@ -501,9 +538,14 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<SoakReport> {
     let refused = Arc::new(AtomicU64::new(0));
     let offered_bps = opts.rate_bps as f64 * opts.overload;
     let gen_h = {
-        let (s, r, payload) = (stop_gen.clone(), refused.clone(), opts.payload);
+        let (s, r, payload, l) = (
+            stop_gen.clone(),
+            refused.clone(),
+            opts.payload,
+            live.clone(),
+        );
         spawn_in_ns(&bed.ns_a, move || {
-            generate(socks, offered_bps, payload, s, r)
+            generate(socks, offered_bps, payload, s, r, l)
         })?
     };
     let clients = misbehave(ctl.clone(), stop_clients.clone());
@@ -513,6 +555,8 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<SoakReport> {
     let mut rss: Vec<(f64, u64)> = Vec::new();
     let (mut reloads, mut class_changes, mut control_errors) = (0u64, 0u64, 0u64);
     let mut tick = 0u64;
+    let every = progress_every(opts.duration);
+    let mut next_progress = every;
     while t0.elapsed() < opts.duration && !interrupted() {
         tick += 1;
         let next = t0 + Duration::from_secs(tick);
@@ -545,6 +589,18 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<SoakReport> {
         }
         if let Some(kb) = rss_kb(pid) {
             rss.push((t0.elapsed().as_secs_f64(), kb));
+        }
+        if t0.elapsed() >= next_progress {
+            next_progress += every;
+            eprintln!(
+                "soak: {} of {}: offered {}, received {}, {reloads} reloads + {class_changes} class changes ({control_errors} failed), RSS {} kB, max pause {:.1} ms",
+                hms(t0.elapsed()),
+                hms(opts.duration),
+                live.offered.load(Ordering::Relaxed),
+                live.received.load(Ordering::Relaxed),
+                rss.last().map_or(0, |r| r.1),
+                live.max_gap_ns.load(Ordering::Relaxed) as f64 / 1e6,
+            );
         }
     }
     let ran = t0.elapsed().as_secs_f64();
@@ -654,6 +710,25 @@ mod tests {
         };
         assert_eq!(rate(&a, "hot0"), rate(&b, "hot1"));
         assert_ne!(rate(&a, "hot0"), rate(&a, "hot1"));
+    }
+
+    #[test]
+    fn progress_lines_come_every_minute_or_a_tenth_of_a_short_run() {
+        assert_eq!(
+            progress_every(Duration::from_secs(60)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            progress_every(Duration::from_secs(300)),
+            Duration::from_secs(30)
+        );
+        assert_eq!(
+            progress_every(Duration::from_secs(7200)),
+            Duration::from_secs(60)
+        );
+        assert_eq!(hms(Duration::from_secs(7)), "7s");
+        assert_eq!(hms(Duration::from_secs(185)), "3m05s");
+        assert_eq!(hms(Duration::from_secs(7384)), "2h03m04s");
     }
 
     #[test]
