@@ -52,6 +52,10 @@ pub struct SoakArgs {
     /// Longest gap allowed between two packets at the sink, milliseconds
     #[arg(long, default_value_t = 100)]
     pub max_pause_ms: u64,
+    /// Run the shaper with `--realtime PRIO` (SCHED_FIFO datapath), and the traffic generator
+    /// and sink under SCHED_FIFO too, so the machine's other load cannot pause them
+    #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub realtime: Option<u8>,
 }
 
 /// `90`, `90s`, `30m`, `2h` as a duration.
@@ -109,6 +113,7 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
         })?;
         let mut opts = linkshare_lab::soak::SoakOptions::new(duration);
         opts.max_pause = std::time::Duration::from_millis(a.max_pause_ms);
+        opts.realtime = a.realtime;
         let r = linkshare_lab::soak::run(&opts)?;
         if a.json {
             println!("{}", serde_json::to_string_pretty(&r)?);

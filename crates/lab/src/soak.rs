@@ -62,6 +62,9 @@ pub struct SoakOptions {
     pub rss_pct: f64,
     /// Datagrams allowed to be unaccounted for (kernel strays such as IPv6 neighbour traffic).
     pub stray: u64,
+    /// Run the shaper with `--realtime PRIO`, and the generator and the sink under SCHED_FIFO
+    /// at the same priority, so that the machine's other load cannot pause them.
+    pub realtime: Option<u8>,
 }
 
 impl SoakOptions {
@@ -77,6 +80,7 @@ impl SoakOptions {
             rss_bytes: 4 << 20,
             rss_pct: 5.0,
             stray: 16,
+            realtime: None,
         }
     }
 
@@ -106,6 +110,8 @@ pub struct SoakReport {
     pub offered_bps: f64,
     pub payload_bytes: usize,
     pub classes: usize,
+    /// `--realtime` priority of the shaper, generator and sink (`None`: ordinary threads).
+    pub realtime: Option<u8>,
     /// Datagrams the generator's `send` accepted.
     pub offered: u64,
     /// `send`s the kernel refused (ENOBUFS…): never offered, not counted above.
@@ -156,7 +162,7 @@ impl SoakReport {
             .map(|(k, v)| format!("{k} {v}"))
             .collect();
         format!(
-            "soak: {:.0} s ({:.0} s warm-up), {} leaf classes at {:.1} Mbit/s, offered {:.1} Mbit/s\n\
+            "soak: {:.0} s ({:.0} s warm-up), {} leaf classes at {:.1} Mbit/s, offered {:.1} Mbit/s{}\n\
              packets: offered {}, received {}, dropped {} ({}), queued {}, unaccounted {} — conservation {}\n\
              control: {} reloads, {} class changes, {} errors; misbehaving clients: {} slow readers, {} oversized, {} connect/close\n\
              RSS: first window {:.0} kB, last window {:.0} kB, max {} kB — {}\n\
@@ -166,6 +172,8 @@ impl SoakReport {
             self.classes,
             self.rate_bps as f64 / 1e6,
             self.offered_bps / 1e6,
+            self.realtime
+                .map_or(String::new(), |p| format!(", --realtime {p}")),
             self.offered,
             self.received,
             self.dropped_by_reason.values().chain(self.other_drops.values()).sum::<u64>(),
@@ -222,6 +230,19 @@ fn policy(opts: &SoakOptions, variant: u64) -> String {
         );
     }
     s
+}
+
+/// Put the calling thread under SCHED_FIFO at `prio`, if given; a failure is printed and the
+/// thread goes on as an ordinary one.
+fn fifo(prio: Option<u8>) {
+    let Some(p) = prio else { return };
+    let param = libc::sched_param {
+        sched_priority: p.into(),
+    };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+    if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) } != 0 {
+        eprintln!("soak: SCHED_FIFO {p}: {}", std::io::Error::last_os_error());
+    }
 }
 
 /// Resident set size of `pid` in kB.
@@ -341,7 +362,36 @@ fn hms(d: Duration) -> String {
     }
 }
 
-/// Receive on C's sink port until `stop`; gaps are measured while `measure` is set.
+/// `SIOCGSTAMPNS` (asm-generic/sockios.h, `SIOCGSTAMPNS_OLD`): the kernel's receive time of the
+/// last datagram read from a socket, as a `timespec` of `CLOCK_REALTIME`.
+const SIOCGSTAMPNS: libc::c_ulong = 0x8907;
+
+/// `CLOCK_REALTIME` now, in ns.
+fn realtime_ns() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos() as u64)
+}
+
+/// When the datagram just read from `sock` reached the socket (the kernel's timestamp, ns of
+/// `CLOCK_REALTIME`); the clock now if the kernel gives none.
+fn arrival_ns(sock: &UdpSocket) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: SIOCGSTAMPNS writes one timespec into `ts`.
+    let r = unsafe { libc::ioctl(sock.as_raw_fd(), SIOCGSTAMPNS as _, &mut ts) };
+    if r == 0 && ts.tv_sec > 0 {
+        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+    } else {
+        realtime_ns()
+    }
+}
+
+/// Receive on C's sink port until `stop`; gaps are measured while `measure` is set, between the
+/// kernel's arrival times of consecutive datagrams (so a sink thread that the machine's other
+/// load delays does not see a pause that forwarding did not make).
 fn sink(
     sock: UdpSocket,
     stop: Arc<AtomicBool>,
@@ -350,21 +400,20 @@ fn sink(
 ) -> SinkResult {
     let mut buf = vec![0u8; 65536];
     let mut received = 0;
-    let mut last: Option<Instant> = None;
-    let mut max_gap = Duration::ZERO;
+    let mut last: Option<u64> = None;
+    let mut max_gap = 0u64;
     while !stop.load(Ordering::Relaxed) {
         match sock.recv(&mut buf) {
             Ok(_) => {
                 received += 1;
                 live.received.store(received, Ordering::Relaxed);
-                let now = Instant::now();
+                let at = arrival_ns(&sock);
                 if measure.load(Ordering::Relaxed) {
                     if let Some(l) = last {
-                        max_gap = max_gap.max(now - l);
-                        live.max_gap_ns
-                            .fetch_max(max_gap.as_nanos() as u64, Ordering::Relaxed);
+                        max_gap = max_gap.max(at.saturating_sub(l));
+                        live.max_gap_ns.fetch_max(max_gap, Ordering::Relaxed);
                     }
-                    last = Some(now);
+                    last = Some(at);
                 } else {
                     last = None;
                 }
@@ -372,12 +421,15 @@ fn sink(
             Err(_) => {
                 // A timeout: while measuring, the gap keeps growing from `last`.
                 if let (true, Some(l)) = (measure.load(Ordering::Relaxed), last) {
-                    max_gap = max_gap.max(l.elapsed());
+                    max_gap = max_gap.max(realtime_ns().saturating_sub(l));
                 }
             }
         }
     }
-    SinkResult { received, max_gap }
+    SinkResult {
+        received,
+        max_gap: Duration::from_nanos(max_gap),
+    }
 }
 
 /// Paced UDP from A's two source ports to C's sink at `bps` of payload+headers, until `stop`.
@@ -502,9 +554,16 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<SoakReport> {
         bail!("{why}");
     }
     install_signal_handlers()?;
+    if let Some(note) = crate::testbed::raise_priority() {
+        eprintln!("soak: {note}");
+    }
     let mut bed = Testbed::new()?;
     let path = bed.write_file("soak.toml", &policy(opts, 0))?;
-    bed.start_router(Box::new(LinkshareRouter::new(Vec::new())?), &path)?;
+    let shaper_args = match opts.realtime {
+        Some(p) => vec!["--realtime".to_string(), p.to_string()],
+        None => Vec::new(),
+    };
+    bed.start_router(Box::new(LinkshareRouter::new(shaper_args)?), &path)?;
     bed.wait_reachable()?;
     let ctl = bed.dir.join("ctl.sock");
     let pid = bed
@@ -524,8 +583,16 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<SoakReport> {
     let veth0 = link_counter(&bed.ns_r, &bed.dev_ra, "rx", "dropped");
     let live = Arc::new(Live::default());
     let sink_h = {
-        let (s, m, l) = (stop_sink.clone(), measure.clone(), live.clone());
-        std::thread::spawn(move || sink(sock, s, m, l))
+        let (s, m, l, rt) = (
+            stop_sink.clone(),
+            measure.clone(),
+            live.clone(),
+            opts.realtime,
+        );
+        std::thread::spawn(move || {
+            fifo(rt);
+            sink(sock, s, m, l)
+        })
     };
     let socks: Vec<UdpSocket> = SRC_PORTS
         .iter()
@@ -544,7 +611,9 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<SoakReport> {
             opts.payload,
             live.clone(),
         );
+        let rt = opts.realtime;
         spawn_in_ns(&bed.ns_a, move || {
+            fifo(rt);
             generate(socks, offered_bps, payload, s, r, l)
         })?
     };
@@ -666,6 +735,7 @@ pub fn run(opts: &SoakOptions) -> anyhow::Result<SoakReport> {
         offered_bps,
         payload_bytes: opts.payload,
         classes: opts.classes,
+        realtime: opts.realtime,
         offered,
         send_refused: refused.load(Ordering::Relaxed),
         received: sink_r.received,
