@@ -248,6 +248,72 @@ fn tcp_is_shaped_to_policy_rate_and_arp_passes() {
     );
 }
 
+/// A policy of `n` leaves under a 20 Mbit/s root (the stream is 2 Mbit/s); `variant` moves rate between the first two
+/// (what a class change does). Unfiltered traffic goes to `c0`.
+fn many_classes(n: usize, variant: u64) -> String {
+    let mut s = String::from(
+        "qdisc = \"htb\"\ndefault = \"c0\"\n[[class]]\nname = \"root\"\nrate = \"20mbit\"\n",
+    );
+    for i in 0..n {
+        let kbit = match (i, variant % 2) {
+            (0, 0) | (1, 1) => 4000,
+            (0, _) | (1, _) => 2000,
+            _ => 1,
+        };
+        s.push_str(&format!(
+            "[[class]]\nname = \"c{i}\"\nparent = \"root\"\nrate = \"{kbit}kbit\"\nceil = \"10mbit\"\nquantum = 1500\n"
+        ));
+    }
+    s
+}
+
+/// Reloads are built off the datapath (router/src/builder.rs): reloading a 10,000-class policy
+/// three times takes the control client far longer than any gap it leaves in a paced stream
+/// (the loop only installs the built scheduler). When the build ran on the loop, each reload
+/// stopped forwarding for the whole build.
+#[test]
+fn reloading_a_large_policy_does_not_pause_forwarding() {
+    let Some(mut lab) = Lab::new() else { return };
+    const N: usize = 10_000;
+    let p = lab.write_policy("p.toml", &many_classes(N, 0));
+    lab.start(&p);
+    let t0 = Instant::now();
+    let sink = udp_sink(&lab, &[7001], t0, 6.0);
+    let src = udp_source(&lab, 7001, 2e6, 500, t0, 0.0, 5.5);
+    std::thread::sleep(Duration::from_millis(1500));
+    let mut took = Vec::new();
+    for v in 1..=3u64 {
+        let q = lab.write_policy(&format!("p{v}.toml"), &many_classes(N, v));
+        let t = Instant::now();
+        let (code, _, err) = lab.cli(&["reload", q.to_str().unwrap()]);
+        assert_eq!(code, 0, "reload {v} failed: {err}");
+        took.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    let reloads_end = t0.elapsed().as_secs_f64();
+    src.join().unwrap();
+    let got = sink.join().unwrap();
+    let times: Vec<f64> = got[0]
+        .iter()
+        .map(|a| a.0)
+        .filter(|&t| (1.0..=reloads_end + 0.2).contains(&t))
+        .collect();
+    assert!(times.len() > 100, "too few arrivals: {}", times.len());
+    let max_gap_ms = times
+        .windows(2)
+        .map(|w| (w[1] - w[0]) * 1e3)
+        .fold(0.0, f64::max);
+    eprintln!(
+        "reloads of {N} classes took {took:?} ms; largest gap in the stream {max_gap_ms:.1} ms"
+    );
+    let st = lab.stat();
+    assert_eq!(st["reloads"]["ok"], 3, "{}", st["reloads"]);
+    let shortest = took.iter().copied().fold(f64::INFINITY, f64::min);
+    assert!(
+        max_gap_ms < 100.0 && max_gap_ms < shortest,
+        "forwarding paused {max_gap_ms:.1} ms while reloads took {took:?} ms"
+    );
+}
+
 /// `--realtime 10` puts the datapath thread under SCHED_FIFO at priority 10, and it still
 /// shapes exactly.
 #[test]

@@ -240,3 +240,43 @@ mod tests {
         );
     }
 }
+
+/// Classes matched by name between a scheduler and the one it replaces (`adopt`): for each old
+/// class, its index in the new tree if the new tree has a class of that name; and the new
+/// classes the old tree did not have, in index order. O(n) expected for `n` classes (one hash
+/// map of the new names); a reload of a large policy must not cost O(n²) on the datapath.
+pub(crate) fn match_names<'a>(
+    old: impl Iterator<Item = &'a str>,
+    new: impl Iterator<Item = &'a str>,
+) -> (Vec<Option<ClassId>>, Vec<ClassId>) {
+    let index: std::collections::HashMap<&str, ClassId> =
+        new.enumerate().map(|(i, n)| (n, i as ClassId)).collect();
+    let mut seen = vec![false; index.len()];
+    let old_to_new: Vec<Option<ClassId>> = old
+        .map(|n| {
+            let id = index.get(n).copied();
+            if let Some(i) = id {
+                seen[i as usize] = true;
+            }
+            id
+        })
+        .collect();
+    let added = (0..seen.len() as ClassId)
+        .filter(|&i| !seen[i as usize])
+        .collect();
+    (old_to_new, added)
+}
+
+#[cfg(test)]
+mod match_tests {
+    use super::match_names;
+
+    #[test]
+    fn names_are_matched_and_new_ones_listed() {
+        let old = ["root", "a", "b", "gone"];
+        let new = ["root", "b", "a", "fresh"];
+        let (map, added) = match_names(old.iter().copied(), new.iter().copied());
+        assert_eq!(map, [Some(0), Some(2), Some(1), None]);
+        assert_eq!(added, [3]);
+    }
+}

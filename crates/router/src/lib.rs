@@ -12,6 +12,7 @@
 //! object), `reload` (policy replacement and state adoption), [`emulate`] (the emulated link),
 //! [`notify`] (systemd's READY/RELOADING/STOPPING), [`sys`] (system calls).
 
+mod builder;
 pub mod conn;
 pub mod control;
 pub mod egress;
@@ -338,6 +339,10 @@ pub struct Shaper {
     web: Option<http::Http>,
     /// Policy reloads by outcome (reload.rs counts them).
     reloads: control::snapshot::ReloadCounts,
+    /// The thread that builds reloaded policies off the loop.
+    builder: builder::Builder,
+    /// SIGHUP reloads still being built (READY is told to systemd when none is left).
+    hangups_pending: usize,
     /// The interface locks, held while the shaper lives.
     _locks: guard::InterfaceLocks,
 }
@@ -352,6 +357,7 @@ const T_HTTP: u64 = 6;
 const T_HTTP_CLIENT: u64 = 7;
 const T_WEB: u64 = 8;
 const T_WEB_CLIENT: u64 = 9;
+const T_BUILT: u64 = 10;
 
 impl Shaper {
     /// Open the devices and build the schedulers. Errors are ready to print.
@@ -420,6 +426,8 @@ impl Shaper {
             http: None,
             web: None,
             reloads: Default::default(),
+            builder: builder::Builder::start().context("cannot start the policy builder thread")?,
+            hangups_pending: 0,
             _locks: locks,
         })
     }
@@ -681,6 +689,7 @@ impl Shaper {
         sys::epoll_add(ep.as_raw_fd(), timer.as_raw_fd(), T_TIMER)?;
         sys::epoll_add(ep.as_raw_fd(), sig.as_raw_fd(), T_SIG)?;
         sys::epoll_add(ep.as_raw_fd(), srv.listen_fd(), T_CTL)?;
+        sys::epoll_add(ep.as_raw_fd(), self.builder.fd(), T_BUILT)?;
         srv.attach(ep.as_raw_fd(), T_CLIENT);
         self.control = Some(srv);
         if let Some(addr) = self.opts.metrics {
@@ -783,6 +792,10 @@ impl Shaper {
                     }
                     _ => {}
                 }
+            }
+            // Reloads built off the loop: install them and answer who asked.
+            if ready.contains(&T_BUILT) {
+                self.take_builds();
             }
             // Control clients: never blocks (a turn is bounded; see control::server).
             if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {

@@ -2,11 +2,12 @@
 //! diagnostics, replace a direction's scheduler with the new one adopting the old one's state
 //! (`Qdisc::adopt`: kept classes keep queue, counters and tokens or estimators, for every discipline),
 //! and SIGHUP's reload of the files given at start. A policy that fails validation changes
-//! nothing. See docs/router.md, "Reload".
+//! nothing. Reloads asked over the control socket or by SIGHUP are built on the builder thread
+//! (builder.rs) and only installed here, on the loop. See docs/router.md, "Reload".
 
-use std::path::Path;
-
-use crate::control::proto::ReloadReport;
+use crate::builder::{self, Asker, Built, Failure, Job, Ready, Source};
+use crate::control::dispatch::rejected;
+use crate::control::proto::{ErrorKind, ErrorReply, ReloadReport, Response};
 use crate::{default_device_buffer, root_rate, Sched, Shaper};
 use linkshare_config::{ConfigError, Policy};
 use linkshare_core::Time;
@@ -66,60 +67,125 @@ pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> ReloadReport 
 }
 
 impl Shaper {
-    /// Replace direction `d`'s policy with `text`; the new scheduler adopts the old one's state.
-    /// On error the running policy is untouched and the error is rendered like `linkshare check`.
-    pub fn reload(&mut self, d: usize, text: &str, origin: &str) -> Result<ReloadReport, String> {
-        let (policy, mut new) = match load_sched(text, origin) {
-            Ok(x) => x,
-            Err(e) => {
+    /// Ask for direction `d`'s policy to be replaced by `src`: built on the builder thread
+    /// (builder.rs) and installed by [`Shaper::take_builds`] when ready, then `asker` is
+    /// answered. If the builder thread is gone, the build runs here.
+    pub(crate) fn start_reload(&mut self, d: usize, asker: Asker, source: Source) {
+        let job = Job {
+            dir: d,
+            asker,
+            source,
+        };
+        if let Err(job) = self.builder.submit(job) {
+            let built = builder::build(job);
+            self.finish_reload(built);
+        }
+    }
+
+    /// Install the builds the builder thread has finished, answering who asked for each.
+    pub(crate) fn take_builds(&mut self) {
+        for b in self.builder.finished() {
+            self.finish_reload(b);
+        }
+    }
+
+    fn finish_reload(&mut self, b: Built) {
+        let outcome = self.complete(b.dir, b.result);
+        match b.asker {
+            Asker::Client(id) => {
+                let resp = match outcome {
+                    Ok(r) => Response::Reloaded(r),
+                    Err(e) => Response::Error(e),
+                };
+                if let Some(srv) = self.control.as_mut() {
+                    srv.reply(id, &resp.to_line(), crate::sys::monotonic_ns());
+                }
+            }
+            Asker::Hangup => {
+                match outcome {
+                    Ok(_) => eprintln!(
+                        "linkshare: reloaded {}",
+                        self.dirs[b.dir]
+                            .policy_path
+                            .as_ref()
+                            .map_or(String::new(), |p| p.display().to_string())
+                    ),
+                    Err(e) => eprintln!(
+                        "{}\nlinkshare: kept the running policy",
+                        e.diagnostics.as_deref().unwrap_or(&e.message)
+                    ),
+                }
+                self.hangups_pending = self.hangups_pending.saturating_sub(1);
+                if self.hangups_pending == 0 {
+                    crate::notify::tell(&format!(
+                        "READY=1\nSTATUS=shaping {} -> {}",
+                        self.names[0], self.names[1]
+                    ));
+                }
+            }
+        }
+    }
+
+    /// Install a finished build on direction `d` (the new scheduler adopts the old one's
+    /// state), or count its failure; on failure the running policy is untouched.
+    pub(crate) fn complete(
+        &mut self,
+        d: usize,
+        built: Result<Ready, Failure>,
+    ) -> Result<ReloadReport, ErrorReply> {
+        let ready = match built {
+            Ok(r) => r,
+            Err(f) => {
                 self.reloads.failed += 1;
-                return Err(e);
+                return Err(match f {
+                    Failure::Io(m) => ErrorReply::new(ErrorKind::Io, m),
+                    Failure::Rejected(diag) => rejected(diag),
+                });
             }
         };
         self.reloads.ok += 1;
         let now = self.now();
+        let mut new = ready.sched;
         let old = self.dirs[d].sched.take();
-        let report = match (old, &mut new) {
-            (Some(mut o), n) => adopt_state(n, &mut o, now),
-            (None, _) => ReloadReport::default(),
+        let report = match old {
+            Some(mut o) => adopt_state(&mut new, &mut o, now),
+            None => ReloadReport::default(),
         };
-        self.dirs[d].link_bps = root_rate(&new);
-        self.dirs[d].device_buffer = self.dirs[d]
+        let dir = &mut self.dirs[d];
+        dir.link_bps = root_rate(&new);
+        dir.device_buffer = dir
             .device_buffer_opt
-            .unwrap_or(default_device_buffer(self.dirs[d].link_bps));
-        self.dirs[d].sched = Some(new);
-        self.dirs[d].link = policy.link_layer();
-        self.dirs[d].sync_egress();
-        self.dirs[d].live.clear();
-        self.dirs[d].eligible = None;
-        self.dirs[d].policy_text = Some((text.to_string(), origin.to_string()));
+            .unwrap_or(default_device_buffer(dir.link_bps));
+        dir.sched = Some(new);
+        dir.link = ready.policy.link_layer();
+        dir.sync_egress();
+        dir.live.clear();
+        dir.eligible = None;
+        dir.policy_text = Some((ready.text, ready.origin));
+        if let Some(p) = ready.path {
+            dir.policy_path = Some(p);
+        }
         Ok(report)
     }
 
-    pub(crate) fn reload_path(&mut self, d: usize, path: &Path) -> Result<ReloadReport, String> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-        let r = self.reload(d, &text, &path.display().to_string())?;
-        self.dirs[d].policy_path = Some(path.to_path_buf());
-        Ok(r)
-    }
-
-    /// SIGHUP: reload every policy file given at start (or last reloaded by path).
+    /// SIGHUP: reload every policy file given at start (or last reloaded by path), built off
+    /// the loop like a `reload`; systemd hears RELOADING now and READY once all are installed.
     pub(crate) fn on_sighup(&mut self) {
         crate::notify::tell(&crate::notify::reloading_message(crate::sys::monotonic_ns()));
-        for d in 0..2 {
-            let Some(p) = self.dirs[d].policy_path.clone() else {
-                continue;
-            };
-            match self.reload_path(d, &p) {
-                Ok(_) => eprintln!("linkshare: reloaded {}", p.display()),
-                Err(e) => eprintln!("{e}\nlinkshare: kept the running policy"),
-            }
+        let paths: Vec<(usize, std::path::PathBuf)> = (0..2)
+            .filter_map(|d| self.dirs[d].policy_path.clone().map(|p| (d, p)))
+            .collect();
+        if paths.is_empty() {
+            crate::notify::tell(&format!(
+                "READY=1\nSTATUS=shaping {} -> {}",
+                self.names[0], self.names[1]
+            ));
+            return;
         }
-        crate::notify::tell(&format!(
-            "READY=1\nSTATUS=shaping {} -> {}",
-            self.names[0], self.names[1]
-        ));
+        self.hangups_pending += paths.len();
+        for (d, p) in paths {
+            self.start_reload(d, Asker::Hangup, Source::File(p));
+        }
     }
 }
 

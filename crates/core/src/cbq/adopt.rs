@@ -25,8 +25,10 @@ impl<P: Packet> Cbq<P> {
     /// O(n + q·d log n) for `n` classes, `q` queued packets and depth `d`; for the control path.
     pub fn adopt(&mut self, old: &mut Cbq<P>, now: Time) -> AdoptReport {
         let mut report = AdoptReport::default();
-        let old_to_new: Vec<Option<u32>> =
-            old.classes.iter().map(|c| self.class_id(&c.name)).collect();
+        let (old_to_new, added) = crate::tree::match_names(
+            old.classes.iter().map(|c| c.name.as_str()),
+            self.classes.iter().map(|c| c.name.as_str()),
+        );
         // Empty the old leaves first, so that what an AQM leaf drops while draining is in
         // `old`'s counters before they become ours.
         let drained: Vec<(usize, Vec<P>)> = (0..old.classes.len())
@@ -53,10 +55,8 @@ impl<P: Packet> Cbq<P> {
             let undertime = o.undertime.filter(|&u| u > now.0);
             self.set_undertime(n, undertime);
         }
-        for c in 0..self.classes.len() {
-            if old.class_id(&self.classes[c].name).is_none() {
-                report.added.push(self.classes[c].name.clone());
-            }
+        for c in added {
+            report.added.push(self.classes[c as usize].name.clone());
         }
         self.ifnow = self.ifnow.max(old.ifnow);
         // Counters continue; the moved packets are already counted as enqueued and as backlog.

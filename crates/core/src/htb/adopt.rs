@@ -23,9 +23,10 @@ impl<P: Packet> Htb<P> {
     /// O(n + q) for `n` classes and `q` queued packets; meant for the control path.
     pub fn adopt(&mut self, old: &mut Htb<P>, now: Time) -> AdoptReport {
         let mut report = AdoptReport::default();
-        let old_to_new: Vec<Option<u32>> = (0..old.classes.len() as u32)
-            .map(|c| self.class_id(old.name(c)))
-            .collect();
+        let (old_to_new, added) = crate::tree::match_names(
+            (0..old.classes.len() as u32).map(|c| old.name(c)),
+            (0..self.classes.len() as u32).map(|c| self.name(c)),
+        );
         // Empty the old leaves first: an AQM leaf may drop while being drained, and those drops
         // must be in `old`'s counters before they become ours.
         let mut drained: Vec<(usize, Vec<P>)> = Vec::new();
@@ -63,10 +64,8 @@ impl<P: Packet> Htb<P> {
             // Taking over a throttled class is not a new overlimit event.
             self.classes[n as usize].overlimits = overlimits;
         }
-        for c in 0..self.classes.len() as u32 {
-            if old.class_id(self.name(c)).is_none() {
-                report.added.push(self.name(c).to_string());
-            }
+        for c in added {
+            report.added.push(self.name(c).to_string());
         }
         // Counters continue; the moved packets are already counted as enqueued and as backlog.
         // What `old` dropped and still holds is ours to hand out.

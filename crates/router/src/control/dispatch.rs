@@ -30,13 +30,20 @@ pub trait Handler {
 pub fn answer(h: &mut dyn Handler, line: &str) -> Response {
     match proto::parse_request(line) {
         Err(e) => Response::Error(e),
-        Ok(Request::Hello {}) => Response::Hello(Hello::current()),
-        Ok(Request::Stat {}) => Response::Stat(Box::new(h.snapshot())),
-        Ok(Request::Policy { direction }) => match h.policy(direction) {
+        Ok(req) => respond(h, req),
+    }
+}
+
+/// The response to one parsed request.
+pub fn respond(h: &mut dyn Handler, req: Request) -> Response {
+    match req {
+        Request::Hello {} => Response::Hello(Hello::current()),
+        Request::Stat {} => Response::Stat(Box::new(h.snapshot())),
+        Request::Policy { direction } => match h.policy(direction) {
             Ok(p) => Response::Policy(p),
             Err(e) => Response::Error(e),
         },
-        Ok(Request::Reload { direction, source }) => match h.reload(direction, source) {
+        Request::Reload { direction, source } => match h.reload(direction, source) {
             Ok(r) => Response::Reloaded(r),
             Err(e) => Response::Error(e),
         },

@@ -17,9 +17,10 @@ use std::path::Path;
 
 use anyhow::Context;
 
+use crate::builder::{Asker, Source};
 use crate::{sys, Shaper};
 
-pub use dispatch::{answer, Handler, Offline};
+pub use dispatch::{answer, respond, Handler, Offline};
 pub use proto::{
     Direction, Envelope, ErrorKind, ErrorReply, Hello, PolicySource, PolicyText, ReloadReport,
     Request, Response,
@@ -37,11 +38,24 @@ impl Shaper {
         let now = sys::monotonic_ns();
         let reqs = srv.poll(now);
         self.control_stats = srv.stats;
+        let mut reloads = Vec::new();
         for (id, line) in reqs {
-            let resp = answer(self, &line);
+            let resp = match proto::parse_request(&line) {
+                // Built off the loop (builder.rs); the client is answered once it is installed.
+                Ok(Request::Reload { direction, source }) => {
+                    srv.defer(id);
+                    reloads.push((direction.index(), id, Source::from(source)));
+                    continue;
+                }
+                Ok(req) => respond(self, req),
+                Err(e) => Response::Error(e),
+            };
             srv.reply(id, &resp.to_line(), sys::monotonic_ns());
         }
         self.control = Some(srv);
+        for (d, id, src) in reloads {
+            self.start_reload(d, Asker::Client(id), src);
+        }
     }
 }
 
@@ -63,25 +77,11 @@ impl Handler for Shaper {
         }
     }
 
+    /// The synchronous form (an in-process caller): built here, then installed. The socket's
+    /// reloads go through the builder thread instead (`serve_control`).
     fn reload(&mut self, d: Direction, src: PolicySource) -> Result<ReloadReport, ErrorReply> {
-        match src {
-            PolicySource::Text { text, origin } => {
-                Shaper::reload(self, d.index(), &text, &origin).map_err(dispatch::rejected)
-            }
-            PolicySource::File { path } => {
-                let text = std::fs::read_to_string(&path).map_err(|e| {
-                    ErrorReply::new(
-                        ErrorKind::Io,
-                        format!("cannot read {}: {e}", path.display()),
-                    )
-                })?;
-                let origin = path.display().to_string();
-                let r =
-                    Shaper::reload(self, d.index(), &text, &origin).map_err(dispatch::rejected)?;
-                self.dirs[d.index()].policy_path = Some(path);
-                Ok(r)
-            }
-        }
+        let built = crate::builder::build_now(Source::from(src));
+        self.complete(d.index(), built)
     }
 }
 

@@ -65,6 +65,9 @@ struct Client {
     /// Last time the client completed a request or took reply bytes.
     progress_ns: u64,
     watching_write: bool,
+    /// Its request is being answered later (a reload being built off the loop): nothing more
+    /// is read from it until [`Server::reply`].
+    awaiting: bool,
 }
 
 impl Client {
@@ -179,6 +182,7 @@ impl Server {
                 close_after: false,
                 progress_ns: now_ns,
                 watching_write: false,
+                awaiting: false,
             });
         }
     }
@@ -197,6 +201,10 @@ impl Server {
         }
         if c.close_after {
             return Err(Drop::Gone);
+        }
+        if c.awaiting {
+            // Neither read nor timed out: its answer is on the way (see `defer`).
+            return Ok(());
         }
         // Reading: complete request already buffered?
         if take_line(c, reqs, &mut self.stats, now_ns) {
@@ -224,12 +232,21 @@ impl Server {
         Ok(())
     }
 
+    /// Client `id`'s request will be answered later by [`Server::reply`]; until then it is not
+    /// read from (so its replies stay in the order of its requests) nor dropped as idle.
+    pub fn defer(&mut self, id: u64) {
+        if let Some(c) = self.clients.iter_mut().find(|c| c.id == id) {
+            c.awaiting = true;
+        }
+    }
+
     /// Queue the reply to client `id` (gone clients are ignored) and start writing it.
     pub fn reply(&mut self, id: u64, text: &str, now_ns: u64) {
         let Some(i) = self.clients.iter().position(|c| c.id == id) else {
             return;
         };
         let c = &mut self.clients[i];
+        c.awaiting = false;
         if text.len() > MAX_REPLY {
             let msg = Response::error(
                 ReplyKind::TooLarge,
