@@ -231,6 +231,48 @@ fn children_rates_above_parent() {
     );
 }
 
+/// A parent of thousands of children over capacity gets a readable line: the largest children
+/// by name and what the others add up to (it listed all 10,000 terms, 110 kB, before).
+#[test]
+fn capacity_error_over_many_children_names_the_largest_and_sums_the_rest() {
+    let mut text = String::from(
+        "qdisc = \"htb\"\ndefault = \"c0\"\n[[class]]\nname = \"root\"\nrate = \"10mbit\"\n",
+    );
+    for i in 0..10_000 {
+        let rate = if i == 4321 { "6mbit" } else { "1kbit" };
+        text.push_str(&format!(
+            "[[class]]\nname = \"c{i}\"\nparent = \"root\"\nrate = \"{rate}\"\n"
+        ));
+    }
+    let Err(e) = Policy::parse(&text, "many.toml") else {
+        panic!("16 Mbit/s of guarantees under 10 Mbit/s was accepted");
+    };
+    let err = e.errors().next().expect("an error");
+    assert!(
+        err.message.contains("impossible capacity"),
+        "{}",
+        err.message
+    );
+    assert!(err.message.starts_with("class `root`"), "{}", err.message);
+    assert!(
+        err.message.contains("c4321 6mbit + c0 1kbit"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message
+            .contains("9994 other children adding up to 9.994mbit"),
+        "{}",
+        err.message
+    );
+    assert!(
+        err.message.len() < 300,
+        "{} bytes: {}",
+        err.message.len(),
+        err.message
+    );
+}
+
 #[test]
 fn ceil_below_rate() {
     let text = edit(

@@ -10,6 +10,8 @@
 //!   were asked for, so the last one asked wins, as when they were synchronous;
 //! * the loop is woken through an eventfd in its epoll set, and takes finished builds without
 //!   blocking ([`Builder::finished`]);
+//! * signals stay the loop's: the thread blocks them all (SIGHUP is the loop's signalfd; the
+//!   builder, started before the loop blocks it, would otherwise take it and die of it);
 //! * nothing a job does can stop the loop: a job that panics is reported as a failed build
 //!   (`catch_unwind`), a builder thread that is gone makes every later reload fail with a
 //!   message, and the loop never waits for the thread (a reload still being built when the
@@ -108,6 +110,7 @@ impl Builder {
         std::thread::Builder::new()
             .name("linkshare-build".into())
             .spawn(move || {
+                block_signals();
                 for job in inbox {
                     let built = build(job);
                     if outbox.send(built).is_err() {
@@ -155,6 +158,18 @@ impl Builder {
                 Err(TryRecvError::Empty) | Err(TryRecvError::Disconnected) => return out,
             }
         }
+    }
+}
+
+/// Block every signal in the calling thread: SIGHUP and SIGTERM are the loop's (its signalfd),
+/// and a signal delivered to this thread instead would take the default action — SIGHUP kills
+/// the process.
+fn block_signals() {
+    // SAFETY: `set` is initialised by sigfillset before use; the old mask is not requested.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigfillset(&mut set);
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
     }
 }
 

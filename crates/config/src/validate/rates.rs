@@ -161,19 +161,46 @@ pub(super) fn check_capacity(sink: &mut Sink, shape: &Shape) {
                 .fold(0u64, u64::saturating_add),
         );
         if sum > pr.v {
-            let list: Vec<String> = kids.iter().map(|(n, r)| format!("{n} {r}")).collect();
             sink.error(
                 &pr.span,
                 format!(
                     "class `{}`: impossible capacity: the children's guaranteed rates add up to {sum} ({}), above its rate {}",
                     name_of(i),
-                    list.join(" + "),
+                    rate_terms(kids),
                     pr.v
                 ),
                 format!("lower the children's rates by {} in total, or raise `{}`'s rate to at least {sum}", Rate(sum.0 - pr.v.0), name_of(i)),
             );
         }
     }
+}
+
+/// Children listed in a capacity error: all of them when they are few; else the largest
+/// [`TERMS_SHOWN`] and what the others add up to, so that a parent of 10,000 classes gets a
+/// readable line that still names the classes to lower first.
+fn rate_terms(mut kids: Vec<(String, Rate)>) -> String {
+    const TERMS_SHOWN: usize = 6;
+    if kids.len() <= TERMS_SHOWN + 2 {
+        let list: Vec<String> = kids.iter().map(|(n, r)| format!("{n} {r}")).collect();
+        return list.join(" + ");
+    }
+    // Largest first; among equal rates, file order.
+    kids.sort_by_key(|k| std::cmp::Reverse(k.1 .0));
+    let shown: Vec<String> = kids[..TERMS_SHOWN]
+        .iter()
+        .map(|(n, r)| format!("{n} {r}"))
+        .collect();
+    let rest = &kids[TERMS_SHOWN..];
+    let rest_sum = Rate(
+        rest.iter()
+            .map(|(_, r)| r.0)
+            .fold(0u64, u64::saturating_add),
+    );
+    format!(
+        "{} + {} other children adding up to {rest_sum}",
+        shown.join(" + "),
+        rest.len()
+    )
 }
 
 /// Step 7b, ceilings: a child's ceil above its parent's ceil is capped in effect (a warning).
