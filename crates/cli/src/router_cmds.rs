@@ -36,7 +36,8 @@ pub struct RunArgs {
     /// frames to ADDR on OUT -> IN (repeatable), e.g. --path-delay 10.1.0.5=20ms
     #[arg(long = "path-delay", value_name = "ADDR=DELAY")]
     pub path_delay: Vec<String>,
-    /// Busy-poll waits shorter than this many microseconds instead of sleeping (default 50).
+    /// Arm the timer this many microseconds before a paced departure and spin the rest (0: never
+    /// spin); default: a margin learnt from the timer's own latency (10-200 us)
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u64>,
     /// Receive ring: v2 hands each frame over at once (lowest latency, the default); v3 hands

@@ -1,7 +1,8 @@
 //! linkshare's real shaper: a bump-in-the-wire between two Linux interfaces over AF_PACKET.
 //!
 //! One thread, one epoll loop over the two ports (AF_PACKET rings, see [`port`]), a timerfd armed
-//! at the scheduler's `NotBefore` instant (busy-polling waits shorter than 50 µs), a signalfd and
+//! a margin before the scheduler's `NotBefore` instant (the margin learnt from the timer's own
+//! latency, wake.rs; waits shorter than it are busy-polled), a signalfd and
 //! the control socket. Each turn: take a batch from each receive ring, dequeue what the
 //! schedulers let go while the transmit ring has room, kick each transmit ring once, record the
 //! lateness of paced departures; control clients are served in the same loop but never block it.
@@ -25,6 +26,7 @@ pub mod notify;
 pub mod port;
 mod reload;
 pub mod sys;
+pub mod wake;
 pub mod xdp;
 
 use std::collections::HashMap;
@@ -62,7 +64,8 @@ pub struct Options {
     pub emulate: Option<emulate::EmulateSpec>,
     /// Per-host extra one-way delays, both directions (`--path-delay ADDR=DELAY`).
     pub path_delays: Vec<emulate::PathDelay>,
-    /// Waits shorter than this are busy-polled; `None`: [`DEFAULT_BUSY_POLL_NS`] (50 µs).
+    /// Waits shorter than this are busy-polled, and the timer is armed this early; `None`: a
+    /// margin learnt from the timer's latency ([`wake::EarlyWake`]).
     pub busy_poll_ns: Option<u64>,
     /// The kind of receive ring on both interfaces (AF_PACKET).
     pub rx_ring: RxRingKind,
@@ -307,8 +310,6 @@ fn emulator(opts: &Options, d: &Dir, key: emulate::AddrKey) -> Option<emulate::E
 
 /// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
 const RX_BUDGET: usize = 256;
-/// Waits shorter than this are busy-polled instead of sleeping on the timerfd.
-pub const DEFAULT_BUSY_POLL_NS: u64 = 50_000;
 /// When the transmit ring is full or the kernel asked to retry, look again this much later.
 const TX_RETRY_NS: u64 = 20_000;
 /// Spare frame buffers kept for reuse.
@@ -343,6 +344,8 @@ pub struct Shaper {
     builder: builder::Builder,
     /// SIGHUP reloads still being built (READY is told to systemd when none is left).
     hangups_pending: usize,
+    /// How early the timer is armed before a paced departure (wake.rs).
+    wake: wake::EarlyWake,
     /// The interface locks, held while the shaper lives.
     _locks: guard::InterfaceLocks,
 }
@@ -362,6 +365,10 @@ const T_BUILT: u64 = 10;
 impl Shaper {
     /// Open the devices and build the schedulers. Errors are ready to print.
     pub fn new(opts: Options) -> anyhow::Result<Shaper> {
+        let wake = match opts.busy_poll_ns {
+            Some(ns) => wake::EarlyWake::fixed(ns),
+            None => wake::EarlyWake::learning(wake::MAX_MARGIN_NS),
+        };
         guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
         let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
         let text = std::fs::read_to_string(&opts.policy)
@@ -428,6 +435,7 @@ impl Shaper {
             reloads: Default::default(),
             builder: builder::Builder::start().context("cannot start the policy builder thread")?,
             hangups_pending: 0,
+            wake,
             _locks: locks,
         })
     }
@@ -679,7 +687,6 @@ impl Shaper {
                 eprintln!("linkshare: warning: --realtime: {e}; page faults may delay departures");
             }
         }
-        let busy_ns = self.opts.busy_poll_ns.unwrap_or(DEFAULT_BUSY_POLL_NS);
         let mut srv = control::Server::bind(&self.opts.control)?;
         let ep = sys::epoll_create()?;
         let timer = sys::timerfd_create()?;
@@ -754,11 +761,11 @@ impl Shaper {
             }
             let timeout = match deadline {
                 _ if more_rx => 0,
-                Some(t) if t <= now + busy_ns => 0, // busy-poll short waits
+                Some(t) if t <= now + self.wake.margin_ns() => 0, // busy-poll short waits
                 Some(t) => {
-                    // Wake `busy_ns` early and spin the rest: timer wake-ups are tens of µs late
-                    // on a VM, a spin is not.
-                    let at = t - busy_ns;
+                    // Wake a margin early and spin the rest: timer wake-ups are tens of µs late
+                    // on a VM, a spin is not (the margin is learnt from the timer: wake.rs).
+                    let at = t - self.wake.margin_ns();
                     if armed != Some(at) {
                         sys::timerfd_set_abs(timer.as_raw_fd(), at)?;
                         armed = Some(at);
@@ -773,6 +780,9 @@ impl Shaper {
                     T_TIMER => {
                         let mut b = [0u8; 8];
                         sys::read_some(timer.as_raw_fd(), &mut b);
+                        if let Some(at) = armed {
+                            self.wake.record(at, sys::monotonic_ns());
+                        }
                         armed = None;
                     }
                     T_SIG => {

@@ -36,6 +36,12 @@ pub struct Snapshot {
     /// Policy reloads since start (control `reload` and SIGHUP), by outcome.
     #[serde(default)]
     pub reloads: ReloadCounts,
+    /// How early the loop arms its timer before a paced departure (router/src/wake.rs), ns,
+    /// and whether that margin is learnt from the timer (else fixed by `--busy-poll-us`).
+    #[serde(default)]
+    pub early_wake_ns: u64,
+    #[serde(default)]
+    pub early_wake_learnt: bool,
 }
 
 /// Cumulative lateness buckets: `buckets[i]` samples were at most `le_ns[i]` late (each bucket

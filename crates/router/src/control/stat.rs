@@ -165,6 +165,8 @@ impl Shaper {
                 count: h.count(),
             },
             reloads: self.reloads,
+            early_wake_ns: self.wake.margin_ns(),
+            early_wake_learnt: self.wake.is_learning(),
         }
     }
 
