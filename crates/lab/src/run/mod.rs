@@ -11,9 +11,9 @@
 //! Codes returned by [`execute`]: 1 invalid scenario, 2 unreadable file or no testbed (not root,
 //! no `ip`); the CLI adds 1 for a failed flow and 130 when interrupted.
 //!
-//! Submodules, one concern each: [`setup`] the scenario turned into what the lab runs (policy
-//! file, router options, addresses, route metrics, and what is not reproduced), [`measure`] the
-//! run itself (testbed, traffic, snapshots at each sample), [`result`] the measurements turned
+//! Submodules, one concern each: `setup` the scenario turned into what the lab runs (policy
+//! file, router options, addresses, route metrics, and what is not reproduced), `measure` the
+//! run itself (testbed, traffic, snapshots at each sample), `result` the measurements turned
 //! into the simulator's result model. Nothing here prints on stdout.
 
 mod measure;

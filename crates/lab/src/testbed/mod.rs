@@ -20,10 +20,10 @@
 //! us even on SIGKILL; namespaces left behind by a killed run are removed by the next
 //! [`Testbed::new`] ([`remove_stale`]).
 //!
-//! Submodules, one concern each: [`bed`] the namespaces and veths, [`netns`] the `ip` plumbing
-//! and namespace threads, [`router`] the routers, [`stats`] their counters and the parsers of
-//! `tc -s` and `stat --json`, [`signals`] the SIGINT/SIGTERM flag and the lab's priority,
-//! [`gate`] the skip-or-fail gate of the namespace tests. Everything public is re-exported
+//! Submodules, one concern each: `bed` the namespaces and veths, `netns` the `ip` plumbing
+//! and namespace threads, `router` the routers, `stats` their counters and the parsers of
+//! `tc -s` and `stat --json`, `signals` the SIGINT/SIGTERM flag and the lab's priority,
+//! `gate` the skip-or-fail gate of the namespace tests. Everything public is re-exported
 //! here, so callers keep writing `testbed::X`.
 
 mod bed;

@@ -23,8 +23,8 @@
 //!
 //! Every socket gets the flow's TOS byte (`IP_TOS`) and is bound to the flow's source address and
 //! port, so the policy's filters see exactly what the simulator's classifier sees.//!
-//! Submodules, one concern each: [`tcp`], [`udp`] and [`ping`] the three kinds of flow (source
-//! and sink), [`sockets`] the raw socket calls and options they share, congestion control
+//! Submodules, one concern each: `tcp`, `udp` and `ping` the three kinds of flow (source
+//! and sink), `sockets` the raw socket calls and options they share, congestion control
 //! included. This module holds what a flow measures ([`FlowLive`]), what it is to do
 //! ([`Plan`]) and the start and stop of them all ([`Traffic`]).
 
