@@ -27,7 +27,7 @@ fn unit_value(key: &str) -> String {
         .to_string()
 }
 
-/// Namespace gate, as the other namespace tests (crates/cli/src/lab/testbed.rs): `true` when
+/// Namespace gate, as the other namespace tests (crates/lab/src/testbed/gate.rs): `true` when
 /// root with `ip netns`; otherwise skip with the reason, or fail under LINKSHARE_REQUIRE_NETNS=1.
 fn can_run(test: &str) -> bool {
     // SAFETY: geteuid has no preconditions.

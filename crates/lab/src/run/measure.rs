@@ -1,0 +1,156 @@
+//! The run itself: the testbed built, the router started, the flows' sockets running in real
+//! time, and a snapshot of the router's counters and the flows' progress at every sample.
+//!
+//! Sampling sleeps to each due time in short steps so that SIGINT/SIGTERM is noticed within
+//! 50 ms; an interrupted run takes one last snapshot so its partial report covers the time that
+//! ran. After the run, UDP and ping receivers keep counting for a drain time so that what is
+//! still in flight is not counted as lost. The testbed is dropped (everything removed) before
+//! the measurements are returned.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use linkshare_sim::scenario::FlowKind;
+use linkshare_sim::Scenario;
+
+use crate::testbed::{self, RouterStats, Testbed};
+use crate::traffic::{FlowLive, Plan, Traffic};
+
+use super::unique;
+
+/// Everything one run measured.
+pub(super) struct Measured {
+    pub(super) live: Vec<Arc<FlowLive>>,
+    /// Router snapshots: index 0 at t0, then one per sample.
+    pub(super) snapshots: Vec<(f64, RouterStats)>,
+    /// Flow delivered/sent/received at each snapshot.
+    pub(super) flow_marks: Vec<Vec<(u64, u64, u64)>>,
+    /// Flow sent/received after the drain time that follows each flow's stop.
+    pub(super) drained: Vec<(u64, u64)>,
+    pub(super) elapsed: f64,
+    pub(super) interrupted: bool,
+    pub(super) router: &'static str,
+}
+
+/// Builds the testbed, starts `router` with `policy_text` and the flows of `plans`, and samples
+/// until the scenario's duration (or a signal); the testbed is gone when this returns.
+pub(super) fn measure(
+    sc: &Scenario,
+    plans: &[Plan],
+    routes: &[(std::net::Ipv4Addr, u32, u64)],
+    policy_text: &str,
+    router: Box<dyn testbed::Router>,
+) -> anyhow::Result<Measured> {
+    let mut bed = Testbed::new()?;
+    let srcs: Vec<_> = unique(plans.iter().map(|p| p.src));
+    let dsts: Vec<_> = unique(plans.iter().map(|p| p.dst));
+    if let Some(both) = srcs.iter().find(|a| dsts.contains(a)) {
+        anyhow::bail!(
+            "{}: address {both} is both a source and a destination; the lab puts sources on the sender and destinations on the sink",
+            sc.origin
+        );
+    }
+    bed.add_flow_addresses(&srcs, &dsts)?;
+    bed.set_tcp_routes(routes)?;
+    let policy = bed.write_file("policy.toml", policy_text)?;
+    let name = router.name();
+    bed.start_router(router, &policy)?;
+    bed.wait_reachable()?;
+
+    let live: Vec<Arc<FlowLive>> = plans.iter().map(|_| Arc::default()).collect();
+    let (mut traffic, t0) = Traffic::start(plans, &live, &bed.ns_a, &bed.ns_c)?;
+    let duration = sc.duration.as_secs_f64();
+    let sample = sc.sample.as_secs_f64();
+    let mut snapshots = Vec::new();
+    let mut flow_marks = Vec::new();
+    let marks = |live: &[Arc<FlowLive>]| -> Vec<(u64, u64, u64)> {
+        live.iter()
+            .map(|l| {
+                (
+                    l.delivered.load(Ordering::Relaxed),
+                    l.packets_sent.load(Ordering::Relaxed),
+                    l.packets_received.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    };
+    let mut interrupted = false;
+    let mut k = 0u64;
+    loop {
+        let due = (k as f64 * sample).min(duration);
+        // Sleep until `due`, waking to notice a signal.
+        loop {
+            if testbed::interrupted() {
+                interrupted = true;
+                break;
+            }
+            let now = Instant::now().saturating_duration_since(t0).as_secs_f64();
+            if now >= due && Instant::now() >= t0 {
+                break;
+            }
+            std::thread::sleep(Duration::from_secs_f64((due - now).clamp(0.0005, 0.05)));
+        }
+        if interrupted {
+            break;
+        }
+        let router = bed.router().context("the router is gone")?;
+        let st = router.stats()?;
+        snapshots.push((due, st));
+        flow_marks.push(marks(&live));
+        if due >= duration {
+            break;
+        }
+        k += 1;
+    }
+    let elapsed = Instant::now()
+        .saturating_duration_since(t0)
+        .as_secs_f64()
+        .min(duration);
+    if interrupted {
+        // One last snapshot so the partial report covers the time that ran.
+        if let Some(r) = bed.router() {
+            if let Ok(st) = r.stats() {
+                snapshots.push((elapsed, st));
+                flow_marks.push(marks(&live));
+            }
+        }
+    }
+    // UDP and ping receivers keep counting for max(0.5 s, 2 × base RTT) after each flow's stop,
+    // so what is still in flight then is not lost.
+    let drain_until = plans
+        .iter()
+        .filter(|p| !matches!(p.spec.kind, FlowKind::Tcp(_)))
+        .map(|p| p.stop + p.drain())
+        .fold(0.0f64, f64::max);
+    while !interrupted && !testbed::interrupted() {
+        let now = Instant::now().saturating_duration_since(t0).as_secs_f64();
+        if now >= drain_until {
+            break;
+        }
+        std::thread::sleep(Duration::from_secs_f64(
+            (drain_until - now).clamp(0.001, 0.05),
+        ));
+    }
+    let drained = live
+        .iter()
+        .map(|l| {
+            (
+                l.packets_sent.load(Ordering::Relaxed),
+                l.packets_received.load(Ordering::Relaxed),
+            )
+        })
+        .collect();
+    traffic.finish();
+    drop(bed);
+    Ok(Measured {
+        live,
+        snapshots,
+        flow_marks,
+        drained,
+        elapsed,
+        interrupted,
+        router: name,
+    })
+}

@@ -1,0 +1,172 @@
+//! A scenario's flows as real kernel traffic through a real router, in network namespaces —
+//! hosts A, B, C of the seeds (`linkshare lab [SCENARIO]`, docs/lab.md).
+//!
+//! The scenario file is the one `linkshare sim` reads. Its policy runs in the router namespace
+//! ([`testbed::Router`]: `linkshare run`), its flows become sockets in the sender and sink
+//! namespaces ([`traffic`]), in real time. Every `sample` the router's class counters (the
+//! control socket's `stat`) and the flows' delivered bytes are recorded; at the end the same
+//! result model the simulator produces ([`linkshare_sim::model::SimResult`], marked with
+//! `lab`) is returned, for the CLI to print as the same table and write as the same files.
+//!
+//! Codes returned by [`execute`]: 1 invalid scenario, 2 unreadable file or no testbed (not root,
+//! no `ip`); the CLI adds 1 for a failed flow and 130 when interrupted.
+//!
+//! Submodules, one concern each: `setup` the scenario turned into what the lab runs (policy
+//! file, router options, addresses, route metrics, and what is not reproduced), `measure` the
+//! run itself (testbed, traffic, snapshots at each sample), `result` the measurements turned
+//! into the simulator's result model. Nothing here prints on stdout.
+
+mod measure;
+mod result;
+mod setup;
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+use anyhow::Context;
+use linkshare_sim::model::SimResult;
+use linkshare_sim::scenario::FlowKind;
+
+use crate::testbed::{self, LinkshareRouter};
+use crate::traffic::{self, Plan};
+
+use measure::measure;
+use result::build_result;
+use setup::{load, policy_text, router_args, separate_sources, tcp_routes, unsupported};
+
+/// The default scenario: three classes on 10 Mbit/s for 15 s, embedded so that `linkshare lab`
+/// works from a clean clone.
+pub const DEFAULT_SCENARIO: &str = include_str!("../../../../scenarios/lab-default.toml");
+pub const DEFAULT_ORIGIN: &str = "scenarios/lab-default.toml (embedded)";
+
+/// Exit code of an interrupted run.
+pub const EXIT_INTERRUPTED: i32 = 130;
+/// At most this many flows (one or two threads each).
+const MAX_FLOWS: usize = 256;
+
+/// One lab run, measured: the simulator's result model, and what went wrong.
+pub struct LabRun {
+    pub result: SimResult,
+    /// Flows that failed (one message each).
+    pub failures: Vec<String>,
+    /// Stopped by SIGINT/SIGTERM: the result covers the time that ran.
+    pub interrupted: bool,
+}
+
+/// Run `scenario` (the embedded default if `None`) in the lab, through linkshare or (`kernel`)
+/// the kernel's HTB, and measure it; prints nothing on stdout. `Err(code)`: the scenario could
+/// not be used or the testbed is unavailable (the reason is printed on stderr).
+pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<LabRun, i32>> {
+    let (sc, text) = match load(scenario) {
+        Ok(x) => x,
+        Err(code) => return Ok(Err(code)),
+    };
+    if let Some(why) = testbed::unavailable() {
+        eprintln!("error: {why}");
+        return Ok(Err(2));
+    }
+    let base = scenario
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let (policy_text, mut notes) = policy_text(&sc, &text, &base)?;
+    let duration = sc.duration.as_secs_f64();
+    if sc.flows.len() > MAX_FLOWS {
+        eprintln!(
+            "{}: error: the lab runs at most {MAX_FLOWS} flows, the scenario has {}",
+            sc.origin,
+            sc.flows.len()
+        );
+        return Ok(Err(1));
+    }
+    let link_delay = sc.link.delay.as_secs_f64();
+    let mut plans = Vec::new();
+    for (i, f) in sc.flows.iter().enumerate() {
+        match Plan::new(f, duration, sc.seed.wrapping_add(i as u64), link_delay) {
+            Ok(p) => plans.push(p),
+            Err(e) => {
+                eprintln!("{}: error: {e}", sc.origin);
+                return Ok(Err(1));
+            }
+        }
+    }
+    match separate_sources(&sc, &mut plans) {
+        Ok(n) => notes.extend(n),
+        Err(e) => {
+            eprintln!("{}: error: {e}", sc.origin);
+            return Ok(Err(1));
+        }
+    }
+    // Every congestion control the flows ask for, before building anything.
+    let ccs = unique(plans.iter().filter_map(|p| match &p.spec.kind {
+        FlowKind::Tcp(t) => Some(traffic::linux_cc(t.cc)),
+        _ => None,
+    }));
+    if let Err(e) = traffic::check_congestion(ccs) {
+        eprintln!("{}: error: {e:#}", sc.origin);
+        return Ok(Err(1));
+    }
+    notes.extend(unsupported(&sc));
+    let (routes, route_notes) = tcp_routes(&plans);
+    notes.extend(route_notes);
+    let router_args = router_args(&sc, &plans);
+    if kernel && !router_args.is_empty() {
+        notes.push(format!(
+            "--kernel: the kernel here has no netem, so the link's delays, the flows' extra_delay and the device buffer ({}) are not emulated",
+            router_args.join(" ")
+        ));
+    }
+
+    testbed::install_signal_handlers()?;
+    if let Some(n) = testbed::raise_priority() {
+        notes.push(n);
+    }
+    eprintln!(
+        "lab: {} — {} flows for {:.1} s through {} in network namespaces",
+        sc.name,
+        plans.len(),
+        duration,
+        if kernel {
+            "the kernel's HTB"
+        } else {
+            "linkshare"
+        }
+    );
+    let router: Box<dyn testbed::Router> = if kernel {
+        // Fail before building anything when the kernel cannot take the policy.
+        let p = linkshare_config::Policy::parse(&policy_text, &sc.origin)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        linkshare_interop::tc::export::tc_script(&p, "probe0")
+            .context("--kernel runs the policy on the kernel's HTB")?;
+        Box::new(testbed::KernelRouter::htb(
+            linkshare_interop::tc::export::tc_script,
+        ))
+    } else {
+        Box::new(LinkshareRouter::new(router_args)?)
+    };
+    let measured = measure(&sc, &plans, &routes, &policy_text, router)?;
+    let interrupted = measured.interrupted;
+    let failures: Vec<String> = measured
+        .live
+        .iter()
+        .filter_map(|l| l.error.lock().ok().and_then(|e| e.clone()))
+        .collect();
+    let result = build_result(&sc, &plans, measured, notes);
+    Ok(Ok(LabRun {
+        result,
+        failures,
+        interrupted,
+    }))
+}
+
+/// The distinct values of `it`, in first-seen order.
+pub(super) fn unique<T: PartialEq + Copy>(it: impl Iterator<Item = T>) -> Vec<T> {
+    let mut v: Vec<T> = Vec::new();
+    for x in it {
+        if !v.contains(&x) {
+            v.push(x);
+        }
+    }
+    v
+}

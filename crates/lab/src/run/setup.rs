@@ -1,0 +1,240 @@
+//! A scenario turned into what the lab runs: its policy file, the router's options, the flows'
+//! addresses and route metrics, and notes for what the lab does not reproduce.
+//!
+//! The scenario is the simulator's (`linkshare-sim`), so each of its knobs either maps to a real
+//! one (link delay and device buffer as `linkshare run` options, a flow's `extra_delay` as a
+//! path delay keyed by source address, `init_cwnd`/`min_rto` as route metrics: ip-route(8)) or
+//! is said in a note, never silently dropped. A change the lab must make (a flow moved to
+//! another source address) keeps the class the policy gives the flow.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use linkshare_sim::scenario::FlowKind;
+use linkshare_sim::Scenario;
+
+use crate::testbed;
+use crate::traffic::Plan;
+
+use super::result::class_of;
+use super::{unique, DEFAULT_ORIGIN, DEFAULT_SCENARIO};
+
+/// The scenario and its text; on failure the diagnostics are printed and the exit code returned.
+pub(super) fn load(path: Option<&Path>) -> Result<(Scenario, String), i32> {
+    let (text, origin, base, stem) = match path {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => (
+                t,
+                p.display().to_string(),
+                p.parent().map(Path::to_path_buf).unwrap_or_default(),
+                p.file_stem()
+                    .and_then(|s| s.to_str())
+                    .unwrap_or("scenario")
+                    .to_string(),
+            ),
+            Err(e) => {
+                eprintln!("{}: error: cannot read the scenario: {e}", p.display());
+                return Err(2);
+            }
+        },
+        None => (
+            DEFAULT_SCENARIO.to_string(),
+            DEFAULT_ORIGIN.to_string(),
+            PathBuf::from("scenarios"),
+            "lab-default".to_string(),
+        ),
+    };
+    match Scenario::parse_with(&text, &origin, &base, &stem) {
+        Ok(mut sc) => {
+            if sc.sweep.take().is_some() {
+                eprintln!(
+                    "{origin}: note: the lab runs the file without its [sweep] (one point at a time: copy the point's values into the file)"
+                );
+            }
+            Ok((sc, text))
+        }
+        Err(e) => {
+            for d in &e.diagnostics {
+                if d.line > 0 && d.file == origin {
+                    eprintln!("{}", d.render_with_source(&text));
+                } else {
+                    eprintln!("{d}");
+                }
+            }
+            Err(1)
+        }
+    }
+}
+
+/// The policy file for `linkshare run`: the scenario's `policy = "path"` file, its inline
+/// `[policy]` table written out, or (no policy) one HTB class at the link rate.
+pub(super) fn policy_text(
+    sc: &Scenario,
+    text: &str,
+    base: &Path,
+) -> anyhow::Result<(String, Vec<String>)> {
+    let doc: toml::Table = toml::from_str(text).context("scenario is not TOML")?;
+    match doc.get("policy") {
+        Some(toml::Value::String(p)) => {
+            let path = base.join(p);
+            let t = std::fs::read_to_string(&path)
+                .with_context(|| format!("cannot read the policy {}", path.display()))?;
+            Ok((t, Vec::new()))
+        }
+        Some(toml::Value::Table(t)) => Ok((
+            toml::to_string(t).context("cannot write the inline policy")?,
+            Vec::new(),
+        )),
+        _ => Ok((
+            format!(
+                "qdisc = \"htb\"\ndefault = \"link\"\n[[class]]\nname = \"link\"\nrate = \"{}bit\"\n",
+                sc.link.rate.0
+            ),
+            vec![format!(
+                "the scenario has no policy: the lab shapes the link rate with one HTB class `link` (the simulator uses a pfifo of {} packets)",
+                sc.link.queue
+            )],
+        )),
+    }
+}
+
+/// What the lab does not reproduce, said in the summary.
+pub(super) fn unsupported(sc: &Scenario) -> Vec<String> {
+    let mut notes = Vec::new();
+    if sc.link.timer_hz > 0 || sc.link.clock_hz > 0 {
+        notes.push(
+            "`timer_hz`/`clock_hz` are not applied: linkshare run wakes at exact deadlines".into(),
+        );
+    }
+    if sc.link.overhead != 14 {
+        notes.push(format!(
+            "the routers charge whole Ethernet frames (IP length + 14 bytes, as the kernel's HTB does): `overhead = 14` in the simulator's terms; this scenario has overhead = {}",
+            sc.link.overhead
+        ));
+    }
+    let no_delack: Vec<&str> = sc
+        .flows
+        .iter()
+        .filter(|f| matches!(&f.kind, FlowKind::Tcp(t) if !t.delayed_ack))
+        .map(|f| f.name.as_str())
+        .collect();
+    if !no_delack.is_empty() {
+        notes.push(format!(
+            "`delayed_ack = false` is not reproduced: the kernel's receivers delay ACKs (with Linux's quick-ACK at start) for {}",
+            list(&no_delack)
+        ));
+    }
+    notes
+}
+
+/// Names for a note: all of them up to four, else the first three and how many more.
+fn list(names: &[&str]) -> String {
+    if names.len() <= 4 {
+        names.join(", ")
+    } else {
+        format!("{} and {} more", names[..3].join(", "), names.len() - 3)
+    }
+}
+
+/// `run` options from the scenario: the link's delay as a delay line in each direction, each
+/// flow's `extra_delay` as a path delay on its source address (both directions), the device
+/// buffer. Base RTT of a flow = 2 × (delay + extra_delay), as in the simulator.
+pub(super) fn router_args(sc: &Scenario, plans: &[Plan]) -> Vec<String> {
+    let mut a = Vec::new();
+    if sc.link.delay.0 > 0 {
+        a.push("--emulate".to_string());
+        a.push(format!(
+            "delay={d}ns,reverse_delay={d}ns",
+            d = sc.link.delay.0
+        ));
+    }
+    let paths = unique(
+        plans
+            .iter()
+            .filter(|p| p.spec.extra_delay.0 > 0)
+            .map(|p| (p.src, p.spec.extra_delay.0)),
+    );
+    for (src, d) in paths {
+        a.push("--path-delay".to_string());
+        a.push(format!("{src}={d}ns"));
+    }
+    if sc.link.device_buffer > 0 {
+        a.push("--device-buffer".to_string());
+        a.push(sc.link.device_buffer.to_string());
+    }
+    a
+}
+
+/// The router keys a flow's `extra_delay` by its source address, so flows that share a source
+/// but not an extra delay get their own: the first extra delay of a source keeps the address,
+/// each other one moves to a free address of the same /24 that the policy classifies exactly as
+/// the original (the simulator's class is the one reported). Returns the notes to print.
+pub(super) fn separate_sources(sc: &Scenario, plans: &mut [Plan]) -> anyhow::Result<Vec<String>> {
+    let mut notes = Vec::new();
+    let mut used: Vec<std::net::Ipv4Addr> = plans.iter().flat_map(|p| [p.src, p.dst]).collect();
+    used.extend([testbed::ADDR_A, testbed::ADDR_C]);
+    for src in unique(plans.iter().map(|p| p.src)) {
+        let delays = unique(
+            plans
+                .iter()
+                .filter(|p| p.src == src)
+                .map(|p| p.spec.extra_delay),
+        );
+        for d in delays.into_iter().skip(1) {
+            let idx: Vec<usize> = (0..plans.len())
+                .filter(|&i| plans[i].src == src && plans[i].spec.extra_delay == d)
+                .collect();
+            let same_class = |cand: std::net::Ipv4Addr| {
+                idx.iter().all(|&i| {
+                    let mut moved = plans[i].clone();
+                    moved.spec.src = std::net::IpAddr::V4(cand);
+                    class_of(sc, &moved) == class_of(sc, &plans[i])
+                })
+            };
+            let o = src.octets();
+            let found = (1..=254u8)
+                .map(|h| std::net::Ipv4Addr::new(o[0], o[1], o[2], h))
+                .find(|c| !used.contains(c) && same_class(*c));
+            let names: Vec<&str> = idx.iter().map(|&i| plans[i].spec.name.as_str()).collect();
+            let Some(cand) = found else {
+                anyhow::bail!(
+                    "flows {} share source {src} with other flows but not their extra_delay; the lab keys a path's delay by source address and finds no free address in {src}/24 that the policy classifies the same: give them their own `src`",
+                    list(&names)
+                );
+            };
+            notes.push(format!(
+                "flows {} send from {cand} instead of {src}: their extra_delay ({:.1} ms) differs from the other flows of {src}, and the router keys path delays by source address (the policy classifies {cand} the same)",
+                list(&names),
+                d.as_secs_f64() * 1e3
+            ));
+            used.push(cand);
+            for i in idx {
+                plans[i].src = cand;
+            }
+        }
+    }
+    Ok(notes)
+}
+
+/// `init_cwnd` and `min_rto` of the TCP flows as route metrics in the sender namespace, one
+/// route per destination: (destination, initcwnd, rto_min in ms). Flows to one destination that
+/// disagree get the first flow's values, said in a note.
+pub(super) fn tcp_routes(plans: &[Plan]) -> (Vec<(std::net::Ipv4Addr, u32, u64)>, Vec<String>) {
+    let mut routes: Vec<(std::net::Ipv4Addr, u32, u64, &str)> = Vec::new();
+    let mut notes = Vec::new();
+    for p in plans {
+        let FlowKind::Tcp(t) = &p.spec.kind else {
+            continue;
+        };
+        let ms = t.min_rto.0.div_ceil(1_000_000).max(1);
+        match routes.iter().find(|r| r.0 == p.dst) {
+            Some(r) if (r.1, r.2) != (t.init_cwnd, ms) => notes.push(format!(
+                "flow `{}` runs with init_cwnd {} and min_rto {} ms (those of `{}`, the first TCP flow to {}): the lab sets them per destination route",
+                p.spec.name, r.1, r.2, r.3, p.dst
+            )),
+            Some(_) => {}
+            None => routes.push((p.dst, t.init_cwnd, ms, &p.spec.name)),
+        }
+    }
+    (routes.into_iter().map(|r| (r.0, r.1, r.2)).collect(), notes)
+}

@@ -1,0 +1,203 @@
+//! Tests of a lab run's setup and result, which need no namespace: the scenario's policy, the
+//! router's options, the flows' addresses, route metrics and classes, as `execute` derives them.
+
+use linkshare_sim::Scenario;
+
+use super::result::class_of;
+use super::*;
+
+#[test]
+fn embedded_default_parses_and_has_three_classes() {
+    let sc = Scenario::parse_with(
+        DEFAULT_SCENARIO,
+        DEFAULT_ORIGIN,
+        Path::new("scenarios"),
+        "lab-default",
+    )
+    .unwrap();
+    let (text, notes) = policy_text(&sc, DEFAULT_SCENARIO, Path::new("scenarios")).unwrap();
+    assert!(notes.is_empty());
+    let p = linkshare_config::Policy::parse(&text, "inline").unwrap();
+    let leaves = p.classes().iter().filter(|c| c.parent.is_some()).count();
+    assert_eq!(leaves, 3, "{text}");
+    assert!(sc.duration.as_secs_f64() <= 20.0);
+}
+
+#[test]
+fn no_policy_becomes_one_class_at_link_rate() {
+    let text =
+        "[link]\nrate = \"2mbit\"\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\n";
+    let sc = Scenario::parse(text, "t.toml").unwrap();
+    let (p, notes) = policy_text(&sc, text, Path::new("")).unwrap();
+    assert_eq!(notes.len(), 1);
+    let pol = linkshare_config::Policy::parse(&p, "gen").unwrap();
+    assert_eq!(pol.classes().len(), 1);
+    assert_eq!(
+        class_of(&sc, &Plan::new(&sc.flows[0], 10.0, 1, 0.0).unwrap()),
+        "link"
+    );
+}
+
+#[test]
+fn link_delay_and_buffer_become_run_options() {
+    let text = "[link]\nrate = \"2mbit\"\ndelay = \"20ms\"\ndevice_buffer = 3000\n";
+    let sc = Scenario::parse(text, "t.toml").unwrap();
+    assert_eq!(
+        router_args(&sc, &[]),
+        [
+            "--emulate",
+            "delay=20000000ns,reverse_delay=20000000ns",
+            "--device-buffer",
+            "3000"
+        ]
+    );
+}
+
+fn plans(sc: &Scenario) -> Vec<Plan> {
+    let d = sc.link.delay.as_secs_f64();
+    sc.flows
+        .iter()
+        .map(|f| Plan::new(f, 10.0, 1, d).unwrap())
+        .collect()
+}
+
+/// A 10 Mbit/s link (with `delay`) whose HTB sends `filter_src` to class `low`, the rest to
+/// `other`, followed by `flows`.
+fn two_class_scenario(delay: &str, filter_src: &str, flows: &str) -> Scenario {
+    let text = format!(
+        r#"
+[link]
+rate = "10mbit"
+delay = "{delay}"
+[policy]
+qdisc = "htb"
+default = "other"
+[[policy.class]]
+name = "root"
+rate = "10mbit"
+[[policy.class]]
+name = "low"
+parent = "root"
+rate = "5mbit"
+[[policy.class]]
+name = "other"
+parent = "root"
+rate = "5mbit"
+[[policy.filter]]
+class = "low"
+src = "{filter_src}"
+{flows}"#
+    );
+    match Scenario::parse(&text, "t.toml") {
+        Ok(sc) => sc,
+        Err(e) => panic!("{e}\n{text}"),
+    }
+}
+
+/// Flows that share a source but not an extra delay get their own source address, chosen so
+/// that the policy's address filter still classifies them the same; each source's extra
+/// delay becomes one `--path-delay`.
+#[test]
+fn extra_delays_become_path_delays_on_separate_sources() {
+    let sc = two_class_scenario(
+        "10ms",
+        "10.5.0.0/30",
+        r#"
+[[flow]]
+name = "near"
+kind = "udp"
+rate = "1mbit"
+src = "10.5.0.1"
+[[flow]]
+name = "far"
+kind = "udp"
+rate = "1mbit"
+src = "10.5.0.1"
+extra_delay = "5ms"
+[[flow]]
+name = "ping"
+kind = "ping"
+src = "10.5.0.1"
+extra_delay = "5ms"
+"#,
+    );
+    let mut ps = plans(&sc);
+    let notes = separate_sources(&sc, &mut ps).unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    // 10.5.0.2 is the first free address in the filter's /30.
+    let moved = std::net::Ipv4Addr::new(10, 5, 0, 2);
+    assert_eq!(ps[0].src, std::net::Ipv4Addr::new(10, 5, 0, 1));
+    assert_eq!((ps[1].src, ps[2].src), (moved, moved));
+    for p in &ps {
+        assert_eq!(class_of(&sc, p), "low", "{}", p.spec.name);
+    }
+    assert_eq!(
+        router_args(&sc, &ps),
+        [
+            "--emulate",
+            "delay=10000000ns,reverse_delay=10000000ns",
+            "--path-delay",
+            "10.5.0.2=5000000ns"
+        ]
+    );
+    // Base RTT 2·(10 + 5) ms; receivers drain for twice that, at least 0.5 s.
+    assert!((ps[1].base_rtt - 0.030).abs() < 1e-12);
+    assert_eq!(ps[1].drain(), 0.5);
+}
+
+/// No free address classifies the same: a clear error instead of a silent change of class.
+#[test]
+fn separate_sources_refuses_to_change_a_class() {
+    let sc = two_class_scenario(
+        "0ms",
+        "10.5.0.1/32",
+        r#"
+[[flow]]
+name = "a"
+kind = "udp"
+rate = "1mbit"
+src = "10.5.0.1"
+[[flow]]
+name = "b"
+kind = "udp"
+rate = "1mbit"
+src = "10.5.0.1"
+extra_delay = "5ms"
+"#,
+    );
+    let mut ps = plans(&sc);
+    let e = separate_sources(&sc, &mut ps).unwrap_err().to_string();
+    assert!(e.contains("flows b") && e.contains("own `src`"), "{e}");
+}
+
+#[test]
+fn tcp_knobs_become_one_route_per_destination() {
+    let text = r#"
+[link]
+rate = "10mbit"
+[[flow]]
+name = "a"
+kind = "tcp"
+dst = "10.9.0.1"
+init_cwnd = 4
+min_rto = "50ms"
+[[flow]]
+name = "b"
+kind = "tcp"
+dst = "10.9.0.1"
+[[flow]]
+name = "c"
+kind = "tcp"
+dst = "10.9.0.2"
+"#;
+    let sc = Scenario::parse(text, "t.toml").unwrap();
+    let (routes, notes) = tcp_routes(&plans(&sc));
+    let d1 = std::net::Ipv4Addr::new(10, 9, 0, 1);
+    let d2 = std::net::Ipv4Addr::new(10, 9, 0, 2);
+    assert_eq!(routes, [(d1, 4, 50), (d2, 10, 200)]);
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("`b`") && notes[0].contains("`a`"),
+        "{notes:?}"
+    );
+}

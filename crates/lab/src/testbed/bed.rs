@@ -1,0 +1,235 @@
+//! The testbed itself: three namespaces A, B, C joined by two veth pairs (see the module
+//! comment of [`super`]), with the router in B.
+//!
+//! Names carry the process id and a sequence number, so parallel runs never collide; a build
+//! that fails half-way is undone by the same `Drop` that ends a run (router first, then the
+//! namespaces, which take their veths with them, then the scratch directory).
+
+use std::net::Ipv4Addr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use super::netns::{in_ns, ip, ip_batch, offloads_off, remove_stale, unavailable};
+use super::router::Router;
+use super::signals::interrupted;
+
+/// Prefix of every namespace this module creates; `lslab<pid>x<seq>{a,r,c}`.
+pub(super) const PREFIX: &str = "lslab";
+/// The sender's and the sink's address on the shared segment.
+pub const ADDR_A: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 1);
+pub const ADDR_C: Ipv4Addr = Ipv4Addr::new(10, 77, 0, 2);
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// Three namespaces joined by two veth pairs; see the module comment.
+pub struct Testbed {
+    pub ns_a: String,
+    pub ns_r: String,
+    pub ns_c: String,
+    pub dev_a: String,
+    pub dev_ra: String,
+    pub dev_rc: String,
+    pub dev_c: String,
+    /// Scratch directory (policy file, control socket), removed on drop.
+    pub dir: PathBuf,
+    router: Option<Box<dyn Router>>,
+}
+
+impl Testbed {
+    /// Build the namespaces and links. Fails with the reason when not root or `ip` is missing.
+    pub fn new() -> anyhow::Result<Testbed> {
+        if let Some(why) = unavailable() {
+            bail!("{why}");
+        }
+        remove_stale();
+        let tag = format!(
+            "{PREFIX}{}x{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::SeqCst)
+        );
+        // Interface names are limited to 15 bytes: `l<pid>x<seq>` plus a role letter.
+        let short = format!("l{}x{}", std::process::id(), SEQ.load(Ordering::SeqCst) - 1);
+        let dir = std::env::temp_dir().join(&tag);
+        std::fs::create_dir_all(&dir)
+            .with_context(|| format!("cannot create {}", dir.display()))?;
+        let mut bed = Testbed {
+            ns_a: format!("{tag}a"),
+            ns_r: format!("{tag}r"),
+            ns_c: format!("{tag}c"),
+            dev_a: format!("{short}a"),
+            dev_ra: format!("{short}p"),
+            dev_rc: format!("{short}q"),
+            dev_c: format!("{short}c"),
+            dir,
+            router: None,
+        };
+        let created = bed.build();
+        match created {
+            Ok(()) => Ok(bed),
+            Err(e) => {
+                drop(bed);
+                Err(e)
+            }
+        }
+    }
+
+    fn build(&mut self) -> anyhow::Result<()> {
+        for ns in [&self.ns_a, &self.ns_r, &self.ns_c] {
+            ip(&["netns", "add", ns])?;
+        }
+        ip(&[
+            "link",
+            "add",
+            &self.dev_a,
+            "netns",
+            &self.ns_a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &self.dev_ra,
+            "netns",
+            &self.ns_r,
+        ])?;
+        ip(&[
+            "link",
+            "add",
+            &self.dev_c,
+            "netns",
+            &self.ns_c,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &self.dev_rc,
+            "netns",
+            &self.ns_r,
+        ])?;
+        ip(&[
+            "-n",
+            &self.ns_a,
+            "addr",
+            "add",
+            &format!("{ADDR_A}/24"),
+            "dev",
+            &self.dev_a,
+        ])?;
+        ip(&[
+            "-n",
+            &self.ns_c,
+            "addr",
+            "add",
+            &format!("{ADDR_C}/24"),
+            "dev",
+            &self.dev_c,
+        ])?;
+        for (ns, dev) in [
+            (&self.ns_a, &self.dev_a),
+            (&self.ns_r, &self.dev_ra),
+            (&self.ns_r, &self.dev_rc),
+            (&self.ns_c, &self.dev_c),
+        ] {
+            ip(&["-n", ns, "link", "set", dev, "up"])?;
+            ip(&["-n", ns, "link", "set", "lo", "up"])?;
+            let d = dev.clone();
+            in_ns(ns, move || offloads_off(&d))?;
+        }
+        Ok(())
+    }
+
+    /// Give A the source addresses and C the destination addresses of the flows (as /32 on the
+    /// shared segment, with on-link routes both ways), so a policy's address filters see the
+    /// scenario's addresses.
+    pub fn add_flow_addresses(&self, srcs: &[Ipv4Addr], dsts: &[Ipv4Addr]) -> anyhow::Result<()> {
+        let mut a = Vec::new();
+        let mut c = Vec::new();
+        for s in srcs {
+            if *s != ADDR_A {
+                a.push(format!("addr add {s}/32 dev {}", self.dev_a));
+                c.push(format!("route add {s}/32 dev {}", self.dev_c));
+            }
+        }
+        for d in dsts {
+            if *d != ADDR_C {
+                c.push(format!("addr add {d}/32 dev {}", self.dev_c));
+                a.push(format!("route add {d}/32 dev {}", self.dev_a));
+            }
+        }
+        ip_batch(&self.ns_a, &a)?;
+        ip_batch(&self.ns_c, &c)
+    }
+
+    /// Route metrics for TCP in A, one host route per destination: `(dst, initcwnd, rto_min in
+    /// ms)` — the kernel reads a connection's initial window and minimum RTO from its route.
+    pub fn set_tcp_routes(&self, routes: &[(Ipv4Addr, u32, u64)]) -> anyhow::Result<()> {
+        let lines: Vec<String> = routes
+            .iter()
+            .map(|(d, cwnd, rto)| {
+                format!(
+                    "route replace {d}/32 dev {} initcwnd {cwnd} rto_min {rto}ms",
+                    self.dev_a
+                )
+            })
+            .collect();
+        ip_batch(&self.ns_a, &lines)
+    }
+
+    /// Start `router` in B with `policy`; the testbed owns it from now on and stops it first
+    /// when dropped.
+    pub fn start_router(
+        &mut self,
+        mut router: Box<dyn Router>,
+        policy: &Path,
+    ) -> anyhow::Result<()> {
+        let r = router.start(self, policy);
+        self.router = Some(router);
+        r
+    }
+
+    pub fn router(&mut self) -> Option<&mut (dyn Router + 'static)> {
+        self.router.as_deref_mut()
+    }
+
+    /// Wait until A reaches C through B (neighbours resolved, the router forwarding): UDP
+    /// datagrams from A until one arrives at a socket in C.
+    pub fn wait_reachable(&self) -> anyhow::Result<()> {
+        let sink = in_ns(&self.ns_c, || std::net::UdpSocket::bind((ADDR_C, 5299)))??;
+        sink.set_read_timeout(Some(Duration::from_millis(100)))?;
+        let src = in_ns(&self.ns_a, || std::net::UdpSocket::bind((ADDR_A, 0)))??;
+        let t0 = Instant::now();
+        let mut buf = [0u8; 16];
+        while t0.elapsed() < Duration::from_secs(10) && !interrupted() {
+            src.send_to(b"hello", (ADDR_C, 5299))?;
+            if sink.recv(&mut buf).is_ok() {
+                return Ok(());
+            }
+        }
+        bail!("C is not reachable from A through the router after 10 s")
+    }
+
+    /// Write `text` to `name` in the scratch directory.
+    pub fn write_file(&self, name: &str, text: &str) -> anyhow::Result<PathBuf> {
+        let p = self.dir.join(name);
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
+        Ok(p)
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if let Some(mut r) = self.router.take() {
+            r.stop();
+        }
+        for ns in [&self.ns_a, &self.ns_r, &self.ns_c] {
+            if Path::new(&format!("/var/run/netns/{ns}")).exists() {
+                if let Err(e) = ip(&["netns", "del", ns]) {
+                    eprintln!("warning: {e}");
+                }
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

@@ -1,0 +1,312 @@
+//! What forwards A's frames to C in namespace B: the [`Router`] trait and its two forms.
+//!
+//! [`LinkshareRouter`] is `linkshare run` (the real userspace shaper) started from the current
+//! executable inside B, given `PR_SET_PDEATHSIG` so it dies with the lab even on SIGKILL, and
+//! read through its control socket. [`KernelRouter`] is a Linux bridge, bare or with the
+//! kernel's HTB set up by the `tc -batch` script that `linkshare export tc` writes, and read
+//! with `tc -s` (net/sched/sch_htb.c). Both stop on `Drop`.
+
+use std::os::fd::AsRawFd;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use super::bed::Testbed;
+use super::netns::{ip, open_ns};
+use super::signals::interrupted;
+use super::stats::{numbers, parse_stat, parse_tc_classes, RouterStats};
+
+/// What forwards A's frames to C in namespace B.
+pub trait Router: Send {
+    /// `linkshare` or `kernel-htb`: how the summary names the router.
+    fn name(&self) -> &'static str;
+    /// Start forwarding between `bed.dev_ra` (from A) and `bed.dev_rc` (to C) with `policy`.
+    fn start(&mut self, bed: &Testbed, policy: &Path) -> anyhow::Result<()>;
+    /// The forward direction's counters now.
+    fn stats(&mut self) -> anyhow::Result<RouterStats>;
+    /// Stop forwarding; idempotent, called by the testbed's `Drop` before the namespaces go.
+    fn stop(&mut self);
+    /// The forwarding process, when the router is one (for its CPU time).
+    fn pid(&self) -> Option<u32> {
+        None
+    }
+}
+
+/// `linkshare run` in namespace B, started from the current executable.
+pub struct LinkshareRouter {
+    exe: PathBuf,
+    /// Extra arguments for `run` (`--emulate delay=..`, `--device-buffer N`).
+    pub extra_args: Vec<String>,
+    child: Option<Child>,
+    control: PathBuf,
+}
+
+impl LinkshareRouter {
+    pub fn new(extra_args: Vec<String>) -> anyhow::Result<Self> {
+        let exe = std::env::current_exe().context("cannot find the linkshare executable")?;
+        Ok(LinkshareRouter {
+            exe,
+            extra_args,
+            child: None,
+            control: PathBuf::new(),
+        })
+    }
+}
+
+impl Router for LinkshareRouter {
+    fn name(&self) -> &'static str {
+        "linkshare"
+    }
+
+    fn start(&mut self, bed: &Testbed, policy: &Path) -> anyhow::Result<()> {
+        self.control = bed.dir.join("ctl.sock");
+        let ns = open_ns(&bed.ns_r)?;
+        let ns_fd = ns.as_raw_fd();
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("run")
+            .arg("--policy")
+            .arg(policy)
+            .args(["--dev", &bed.dev_ra, "--dev", &bed.dev_rc, "--control"])
+            .arg(&self.control)
+            .args(&self.extra_args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        // SAFETY: between fork and exec the closure makes only async-signal-safe system calls
+        // (setns, prctl) on an fd that stays open in the parent until spawn returns.
+        unsafe {
+            cmd.pre_exec(move || {
+                if libc::setns(ns_fd, libc::CLONE_NEWNET) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Die with the lab, even if it is killed with SIGKILL.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("cannot start {}", self.exe.display()))?;
+        drop(ns);
+        let stderr = child.stderr.take();
+        self.child = Some(child);
+        // Forward the shaper's messages, and keep its last words for an error.
+        let last = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        if let Some(err) = stderr {
+            let last = last.clone();
+            std::thread::spawn(move || {
+                use std::io::BufRead;
+                for line in std::io::BufReader::new(err).lines().map_while(Result::ok) {
+                    if !line.starts_with("linkshare: running") {
+                        eprintln!("router: {line}");
+                    }
+                    if let Ok(mut l) = last.lock() {
+                        *l = line;
+                    }
+                }
+            });
+        }
+        let t0 = Instant::now();
+        loop {
+            if self.control.exists() && linkshare_router::control::stat(&self.control).is_ok() {
+                return Ok(());
+            }
+            if let Some(ch) = self.child.as_mut() {
+                if let Ok(Some(st)) = ch.try_wait() {
+                    std::thread::sleep(Duration::from_millis(50));
+                    let msg = last.lock().map(|l| l.clone()).unwrap_or_default();
+                    bail!("`linkshare run` in the router namespace exited ({st}): {msg}");
+                }
+            }
+            if t0.elapsed() > Duration::from_secs(10) || interrupted() {
+                bail!("`linkshare run` did not open its control socket within 10 s");
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn pid(&self) -> Option<u32> {
+        self.child_pid()
+    }
+
+    fn stats(&mut self) -> anyhow::Result<RouterStats> {
+        let st = linkshare_router::control::stat(&self.control)?;
+        Ok(parse_stat(&serde_json::to_value(&st)?))
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut ch) = self.child.take() {
+            // SIGTERM: the shaper drains and exits; SIGKILL if it does not within 2 s.
+            if let Ok(pid) = i32::try_from(ch.id()) {
+                // SAFETY: signalling our own child by its pid.
+                unsafe { libc::kill(pid, libc::SIGTERM) };
+            }
+            let t0 = Instant::now();
+            while t0.elapsed() < Duration::from_secs(2) {
+                if let Ok(Some(_)) = ch.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(10));
+            }
+            let _ = ch.kill();
+            let _ = ch.wait();
+        }
+    }
+}
+
+impl LinkshareRouter {
+    fn child_pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
+impl Drop for LinkshareRouter {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// A Linux bridge in namespace B joining its two veths — with [`KernelRouter::htb`], the
+/// policy exported by `linkshare export tc` on the bridge's port towards C (the kernel's HTB and
+/// u32 filters), with [`KernelRouter::bridge`] no shaping at all.
+pub struct KernelRouter {
+    /// The exporter (`export_tc::tc_script`) when shaping; passed in so that this module does
+    /// not depend on the rest of the binary (tests include it on its own).
+    script: Option<ScriptFn>,
+    ns: String,
+    dev: String,
+    /// The policy's classes in file order: class `i` is tc's `1:<i+1>`.
+    classes: Vec<(String, Option<String>, f64, f64)>,
+}
+
+/// Turns a policy into a `tc -batch` script for a device.
+pub type ScriptFn = fn(&linkshare_config::Policy, &str) -> anyhow::Result<String>;
+
+impl KernelRouter {
+    /// The kernel's HTB from the policy, set up by the script `export` writes.
+    pub fn htb(export: ScriptFn) -> Self {
+        KernelRouter {
+            script: Some(export),
+            ns: String::new(),
+            dev: String::new(),
+            classes: Vec::new(),
+        }
+    }
+    /// A plain bridge: the policy is ignored.
+    pub fn bridge() -> Self {
+        KernelRouter {
+            script: None,
+            ns: String::new(),
+            dev: String::new(),
+            classes: Vec::new(),
+        }
+    }
+}
+
+fn tc(args: &[&str]) -> anyhow::Result<String> {
+    let out = Command::new("tc")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("cannot run `tc` (install iproute2)")?;
+    if !out.status.success() {
+        bail!(
+            "`tc {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+impl Router for KernelRouter {
+    fn name(&self) -> &'static str {
+        if self.script.is_some() {
+            "kernel-htb"
+        } else {
+            "bridge"
+        }
+    }
+
+    fn start(&mut self, bed: &Testbed, policy: &Path) -> anyhow::Result<()> {
+        self.ns = bed.ns_r.clone();
+        self.dev = bed.dev_rc.clone();
+        let ns = bed.ns_r.as_str();
+        ip(&["-n", ns, "link", "add", "br0", "type", "bridge"])?;
+        // Forward at once: no STP listening and learning delay.
+        ip(&[
+            "-n",
+            ns,
+            "link",
+            "set",
+            "br0",
+            "type",
+            "bridge",
+            "forward_delay",
+            "0",
+            "stp_state",
+            "0",
+        ])?;
+        ip(&["-n", ns, "link", "set", &bed.dev_ra, "master", "br0"])?;
+        ip(&["-n", ns, "link", "set", &bed.dev_rc, "master", "br0"])?;
+        ip(&["-n", ns, "link", "set", "br0", "up"])?;
+        let Some(export) = self.script else {
+            return Ok(());
+        };
+        let text = std::fs::read_to_string(policy)
+            .with_context(|| format!("cannot read {}", policy.display()))?;
+        let origin = policy.display().to_string();
+        let p = linkshare_config::Policy::parse(&text, &origin)
+            .map_err(|e| anyhow::anyhow!("{}", linkshare_router::render_config_error(&text, &e)))?;
+        self.classes = p
+            .classes()
+            .iter()
+            .map(|c| {
+                (
+                    c.name.clone(),
+                    c.parent.clone(),
+                    c.rate.bits_per_sec() as f64,
+                    c.ceil.bits_per_sec() as f64,
+                )
+            })
+            .collect();
+        let script = export(&p, &bed.dev_rc)?;
+        let file = bed.dir.join("policy.tc");
+        std::fs::write(&file, script)
+            .with_context(|| format!("cannot write {}", file.display()))?;
+        let file = file.display().to_string();
+        tc(&["-n", ns, "-batch", &file]).context("the kernel refused the exported policy")?;
+        Ok(())
+    }
+
+    fn stats(&mut self) -> anyhow::Result<RouterStats> {
+        let mut st = RouterStats {
+            kind: if self.script.is_some() { "htb" } else { "none" }.into(),
+            ..RouterStats::default()
+        };
+        if self.script.is_none() {
+            return Ok(st);
+        }
+        let classes = tc(&["-n", &self.ns, "-s", "class", "show", "dev", &self.dev])?;
+        st.classes = parse_tc_classes(&classes, &self.classes);
+        let qdisc = tc(&["-n", &self.ns, "-s", "qdisc", "show", "dev", &self.dev])?;
+        // The root HTB's line: "Sent B bytes P pkt (dropped D, overlimits O requeues R)".
+        if let Some(sent) = qdisc.lines().find(|l| l.trim_start().starts_with("Sent")) {
+            let w = numbers(sent);
+            st.dequeued_bytes = w.first().copied().unwrap_or(0);
+            st.dequeued_packets = w.get(1).copied().unwrap_or(0);
+            let dropped = w.get(2).copied().unwrap_or(0);
+            st.overlimits = w.get(3).copied().unwrap_or(0);
+            st.drops.insert("dropped".into(), dropped);
+            st.enqueued_packets = st.dequeued_packets + dropped;
+        }
+        Ok(st)
+    }
+
+    fn stop(&mut self) {
+        // The bridge and the qdisc go with the namespace.
+    }
+}
