@@ -52,6 +52,7 @@ impl<P: Packet> Htb<P> {
             cl.ctokens = clamp_debt(refill(ctokens, idle, ceil, np.cbuffer), np.ceil);
             cl.t_c = now.0;
             self.cold[n as usize] = counters;
+            self.giants[n as usize] = old.giants[c];
             let (mode, until) = self.mode_at(n, now.0);
             self.change_mode(n, old_key, mode, until);
             // Taking over a throttled class is not a new overlimit event.

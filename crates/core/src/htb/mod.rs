@@ -90,8 +90,10 @@
 //! * **hot**: 64 bytes, one cache line ([`Class`]: buckets, time of the last charge, parent,
 //!   profile and inner indexes, DRR deficits, queue head/tail/length/bytes, level, kind, mode,
 //!   active prios) — what enqueue, dequeue and the charge read and write;
-//! * **cold**: 36 bytes of counters ([`Counters`]: bytes and packets sent, drops, overlimits,
-//!   lends, borrows, giants), written by the charge, read by `stat`, carried over by adopt;
+//! * **cold**: 32 bytes of counters ([`Counters`]: bytes and packets sent, drops, overlimits,
+//!   lends, borrows; aligned so that one line holds them), written by the charge, read by
+//!   `stat`, carried over by adopt; 4 bytes more of `giants` (written only for a packet bigger
+//!   than the burst);
 //! * **per profile**: 56 bytes ([`Profile`]: rate, ceil, burst and cburst in bytes and
 //!   nano-bits, quantum, FIFO limit, prio), one per distinct configuration, shared by every
 //!   class configured alike (a million subscribers on ten plans: ten profiles);
@@ -267,8 +269,9 @@ const _: () = assert!(std::mem::size_of::<Class>() == 64);
 const _: () = assert!(std::mem::size_of::<Profile>() == 56);
 
 /// The cold per-class state: counters, written once per packet by the charge and read by `stat`.
-/// 36 bytes (`packed(4)`: the two 64-bit counters need no 8-byte alignment, which would cost 4).
-#[repr(C, packed(4))]
+/// 32 bytes, aligned to 32 so that the charge's writes stay within one cache line. (`giants`,
+/// counted at enqueue and only for packets bigger than the burst, is kept apart: `Htb::giants`.)
+#[repr(C, align(32))]
 #[derive(Copy, Clone, Default)]
 struct Counters {
     sent_bytes: u64,
@@ -278,10 +281,9 @@ struct Counters {
     overlimits: u32,
     lends: u32,
     borrows: u32,
-    giants: u32,
 }
 
-const _: () = assert!(std::mem::size_of::<Counters>() == 36);
+const _: () = assert!(std::mem::size_of::<Counters>() == 32);
 
 /// Ask the CPU to bring `x`'s cache line in (no effect on results; no fault on any address).
 #[inline(always)]
@@ -305,15 +307,13 @@ fn prefetch_ptr(x: *const u8) {
 }
 
 impl<P: Packet> Htb<P> {
-    /// Bring in what the charge of class `c` touches: its record and its counters (which may
-    /// straddle two lines). Nothing for an id out of range (NIL).
+    /// Bring in what the charge of class `c` touches: its record and its counters. Nothing for
+    /// an id out of range (NIL).
     #[inline(always)]
     fn prefetch_class(&self, c: u32) {
         if let (Some(cl), Some(k)) = (self.classes.get(c as usize), self.cold.get(c as usize)) {
             prefetch(cl);
-            let start = (k as *const Counters).cast::<u8>();
-            prefetch_ptr(start);
-            prefetch_ptr(start.wrapping_add(std::mem::size_of::<Counters>() - 1));
+            prefetch(k);
         }
     }
 }
@@ -342,6 +342,8 @@ pub struct Htb<P: Packet> {
     classes: Vec<Class>,
     /// Per-class counters, by class id.
     cold: Vec<Counters>,
+    /// Per class: packets bigger than its burst (32-bit, wrapping, like `tc_htb_xstats`).
+    giants: Vec<u32>,
     /// Distinct read-only class parameters, shared.
     profiles: Vec<Profile>,
     /// All class names, concatenated; class `i` is `names[name_end[i-1]..name_end[i]]`.
@@ -473,6 +475,7 @@ impl<P: Packet> Htb<P> {
         Ok(Htb {
             classes,
             cold: vec![Counters::default(); n],
+            giants: vec![0; n],
             profiles,
             names,
             name_end,

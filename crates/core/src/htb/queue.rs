@@ -35,8 +35,8 @@ impl<P: Packet> Htb<P> {
         };
         let len = pkt.len();
         if len > self.prof(c).burst {
-            let k = &mut self.cold[c as usize];
-            k.giants = k.giants.wrapping_add(1);
+            let g = &mut self.giants[c as usize];
+            *g = g.wrapping_add(1);
         }
         let was_empty = self.leaf_backlog(c).packets == 0;
         let res = if self.classes[c as usize].kind == LeafKind::Boxed {
@@ -65,8 +65,8 @@ impl<P: Packet> Htb<P> {
     /// Enqueue a burst: packet `i` of `pkts` into leaf `classes[i]` (as [`Self::enqueue_to`]),
     /// leaving `pkts` empty; refused packets go to `refused`. Returns how many were accepted.
     ///
-    /// Before enqueuing anything it prefetches the class record of every leaf, then the record of
-    /// each leaf's parent, its list link and its queue's tail slot, so a burst of
+    /// Before enqueuing anything it prefetches the class record and counters of every leaf, then
+    /// those of each leaf's parent, its list link and its queue's tail slot, so a burst of
     /// `k` packets into cold classes waits for about one round of cache misses instead of `k`
     /// (and the dequeue and charge that follow find those records in cache). This is what DPDK's
     /// `rte_sched_port_enqueue` does with prefetches.
@@ -77,17 +77,12 @@ impl<P: Packet> Htb<P> {
         now: Time,
         refused: &mut Vec<Dropped<P>>,
     ) -> usize {
-        // Enqueue touches the hot records only (counters are the charge's business).
         for &c in classes {
-            if let Some(cl) = self.classes.get(c as usize) {
-                prefetch(cl);
-            }
+            self.prefetch_class(c);
         }
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
-                if let Some(p) = self.classes.get(cl.parent as usize) {
-                    prefetch(p);
-                }
+                self.prefetch_class(cl.parent);
                 if let Some(l) = self.links.get(c as usize) {
                     prefetch(l);
                 }

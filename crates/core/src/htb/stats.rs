@@ -14,6 +14,7 @@ impl<P: Packet> Htb<P> {
         use std::mem::size_of;
         self.classes.capacity() * size_of::<Class>()
             + self.cold.capacity() * size_of::<Counters>()
+            + self.giants.capacity() * 4
             + self.profiles.capacity() * size_of::<Profile>()
             + self.names.capacity()
             + self.name_end.capacity() * 4
@@ -29,7 +30,7 @@ impl<P: Packet> Htb<P> {
     pub fn class_stats(&self, id: ClassId) -> Option<ClassStats> {
         self.classes
             .get(id as usize)
-            .map(|c| self.cold[id as usize].stats(self.leaf_marked(c)))
+            .map(|c| self.cold[id as usize].stats(self.giants[id as usize], self.leaf_marked(c)))
     }
 
     /// ECN marks of a class's leaf qdisc (inline FIFOs never mark).
@@ -195,7 +196,7 @@ impl<P: Packet> Htb<P> {
                 mode: cl.mode,
                 tokens: Self::nbits_to_bytes(cl.tokens),
                 ctokens: Self::nbits_to_bytes(cl.ctokens),
-                stats: k.stats(self.leaf_marked(cl)),
+                stats: k.stats(self.giants[c as usize], self.leaf_marked(cl)),
                 backlog,
                 avgidle_ns: None,
                 leaf_drops,
@@ -206,7 +207,7 @@ impl<P: Packet> Htb<P> {
 
 impl Counters {
     /// The counters as `stat` shows them, with the leaf qdisc's ECN marks.
-    fn stats(self, marked: u64) -> ClassStats {
+    fn stats(self, giants: u32, marked: u64) -> ClassStats {
         ClassStats {
             sent: Counter {
                 packets: self.sent_packets,
@@ -216,7 +217,7 @@ impl Counters {
             overlimits: self.overlimits as u64,
             lends: self.lends as u64,
             borrows: self.borrows as u64,
-            giants: self.giants as u64,
+            giants: giants as u64,
             marked,
         }
     }
