@@ -104,9 +104,9 @@
 //! * per queued packet, one slot of the shared pool (`size_of::<P>()` + 4 bytes, rounded).
 //!
 //! A librte_sched-shaped tree of 1,048,576 leaves (1,114,114 classes, 16 leaves per inner class,
-//! names `c0`…`c1114113`) is ≈ 131 bytes per class (64 + 36 + 8 + 11 of lists and links for the
-//! inner classes, 11 of name): 146 MB (it was 163 bytes with the 128-byte record of counters and
-//! parameters and a kept order).
+//! names `c0`…`c1114113`) is ≈ 131 bytes per class (64 + 32 + 4 + 8 + 11 of lists and links for
+//! the inner classes, 12 of name): 146 MB (it was 163 bytes with the 128-byte record of counters
+//! and parameters and a kept order).
 
 //! ## Layout
 //! This file holds the records and the [`Discipline`] hooks; by concern: `tokens` (buckets,
