@@ -105,21 +105,7 @@ impl ClassTree {
                 return Err(TreeError::TooDeep { class: i });
             }
         }
-        // Depth first, parents before children, siblings in index order.
-        let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
-        let mut roots = Vec::new();
-        for (c, p) in parents.iter().enumerate() {
-            match p {
-                None => roots.push(c as u32),
-                Some(p) => children[*p as usize].push(c as u32),
-            }
-        }
-        let mut order = Vec::with_capacity(n);
-        let mut stack: Vec<u32> = roots.into_iter().rev().collect();
-        while let Some(c) = stack.pop() {
-            order.push(c);
-            stack.extend(children[c as usize].iter().rev());
-        }
+        let order = depth_first_order(parents);
         Ok(ClassTree {
             parent: parents.to_vec(),
             depth,
@@ -194,6 +180,28 @@ impl ClassTree {
         }
         height
     }
+}
+
+/// Depth first, parents before children, siblings in index order, of a tree already checked
+/// by [`ClassTree::new`] (for a scheduler that recomputes it when asked rather than keep it).
+/// Parents out of range are taken as roots.
+pub fn depth_first_order(parents: &[Option<ClassId>]) -> Vec<u32> {
+    let n = parents.len();
+    let mut children: Vec<Vec<u32>> = vec![Vec::new(); n];
+    let mut roots = Vec::new();
+    for (c, p) in parents.iter().enumerate() {
+        match p {
+            Some(p) if (*p as usize) < n => children[*p as usize].push(c as u32),
+            _ => roots.push(c as u32),
+        }
+    }
+    let mut order = Vec::with_capacity(n);
+    let mut stack: Vec<u32> = roots.into_iter().rev().collect();
+    while let Some(c) = stack.pop() {
+        order.push(c);
+        stack.extend(children[c as usize].iter().rev());
+    }
+    order
 }
 
 #[cfg(test)]

@@ -42,27 +42,22 @@ impl<P: Packet> Htb<P> {
             };
             report.kept.push(old.name(c as u32).to_string());
             let o = &old.classes[c];
+            let op = old.prof(c as u32);
             let idle = now.0.saturating_sub(o.t_c).min(MAX_IDLE_NS);
-            let (tokens, rate, ctokens, ceil) = (o.tokens, o.rate, o.ctokens, o.ceil);
-            let (sent_bytes, sent_packets) = (o.sent_bytes, o.sent_packets);
-            let (drops, overlimits, lends, borrows, giants) =
-                (o.drops, o.overlimits, o.lends, o.borrows, o.giants);
+            let (tokens, rate, ctokens, ceil) = (o.tokens, op.rate, o.ctokens, op.ceil);
+            let counters = old.cold[c];
             let old_key = self.wait_key(n);
+            let np = *self.prof(n);
             let cl = &mut self.classes[n as usize];
-            cl.tokens = clamp_debt(refill(tokens, idle, rate, cl.buffer()), cl.rate);
-            cl.ctokens = clamp_debt(refill(ctokens, idle, ceil, cl.cbuffer()), cl.ceil);
+            cl.tokens = clamp_debt(refill(tokens, idle, rate, np.buffer), np.rate);
+            cl.ctokens = clamp_debt(refill(ctokens, idle, ceil, np.cbuffer), np.ceil);
             cl.t_c = now.0;
-            cl.sent_bytes = sent_bytes;
-            cl.sent_packets = sent_packets;
-            cl.drops = drops;
-            cl.overlimits = overlimits;
-            cl.lends = lends;
-            cl.borrows = borrows;
-            cl.giants = giants;
+            self.cold[n as usize] = counters;
+            self.giants[n as usize] = old.giants[c];
             let (mode, until) = self.mode_at(n, now.0);
             self.change_mode(n, old_key, mode, until);
             // Taking over a throttled class is not a new overlimit event.
-            self.classes[n as usize].overlimits = overlimits;
+            self.cold[n as usize].overlimits = counters.overlimits;
         }
         for c in added {
             report.added.push(self.name(c).to_string());
@@ -75,9 +70,10 @@ impl<P: Packet> Htb<P> {
             let mut moved = Counter::default();
             pkts.iter().for_each(|p| moved.add(p.len()));
             // A leaf qdisc kept by name continues its own counters (drops by reason, marks).
-            let (oq, nq) = (old.classes[c].q, target.map(|n| self.classes[n as usize].q));
-            if let (LeafKind::Boxed, Some(nq)) = (oq.kind(), nq) {
-                if nq.kind() == LeafKind::Boxed {
+            let (oc, nc) = (&old.classes[c], target.map(|n| &self.classes[n as usize]));
+            let (oq, nq) = (oc.q, nc.map(|n| (n.kind, n.q)));
+            if let (LeafKind::Boxed, Some((nkind, nq))) = (oc.kind, nq) {
+                if nkind == LeafKind::Boxed {
                     let prior = *old.boxed[oq.head as usize].stats();
                     let leaf = &mut self.boxed[nq.head as usize];
                     leaf.stats_mut().continue_from(&prior, moved);
@@ -106,7 +102,7 @@ impl<P: Packet> Htb<P> {
     /// Put back a packet that was already counted as enqueued (by `adopt`).
     pub(super) fn requeue(&mut self, c: u32, pkt: P, now: Time, report: &mut AdoptReport) {
         let was_empty = self.leaf_backlog(c).packets == 0;
-        let res = if self.classes[c as usize].q.kind() == LeafKind::Boxed {
+        let res = if self.classes[c as usize].kind == LeafKind::Boxed {
             let b = self.classes[c as usize].q.head as usize;
             self.boxed[b].enqueue(pkt, now)
         } else {
@@ -121,8 +117,8 @@ impl<P: Packet> Htb<P> {
             }
             Err(d) => {
                 report.dropped_packets += 1;
-                let cl = &mut self.classes[c as usize];
-                cl.drops = cl.drops.wrapping_add(1);
+                let k = &mut self.cold[c as usize];
+                k.drops = k.drops.wrapping_add(1);
                 self.books.drop_victim(d);
             }
         }

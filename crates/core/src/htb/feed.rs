@@ -101,7 +101,7 @@ impl<P: Packet> Htb<P> {
     }
 
     pub(super) fn activate_leaf(&mut self, c: u32) {
-        let prio = self.classes[c as usize].prio;
+        let prio = self.prof(c).prio;
         self.classes[c as usize].active = 1 << prio;
         self.activate_prios(c, 1 << prio);
     }
@@ -235,24 +235,20 @@ impl<P: Packet> Htb<P> {
             let n1 = self.links[leaf as usize].next;
             if (n1 as usize) < self.classes.len() {
                 let c1 = &self.classes[n1 as usize];
-                c1.prefetch();
+                self.prefetch_class(n1);
                 if let Some(slot) = self.pool.get(c1.q.head as usize) {
                     prefetch(slot);
                 }
-                if let Some(p) = self.classes.get(c1.parent as usize) {
-                    p.prefetch();
-                }
+                self.prefetch_class(c1.parent);
                 let n2 = self.links[n1 as usize].next;
                 if (n2 as usize) < self.classes.len() {
-                    self.classes[n2 as usize].prefetch();
+                    self.prefetch_class(n2);
                     prefetch(&self.links[n2 as usize]);
                 }
             }
             let cl = &self.classes[leaf as usize];
-            if let Some(p) = self.classes.get(cl.parent as usize) {
-                p.prefetch();
-            }
-            let (out, now_empty, wait_until) = match cl.q.kind() {
+            self.prefetch_class(cl.parent);
+            let (out, now_empty, wait_until) = match cl.kind {
                 LeafKind::Pfifo | LeafKind::Bfifo => {
                     let p = self.fifo_pop(leaf);
                     (p, self.classes[leaf as usize].q.len == 0, None)
@@ -275,12 +271,13 @@ impl<P: Packet> Htb<P> {
                 Some(pkt) => {
                     let len = pkt.len();
                     let cl = &mut self.classes[leaf as usize];
+                    let quantum = self.profiles[cl.profile as usize].quantum;
                     let d = &mut cl.deficit[usize::from(level > 0)];
                     // Saturating: with quantum ≤ QUANTUM_LIMIT the deficit stays far from
                     // the bounds; a giant packet must not wrap it either.
                     *d = d.saturating_sub(i32::try_from(len).unwrap_or(i32::MAX));
                     if *d < 0 {
-                        *d = d.saturating_add(i32::try_from(cl.quantum).unwrap_or(i32::MAX));
+                        *d = d.saturating_add(i32::try_from(quantum).unwrap_or(i32::MAX));
                         self.advance_cursor(lid);
                     }
                     if now_empty {

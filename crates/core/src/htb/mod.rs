@@ -64,7 +64,7 @@
 //! So the 64-bit arithmetic gives bit for bit what unbounded integers give (the former `i128`
 //! code), at a fraction of the cost (`htb_props` checks rates and conservation).
 //!
-//! ## Complexity, in classes and in flows
+//! ## Complexity per packet, in classes and in flows
 //! With `n` classes, depth `d ≤ 8`, 8 priorities, `a` active (backlogged) leaves and `w` throttled
 //! classes (not `CanSend`):
 //! * enqueue: O(1) into the leaf's FIFO, plus O(d) list operations when the leaf becomes active;
@@ -77,20 +77,36 @@
 //! Idle classes sit in no list, row or wait queue: nothing per packet depends on them, nor on `n`
 //! or `a` (round robin moves a cursor). Flows are not a dimension of HTB itself: a leaf's queue is
 //! a FIFO or a boxed qdisc (SFQ, FQ-CoDel), whose own complexity applies per leaf. What does grow
-//! with `n` is the memory touched at random: with a million classes each packet's leaf, parent
-//! and queue slot are cache (and TLB) misses. [`Htb::enqueue_burst_to`] prefetches a whole burst's
-//! records before touching them, and dequeue prefetches the next leaf of the list being served,
-//! so those misses overlap instead of adding up (`linkshare bench sched`, BENCHMARKS.md).
+//! with `n` is the memory touched at random. Per packet: at enqueue, the leaf's hot record and
+//! its queue's tail slot; at dequeue, the hot record and counters of the leaf and of each
+//! ancestor charged (`d` of each), the head slot, and the profiles (few, shared, so cached). With
+//! a million classes the leaf's lines are cache (and TLB) misses; [`Htb::enqueue_burst_to`]
+//! prefetches a whole burst's records before touching them, and dequeue prefetches the next
+//! leaves of the list being served, so those misses overlap instead of adding up
+//! (`linkshare bench sched`, BENCHMARKS.md).
 //!
 //! ## Memory per class
-//! * 128 bytes of class record (two cache lines: the charge's, then queue, DRR and counters);
-//! * 8 bytes of list link per leaf; an inner class has 8 links and 8 lists (one per prio):
-//!   196 bytes more;
-//! * the name's bytes in one shared arena, 4 bytes of name index, 4 bytes of tree order;
+//! Hot, cold and shared, as librte_sched splits its pipes from their profiles:
+//! * **hot**: 64 bytes, one cache line ([`Class`]: buckets, time of the last charge, parent,
+//!   profile and inner indexes, DRR deficits, queue head/tail/length/bytes, level, kind, mode,
+//!   active prios) — what enqueue, dequeue and the charge read and write;
+//! * **cold**: 32 bytes of counters ([`Counters`]: bytes and packets sent, drops, overlimits,
+//!   lends, borrows; aligned so that one line holds them), written by the charge, read by
+//!   `stat`, carried over by adopt; 4 bytes more of `giants` (written only for a packet bigger
+//!   than the burst);
+//! * **per profile**: 56 bytes ([`Profile`]: rate, ceil, burst and cburst in bytes and
+//!   nano-bits, quantum, FIFO limit, prio), one per distinct configuration, shared by every
+//!   class configured alike (a million subscribers on ten plans: ten profiles);
+//! * 8 bytes of list link per leaf; an inner class has 8 links and 8 lists (one per prio) and
+//!   its entry in `inner`: 196 bytes more;
+//! * the name's bytes in one shared arena and 4 bytes of name index (the depth-first order is
+//!   recomputed by `stat` rather than kept);
 //! * per queued packet, one slot of the shared pool (`size_of::<P>()` + 4 bytes, rounded).
 //!
-//! A librte_sched-shaped tree of 1,048,576 leaves (1,114,114 classes, 16 leaves per inner class)
-//! is ≈ 163 bytes per class; measured resident with the build's transient allocations, 180.
+//! A librte_sched-shaped tree of 1,048,576 leaves (1,114,114 classes, 16 leaves per inner class,
+//! names `c0`…`c1114113`) is ≈ 131 bytes per class (64 + 32 + 4 + 8 + 11 of lists and links for
+//! the inner classes, 12 of name): 146 MB (it was 163 bytes with the 128-byte record of counters
+//! and parameters and a kept order).
 
 //! ## Layout
 //! This file holds the records and the [`Discipline`] hooks; by concern: `tokens` (buckets,
@@ -113,7 +129,7 @@ mod tokens;
 pub use crate::qdisc::adopt::AdoptReport;
 pub use spec::*;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
@@ -167,7 +183,8 @@ struct Link {
 }
 
 /// What queue a class has.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(u8)]
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
 enum LeafKind {
     /// An inner class: no queue.
     None,
@@ -179,124 +196,131 @@ enum LeafKind {
     Boxed,
 }
 
-/// The queue of a leaf: an inline FIFO threaded through the shared packet pool (no allocation
-/// per class), or (kind `Boxed`) the index of a boxed qdisc in `head`.
-///
-/// The kind of queue is kept in the top two bits of `limit_kind` (limits are below 2³⁰).
+/// The queue state of a leaf: an inline FIFO threaded through the shared packet pool (no
+/// allocation per class), or (kind `Boxed`) the index of a boxed qdisc in `head`. Its kind is in
+/// the class record, its limit in the class's [`Profile`].
 #[derive(Copy, Clone, Debug)]
 struct LeafQ {
     head: u32,
     tail: u32,
     len: u32,
     bytes: u32,
-    limit_kind: u32,
 }
-
-const LIMIT_MASK: u32 = (1 << 30) - 1;
 
 impl LeafQ {
-    fn new(kind: LeafKind, limit: u32) -> LeafQ {
-        let tag = match kind {
-            LeafKind::None => 0,
-            LeafKind::Pfifo => 1,
-            LeafKind::Bfifo => 2,
-            LeafKind::Boxed => 3,
-        };
-        LeafQ {
-            head: NIL,
-            tail: NIL,
-            len: 0,
-            bytes: 0,
-            limit_kind: (tag << 30) | limit.min(LIMIT_MASK),
-        }
-    }
-    fn kind(&self) -> LeafKind {
-        match self.limit_kind >> 30 {
-            0 => LeafKind::None,
-            1 => LeafKind::Pfifo,
-            2 => LeafKind::Bfifo,
-            _ => LeafKind::Boxed,
-        }
-    }
-    fn limit(&self) -> u32 {
-        self.limit_kind & LIMIT_MASK
-    }
+    const EMPTY: LeafQ = LeafQ {
+        head: NIL,
+        tail: NIL,
+        len: 0,
+        bytes: 0,
+    };
 }
 
-/// Per-class state: 128 bytes, two cache lines, laid out by hand (`repr(C)`). The first line
-/// holds everything the charge and the mode need (buckets, rates, parent, level, mode); the
-/// second the queue, the DRR state and the counters. Tokens are in nano-bits (see the module
-/// docs); bucket sizes are `burst × 8 × 10⁹`.
-#[repr(C, align(64))]
-struct Class {
+/// Largest inline FIFO limit (packets or bytes); larger limits are capped to it.
+const LIMIT_MASK: u32 = (1 << 30) - 1;
+
+/// What a class is configured with and never changes while it runs: shared by every class
+/// configured alike (librte_sched's pipe profiles), so a million subscribers on a handful of
+/// plans cost a handful of profiles. Interned by [`Htb::new`]; a class holds its index.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+struct Profile {
     rate: u64,
     ceil: u64,
+    /// `burst`/`cburst` in nano-bits: below `TOKEN_BOUND` because both are ≤ `BURST_LIMIT`.
+    buffer: i64,
+    cbuffer: i64,
+    burst: u32,
+    cburst: u32,
+    quantum: u32,
+    /// Inline FIFO limit (packets or bytes as the class's kind says), ≤ [`LIMIT_MASK`].
+    limit: u32,
+    prio: u8,
+}
+
+/// The hot per-class state: what enqueue, dequeue and the charge touch, in one cache line
+/// (64 bytes, `repr(C)`, checked below). Read-only parameters are in the class's [`Profile`],
+/// counters in [`Counters`] (`Htb::cold`). Tokens are in nano-bits (see the module docs).
+#[repr(C, align(64))]
+struct Class {
     tokens: i64,
     ctokens: i64,
     /// Time of the last charge (tokens are as of `t_c`).
     t_c: u64,
     parent: u32,
-    burst: u32,
-    cburst: u32,
+    /// Index into `Htb::profiles`.
+    profile: u32,
     /// Index into `inner` for inner classes, NIL for leaves.
     inner: u32,
-    quantum: u32,
-    level: u8,
-    prio: u8,
-    mode: ClassMode,
-    /// Prios this class is active at (a leaf: its prio if backlogged; an inner class: prios of
-    /// its non-empty feeds).
-    active: u8,
-    sent_bytes: u64,
-    sent_packets: u64,
     /// DRR deficits: `[0]` when sending on its own rate (level 0), `[1]` when borrowing. Linux
     /// keeps one per level; two suffice because a leaf competes with one set of classes when it
     /// is under its rate and another when it borrows, and keeping them apart stops the traffic a
     /// class sends on its own rate from eating its share of what it borrows.
     deficit: [i32; 2],
     q: LeafQ,
+    level: u8,
+    kind: LeafKind,
+    mode: ClassMode,
+    /// Prios this class is active at (a leaf: its prio if backlogged; an inner class: prios of
+    /// its non-empty feeds).
+    active: u8,
+}
+
+const _: () = assert!(std::mem::size_of::<Class>() == 64);
+const _: () = assert!(std::mem::size_of::<Profile>() == 56);
+
+/// The cold per-class state: counters, written once per packet by the charge and read by `stat`.
+/// 32 bytes, aligned to 32 so that the charge's writes stay within one cache line. (`giants`,
+/// counted at enqueue and only for packets bigger than the burst, is kept apart: `Htb::giants`.)
+#[repr(C, align(32))]
+#[derive(Copy, Clone, Default)]
+struct Counters {
+    sent_bytes: u64,
+    sent_packets: u64,
     /// 32-bit, wrapping, like Linux's `tc_stats` and `tc_htb_xstats`.
     drops: u32,
     overlimits: u32,
     lends: u32,
     borrows: u32,
-    giants: u32,
 }
+
+const _: () = assert!(std::mem::size_of::<Counters>() == 32);
 
 /// Ask the CPU to bring `x`'s cache line in (no effect on results; no fault on any address).
 #[inline(always)]
 fn prefetch<T>(x: &T) {
+    prefetch_ptr((x as *const T).cast::<u8>())
+}
+
+/// [`prefetch`] for an address (never dereferenced).
+#[inline(always)]
+fn prefetch_ptr(x: *const u8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: a prefetch is a hint; it never faults and reads nothing observable. SSE is part of
     // the x86_64 baseline.
     #[allow(unused_unsafe)]
     unsafe {
         use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>((x as *const T).cast::<i8>());
+        _mm_prefetch::<_MM_HINT_T0>(x.cast::<i8>());
     }
     #[cfg(not(target_arch = "x86_64"))]
     let _ = x;
 }
 
-impl Class {
-    /// Bring both lines of the record in.
+impl<P: Packet> Htb<P> {
+    /// Bring in what the charge of class `c` touches: its record and its counters. Nothing for
+    /// an id out of range (NIL).
     #[inline(always)]
-    fn prefetch(&self) {
-        prefetch(&self.tokens);
-        prefetch(&self.sent_bytes);
+    fn prefetch_class(&self, c: u32) {
+        if let (Some(cl), Some(k)) = (self.classes.get(c as usize), self.cold.get(c as usize)) {
+            prefetch(cl);
+            prefetch(k);
+        }
     }
+}
 
-    /// `burst` in nano-bits: below `TOKEN_BOUND` because `burst ≤ BURST_LIMIT` (checked by `new`).
-    #[inline]
-    fn buffer(&self) -> i64 {
-        self.burst as i64 * NBITS_PER_BYTE
-    }
-    #[inline]
-    fn cbuffer(&self) -> i64 {
-        self.cburst as i64 * NBITS_PER_BYTE
-    }
+impl Class {
     fn is_leaf(&self) -> bool {
-        self.q.kind() != LeafKind::None
+        self.kind != LeafKind::None
     }
 }
 
@@ -314,7 +338,14 @@ struct Inner {
 
 /// The HTB qdisc. See the module documentation.
 pub struct Htb<P: Packet> {
+    /// Hot per-class records (one cache line each).
     classes: Vec<Class>,
+    /// Per-class counters, by class id.
+    cold: Vec<Counters>,
+    /// Per class: packets bigger than its burst (32-bit, wrapping, like `tc_htb_xstats`).
+    giants: Vec<u32>,
+    /// Distinct read-only class parameters, shared.
+    profiles: Vec<Profile>,
     /// All class names, concatenated; class `i` is `names[name_end[i-1]..name_end[i]]`.
     names: String,
     name_end: Vec<u32>,
@@ -323,8 +354,6 @@ pub struct Htb<P: Packet> {
     boxed: Vec<Box<dyn Qdisc<P>>>,
     /// Per boxed leaf: its `marked` count already added to ours (marks add up like drops).
     marks_seen: Vec<u64>,
-    /// Visiting order: parents before children.
-    order: Vec<u32>,
     inner: Vec<Inner>,
     /// All lists: rows first (`level * NUM_PRIO + prio`), then feeds (`ROWS + inner * NUM_PRIO + prio`).
     lists: Vec<List>,
@@ -376,6 +405,8 @@ impl<P: Packet> Htb<P> {
 
         let mut inner = Vec::new();
         let mut classes = Vec::with_capacity(n);
+        let mut profiles: Vec<Profile> = Vec::new();
+        let mut profile_ids: HashMap<Profile, u32> = HashMap::new();
         let mut names = String::new();
         let mut name_end = Vec::with_capacity(n);
         let mut boxed: Vec<Box<dyn Qdisc<P>>> = Vec::new();
@@ -392,60 +423,66 @@ impl<P: Packet> Htb<P> {
             } else {
                 NIL
             };
-            let q = if is_inner {
-                LeafQ::new(LeafKind::None, 0)
+            let mut q = LeafQ::EMPTY;
+            let (kind, limit) = if is_inner {
+                (LeafKind::None, 0)
             } else {
                 match s.leaf {
-                    LeafSpec::Fifo(FifoLimit::Packets(l)) => LeafQ::new(LeafKind::Pfifo, l),
-                    LeafSpec::Fifo(FifoLimit::Bytes(l)) => LeafQ::new(LeafKind::Bfifo, l),
+                    LeafSpec::Fifo(FifoLimit::Packets(l)) => (LeafKind::Pfifo, l),
+                    LeafSpec::Fifo(FifoLimit::Bytes(l)) => (LeafKind::Bfifo, l),
                     LeafSpec::Qdisc(b) => {
-                        let mut q = LeafQ::new(LeafKind::Boxed, 0);
                         q.head = boxed.len() as u32;
                         boxed.push(b);
-                        q
+                        (LeafKind::Boxed, 0)
                     }
                 }
             };
             names.push_str(&s.name);
             name_end.push(names.len() as u32);
-            classes.push(Class {
+            let profile = Profile {
                 rate: s.rate.0,
                 ceil: s.ceil.0,
-                tokens: nbits(s.burst as u64),
-                ctokens: nbits(s.cburst as u64),
-                t_c: 0,
-                parent: s.parent.unwrap_or(NIL),
-                inner: inner_idx,
-                quantum: s.quantum,
-                deficit: [0; 2],
+                buffer: nbits(s.burst as u64),
+                cbuffer: nbits(s.cburst as u64),
                 burst: s.burst,
                 cburst: s.cburst,
-                sent_bytes: 0,
-                sent_packets: 0,
-                drops: 0,
-                overlimits: 0,
-                lends: 0,
-                borrows: 0,
-                giants: 0,
+                quantum: s.quantum,
+                limit: limit.min(LIMIT_MASK),
+                prio: s.prio,
+            };
+            let pid = *profile_ids.entry(profile).or_insert_with(|| {
+                profiles.push(profile);
+                (profiles.len() - 1) as u32
+            });
+            classes.push(Class {
+                tokens: profile.buffer,
+                ctokens: profile.cbuffer,
+                t_c: 0,
+                parent: s.parent.unwrap_or(NIL),
+                profile: pid,
+                inner: inner_idx,
+                deficit: [0; 2],
                 q,
                 level,
-                prio: s.prio,
+                kind,
                 mode: ClassMode::CanSend,
                 active: 0,
             });
         }
-        let tree_order = tree.into_order();
         let n_inner = inner.len();
         names.shrink_to_fit();
+        profiles.shrink_to_fit();
         Ok(Htb {
             classes,
+            cold: vec![Counters::default(); n],
+            giants: vec![0; n],
+            profiles,
             names,
             name_end,
             pool: Vec::new(),
             free: NIL,
             marks_seen: vec![0; boxed.len()],
             boxed,
-            order: tree_order,
             inner,
             lists: vec![List::EMPTY; ROWS + n_inner * NUM_PRIO],
             links: vec![
@@ -505,6 +542,24 @@ impl<P: Packet> Htb<P> {
     /// Current mode of a class (as of its last charge or mode change).
     pub fn class_mode(&self, id: ClassId) -> Option<ClassMode> {
         self.classes.get(id as usize).map(|c| c.mode)
+    }
+
+    /// The profile of class `c`.
+    #[inline(always)]
+    fn prof(&self, c: u32) -> &Profile {
+        &self.profiles[self.classes[c as usize].profile as usize]
+    }
+
+    /// Class ids depth first, parents before children, siblings in index order (as
+    /// [`ClassTree`] orders them). Recomputed when asked (the control path) rather than kept:
+    /// 4 bytes a class.
+    fn tree_order(&self) -> Vec<u32> {
+        let parents: Vec<Option<ClassId>> = self
+            .classes
+            .iter()
+            .map(|c| (c.parent != NIL).then_some(c.parent))
+            .collect();
+        crate::tree::depth_first_order(&parents)
     }
 }
 

@@ -34,12 +34,12 @@ impl<P: Packet> Htb<P> {
             _ => self.default,
         };
         let len = pkt.len();
-        let cl = &mut self.classes[c as usize];
-        if len > cl.burst {
-            cl.giants = cl.giants.wrapping_add(1);
+        if len > self.prof(c).burst {
+            let g = &mut self.giants[c as usize];
+            *g = g.wrapping_add(1);
         }
         let was_empty = self.leaf_backlog(c).packets == 0;
-        let res = if self.classes[c as usize].q.kind() == LeafKind::Boxed {
+        let res = if self.classes[c as usize].kind == LeafKind::Boxed {
             let b = self.classes[c as usize].q.head as usize;
             self.boxed[b].enqueue(pkt, now)
         } else {
@@ -54,8 +54,8 @@ impl<P: Packet> Htb<P> {
                 Ok(())
             }
             Err(d) => {
-                let cl = &mut self.classes[c as usize];
-                cl.drops = cl.drops.wrapping_add(1);
+                let k = &mut self.cold[c as usize];
+                k.drops = k.drops.wrapping_add(1);
                 self.collect_victims(c);
                 Err(d)
             }
@@ -65,8 +65,8 @@ impl<P: Packet> Htb<P> {
     /// Enqueue a burst: packet `i` of `pkts` into leaf `classes[i]` (as [`Self::enqueue_to`]),
     /// leaving `pkts` empty; refused packets go to `refused`. Returns how many were accepted.
     ///
-    /// Before enqueuing anything it prefetches the class record of every leaf, then the record of
-    /// each leaf's parent, its list link and its queue's tail slot, so a burst of
+    /// Before enqueuing anything it prefetches the class record and counters of every leaf, then
+    /// those of each leaf's parent, its list link and its queue's tail slot, so a burst of
     /// `k` packets into cold classes waits for about one round of cache misses instead of `k`
     /// (and the dequeue and charge that follow find those records in cache). This is what DPDK's
     /// `rte_sched_port_enqueue` does with prefetches.
@@ -78,15 +78,11 @@ impl<P: Packet> Htb<P> {
         refused: &mut Vec<Dropped<P>>,
     ) -> usize {
         for &c in classes {
-            if let Some(cl) = self.classes.get(c as usize) {
-                cl.prefetch();
-            }
+            self.prefetch_class(c);
         }
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
-                if let Some(p) = self.classes.get(cl.parent as usize) {
-                    p.prefetch();
-                }
+                self.prefetch_class(cl.parent);
                 if let Some(l) = self.links.get(c as usize) {
                     prefetch(l);
                 }
@@ -110,7 +106,7 @@ impl<P: Packet> Htb<P> {
     /// qdisc drops while draining (CoDel's AQM still runs) is counted and goes to `victims`.
     pub(super) fn drain_leaf(&mut self, c: u32, now: Time) -> Vec<P> {
         let mut out = Vec::new();
-        if self.classes[c as usize].q.kind() == LeafKind::Boxed {
+        if self.classes[c as usize].kind == LeafKind::Boxed {
             let b = self.classes[c as usize].q.head as usize;
             out = self.boxed[b].drain(now);
             self.collect_victims(c);
@@ -126,7 +122,7 @@ impl<P: Packet> Htb<P> {
     /// Move packets a leaf qdisc dropped after accepting them into our outbox, with counters.
     #[inline]
     pub(super) fn collect_victims(&mut self, c: u32) {
-        if self.classes[c as usize].q.kind() == LeafKind::Boxed {
+        if self.classes[c as usize].kind == LeafKind::Boxed {
             self.collect_boxed_victims(c);
         }
     }
@@ -135,9 +131,10 @@ impl<P: Packet> Htb<P> {
     #[inline(never)]
     pub(super) fn collect_boxed_victims(&mut self, c: u32) {
         let cl = &mut self.classes[c as usize];
+        let k = &mut self.cold[c as usize];
         let q = &mut self.boxed[cl.q.head as usize];
         while let Some(d) = q.take_dropped() {
-            cl.drops = cl.drops.wrapping_add(1);
+            k.drops = k.drops.wrapping_add(1);
             self.books.drop_victim(d);
         }
         let seen = &mut self.marks_seen[cl.q.head as usize];
@@ -155,11 +152,12 @@ impl<P: Packet> Htb<P> {
         let len = pkt.len();
         let cl = &self.classes[c as usize];
         let q = cl.q;
-        let full = match cl.q.kind() {
+        let limit = self.profiles[cl.profile as usize].limit;
+        let full = match cl.kind {
             LeafKind::Bfifo => {
-                (q.bytes as u64 + len as u64 > q.limit() as u64).then_some(DropReason::ByteLimit)
+                (q.bytes as u64 + len as u64 > limit as u64).then_some(DropReason::ByteLimit)
             }
-            _ => (q.len >= q.limit() || q.bytes as u64 + len as u64 > u32::MAX as u64)
+            _ => (q.len >= limit || q.bytes as u64 + len as u64 > u32::MAX as u64)
                 .then_some(DropReason::QueueLimit),
         };
         if let Some(reason) = full {
@@ -221,7 +219,7 @@ impl<P: Packet> Htb<P> {
             return Backlog::default();
         }
         let cl = &self.classes[c as usize];
-        match cl.q.kind() {
+        match cl.kind {
             LeafKind::Pfifo | LeafKind::Bfifo => Backlog {
                 packets: cl.q.len as u64,
                 bytes: cl.q.bytes as u64,

@@ -13,12 +13,14 @@ impl<P: Packet> Htb<P> {
     pub fn memory_bytes(&self) -> usize {
         use std::mem::size_of;
         self.classes.capacity() * size_of::<Class>()
+            + self.cold.capacity() * size_of::<Counters>()
+            + self.giants.capacity() * 4
+            + self.profiles.capacity() * size_of::<Profile>()
             + self.names.capacity()
             + self.name_end.capacity() * 4
             + self.pool.capacity() * size_of::<Slot<P>>()
             + self.boxed.capacity() * size_of::<Box<dyn Qdisc<P>>>()
             + self.marks_seen.capacity() * 8
-            + self.order.capacity() * 4
             + self.inner.capacity() * size_of::<Inner>()
             + self.lists.capacity() * size_of::<List>()
             + self.links.capacity() * size_of::<Link>()
@@ -26,23 +28,14 @@ impl<P: Packet> Htb<P> {
 
     /// The counters of one class.
     pub fn class_stats(&self, id: ClassId) -> Option<ClassStats> {
-        self.classes.get(id as usize).map(|c| ClassStats {
-            sent: Counter {
-                packets: c.sent_packets,
-                bytes: c.sent_bytes,
-            },
-            drops: c.drops as u64,
-            overlimits: c.overlimits as u64,
-            lends: c.lends as u64,
-            borrows: c.borrows as u64,
-            giants: c.giants as u64,
-            marked: self.leaf_marked(c),
-        })
+        self.classes
+            .get(id as usize)
+            .map(|c| self.cold[id as usize].stats(self.giants[id as usize], self.leaf_marked(c)))
     }
 
     /// ECN marks of a class's leaf qdisc (inline FIFOs never mark).
     pub(super) fn leaf_marked(&self, cl: &Class) -> u64 {
-        match cl.q.kind() {
+        match cl.kind {
             LeafKind::Boxed => self.boxed[cl.q.head as usize].stats().marked,
             _ => 0,
         }
@@ -158,10 +151,13 @@ impl<P: Packet> Htb<P> {
                 }
             }
         }
-        for &c in &self.order {
+        for c in self.tree_order() {
             let cl = &self.classes[c as usize];
+            let pr = self.prof(c);
+            let k = self.cold[c as usize];
+            let drops = k.drops as u64;
             let mut leaf_drops = DropCounts::default();
-            match cl.q.kind() {
+            match cl.kind {
                 LeafKind::Boxed => {
                     let s = self.boxed[cl.q.head as usize].stats();
                     leaf_drops = s.refused;
@@ -174,14 +170,14 @@ impl<P: Packet> Htb<P> {
                 LeafKind::Pfifo => leaf_drops.add_counter(
                     DropReason::QueueLimit,
                     Counter {
-                        packets: cl.drops as u64,
+                        packets: drops,
                         bytes: 0,
                     },
                 ),
                 LeafKind::Bfifo => leaf_drops.add_counter(
                     DropReason::ByteLimit,
                     Counter {
-                        packets: cl.drops as u64,
+                        packets: drops,
                         bytes: 0,
                     },
                 ),
@@ -194,28 +190,35 @@ impl<P: Packet> Htb<P> {
                 id: c,
                 level: cl.level,
                 is_leaf: cl.is_leaf(),
-                rate: Rate(cl.rate),
-                ceil: Rate(cl.ceil),
-                prio: cl.prio,
+                rate: Rate(pr.rate),
+                ceil: Rate(pr.ceil),
+                prio: pr.prio,
                 mode: cl.mode,
                 tokens: Self::nbits_to_bytes(cl.tokens),
                 ctokens: Self::nbits_to_bytes(cl.ctokens),
-                stats: ClassStats {
-                    sent: Counter {
-                        packets: cl.sent_packets,
-                        bytes: cl.sent_bytes,
-                    },
-                    drops: cl.drops as u64,
-                    overlimits: cl.overlimits as u64,
-                    lends: cl.lends as u64,
-                    borrows: cl.borrows as u64,
-                    giants: cl.giants as u64,
-                    marked: self.leaf_marked(cl),
-                },
+                stats: k.stats(self.giants[c as usize], self.leaf_marked(cl)),
                 backlog,
                 avgidle_ns: None,
                 leaf_drops,
             });
+        }
+    }
+}
+
+impl Counters {
+    /// The counters as `stat` shows them, with the leaf qdisc's ECN marks.
+    fn stats(self, giants: u32, marked: u64) -> ClassStats {
+        ClassStats {
+            sent: Counter {
+                packets: self.sent_packets,
+                bytes: self.sent_bytes,
+            },
+            drops: self.drops as u64,
+            overlimits: self.overlimits as u64,
+            lends: self.lends as u64,
+            borrows: self.borrows as u64,
+            giants: giants as u64,
+            marked,
         }
     }
 }

@@ -36,8 +36,8 @@ impl<P: Packet> Htb<P> {
             return;
         }
         if new != ClassMode::CanSend {
-            let cl = &mut self.classes[c as usize];
-            cl.overlimits = cl.overlimits.wrapping_add(1);
+            let k = &mut self.cold[c as usize];
+            k.overlimits = k.overlimits.wrapping_add(1);
         }
         let active = self.classes[c as usize].active;
         if active != 0 {
@@ -56,29 +56,36 @@ impl<P: Packet> Htb<P> {
         let cl = &self.classes[c as usize];
         match cl.mode {
             ClassMode::CanSend => None,
-            ClassMode::CantSend => Some(cl.t_c.saturating_add(ceil_div(-cl.ctokens, cl.ceil))),
-            ClassMode::MayBorrow => Some(cl.t_c.saturating_add(ceil_div(-cl.tokens, cl.rate))),
+            ClassMode::CantSend => {
+                let ceil = self.prof(c).ceil;
+                Some(cl.t_c.saturating_add(ceil_div(-cl.ctokens, ceil)))
+            }
+            ClassMode::MayBorrow => {
+                let rate = self.prof(c).rate;
+                Some(cl.t_c.saturating_add(ceil_div(-cl.tokens, rate)))
+            }
         }
     }
 
     /// Mode of class `c` at `now` from its buckets, and when that mode ends if not `CanSend`.
     pub(super) fn mode_at(&self, c: u32, now: u64) -> (ClassMode, u64) {
         let cl = &self.classes[c as usize];
+        let pr = self.prof(c);
         // A clock that stands still or goes backwards is tolerated: tokens are as of `t_c`.
         let base = now.max(cl.t_c);
         let idle = now.saturating_sub(cl.t_c).min(MAX_IDLE_NS);
-        let ct = refill(cl.ctokens, idle, cl.ceil, cl.cbuffer());
+        let ct = refill(cl.ctokens, idle, pr.ceil, pr.cbuffer);
         if ct < 0 {
             return (
                 ClassMode::CantSend,
-                base.saturating_add(ceil_div(-ct, cl.ceil)),
+                base.saturating_add(ceil_div(-ct, pr.ceil)),
             );
         }
-        let t = refill(cl.tokens, idle, cl.rate, cl.buffer());
+        let t = refill(cl.tokens, idle, pr.rate, pr.buffer);
         if t < 0 {
             return (
                 ClassMode::MayBorrow,
-                base.saturating_add(ceil_div(-t, cl.rate)),
+                base.saturating_add(ceil_div(-t, pr.rate)),
             );
         }
         (ClassMode::CanSend, now)
@@ -93,31 +100,33 @@ impl<P: Packet> Htb<P> {
         while c != NIL {
             let old_key = self.wait_key(c);
             let cl = &mut self.classes[c as usize];
+            let pr = &self.profiles[cl.profile as usize];
+            let k = &mut self.cold[c as usize];
             let idle = now.saturating_sub(cl.t_c).min(MAX_IDLE_NS);
-            let t = refill(cl.tokens, idle, cl.rate, cl.buffer());
+            let t = refill(cl.tokens, idle, pr.rate, pr.buffer);
             if cl.level >= level {
                 if cl.level == level {
-                    cl.lends = cl.lends.wrapping_add(1);
+                    k.lends = k.lends.wrapping_add(1);
                 }
-                cl.tokens = clamp_debt(t.saturating_sub(cost), cl.rate);
+                cl.tokens = clamp_debt(t.saturating_sub(cost), pr.rate);
             } else {
-                cl.borrows = cl.borrows.wrapping_add(1);
-                cl.tokens = clamp_debt(t, cl.rate);
+                k.borrows = k.borrows.wrapping_add(1);
+                cl.tokens = clamp_debt(t, pr.rate);
             }
-            let ct = refill(cl.ctokens, idle, cl.ceil, cl.cbuffer());
-            cl.ctokens = clamp_debt(ct.saturating_sub(cost), cl.ceil);
+            let ct = refill(cl.ctokens, idle, pr.ceil, pr.cbuffer);
+            cl.ctokens = clamp_debt(ct.saturating_sub(cost), pr.ceil);
             cl.t_c = now.max(cl.t_c);
-            cl.sent_bytes += len as u64;
-            cl.sent_packets += 1;
+            k.sent_bytes += len as u64;
+            k.sent_packets += 1;
             let parent = cl.parent;
             // The buckets are as of `t_c` now, so the mode follows from their signs; `mode_at`
             // would compute the same. A class that was and stays `CanSend` is in no wait queue
             // and needs no re-hooking: the common case costs nothing more.
             let (mode, until) = if cl.ctokens < 0 {
-                let until = cl.t_c.saturating_add(ceil_div(-cl.ctokens, cl.ceil));
+                let until = cl.t_c.saturating_add(ceil_div(-cl.ctokens, pr.ceil));
                 (ClassMode::CantSend, until)
             } else if cl.tokens < 0 {
-                let until = cl.t_c.saturating_add(ceil_div(-cl.tokens, cl.rate));
+                let until = cl.t_c.saturating_add(ceil_div(-cl.tokens, pr.rate));
                 (ClassMode::MayBorrow, until)
             } else {
                 (ClassMode::CanSend, now)
