@@ -93,7 +93,7 @@ impl PacketMeta {
 
 /// A packet as the schedulers see it.
 #[allow(clippy::len_without_is_empty)] // a packet is never empty; `len` is its accounted size
-pub trait Packet: 'static {
+pub trait Packet: Send + 'static {
     fn meta(&self) -> &PacketMeta;
     /// Bytes accounted for scheduling.
     fn len(&self) -> u32 {

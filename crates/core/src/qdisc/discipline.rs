@@ -220,9 +220,9 @@ pub(crate) mod sealed {
     pub trait Sealed<P> {}
 }
 
-impl<P: Packet, D: Discipline<P>> sealed::Sealed<P> for D {}
+impl<P: Packet, D: Discipline<P> + Send> sealed::Sealed<P> for D {}
 
-impl<P: Packet, D: Discipline<P>> Qdisc<P> for D {
+impl<P: Packet, D: Discipline<P> + Send> Qdisc<P> for D {
     #[inline]
     fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
         account_enqueue(self, pkt, now)

@@ -279,7 +279,7 @@ impl QdiscStats {
 /// It is implemented once, for every [`Discipline`] (see [`discipline`]): the counters and the
 /// victims are kept there, around the discipline's hooks, so every implementation conserves
 /// packets by construction. The trait is sealed: a new scheduler implements [`Discipline`].
-pub trait Qdisc<P: Packet>: discipline::sealed::Sealed<P> {
+pub trait Qdisc<P: Packet>: discipline::sealed::Sealed<P> + Send {
     /// Offer a packet. `Err` hands back the offered packet when it is refused.
     fn enqueue(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>>;
     /// Take the next packet to transmit, if any may go at `now`.
