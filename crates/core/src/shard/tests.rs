@@ -5,14 +5,37 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::benchkit::BenchPacket;
 use crate::classify::Classifier;
 use crate::htb::{HtbClassSpec, HtbParams};
+use crate::packet::{Packet, PacketMeta};
 use crate::qdisc::{Dequeued, Qdisc};
 use crate::units::{Rate, Time, NS_PER_SEC};
 
+/// A test packet: only its length matters.
+#[derive(Debug)]
+struct TestPacket {
+    len: u32,
+    meta: PacketMeta,
+}
+
+fn pkt(len: u32) -> TestPacket {
+    TestPacket {
+        len,
+        meta: PacketMeta::default(),
+    }
+}
+
+impl Packet for TestPacket {
+    fn meta(&self) -> &PacketMeta {
+        &self.meta
+    }
+    fn len(&self) -> u32 {
+        self.len
+    }
+}
+
 /// root (rate) → one child per entry of `kids` (rate, ceil = root), leaf FIFOs.
-fn tree(root: Rate, kids: &[Rate]) -> Vec<HtbClassSpec<BenchPacket>> {
+fn tree(root: Rate, kids: &[Rate]) -> Vec<HtbClassSpec<TestPacket>> {
     let p = HtbParams::default();
     let mut v = vec![HtbClassSpec::new("root", None, root, root, &p)];
     for (i, &r) in kids.iter().enumerate() {
@@ -21,7 +44,7 @@ fn tree(root: Rate, kids: &[Rate]) -> Vec<HtbClassSpec<BenchPacket>> {
     v
 }
 
-fn sharded(root: Rate, kids: &[Rate], n: usize) -> ShardedHtb<BenchPacket> {
+fn sharded(root: Rate, kids: &[Rate], n: usize) -> ShardedHtb<TestPacket> {
     let specs = tree(root, kids);
     let cfg = ShardConfig::new(n);
     match ShardedHtb::new(
@@ -37,11 +60,10 @@ fn sharded(root: Rate, kids: &[Rate], n: usize) -> ShardedHtb<BenchPacket> {
 
 /// Keep the classes in `busy` backlogged and send on a link of rate `link` for `secs`; returns
 /// bytes sent per class of the whole tree.
-fn run(q: &mut ShardedHtb<BenchPacket>, busy: &[u32], link: Rate, secs: u64, len: u32) -> Vec<u64> {
+fn run(q: &mut ShardedHtb<TestPacket>, busy: &[u32], link: Rate, secs: u64, len: u32) -> Vec<u64> {
     let mut sent = vec![0u64; q.map().classes()];
     let mut now = 0u64;
     let end = secs * NS_PER_SEC;
-    let mut id = 0u32;
     let mut steps = 0u64;
     while now < end {
         steps += 1;
@@ -49,8 +71,7 @@ fn run(q: &mut ShardedHtb<BenchPacket>, busy: &[u32], link: Rate, secs: u64, len
         for &c in busy {
             let (s, l) = q.map().locate(c).unwrap_or((0, 0));
             while q.shards()[s].htb().leaf_backlog(l).packets < 8 {
-                id = id.wrapping_add(1);
-                assert!(q.enqueue_to(c, BenchPacket { len, id }, Time(now)).is_ok());
+                assert!(q.enqueue_to(c, pkt(len), Time(now)).is_ok());
             }
         }
         match q.dequeue(Time(now)) {
@@ -106,7 +127,7 @@ fn placement_errors_are_reported() {
         Err(ShardError::BadCount(0))
     ));
     // Several roots: nothing to share, and a shard left empty is an error.
-    let two_roots: Vec<HtbClassSpec<BenchPacket>> = vec![
+    let two_roots: Vec<HtbClassSpec<TestPacket>> = vec![
         HtbClassSpec::new("a", None, Rate::mbit(1), Rate::mbit(1), &p),
         HtbClassSpec::new("b", None, Rate::mbit(1), Rate::mbit(1), &p),
     ];
@@ -121,7 +142,7 @@ fn hash_placement_is_stable_under_reordering() {
     let p = HtbParams::default();
     let names = ["alice", "bob", "carol", "dave", "erin"];
     let place = |order: &[usize]| {
-        let mut v = vec![HtbClassSpec::<BenchPacket>::new(
+        let mut v = vec![HtbClassSpec::<TestPacket>::new(
             "root",
             None,
             Rate::mbit(10),
@@ -154,7 +175,7 @@ fn hash_placement_is_stable_under_reordering() {
 }
 
 /// The bound of the module docs, in bytes: `P + N(Q + L)`.
-fn bound(q: &ShardedHtb<BenchPacket>, n: u64, len: u64) -> u64 {
+fn bound(q: &ShardedHtb<TestPacket>, n: u64, len: u64) -> u64 {
     let p = q.pool().map_or(0, |p| p.cap() as u64) / (8 * NS_PER_SEC);
     p + n * (DEFAULT_LEASE_BYTES as u64 + len)
 }
@@ -257,10 +278,10 @@ fn shards_are_send_and_tokens_are_conserved_across_threads() {
                 // Shards 0 and 1 busy, 2 and 3 idle (they only tick): each on its own clock.
                 let mut now = 0u64;
                 let mut sent = 0u64;
-                for k in 0..200_000u32 {
+                for _ in 0..200_000u32 {
                     if i < 2 {
                         while s.htb().leaf_backlog(1).packets < 4 {
-                            let _ = s.enqueue_to(1, BenchPacket { len: 1000, id: k }, Time(now));
+                            let _ = s.enqueue_to(1, pkt(1000), Time(now));
                         }
                         match s.dequeue(Time(now)) {
                             Dequeued::Packet(p) => sent += p.len as u64,
