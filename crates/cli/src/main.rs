@@ -1,6 +1,7 @@
 //! The `linkshare` command line.
 
 mod bench_sched;
+mod bench_workers;
 mod check;
 mod class_edit;
 mod compare_cmd;
