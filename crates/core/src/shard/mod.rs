@@ -1,4 +1,4 @@
-//! A sharded HTB: the class tree cut below the root into N shards, each a plain [`Htb`] that one
+//! A sharded HTB: the class tree cut below the root into N shards, each a plain [`Htb`](crate::htb::Htb) that one
 //! thread owns, the root's rate shared between them by lock-free token exchange.
 //!
 //! ## What it promises
@@ -6,7 +6,7 @@
 //! 004 measured 8 CPUs slower than 4 behind it). Here the **top-level subtrees** (the children of
 //! the root; each subscriber or customer is usually one) are placed on shards
 //! ([`Placement`]: by a hash of the subtree's name, round robin, or an explicit list), and a shard
-//! is an ordinary [`Htb`] holding its subtrees under a local copy of the root. Inside a shard
+//! is an ordinary [`Htb`](crate::htb::Htb) holding its subtrees under a local copy of the root. Inside a shard
 //! everything is HTB as in [`crate::htb`]: rates, ceils, priorities, quanta, exact accounting.
 //! A classifier step maps a class of the whole tree to `(shard, class in the shard)`
 //! ([`ShardMap`]), so a driver steers each packet to the thread that owns its class.
@@ -51,6 +51,11 @@
 //! backlogged. With the defaults (`Q = 4 × MTU`, `P` = the root's `cburst`) and a 10 Mbit/s root
 //! over 10 s, two shards: `P + N(Q + L) = 2,750 + 2 × 7,500 = 17,750` bytes, 0.14 % of the
 //! 12.5 MB sent. The simulator's tests check these bounds.
+//!
+//! Sizing: an idle shard deposits what it minted since its last poll at once, so `P` should hold
+//! `R·T` or the cap clips it (`C`, counted) and a busy shard borrows less than the whole root.
+//! The default `P`, the root's `cburst`, is at least 1 ms of `R` ([`crate::htb::default_burst`]):
+//! drivers poll idle shards at least every millisecond.
 //!
 //! ## Differences from one HTB, on purpose
 //! * Spare bandwidth is split between **shards** equally (through `ρ_s`) and then by whoever
