@@ -6,7 +6,8 @@
 //! criterion benches); this command only parses options, times the run with the monotonic
 //! clock, measures the memory the tree took (resident set before and after building it, which
 //! includes what the build left in the allocator, and the scheduler's own count of its heap) and
-//! prints Mpps and ns per packet, or one JSON object with `--json`.
+//! prints Mpps and ns per packet, or one JSON object with `--json`. `--workers N` runs the sharded
+//! HTB on N threads instead (`bench_workers`).
 
 use std::time::Instant;
 
@@ -80,6 +81,11 @@ pub struct SchedArgs {
     /// Print one JSON object
     #[arg(long)]
     pub json: bool,
+    /// HTB only: cut the tree into N shards below the root (at least N subports) and run them
+    /// on N threads, each with its own packet stream; prints the aggregate and its ratio to the
+    /// same tree on one worker
+    #[arg(long, value_name = "N")]
+    pub workers: Option<u32>,
 }
 
 /// Resident set size of this process in bytes (Linux), 0 if unknown.
@@ -109,6 +115,22 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
         PatternArg::Random => Pattern::Random,
         PatternArg::Rr => Pattern::RoundRobin,
     };
+    if let Some(w) = a.workers {
+        if !matches!(a.qdisc, QdiscArg::Htb) {
+            anyhow::bail!("--workers shards HTB only (use --qdisc htb)");
+        }
+        let wa = crate::bench_workers::WorkersArgs {
+            levels: a.levels,
+            leaves: a.leaves,
+            subports: a.subports,
+            backlog: a.backlog,
+            burst: a.burst,
+            packets: a.packets,
+            warmup: a.warmup,
+            json: a.json,
+        };
+        return crate::bench_workers::run(&wa, w, pattern);
+    }
     let rss0 = rss_bytes();
     let t0 = Instant::now();
     match a.qdisc {

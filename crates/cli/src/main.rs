@@ -1,6 +1,7 @@
 //! The `linkshare` command line.
 
 mod bench_sched;
+mod bench_workers;
 mod check;
 mod class_edit;
 mod compare_cmd;
@@ -60,6 +61,10 @@ enum Command {
         /// write its full report; 0 runs the file without its sweep
         #[arg(long, value_name = "N")]
         point: Option<usize>,
+        /// Run an HTB policy through the sharded scheduler (linkshare_core::shard): top-level classes
+        /// placed round robin on N shards sharing the root's rate (deterministic, one thread)
+        #[arg(long, value_name = "N")]
+        workers: Option<u32>,
     },
     /// Shape real traffic: a bump-in-the-wire between two Linux interfaces
     Run(router_cmds::RunArgs),
@@ -145,11 +150,13 @@ fn main() {
             out,
             json,
             point,
+            workers,
         } => report(sim_cmd::run(
             scenario.as_deref(),
             out.as_deref(),
             *json,
             *point,
+            *workers,
         )),
         Command::Run(a) => report(router_cmds::run(a)),
         Command::Stat(a) => report(router_cmds::stat(a)),

@@ -1,10 +1,14 @@
-//! `linkshare sim [SCENARIO] [--out DIR] [--json]`: run a scenario in the simulator.
+//! `linkshare sim [SCENARIO] [--out DIR] [--json] [--workers N]`: run a scenario in the simulator.
 //!
 //! Without SCENARIO it runs the embedded default, `scenarios/two-agency.toml` (Floyd & Jacobson's
 //! two-agency link sharing, with HTB). It prints a table on the terminal and writes the report
 //! (`summary.json`, `timeseries.csv`, plots, `report.html`) into DIR, by default
 //! `out/<scenario name>` under the current directory. With `--json` the summary goes to stdout as
 //! JSON instead of the table, and files are written only if `--out` is given.
+//!
+//! `--workers N` runs the policy through the sharded HTB (`linkshare_core::shard`): its top-level
+//! classes placed round robin on N shards that share the root's rate by token exchange, served
+//! in a fixed order from one thread, so the run stays deterministic.
 //!
 //! A progress bar is drawn on stderr when the run takes longer than a second and stderr is a
 //! terminal.
@@ -38,6 +42,7 @@ pub fn run(
     out: Option<&Path>,
     json: bool,
     point: Option<usize>,
+    workers: Option<u32>,
 ) -> anyhow::Result<i32> {
     let loaded = match scenario {
         Some(path) => {
@@ -64,6 +69,21 @@ pub fn run(
             return Ok(EXIT_FAILED);
         }
     };
+    if let Some(w) = workers {
+        if w == 0 || w as usize > linkshare_core::shard::MAX_SHARDS {
+            eprintln!(
+                "error: --workers must be 1..={}, got {w}",
+                linkshare_core::shard::MAX_SHARDS
+            );
+            return Ok(EXIT_FAILED);
+        }
+        sc.workers = w;
+        if let Some(s) = sc.sweep.as_mut() {
+            for p in &mut s.points {
+                p.scenario.workers = w;
+            }
+        }
+    }
     if let Some(w) = sc
         .policy
         .as_ref()

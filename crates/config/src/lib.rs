@@ -46,6 +46,7 @@ use linkshare_core::cbq::{self, Cbq, CbqClassSpec, CbqParams};
 use linkshare_core::classify::{ClassId, Classifier, FilterSpec};
 use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
 use linkshare_core::qdisc::drr::{Drr, DrrClassSpec, DrrParams};
+use linkshare_core::shard::{ShardConfig, ShardedHtb};
 use linkshare_core::units::Rate;
 use linkshare_core::{Packet, Qdisc};
 
@@ -560,6 +561,46 @@ impl Policy {
 
     /// Build the HTB scheduler itself (for callers that need HTB-specific access).
     pub fn build_htb<P: Packet + 'static>(&self) -> Result<Htb<P>, ConfigError> {
+        let (params, specs, classifier) = self.htb_parts::<P>()?;
+        Htb::new(params, specs, classifier).map_err(|e| {
+            self.build_error(
+                format!("the scheduler rejected the policy: {e}"),
+                "this is a bug in linkshare's checks: please report it with the policy file",
+            )
+        })
+    }
+
+    /// Build the HTB tree cut into shards below its root ([`linkshare_core::shard`]), for
+    /// drivers with several workers and for `linkshare sim --workers N`. Only HTB policies can
+    /// be sharded.
+    pub fn build_sharded<P: Packet + 'static>(
+        &self,
+        cfg: &ShardConfig,
+    ) -> Result<ShardedHtb<P>, ConfigError> {
+        if self.kind != QdiscKind::Htb || self.root_leaf.is_some() {
+            return Err(self.build_error(
+                format!(
+                    "{} workers need an HTB policy, this one is `{}`",
+                    cfg.shards,
+                    self.kind_name()
+                ),
+                "use one worker, or write the policy with qdisc = \"htb\"",
+            ));
+        }
+        let (params, specs, classifier) = self.htb_parts::<P>()?;
+        ShardedHtb::new(params, specs, classifier, cfg).map_err(|e| {
+            self.build_error(
+                format!("cannot cut the policy into {} shards: {e}", cfg.shards),
+                "top-level classes are placed on shards whole: use at most one worker per \
+                 top-level class, or give the policy one root class",
+            )
+        })
+    }
+
+    /// HTB's parameters, class specs and classifier for this policy.
+    fn htb_parts<P: Packet + 'static>(
+        &self,
+    ) -> Result<(HtbParams, Vec<HtbClassSpec<P>>, Classifier), ConfigError> {
         let specs: Vec<HtbClassSpec<P>> = self
             .classes
             .iter()
@@ -581,12 +622,7 @@ impl Policy {
             .collect::<Result<_, _>>()?;
         let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
         let classifier = Classifier::new(filters, self.default_id);
-        Htb::new(self.htb_params(), specs, classifier).map_err(|e| {
-            self.build_error(
-                format!("the scheduler rejected the policy: {e}"),
-                "this is a bug in linkshare's checks: please report it with the policy file",
-            )
-        })
+        Ok((self.htb_params(), specs, classifier))
     }
 
     /// Build the classful DRR (`qdisc = "drr"` with classes).

@@ -31,6 +31,7 @@ use crate::packet::{Fragment, Packet, PacketMeta, L3};
 use crate::qdisc::fifo::FifoLimit;
 use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{Dequeued, Dropped, Qdisc};
+use crate::shard::Shard;
 use crate::units::{Rate, Time};
 
 /// DPDK bench's port rate: 1.25 GB/s.
@@ -173,8 +174,9 @@ fn class_name(c: usize) -> String {
     format!("c{c}")
 }
 
-/// An HTB tree of `shape`: every class at rate = ceil = [`PORT_RATE`].
-pub fn build_htb(shape: &Shape) -> Result<(Htb<BenchPacket>, Vec<ClassId>), String> {
+/// The class specs of an HTB tree of `shape` (every class at rate = ceil = [`PORT_RATE`]) and its
+/// leaves; [`build_htb`] builds it whole, `linkshare bench sched --workers` cuts it into shards.
+pub fn htb_specs(shape: &Shape) -> Result<(Vec<HtbClassSpec<BenchPacket>>, Vec<ClassId>), String> {
     let lay = shape.layout()?;
     let params = HtbParams::default();
     let specs = lay
@@ -188,10 +190,17 @@ pub fn build_htb(shape: &Shape) -> Result<(Htb<BenchPacket>, Vec<ClassId>), Stri
             s
         })
         .collect();
-    let default = lay.leaves[0];
+    Ok((specs, lay.leaves))
+}
+
+/// An HTB tree of `shape`: every class at rate = ceil = [`PORT_RATE`].
+pub fn build_htb(shape: &Shape) -> Result<(Htb<BenchPacket>, Vec<ClassId>), String> {
+    let params = HtbParams::default();
+    let (specs, leaves) = htb_specs(shape)?;
+    let default = leaves.first().copied().ok_or("no leaves")?;
     let htb = Htb::new(params, specs, Classifier::new(vec![], default))
         .map_err(|e: HtbError| e.to_string())?;
-    Ok((htb, lay.leaves))
+    Ok((htb, leaves))
 }
 
 /// A CBQ tree of `shape` on a [`PORT_RATE`] link: every class gets an equal share of its
@@ -272,6 +281,31 @@ impl LeafSched for Htb<BenchPacket> {
     }
     fn memory_bytes(&self) -> Option<usize> {
         Some(Htb::memory_bytes(self))
+    }
+    fn enqueue_leaf_burst(
+        &mut self,
+        leaves: &[ClassId],
+        pkts: &mut Vec<BenchPacket>,
+        now: Time,
+        refused: &mut Vec<Dropped<BenchPacket>>,
+    ) -> usize {
+        self.enqueue_burst_to(leaves, pkts, now, refused)
+    }
+}
+
+/// A shard of a sharded HTB (`bench sched --workers`): leaves are local class ids.
+impl LeafSched for Shard<BenchPacket> {
+    #[inline]
+    fn enqueue_leaf(
+        &mut self,
+        leaf: ClassId,
+        pkt: BenchPacket,
+        now: Time,
+    ) -> Result<(), Dropped<BenchPacket>> {
+        self.enqueue_to(leaf, pkt, now)
+    }
+    fn memory_bytes(&self) -> Option<usize> {
+        Some(self.htb().memory_bytes())
     }
     fn enqueue_leaf_burst(
         &mut self,
@@ -462,6 +496,17 @@ impl<Q: LeafSched> SchedBench<Q> {
     }
 
     /// The fake clock, ns.
+    /// Advance the fake clock by `ns` per packet dequeued instead of one packet time at
+    /// [`PORT_RATE`]: a worker of `N` that owns `1/N` of the port steps `N` packet times.
+    pub fn set_clock_step(&mut self, ns: u64) {
+        self.tx_ns = ns.max(1);
+    }
+
+    /// The fake clock's step per packet, ns.
+    pub fn clock_step(&self) -> u64 {
+        self.tx_ns
+    }
+
     pub fn now(&self) -> u64 {
         self.now
     }

@@ -21,6 +21,8 @@
 //!   classful schedulers.
 //! * [`tree`]: the class tree (validation, depth, order) shared by HTB and CBQ.
 //! * [`htb`]: the Hierarchical Token Bucket; [`cbq`]: Class-Based Queueing.
+//! * [`shard`]: HTB cut into shards below the root, one per thread, the root's rate shared by
+//!   lock-free token exchange (the only atomics of the crate).
 //! * [`egress`]: the device model every driver shares (device buffer, pull rule, ticks, wake-ups).
 
 pub mod benchkit;
@@ -33,6 +35,7 @@ pub use qdisc::leaf;
 pub mod linklayer;
 pub mod packet;
 pub mod qdisc;
+pub mod shard;
 pub mod tree;
 pub mod units;
 pub mod wire;

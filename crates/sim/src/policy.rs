@@ -8,6 +8,7 @@
 use linkshare_config::{ConfigError, Policy, PolicyDoc};
 use linkshare_core::classify::Classifier;
 use linkshare_core::qdisc::fifo::Fifo;
+use linkshare_core::shard::ShardConfig;
 use linkshare_core::units::Rate;
 use linkshare_core::{PacketMeta, Qdisc};
 
@@ -43,6 +44,14 @@ impl PolicySource {
     pub fn build(&self, timer_hz: u32) -> Result<Box<dyn Qdisc<SimPacket>>, ConfigError> {
         self.policy
             .build_on::<SimPacket>(&linkshare_config::Driver { timer_hz })
+    }
+    /// The policy's HTB cut into `workers` shards (round robin placement of the top-level
+    /// classes, default lease), served deterministically from one thread.
+    pub fn build_sharded(&self, workers: u32) -> Result<Box<dyn Qdisc<SimPacket>>, ConfigError> {
+        let cfg = ShardConfig::new(workers as usize);
+        self.policy
+            .build_sharded::<SimPacket>(&cfg)
+            .map(|q| Box::new(q) as Box<dyn Qdisc<SimPacket>>)
     }
     /// What a user should hear when the policy's root and the link disagree (issue 15 §7): a
     /// root above the link rate shapes nothing (the queue builds past the scheduler, in the

@@ -401,6 +401,10 @@ pub struct Scenario {
     pub sample: Duration,
     pub link: LinkSpec,
     pub policy: Option<PolicySource>,
+    /// Run the policy through the sharded HTB with this many shards, served in a fixed order
+    /// from one thread ([`linkshare_core::shard::ShardedHtb`]); 0 or 1: one HTB. Not a key of
+    /// the file: set by `linkshare sim --workers N`.
+    pub workers: u32,
     pub flows: Vec<FlowSpec>,
     /// Where it was read from (for messages).
     pub origin: String,
@@ -573,6 +577,7 @@ impl Scenario {
             sample,
             link,
             policy,
+            workers: 0,
             flows,
             origin: doc.origin.to_string(),
             sweep: None,

@@ -164,6 +164,9 @@ pub fn run(
     mut progress: Option<&mut dyn FnMut(f64)>,
 ) -> Result<SimResult, SimError> {
     let qdisc: Box<dyn Qdisc<SimPacket>> = match &sc.policy {
+        Some(p) if sc.workers > 1 => p
+            .build_sharded(sc.workers)
+            .map_err(|e| SimError::Policy(e.to_string()))?,
         Some(p) => p
             .build(sc.link.timer_hz)
             .map_err(|e| SimError::Policy(e.to_string()))?,
