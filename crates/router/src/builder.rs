@@ -23,7 +23,6 @@ use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 
 use linkshare_config::Policy;
 
-use crate::control::proto::PolicySource;
 use crate::{load_sched, Sched};
 
 /// Who asked for a reload, to answer when it is built.
@@ -40,15 +39,6 @@ pub(crate) enum Asker {
 pub(crate) enum Source {
     Text { text: String, origin: String },
     File(PathBuf),
-}
-
-impl From<PolicySource> for Source {
-    fn from(p: PolicySource) -> Source {
-        match p {
-            PolicySource::Text { text, origin } => Source::Text { text, origin },
-            PolicySource::File { path } => Source::File(path),
-        }
-    }
 }
 
 /// A reload to build.

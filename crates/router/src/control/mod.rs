@@ -44,7 +44,7 @@ impl Shaper {
                 // Built off the loop (builder.rs); the client is answered once it is installed.
                 Ok(Request::Reload { direction, source }) => {
                     srv.defer(id);
-                    reloads.push((direction.index(), id, Source::from(source)));
+                    reloads.push((direction.index(), id, source_of(source)));
                     continue;
                 }
                 Ok(req) => respond(self, req),
@@ -80,8 +80,16 @@ impl Handler for Shaper {
     /// The synchronous form (an in-process caller): built here, then installed. The socket's
     /// reloads go through the builder thread instead (`serve_control`).
     fn reload(&mut self, d: Direction, src: PolicySource) -> Result<ReloadReport, ErrorReply> {
-        let built = crate::builder::build_now(Source::from(src));
+        let built = crate::builder::build_now(source_of(src));
         self.complete(d.index(), built)
+    }
+}
+
+/// Where a `reload` request's policy comes from, for the builder thread.
+fn source_of(p: PolicySource) -> Source {
+    match p {
+        PolicySource::Text { text, origin } => Source::Text { text, origin },
+        PolicySource::File { path } => Source::File(path),
     }
 }
 
