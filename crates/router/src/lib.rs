@@ -780,7 +780,9 @@ impl Shaper {
                     T_TIMER => {
                         let mut b = [0u8; 8];
                         sys::read_some(timer.as_raw_fd(), &mut b);
-                        if let Some(at) = armed {
+                        // A sample of the timer's latency only if the loop slept waiting for
+                        // it: a wake-up found late by a busy loop says nothing of the timer.
+                        if let (Some(at), true) = (armed, timeout != 0) {
                             self.wake.record(at, sys::monotonic_ns());
                         }
                         armed = None;

@@ -21,8 +21,10 @@ pub const QUANTILE: f64 = 0.995;
 pub const SLACK: u64 = 5_000;
 /// The shortest margin.
 pub const MIN_MARGIN_NS: u64 = 10_000;
-/// The longest margin when learning (and the starting one).
+/// The longest margin when learning.
 pub const MAX_MARGIN_NS: u64 = 200_000;
+/// The margin before the first window is full.
+pub const START_MARGIN_NS: u64 = 50_000;
 
 /// The early-wake margin: fixed, or learnt from the timer's latency.
 #[derive(Clone, Debug)]
@@ -40,7 +42,7 @@ impl EarlyWake {
         EarlyWake {
             fixed: None,
             max,
-            margin: max,
+            margin: START_MARGIN_NS.clamp(MIN_MARGIN_NS, max),
             samples: Vec::with_capacity(WINDOW),
         }
     }
@@ -88,7 +90,7 @@ mod tests {
     #[test]
     fn the_margin_follows_the_timers_tail_within_bounds() {
         let mut w = EarlyWake::learning(MAX_MARGIN_NS);
-        assert_eq!(w.margin_ns(), MAX_MARGIN_NS);
+        assert_eq!(w.margin_ns(), START_MARGIN_NS);
         // A VM-like timer: mostly 30 µs late, 1 % at 70 µs.
         for i in 0..WINDOW {
             let late = if i % 100 == 0 { 70_000 } else { 30_000 };
