@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// departures then leave on time even when the machine is busy (needs CAP_SYS_NICE)
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
     pub realtime: Option<u8>,
+    /// Datapath threads: with N > 1 the policy's HTB is cut below its root into N shards (its
+    /// top-level classes dealt round robin), each run by its own thread with its own sockets,
+    /// the root's rate shared between them without a lock (docs/router.md, "Workers")
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    pub workers: u16,
     /// Directory of the interface locks (one `<ifname>@<netns>.lock` per interface, holding the
     /// owner's pid; default /run/linkshare)
     #[arg(long, value_name = "DIR")]
@@ -134,6 +139,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         metrics: a.metrics,
         web: a.web,
         realtime: a.realtime,
+        workers: usize::from(a.workers),
         line_rate: match &a.line_rate {
             Some(t) => Some(
                 linkshare_core::units::Rate::parse(t)
@@ -172,8 +178,14 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
             eprintln!("warning: {w}");
         }
     }
-    let mut s = match Shaper::new(opts) {
-        Ok(s) => s,
+    let started = if opts.workers > 1 {
+        linkshare_router::run_workers(opts).map(Started::Done)
+    } else {
+        Shaper::new(opts).map(|s| Started::One(Box::new(s)))
+    };
+    let mut s = match started {
+        Ok(Started::One(s)) => s,
+        Ok(Started::Done(code)) => return Ok(code),
         Err(e)
             if e.downcast_ref::<linkshare_router::guard::Refused>()
                 .is_some() =>
@@ -191,6 +203,12 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         }
     };
     s.run()
+}
+
+/// A single-threaded shaper ready to run, or the exit code of a multi-threaded one.
+enum Started {
+    One(Box<Shaper>),
+    Done(i32),
 }
 
 /// The control socket to talk to: the given one, or the only one in /run/linkshare.

@@ -691,18 +691,27 @@ fn moved_and_dropped(out: &str) -> (u64, u64) {
 
 #[test]
 fn class_change_and_reload_during_traffic_lose_no_queued_packet() {
-    change_and_reload_lose_nothing("packet");
+    change_and_reload_lose_nothing("packet", 1);
 }
 
 #[test]
 fn class_change_and_reload_under_af_xdp_lose_no_queued_packet() {
-    change_and_reload_lose_nothing("xdp");
+    change_and_reload_lose_nothing("xdp", 1);
 }
 
-fn change_and_reload_lose_nothing(io: &str) {
+/// The same with two workers (`--workers 2`): the tree's top-level classes are dealt to two
+/// threads, a frame received by the other one is handed over, and `stat`, `class change` and
+/// `reload` see one tree.
+#[test]
+fn two_workers_lose_no_queued_packet_across_class_change_and_reload() {
+    change_and_reload_lose_nothing("packet", 2);
+}
+
+fn change_and_reload_lose_nothing(io: &str, workers: usize) {
     let Some(mut lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", TWO_CLASSES);
-    lab.start_with(&p, &["--io", io]);
+    let w = workers.to_string();
+    lab.start_with(&p, &["--io", io, "--workers", &w]);
     let t0 = Instant::now();
     let sink = udp_sink(&lab, &[6001, 6002], t0, 4.5);
     let sa = udp_source(&lab, 6001, 5e6, 1000, t0, 0.0, 2.4);
@@ -767,6 +776,36 @@ fn change_and_reload_lose_nothing(io: &str) {
     }
     let ifs = &st["interfaces"];
     assert!(ifs[0]["io"].as_str().unwrap().starts_with(io), "{st}");
+    let ws = st["workers"].as_array().map_or(0, |w| w.len());
+    if workers > 1 {
+        assert_eq!(ws, workers, "one row per worker: {st}");
+        let sum = |k: &str| -> u64 {
+            st["workers"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w[k].as_u64().unwrap())
+                .sum()
+        };
+        eprintln!(
+            "workers: {} handed over, {} taken over, {} refused (inbox full), {} lost",
+            sum("handed_off"),
+            sum("taken_over"),
+            sum("handoff_full"),
+            sum("handoff_lost")
+        );
+        assert_eq!(sum("handed_off"), sum("taken_over"), "{st}");
+        assert_eq!(sum("handoff_full") + sum("handoff_lost"), 0, "{st}");
+        // Both workers scheduled traffic: a and b live on different shards.
+        for w in st["workers"].as_array().unwrap() {
+            assert!(
+                w["sent_packets"].as_u64().unwrap() > 0,
+                "an idle worker: {st}"
+            );
+        }
+    } else {
+        assert_eq!(ws, 0, "{st}");
+    }
     assert_eq!(ifs[0]["rx_ring_drops"], 0, "{st}");
     assert_eq!(ifs[1]["tx_errors"], 0, "{st}");
 }

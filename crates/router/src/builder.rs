@@ -17,7 +17,7 @@
 //!   message, and the loop never waits for the thread (a reload still being built when the
 //!   shaper stops is abandoned, its client told nothing more than a closed socket).
 
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 
@@ -86,13 +86,7 @@ pub(crate) struct Builder {
 impl Builder {
     /// Start the builder thread.
     pub fn start() -> std::io::Result<Builder> {
-        // SAFETY: plain system call; the fd is owned below.
-        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
-        if fd < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: `fd` is a fresh descriptor nobody else owns.
-        let wake = unsafe { OwnedFd::from_raw_fd(fd) };
+        let wake = crate::sys::eventfd()?;
         let (jobs, inbox) = channel::<Job>();
         let (outbox, done) = channel::<Built>();
         // The thread writes to its own duplicate, so closing ours never races with it.
@@ -106,11 +100,7 @@ impl Builder {
                     if outbox.send(built).is_err() {
                         return;
                     }
-                    let one: u64 = 1;
-                    // SAFETY: writes 8 bytes from `one` to our eventfd.
-                    unsafe {
-                        libc::write(ring.as_raw_fd(), (&one as *const u64).cast(), 8);
-                    }
+                    crate::sys::eventfd_ring(ring.as_raw_fd());
                 }
             })?;
         Ok(Builder {
@@ -138,9 +128,7 @@ impl Builder {
 
     /// The builds finished so far, without waiting; clears the eventfd.
     pub fn finished(&mut self) -> Vec<Built> {
-        let mut b = [0u8; 8];
-        // SAFETY: reads at most 8 bytes into `b` from a non-blocking eventfd.
-        unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
+        crate::sys::eventfd_clear(self.wake.as_raw_fd());
         let mut out = Vec::new();
         loop {
             match self.done.try_recv() {

@@ -48,6 +48,16 @@ fn upper(i: usize) -> u64 {
 }
 
 impl Hist {
+    /// Add `other`'s samples (the workers' histograms of `--workers N` into one).
+    pub fn merge(&mut self, other: &Hist) {
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.n += other.n;
+        self.max = self.max.max(other.max);
+        self.sum += other.sum;
+    }
+
     pub fn record(&mut self, ns: u64) {
         let i = index(ns).min(self.buckets.len() - 1);
         self.buckets[i] += 1;

@@ -27,6 +27,7 @@ pub mod port;
 mod reload;
 pub mod sys;
 pub mod wake;
+mod workers;
 pub mod xdp;
 
 use std::collections::HashMap;
@@ -45,6 +46,7 @@ pub use frame::{classify_frame, Frame, Parsed};
 pub use hist::Hist;
 pub use port::{PacketPort, Port, PortCounters, RxFrame, RxRingKind, TxDrop};
 pub use reload::{adopt_state, load_sched, render_config_error};
+pub use workers::run as run_workers;
 pub use xdp::IoKind;
 
 /// Everything `linkshare run` needs.
@@ -81,6 +83,9 @@ pub struct Options {
     /// Run the datapath thread under `SCHED_FIFO` at this priority (1–99) with its memory
     /// locked (`--realtime`); `None`: an ordinary thread.
     pub realtime: Option<u8>,
+    /// Datapath threads (`--workers`): 1 is the single-threaded shaper, more cut the policy's
+    /// HTB into shards, one per worker (workers/).
+    pub workers: usize,
 }
 
 /// Where control sockets and interface locks live by default.
@@ -94,6 +99,8 @@ pub fn default_control(dev_in: &str, dev_out: &str) -> PathBuf {
 /// A scheduler built from a policy.
 pub enum Sched {
     Htb(Box<Htb<Frame>>),
+    /// One worker's shard of a sharded HTB (`--workers N`, workers/).
+    Shard(Box<linkshare_core::shard::Shard<Frame>>),
     Other(Box<dyn Qdisc<Frame>>),
 }
 
@@ -101,12 +108,14 @@ impl Sched {
     fn q(&mut self) -> &mut dyn Qdisc<Frame> {
         match self {
             Sched::Htb(h) => h.as_mut(),
+            Sched::Shard(h) => h.as_mut(),
             Sched::Other(b) => b.as_mut(),
         }
     }
     fn qr(&self) -> &dyn Qdisc<Frame> {
         match self {
             Sched::Htb(h) => h.as_ref(),
+            Sched::Shard(h) => h.as_ref(),
             Sched::Other(b) => b.as_ref(),
         }
     }
@@ -255,9 +264,39 @@ impl Dir {
     fn drain_bps(&self) -> u64 {
         match &self.sched {
             _ if self.link_bps == 0 => 0,
-            Some(Sched::Htb(_)) => self.link_bps.max(self.line_bps),
+            Some(Sched::Htb(_)) | Some(Sched::Shard(_)) => self.link_bps.max(self.line_bps),
             _ => self.link_bps,
         }
+    }
+
+    /// Run `new` from now on: it adopts the running scheduler's state (`adopt_state`), and the
+    /// device model follows its root rate. Used by every reload path (the loop's, a worker's).
+    pub(crate) fn install(
+        &mut self,
+        mut new: Sched,
+        link: linkshare_core::linklayer::LinkLayer,
+        text: (String, String),
+        path: Option<PathBuf>,
+        now: Time,
+    ) -> control::ReloadReport {
+        let report = match self.sched.take() {
+            Some(mut o) => adopt_state(&mut new, &mut o, now),
+            None => control::ReloadReport::default(),
+        };
+        self.link_bps = root_rate(&new);
+        self.device_buffer = self
+            .device_buffer_opt
+            .unwrap_or(default_device_buffer(self.link_bps));
+        self.sched = Some(new);
+        self.link = link;
+        self.sync_egress();
+        self.live.clear();
+        self.eligible = None;
+        self.policy_text = Some(text);
+        if let Some(p) = path {
+            self.policy_path = Some(p);
+        }
+        report
     }
 
     fn update_live(&mut self, dt: f64) {
@@ -340,14 +379,17 @@ pub struct Shaper {
     web: Option<http::Http>,
     /// Policy reloads by outcome (reload.rs counts them).
     reloads: control::snapshot::ReloadCounts,
-    /// The thread that builds reloaded policies off the loop.
-    builder: builder::Builder,
+    /// The thread that builds reloaded policies off the loop (`None` on a worker of
+    /// `--workers N`: the control thread has it).
+    builder: Option<builder::Builder>,
     /// SIGHUP reloads still being built (READY is told to systemd when none is left).
     hangups_pending: usize,
     /// How early the timer is armed before a paced departure (wake.rs).
     wake: wake::EarlyWake,
-    /// The interface locks, held while the shaper lives.
-    _locks: guard::InterfaceLocks,
+    /// The interface locks, held while the shaper lives (by the control thread with workers).
+    _locks: Option<guard::InterfaceLocks>,
+    /// On a worker of `--workers N`: its inbox, its peers and the control thread (workers/).
+    worker: Option<workers::Link>,
 }
 
 const T_SOCK0: u64 = 0;
@@ -361,6 +403,7 @@ const T_HTTP_CLIENT: u64 = 7;
 const T_WEB: u64 = 8;
 const T_WEB_CLIENT: u64 = 9;
 const T_BUILT: u64 = 10;
+const T_WAKE: u64 = 11;
 
 impl Shaper {
     /// Open the devices and build the schedulers. Errors are ready to print.
@@ -389,7 +432,6 @@ impl Shaper {
             .with_context(|| format!("cannot open {}", opts.dev_in))?;
         let p1 = xdp::open_port(&opts.dev_out, opts.io, opts.rx_ring)
             .with_context(|| format!("cannot open {}", opts.dev_out))?;
-        let now = sys::monotonic_ns();
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
         d0.policy_text = Some((text, origin));
         d0.link = fwd_policy.link_layer();
@@ -416,14 +458,37 @@ impl Shaper {
         d1.sync_egress();
         d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
         d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
-        Ok(Shaper {
+        let builder =
+            builder::Builder::start().context("cannot start the policy builder thread")?;
+        Ok(Shaper::assemble(
+            opts,
+            [p0, p1],
+            [d0, d1],
+            wake,
+            Some(builder),
+            Some(locks),
+            None,
+        ))
+    }
+
+    /// A shaper from its parts (the single-threaded one, or one worker of several).
+    pub(crate) fn assemble(
+        opts: Options,
+        ports: [Box<dyn Port>; 2],
+        dirs: [Dir; 2],
+        wake: wake::EarlyWake,
+        builder: Option<builder::Builder>,
+        locks: Option<guard::InterfaceLocks>,
+        worker: Option<workers::Link>,
+    ) -> Shaper {
+        Shaper {
             names: [opts.dev_in.clone(), opts.dev_out.clone()],
             opts,
-            ports: [p0, p1],
+            ports,
             ifs: Default::default(),
-            dirs: [d0, d1],
+            dirs,
             lateness: Hist::default(),
-            epoch_ns: now,
+            epoch_ns: sys::monotonic_ns(),
             late_pending: [Vec::new(), Vec::new()],
             pool: Vec::new(),
             rx_scratch: Vec::new(),
@@ -433,11 +498,12 @@ impl Shaper {
             http: None,
             web: None,
             reloads: Default::default(),
-            builder: builder::Builder::start().context("cannot start the policy builder thread")?,
+            builder,
             hangups_pending: 0,
             wake,
             _locks: locks,
-        })
+            worker,
+        }
     }
 
     fn now(&self) -> Time {
@@ -494,6 +560,11 @@ impl Shaper {
                     *self.ifs[i].issues.entry(name).or_insert(0) += 1;
                 }
                 let now = self.now();
+                if self.worker.is_some() {
+                    // One worker of several: to the worker that owns the frame's class.
+                    self.steer(i, f, now);
+                    return;
+                }
                 match &mut self.dirs[i].sched {
                     Some(s) => {
                         let q = s.q();
@@ -678,47 +749,46 @@ impl Shaper {
                 .sum::<u64>()
     }
 
-    /// Run until SIGTERM/SIGINT. Returns the exit code.
-    pub fn run(&mut self) -> anyhow::Result<i32> {
-        sys::set_min_timer_slack()?;
-        if let Some(prio) = self.opts.realtime {
-            sys::set_fifo(prio).context("--realtime")?;
-            if let Err(e) = sys::lock_memory() {
-                eprintln!("linkshare: warning: --realtime: {e}; page faults may delay departures");
-            }
+    /// The I/O of both interfaces, as printed at start (`packet`, `xdp native/copy`, …).
+    pub(crate) fn io_name(&self) -> String {
+        let io = (self.ports[0].io(), self.ports[1].io());
+        if io.0 == io.1 {
+            io.0
+        } else {
+            format!("{} / {}", io.0, io.1)
         }
+    }
+
+    /// Bind the control socket and the HTTP endpoints, watch signals and the builder, and tell
+    /// the world the shaper runs. Returns the signalfd.
+    fn start_control_plane(
+        &mut self,
+        ep: std::os::fd::RawFd,
+    ) -> anyhow::Result<std::os::fd::OwnedFd> {
         let mut srv = control::Server::bind(&self.opts.control)?;
-        let ep = sys::epoll_create()?;
-        let timer = sys::timerfd_create()?;
         let sig = sys::signalfd_term_hup()?;
-        sys::epoll_add(ep.as_raw_fd(), self.ports[0].fd(), T_SOCK0)?;
-        sys::epoll_add(ep.as_raw_fd(), self.ports[1].fd(), T_SOCK1)?;
-        sys::epoll_add(ep.as_raw_fd(), timer.as_raw_fd(), T_TIMER)?;
-        sys::epoll_add(ep.as_raw_fd(), sig.as_raw_fd(), T_SIG)?;
-        sys::epoll_add(ep.as_raw_fd(), srv.listen_fd(), T_CTL)?;
-        sys::epoll_add(ep.as_raw_fd(), self.builder.fd(), T_BUILT)?;
-        srv.attach(ep.as_raw_fd(), T_CLIENT);
+        sys::epoll_add(ep, sig.as_raw_fd(), T_SIG)?;
+        sys::epoll_add(ep, srv.listen_fd(), T_CTL)?;
+        if let Some(b) = &self.builder {
+            sys::epoll_add(ep, b.fd(), T_BUILT)?;
+        }
+        srv.attach(ep, T_CLIENT);
         self.control = Some(srv);
         if let Some(addr) = self.opts.metrics {
             let mut h = http::Http::bind(addr)?;
-            sys::epoll_add(ep.as_raw_fd(), h.listen_fd(), T_HTTP)?;
-            h.attach(ep.as_raw_fd(), T_HTTP_CLIENT);
+            sys::epoll_add(ep, h.listen_fd(), T_HTTP)?;
+            h.attach(ep, T_HTTP_CLIENT);
             http::announce(&h, "metrics", "/metrics");
             self.http = Some(h);
         }
         if let Some(addr) = self.opts.web {
             let mut h = http::Http::bind(addr)?;
-            sys::epoll_add(ep.as_raw_fd(), h.listen_fd(), T_WEB)?;
-            h.attach(ep.as_raw_fd(), T_WEB_CLIENT);
+            sys::epoll_add(ep, h.listen_fd(), T_WEB)?;
+            h.attach(ep, T_WEB_CLIENT);
             http::announce(&h, "dashboard", "/");
             self.web = Some(h);
         }
-        let io = (self.ports[0].io(), self.ports[1].io());
-        let io = if io.0 == io.1 {
-            io.0
-        } else {
-            format!("{} / {}", io.0, io.1)
-        };
+        let io = self.io_name();
         eprintln!(
             "linkshare: running {} -> {} (io {io}), control {}",
             self.names[0],
@@ -729,15 +799,44 @@ impl Shaper {
             "READY=1\nSTATUS=shaping {} -> {}",
             self.names[0], self.names[1]
         ));
+        Ok(sig)
+    }
+
+    /// Run until SIGTERM/SIGINT. Returns the exit code.
+    pub fn run(&mut self) -> anyhow::Result<i32> {
+        sys::set_min_timer_slack()?;
+        if let Some(prio) = self.opts.realtime {
+            sys::set_fifo(prio).context("--realtime")?;
+            if let Err(e) = sys::lock_memory() {
+                eprintln!("linkshare: warning: --realtime: {e}; page faults may delay departures");
+            }
+        }
+        let ep = sys::epoll_create()?;
+        let timer = sys::timerfd_create()?;
+        sys::epoll_add(ep.as_raw_fd(), self.ports[0].fd(), T_SOCK0)?;
+        sys::epoll_add(ep.as_raw_fd(), self.ports[1].fd(), T_SOCK1)?;
+        sys::epoll_add(ep.as_raw_fd(), timer.as_raw_fd(), T_TIMER)?;
+        // A worker of several hears only its peers and the control thread; the single shaper
+        // serves the control plane itself.
+        let sig = match &self.worker {
+            Some(l) => {
+                sys::epoll_add(ep.as_raw_fd(), l.wake.as_raw_fd(), T_WAKE)?;
+                None
+            }
+            None => Some(self.start_control_plane(ep.as_raw_fd())?),
+        };
         let mut ready = Vec::new();
         let mut last_live = sys::monotonic_ns();
         let mut stopping: Option<u64> = None;
         let mut armed: Option<u64> = None;
         loop {
             let mut more_rx = false;
-            if stopping.is_none() {
+            if stopping.is_none() && !self.worker.as_ref().is_some_and(|l| l.quiet) {
                 more_rx |= self.rx(0, RX_BUDGET) >= RX_BUDGET;
                 more_rx |= self.rx(1, RX_BUDGET) >= RX_BUDGET;
+            }
+            if let Some(l) = self.worker.as_mut() {
+                l.flush_outbox();
             }
             self.service(0);
             self.service(1);
@@ -751,7 +850,11 @@ impl Shaper {
                 last_live = now;
             }
             if let Some(t0) = stopping {
-                if (self.backlog_packets() == 0 && !retry) || now - t0 > 1_000_000_000 {
+                // A worker first takes what its peers handed over before it stopped.
+                let took = self.take_handoffs();
+                if took == 0
+                    && ((self.backlog_packets() == 0 && !retry) || now - t0 > 1_000_000_000)
+                {
                     break;
                 }
             }
@@ -787,9 +890,11 @@ impl Shaper {
                         }
                         armed = None;
                     }
+                    T_WAKE => self.on_wake(&mut stopping),
                     T_SIG => {
                         let mut b = [0u8; 128];
-                        if sys::read_some(sig.as_raw_fd(), &mut b) > 0 {
+                        let sig = sig.as_ref().map_or(-1, |s| s.as_raw_fd());
+                        if sys::read_some(sig, &mut b) > 0 {
                             match sys::signo_of(&b) {
                                 Some(s) if s == libc::SIGHUP as u32 => self.on_sighup(),
                                 Some(_) => {

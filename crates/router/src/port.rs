@@ -249,6 +249,24 @@ impl PacketPort {
     pub fn name(&self) -> &str {
         &self.name
     }
+
+    /// Join receive fanout group `group` (`linkshare run --workers N`: one port per worker on
+    /// each interface, all in one group): the kernel gives each received frame to exactly one
+    /// socket of the group, chosen by a hash of its flow (`PACKET_FANOUT_HASH`, with IP
+    /// fragments reassembled for hashing first, `PACKET_FANOUT_FLAG_DEFRAG`), so a flow stays
+    /// on one worker and its order is kept. Without the group every socket would get a copy.
+    pub fn join_fanout(&mut self, group: u16) -> io::Result<()> {
+        let v: u32 =
+            u32::from(group) | ((opt::PACKET_FANOUT_HASH | opt::PACKET_FANOUT_FLAG_DEFRAG) << 16);
+        sys::setsockopt(
+            self.rx.fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            opt::PACKET_FANOUT,
+            "PACKET_FANOUT",
+            &v,
+        )
+        .map_err(ctx(format!("{}: receive fanout group {group}", self.name)))
+    }
 }
 
 impl RxRing {

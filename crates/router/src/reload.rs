@@ -8,7 +8,7 @@
 use crate::builder::{self, Asker, Built, Failure, Job, Ready, Source};
 use crate::control::dispatch::rejected;
 use crate::control::proto::{ErrorKind, ErrorReply, ReloadReport, Response};
-use crate::{default_device_buffer, root_rate, Sched, Shaper};
+use crate::{Sched, Shaper};
 use linkshare_config::{ConfigError, Policy};
 use linkshare_core::Time;
 
@@ -76,7 +76,11 @@ impl Shaper {
             asker,
             source,
         };
-        if let Err(job) = self.builder.submit(job) {
+        let submitted = match self.builder.as_mut() {
+            Some(b) => b.submit(job),
+            None => Err(job),
+        };
+        if let Err(job) = submitted {
             let built = builder::build(job);
             self.finish_reload(built);
         }
@@ -84,7 +88,8 @@ impl Shaper {
 
     /// Install the builds the builder thread has finished, answering who asked for each.
     pub(crate) fn take_builds(&mut self) {
-        for b in self.builder.finished() {
+        let finished = self.builder.as_mut().map(|b| b.finished());
+        for b in finished.into_iter().flatten() {
             self.finish_reload(b);
         }
     }
@@ -145,27 +150,13 @@ impl Shaper {
         };
         self.reloads.ok += 1;
         let now = self.now();
-        let mut new = ready.sched;
-        let old = self.dirs[d].sched.take();
-        let report = match old {
-            Some(mut o) => adopt_state(&mut new, &mut o, now),
-            None => ReloadReport::default(),
-        };
-        let dir = &mut self.dirs[d];
-        dir.link_bps = root_rate(&new);
-        dir.device_buffer = dir
-            .device_buffer_opt
-            .unwrap_or(default_device_buffer(dir.link_bps));
-        dir.sched = Some(new);
-        dir.link = ready.policy.link_layer();
-        dir.sync_egress();
-        dir.live.clear();
-        dir.eligible = None;
-        dir.policy_text = Some((ready.text, ready.origin));
-        if let Some(p) = ready.path {
-            dir.policy_path = Some(p);
-        }
-        Ok(report)
+        Ok(self.dirs[d].install(
+            ready.sched,
+            ready.policy.link_layer(),
+            (ready.text, ready.origin),
+            ready.path,
+            now,
+        ))
     }
 
     /// SIGHUP: reload every policy file given at start (or last reloaded by path), built off

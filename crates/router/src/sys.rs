@@ -58,6 +58,11 @@ pub mod opt {
     pub const PACKET_LOSS: libc::c_int = 14;
     pub const PACKET_QDISC_BYPASS: libc::c_int = 20;
     pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
+    /// include/uapi/linux/if_packet.h: join a fanout group; the value is the group id in the
+    /// low 16 bits and the mode and flags in the high 16.
+    pub const PACKET_FANOUT: libc::c_int = 18;
+    pub const PACKET_FANOUT_HASH: u32 = 0;
+    pub const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
     pub const PACKET_MR_PROMISC: libc::c_ushort = 1;
     pub const TPACKET_V2: libc::c_int = 1;
     pub const TPACKET_V3: libc::c_int = 2;
@@ -502,6 +507,34 @@ pub fn read_some(fd: RawFd, buf: &mut [u8]) -> usize {
     } else {
         n as usize
     }
+}
+
+/// A non-blocking eventfd: one thread rings it ([`eventfd_ring`]), the one that watches it in
+/// its epoll set wakes up and clears it ([`eventfd_clear`]).
+pub fn eventfd() -> io::Result<OwnedFd> {
+    // SAFETY: plain system call; the fd is owned below.
+    let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is a fresh descriptor nobody else owns.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Add one to an eventfd (wakes its watcher; never blocks: a counter at its maximum stays
+/// readable, which is all a wake-up needs).
+pub fn eventfd_ring(fd: RawFd) {
+    let one: u64 = 1;
+    // SAFETY: writes 8 bytes from `one`.
+    unsafe {
+        libc::write(fd, (&one as *const u64).cast(), 8);
+    }
+}
+
+/// Reset an eventfd to zero (its watcher then handles everything that rang it).
+pub fn eventfd_clear(fd: RawFd) {
+    let mut b = [0u8; 8];
+    read_some(fd, &mut b);
 }
 
 /// Block SIGTERM, SIGINT and SIGHUP and return a signalfd that reports them.

@@ -69,6 +69,13 @@ impl<P: Packet> ShardedHtb<P> {
         }
     }
 
+    /// The shards, the map and the classifier, for a driver that gives each shard its own
+    /// thread (`linkshare run --workers N`): the threads steer with the classifier and the map,
+    /// and the root's pool stays shared through the shards' gates.
+    pub fn into_parts(self) -> (Vec<Shard<P>>, ShardMap, Classifier) {
+        (self.shards, self.map, self.classifier)
+    }
+
     pub fn shards(&self) -> &[Shard<P>] {
         &self.shards
     }

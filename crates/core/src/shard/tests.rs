@@ -326,3 +326,56 @@ fn shards_are_send_and_tokens_are_conserved_across_threads() {
     assert!(charged <= minted + start as i128 + 4 * 1000 * 8 * NS_PER_SEC as i128);
     assert!(charged > 0);
 }
+
+/// A reload of a multi-threaded driver: each shard of a new split adopts the same shard of the
+/// old one. Kept classes keep their queues; the packets of a class the new tree lacks are
+/// requeued in the shard's default class (as [`crate::htb::Htb::adopt`] does); nothing is lost
+/// and the books add up on both sides.
+#[test]
+fn a_shard_adopts_the_same_shard_of_the_old_split() {
+    let (old_shards, old_map, _) = sharded(Rate::mbit(10), &[Rate::mbit(1); 4], 2).into_parts();
+    let (new_shards, new_map, _) = sharded(Rate::mbit(10), &[Rate::mbit(1); 3], 2).into_parts();
+    let mut old_shards = old_shards;
+    let mut new_shards = new_shards;
+    // Five packets into each of k0..k3 (classes 1..4 of the whole tree).
+    for c in 1..5u32 {
+        let Some((s, l)) = old_map.locate(c) else {
+            panic!("class {c} unmapped")
+        };
+        for _ in 0..5 {
+            assert!(old_shards[s].enqueue_to(l, pkt(100), Time(0)).is_ok());
+        }
+    }
+    let mut kept_packets = 0;
+    let mut dropped = 0;
+    let mut removed = Vec::new();
+    for (s, (new, old)) in new_shards.iter_mut().zip(old_shards.iter_mut()).enumerate() {
+        let r = new.adopt(old, Time(1_000));
+        let mut victims = 0;
+        while new.take_dropped().is_some() {
+            victims += 1;
+        }
+        while old.take_dropped().is_some() {
+            victims += 1;
+        }
+        dropped += r.dropped_packets + victims;
+        removed.extend(r.removed.iter().cloned());
+        kept_packets += new.backlog().packets;
+        assert_eq!(
+            old.backlog().packets,
+            0,
+            "shard {s}: the old shard is left empty"
+        );
+        let st = new.stats();
+        assert_eq!(
+            st.enqueued.packets,
+            st.backlog.packets + st.dequeued.packets + st.dropped.total().packets,
+            "shard {s}: books continue the old shard's"
+        );
+    }
+    // k3 (class 4) is gone: its five packets went to the default class, none was dropped.
+    assert_eq!(removed, vec!["k3".to_string()]);
+    assert_eq!(kept_packets, 20);
+    assert_eq!(dropped, 0);
+    assert!(new_map.locate(4).is_none());
+}

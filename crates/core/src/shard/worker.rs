@@ -165,4 +165,25 @@ impl<P: Packet> Discipline<P> for Shard<P> {
     fn visit_classes_inner(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
         self.htb.visit_classes(f)
     }
+
+    fn as_any_inner(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+
+    /// From another shard (a reload of a multi-threaded driver): the HTBs adopt class by class
+    /// ([`Htb::adopt`]: kept classes keep queue, counters and tokens; the packets of classes the
+    /// new shard does not have are dropped and counted), and the shard's books continue the old
+    /// one's. The gate is the new one's (a reload starts the shares afresh).
+    fn adopt_inner(
+        &mut self,
+        old: &mut dyn Qdisc<P>,
+        now: Time,
+    ) -> Option<crate::qdisc::adopt::AdoptReport> {
+        let o = old.as_any_mut()?.downcast_mut::<Shard<P>>()?;
+        let r = self.htb.adopt(&mut o.htb, now);
+        o.collect();
+        self.books.take_over(&mut o.books);
+        self.collect();
+        Some(r)
+    }
 }

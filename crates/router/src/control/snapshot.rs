@@ -42,6 +42,30 @@ pub struct Snapshot {
     pub early_wake_ns: u64,
     #[serde(default)]
     pub early_wake_learnt: bool,
+    /// With `--workers N`: one row per datapath thread (empty with one).
+    #[serde(default)]
+    pub workers: Vec<WorkerSnapshot>,
+}
+
+/// One datapath thread of `--workers N`: what it received and scheduled, and what it passed
+/// to the worker owning a frame's class.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerSnapshot {
+    pub index: usize,
+    /// Frames it received on both interfaces.
+    pub rx_packets: u64,
+    /// Frames its shards sent.
+    pub sent_packets: u64,
+    /// Frames queued in its shards.
+    pub backlog_packets: u64,
+    /// Classes in its shard of the forward direction (the shared root's copy included).
+    pub classes: u64,
+    /// Hand-overs (workers/mod.rs `HandoffCounts`).
+    pub handed_off: u64,
+    pub taken_over: u64,
+    pub handoff_full: u64,
+    pub handoff_reclassified: u64,
+    pub handoff_lost: u64,
 }
 
 /// Cumulative lateness buckets: `buckets[i]` samples were at most `le_ns[i]` late (each bucket

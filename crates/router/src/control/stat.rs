@@ -12,7 +12,7 @@ use crate::control::snapshot::{
     finite, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot, LatenessHist,
     LatenessNs, LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
 };
-use crate::{Live, Sched, Shaper};
+use crate::{Hist, Live, Sched, Shaper};
 
 /// Bounds of the lateness histogram's buckets: 1 µs to 50 ms, 1-2-5 steps.
 const LATENESS_BOUNDS_NS: [u64; 14] = [
@@ -94,6 +94,29 @@ pub(crate) fn fill_sched(d: &mut DirectionSnapshot, s: &Sched, live: &HashMap<St
     d.classes = classes(s, live);
 }
 
+/// The pacing lateness fields of a snapshot from histogram `h`.
+pub(crate) fn fill_lateness(s: &mut Snapshot, h: &Hist) {
+    s.lateness_us = LatenessUs {
+        p50: h.quantile(0.5).div_ceil(1000),
+        p99: h.quantile(0.99).div_ceil(1000),
+        max: h.max().div_ceil(1000),
+        samples: h.count(),
+    };
+    s.lateness_ns = LatenessNs {
+        p50: h.quantile(0.5),
+        p99: h.quantile(0.99),
+        max: h.max(),
+        mean: h.mean(),
+        samples: h.count(),
+    };
+    s.lateness_hist = LatenessHist {
+        le_ns: LATENESS_BOUNDS_NS.to_vec(),
+        buckets: h.cumulative(&LATENESS_BOUNDS_NS),
+        sum_ns: h.sum(),
+        count: h.count(),
+    };
+}
+
 impl Shaper {
     /// The `stat` reply.
     pub fn stat(&mut self) -> Snapshot {
@@ -131,8 +154,7 @@ impl Shaper {
             })
             .collect();
         let directions = (0..2).map(|i| self.direction_snapshot(i)).collect();
-        let h = &self.lateness;
-        Snapshot {
+        let mut snap = Snapshot {
             uptime_s: finite(self.now().0 as f64 / 1e9),
             policy: self.dirs[0]
                 .policy_path
@@ -142,32 +164,16 @@ impl Shaper {
                 .sched
                 .as_ref()
                 .map(|s| s.qr().kind().to_string()),
-            lateness_us: LatenessUs {
-                p50: h.quantile(0.5).div_ceil(1000),
-                p99: h.quantile(0.99).div_ceil(1000),
-                max: h.max().div_ceil(1000),
-                samples: h.count(),
-            },
-            lateness_ns: LatenessNs {
-                p50: h.quantile(0.5),
-                p99: h.quantile(0.99),
-                max: h.max(),
-                mean: h.mean(),
-                samples: h.count(),
-            },
             interfaces,
             control: self.control_stats,
             directions,
-            lateness_hist: LatenessHist {
-                le_ns: LATENESS_BOUNDS_NS.to_vec(),
-                buckets: h.cumulative(&LATENESS_BOUNDS_NS),
-                sum_ns: h.sum(),
-                count: h.count(),
-            },
             reloads: self.reloads,
             early_wake_ns: self.wake.margin_ns(),
             early_wake_learnt: self.wake.is_learning(),
-        }
+            ..Snapshot::default()
+        };
+        fill_lateness(&mut snap, &self.lateness);
+        snap
     }
 
     fn direction_snapshot(&self, i: usize) -> DirectionSnapshot {

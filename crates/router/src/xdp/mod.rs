@@ -82,3 +82,17 @@ pub fn open_port(name: &str, io: IoKind, rx_ring: RxRingKind) -> anyhow::Result<
         Err(e) => Err(anyhow::anyhow!("AF_XDP: {e}")),
     }
 }
+
+/// Open receive queue `queue` of interface `name` for one worker of `--workers N`.
+///
+/// Not built yet: the interface's XDP program can be attached once, so the workers' sockets
+/// would have to share one attachment and one XSKMAP, which [`XdpPort`] owns whole. Until
+/// then a worker uses AF_PACKET (with `--io auto`, saying so once) and `--io xdp` is an error
+/// that says what to use.
+pub fn open_queue_port(name: &str, io: IoKind, queue: u32) -> anyhow::Result<Box<dyn Port>> {
+    let _ = (io, queue);
+    anyhow::bail!(
+        "{name}: AF_XDP with several workers is not supported yet (one XDP attachment shared \
+         by the workers' sockets); use --io packet with --workers, or one worker with --io xdp"
+    )
+}

@@ -1,0 +1,681 @@
+//! The control thread of `--workers N`: starts the workers, serves the control socket, signals
+//! and reloads, and never touches a packet.
+//!
+//! Principles: it talks to workers only by message (a command channel and an eventfd each way)
+//! and never waits on one while a client or a signal waits on it, except at exit; a `stat` or a
+//! reload is answered when every worker has replied (`stat` merged by `merge`, a reload's
+//! reports combined); a worker that dies stops the shaper with its error rather than leaving a
+//! part of the tree unserved.
+
+use std::collections::BTreeSet;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, Sender};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use linkshare_config::Policy;
+use linkshare_core::shard::{Placement, Shard, ShardConfig};
+
+use super::merge::{merge, Part};
+use super::worker::{DirSpec, WorkerSpec};
+use super::{Cmd, HandoffCounts, Install, Link, Peer, Reply, Steer, INBOX_BATCHES};
+use crate::builder::{Asker, Builder, Built, Failure, Job, Source};
+use crate::control::dispatch::{rejected, unshaped};
+use crate::control::proto::{
+    self, ErrorKind, ErrorReply, Hello, PolicyText, ReloadReport, Request, Response,
+};
+use crate::control::snapshot::ReloadCounts;
+use crate::control::{ControlStats, Server};
+use crate::frame::Frame;
+use crate::{guard, notify, render_config_error, sys, Options, Shaper};
+
+const T_SIG: u64 = 1;
+const T_CTL: u64 = 2;
+const T_CLIENT: u64 = 3;
+const T_BUILT: u64 = 4;
+const T_REPLY: u64 = 5;
+
+/// How long workers get to open their interfaces, and to drain at exit.
+const START_TIMEOUT: Duration = Duration::from_secs(10);
+const STOP_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A policy cut into one shard per worker.
+struct Cut {
+    policy: Policy,
+    shards: Vec<Shard<Frame>>,
+    steer: Arc<Steer>,
+}
+
+/// Parse `text` and cut its HTB into `n` shards (round robin over the top-level classes, the
+/// default lease and pool); `Err` is `check`'s diagnostics or why it cannot be cut.
+fn cut(text: &str, origin: &str, n: usize, gen: u64) -> Result<Cut, String> {
+    let policy = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
+    let cfg = ShardConfig {
+        placement: Placement::RoundRobin,
+        ..ShardConfig::new(n)
+    };
+    let sharded = policy
+        .build_sharded::<Frame>(&cfg)
+        .map_err(|e| render_config_error(text, &e))?;
+    let (shards, map, classifier) = sharded.into_parts();
+    Ok(Cut {
+        policy,
+        shards,
+        steer: Arc::new(Steer {
+            gen,
+            classifier,
+            map,
+        }),
+    })
+}
+
+/// A worker as the control thread holds it.
+struct Handle {
+    cmds: Sender<Cmd>,
+    wake: Arc<OwnedFd>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Handle {
+    fn send(&self, c: Cmd) {
+        if self.cmds.send(c).is_ok() {
+            sys::eventfd_ring(self.wake.as_raw_fd());
+        }
+    }
+}
+
+/// A `stat` being gathered.
+struct Gather {
+    seq: u64,
+    parts: Vec<Part>,
+    waiting: Vec<u64>,
+}
+
+/// A reload being installed by the workers.
+struct Pending {
+    asker: Asker,
+    dir: usize,
+    left: usize,
+    reports: Vec<ReloadReport>,
+    text: (String, String),
+    path: Option<PathBuf>,
+}
+
+struct Coord {
+    opts: Options,
+    n: usize,
+    workers: Vec<Handle>,
+    replies: Receiver<Reply>,
+    wake: Arc<OwnedFd>,
+    control: Option<Server>,
+    control_stats: ControlStats,
+    builder: Builder,
+    texts: [Option<(String, String)>; 2],
+    paths: [Option<PathBuf>; 2],
+    gen: u64,
+    seq: u64,
+    reloads: ReloadCounts,
+    gather: Option<Gather>,
+    pending: Vec<(u64, Pending)>,
+    hangups_pending: usize,
+    started: Instant,
+    quiet: usize,
+    /// A worker's loop ended before the shaper was told to stop: why.
+    died: Option<String>,
+}
+
+/// `linkshare run --workers N`: run until SIGTERM/SIGINT. Returns the exit code.
+pub fn run(opts: Options) -> anyhow::Result<i32> {
+    let n = opts.workers;
+    if opts.emulate.is_some() || !opts.path_delays.is_empty() {
+        anyhow::bail!(
+            "--emulate and --path-delay need one worker (the emulated line is one queue): drop --workers"
+        );
+    }
+    if opts.metrics.is_some() || opts.web.is_some() {
+        anyhow::bail!(
+            "--metrics and --web are served by one worker for now: drop --workers, or read `linkshare stat --json`"
+        );
+    }
+    guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
+    let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
+    let mut texts: [Option<(String, String)>; 2] = [None, None];
+    let mut paths: [Option<PathBuf>; 2] = [None, None];
+    let mut cuts: [Option<Cut>; 2] = [None, None];
+    let files = [Some(opts.policy.clone()), opts.reverse_policy.clone()];
+    for (d, f) in files.into_iter().enumerate() {
+        let Some(f) = f else { continue };
+        let text =
+            std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
+        let origin = f.display().to_string();
+        cuts[d] = Some(cut(&text, &origin, n, 1).map_err(|e| anyhow::anyhow!("{e}"))?);
+        texts[d] = Some((text, origin));
+        paths[d] = Some(f);
+    }
+    // Signals are blocked here, before any worker starts, so that every thread inherits the
+    // mask and only this thread's signalfd hears them.
+    let sig = sys::signalfd_term_hup()?;
+    let builder = Builder::start().context("cannot start the policy builder thread")?;
+    let wake = Arc::new(sys::eventfd()?);
+    let (reply_tx, replies) = channel::<Reply>();
+    let mut inboxes = Vec::new();
+    let mut peers = Vec::new();
+    for _ in 0..n {
+        let (tx, rx) = sync_channel(INBOX_BATCHES);
+        let w = Arc::new(sys::eventfd()?);
+        peers.push(Peer {
+            inbox: tx,
+            wake: w.clone(),
+        });
+        inboxes.push((rx, w));
+    }
+    let fanout = [fanout_group(&opts.dev_in), fanout_group(&opts.dev_out)];
+    let mut workers = Vec::new();
+    let mut shards: [Vec<Option<Shard<Frame>>>; 2] = [Vec::new(), Vec::new()];
+    for d in 0..2 {
+        if let Some(c) = cuts[d].as_mut() {
+            shards[d] = std::mem::take(&mut c.shards)
+                .into_iter()
+                .map(Some)
+                .collect();
+        }
+    }
+    for (i, (inbox, w)) in inboxes.into_iter().enumerate() {
+        let (cmd_tx, cmds) = channel::<Cmd>();
+        let link = Link {
+            index: i,
+            wake: w.clone(),
+            inbox,
+            cmds,
+            replies: reply_tx.clone(),
+            coord_wake: wake.clone(),
+            peers: peers.clone(),
+            outbox: (0..n).map(|_| Vec::new()).collect(),
+            steer: [None, None],
+            counts: HandoffCounts::default(),
+            quiet: false,
+        };
+        let mut dirs: [Option<DirSpec>; 2] = [None, None];
+        for d in 0..2 {
+            let (Some(c), Some(shard)) = (
+                cuts[d].as_ref(),
+                shards[d].get_mut(i).and_then(Option::take),
+            ) else {
+                continue;
+            };
+            dirs[d] = Some(DirSpec {
+                shard,
+                steer: c.steer.clone(),
+                link: c.policy.link_layer(),
+                text: texts[d].clone().unwrap_or_default(),
+                path: paths[d].clone(),
+            });
+        }
+        let spec = WorkerSpec {
+            opts: opts.clone(),
+            dirs,
+            fanout,
+            link,
+        };
+        let tx = reply_tx.clone();
+        let cw = wake.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("linkshare-w{i}"))
+            .spawn(move || worker_main(i, spec, tx, cw))
+            .context("cannot start a worker thread")?;
+        workers.push(Handle {
+            cmds: cmd_tx,
+            wake: w,
+            thread: Some(thread),
+        });
+    }
+    drop(peers);
+    let mut c = Coord {
+        opts,
+        n,
+        workers,
+        replies,
+        wake,
+        control: None,
+        control_stats: ControlStats::default(),
+        builder,
+        texts,
+        paths,
+        gen: 1,
+        seq: 0,
+        reloads: ReloadCounts::default(),
+        gather: None,
+        pending: Vec::new(),
+        hangups_pending: 0,
+        started: Instant::now(),
+        quiet: 0,
+        died: None,
+    };
+    let io = match c.wait_started() {
+        Ok(io) => io,
+        Err(e) => {
+            c.stop();
+            return Err(e);
+        }
+    };
+    let code = c.serve(&sig, &io);
+    c.stop();
+    drop(locks);
+    code
+}
+
+/// The receive fanout group of an interface: one per interface and process.
+fn fanout_group(dev: &str) -> u16 {
+    let idx = sys::ifindex(dev).unwrap_or(0) as u32;
+    ((std::process::id().wrapping_mul(2_654_435_761) ^ idx.wrapping_mul(40_503)) & 0xffff) as u16
+}
+
+/// A worker thread: build the worker, say whether it runs, run it, say how it ended.
+fn worker_main(i: usize, spec: WorkerSpec, tx: Sender<Reply>, coord: Arc<OwnedFd>) {
+    let tell = |r: Reply| {
+        if tx.send(r).is_ok() {
+            sys::eventfd_ring(coord.as_raw_fd());
+        }
+    };
+    let mut s = match Shaper::new_worker(spec) {
+        Ok(s) => s,
+        Err(e) => {
+            tell(Reply::Started {
+                worker: i,
+                result: Err(format!("{e:#}")),
+            });
+            return;
+        }
+    };
+    tell(Reply::Started {
+        worker: i,
+        result: Ok(s.io_name()),
+    });
+    let result = s.run().map(|_| ()).map_err(|e| format!("{e:#}"));
+    tell(Reply::Exited { worker: i, result });
+}
+
+impl Coord {
+    /// Wait until every worker has opened its interfaces; the I/O they use.
+    fn wait_started(&mut self) -> anyhow::Result<String> {
+        let deadline = Instant::now() + START_TIMEOUT;
+        let mut ok = 0;
+        let mut io = String::new();
+        while ok < self.n {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.replies.recv_timeout(left) {
+                Ok(Reply::Started { result: Ok(s), .. }) => {
+                    ok += 1;
+                    io = s;
+                }
+                Ok(Reply::Started {
+                    worker,
+                    result: Err(e),
+                }) => anyhow::bail!("worker {worker}: {e}"),
+                Ok(_) => {}
+                Err(RecvTimeoutError::Timeout) => {
+                    anyhow::bail!("the workers did not start within {START_TIMEOUT:?}")
+                }
+                Err(RecvTimeoutError::Disconnected) => anyhow::bail!("the workers are gone"),
+            }
+        }
+        Ok(io)
+    }
+
+    /// The event loop: control clients, signals, builds, workers' replies.
+    fn serve(&mut self, sig: &OwnedFd, io: &str) -> anyhow::Result<i32> {
+        let ep = sys::epoll_create()?;
+        let mut srv = Server::bind(&self.opts.control)?;
+        sys::epoll_add(ep.as_raw_fd(), sig.as_raw_fd(), T_SIG)?;
+        sys::epoll_add(ep.as_raw_fd(), srv.listen_fd(), T_CTL)?;
+        sys::epoll_add(ep.as_raw_fd(), self.builder.fd(), T_BUILT)?;
+        sys::epoll_add(ep.as_raw_fd(), self.wake.as_raw_fd(), T_REPLY)?;
+        srv.attach(ep.as_raw_fd(), T_CLIENT);
+        self.control = Some(srv);
+        eprintln!(
+            "linkshare: running {} -> {} (io {io}, {} workers), control {}",
+            self.opts.dev_in,
+            self.opts.dev_out,
+            self.n,
+            self.opts.control.display()
+        );
+        notify::tell(&self.ready_message());
+        let mut ready = Vec::new();
+        loop {
+            sys::epoll_wait(ep.as_raw_fd(), &mut ready, 100)?;
+            for &tok in ready.iter() {
+                if tok == T_SIG {
+                    let mut b = [0u8; 128];
+                    if sys::read_some(sig.as_raw_fd(), &mut b) > 0 {
+                        match sys::signo_of(&b) {
+                            Some(s) if s == libc::SIGHUP as u32 => self.on_sighup(),
+                            Some(_) => {
+                                notify::tell("STOPPING=1\nSTATUS=draining");
+                                return Ok(0);
+                            }
+                            None => {}
+                        }
+                    }
+                }
+            }
+            if ready.contains(&T_BUILT) {
+                for b in self.builder.finished() {
+                    self.on_built(b);
+                }
+            }
+            if ready.contains(&T_REPLY) {
+                sys::eventfd_clear(self.wake.as_raw_fd());
+                self.take_replies();
+                if let Some(e) = self.died.take() {
+                    eprintln!("linkshare: {e}");
+                    return Ok(1);
+                }
+            }
+            if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
+                self.serve_control();
+            }
+        }
+    }
+
+    fn ready_message(&self) -> String {
+        format!(
+            "READY=1\nSTATUS=shaping {} -> {} on {} workers",
+            self.opts.dev_in, self.opts.dev_out, self.n
+        )
+    }
+
+    fn broadcast(&self, mk: impl Fn() -> Cmd) {
+        for w in &self.workers {
+            w.send(mk());
+        }
+    }
+
+    fn serve_control(&mut self) {
+        let Some(mut srv) = self.control.take() else {
+            return;
+        };
+        let reqs = srv.poll(sys::monotonic_ns());
+        self.control_stats = srv.stats;
+        for (id, line) in reqs {
+            let resp = match proto::parse_request(&line) {
+                Ok(Request::Hello {}) => Response::Hello(Hello::current()),
+                Ok(Request::Stat {}) => {
+                    srv.defer(id);
+                    self.want_stat(id);
+                    continue;
+                }
+                Ok(Request::Policy { direction }) => {
+                    let d = direction.index();
+                    match &self.texts[d] {
+                        Some((text, origin)) => Response::Policy(PolicyText {
+                            direction,
+                            text: text.clone(),
+                            origin: origin.clone(),
+                            path: self.paths[d].clone(),
+                        }),
+                        None => Response::Error(unshaped(direction)),
+                    }
+                }
+                Ok(Request::Reload { direction, source }) => {
+                    srv.defer(id);
+                    let src = match source {
+                        proto::PolicySource::Text { text, origin } => Source::Text { text, origin },
+                        proto::PolicySource::File { path } => Source::File(path),
+                    };
+                    self.start_reload(direction.index(), Asker::Client(id), src);
+                    continue;
+                }
+                Err(e) => Response::Error(e),
+            };
+            srv.reply(id, &resp.to_line(), sys::monotonic_ns());
+        }
+        self.control = Some(srv);
+    }
+
+    /// A client waits for a `stat`: join the one being gathered, or start one.
+    fn want_stat(&mut self, id: u64) {
+        if let Some(g) = &mut self.gather {
+            g.waiting.push(id);
+            return;
+        }
+        self.seq += 1;
+        let seq = self.seq;
+        self.gather = Some(Gather {
+            seq,
+            parts: Vec::new(),
+            waiting: vec![id],
+        });
+        self.broadcast(|| Cmd::Stat { seq });
+    }
+
+    fn start_reload(&mut self, dir: usize, asker: Asker, source: Source) {
+        let job = Job { dir, asker, source };
+        if let Err(job) = self.builder.submit(job) {
+            let b = crate::builder::build(job);
+            self.on_built(b);
+        }
+    }
+
+    /// A policy was built (parsed and checked): cut it and send each worker its shard.
+    fn on_built(&mut self, b: Built) {
+        let ready = match b.result {
+            Ok(r) => r,
+            Err(f) => {
+                let e = match f {
+                    Failure::Io(m) => ErrorReply::new(ErrorKind::Io, m),
+                    Failure::Rejected(diag) => rejected(diag),
+                };
+                self.finish(b.asker, b.dir, Err(e));
+                return;
+            }
+        };
+        let gen = self.gen + 1;
+        let mut c = match cut(&ready.text, &ready.origin, self.n, gen) {
+            Ok(c) => c,
+            Err(diag) => {
+                self.finish(b.asker, b.dir, Err(rejected(diag)));
+                return;
+            }
+        };
+        self.gen = gen;
+        self.seq += 1;
+        let seq = self.seq;
+        let link = c.policy.link_layer();
+        for (w, shard) in self.workers.iter().zip(std::mem::take(&mut c.shards)) {
+            w.send(Cmd::Install(Box::new(Install {
+                seq,
+                dir: b.dir,
+                shard,
+                steer: c.steer.clone(),
+                link,
+                text: ready.text.clone(),
+                origin: ready.origin.clone(),
+                path: ready.path.clone(),
+            })));
+        }
+        self.pending.push((
+            seq,
+            Pending {
+                asker: b.asker,
+                dir: b.dir,
+                left: self.n,
+                reports: Vec::new(),
+                text: (ready.text, ready.origin),
+                path: ready.path,
+            },
+        ));
+    }
+
+    /// Answer who asked for a reload.
+    fn finish(&mut self, asker: Asker, dir: usize, outcome: Result<ReloadReport, ErrorReply>) {
+        match &outcome {
+            Ok(_) => self.reloads.ok += 1,
+            Err(_) => self.reloads.failed += 1,
+        }
+        match asker {
+            Asker::Client(id) => {
+                let resp = match outcome {
+                    Ok(r) => Response::Reloaded(r),
+                    Err(e) => Response::Error(e),
+                };
+                if let Some(srv) = self.control.as_mut() {
+                    srv.reply(id, &resp.to_line(), sys::monotonic_ns());
+                }
+            }
+            Asker::Hangup => {
+                match outcome {
+                    Ok(_) => eprintln!(
+                        "linkshare: reloaded {}",
+                        self.paths[dir]
+                            .as_ref()
+                            .map_or(String::new(), |p| p.display().to_string())
+                    ),
+                    Err(e) => eprintln!(
+                        "{}\nlinkshare: kept the running policy",
+                        e.diagnostics.as_deref().unwrap_or(&e.message)
+                    ),
+                }
+                self.hangups_pending = self.hangups_pending.saturating_sub(1);
+                if self.hangups_pending == 0 {
+                    notify::tell(&self.ready_message());
+                }
+            }
+        }
+    }
+
+    fn on_sighup(&mut self) {
+        notify::tell(&notify::reloading_message(sys::monotonic_ns()));
+        let paths: Vec<(usize, PathBuf)> = (0..2)
+            .filter_map(|d| self.paths[d].clone().map(|p| (d, p)))
+            .collect();
+        self.hangups_pending += paths.len();
+        for (d, p) in paths {
+            self.start_reload(d, Asker::Hangup, Source::File(p));
+        }
+    }
+
+    fn take_replies(&mut self) {
+        while let Ok(r) = self.replies.try_recv() {
+            match r {
+                Reply::Stat { .. } => {
+                    if let Some((seq, part)) = Part::from_reply(r) {
+                        self.on_stat_part(seq, part);
+                    }
+                }
+                Reply::Installed { seq, report } => self.on_installed(seq, report),
+                Reply::Quiet => self.quiet += 1,
+                Reply::Exited { worker, result } => {
+                    let why = match result {
+                        Ok(()) => "stopped".to_string(),
+                        Err(e) => e,
+                    };
+                    self.died
+                        .get_or_insert(format!("worker {worker} ended: {why}"));
+                }
+                Reply::Started { .. } => {}
+            }
+        }
+    }
+
+    fn on_stat_part(&mut self, seq: u64, part: Part) {
+        let Some(g) = &mut self.gather else { return };
+        if g.seq != seq {
+            return;
+        }
+        g.parts.push(part);
+        if g.parts.len() < self.n {
+            return;
+        }
+        let Some(g) = self.gather.take() else { return };
+        let mut snap = merge(g.parts);
+        snap.uptime_s = self.started.elapsed().as_secs_f64();
+        snap.control = self.control_stats;
+        snap.reloads = self.reloads;
+        snap.policy = self.paths[0].as_ref().map(|p| p.display().to_string());
+        snap.kind = snap.directions.first().and_then(|d| d.kind.clone());
+        let line = Response::Stat(Box::new(snap)).to_line();
+        if let Some(srv) = self.control.as_mut() {
+            for id in g.waiting {
+                srv.reply(id, &line, sys::monotonic_ns());
+            }
+        }
+    }
+
+    fn on_installed(&mut self, seq: u64, report: ReloadReport) {
+        let Some(i) = self.pending.iter().position(|(s, _)| *s == seq) else {
+            return;
+        };
+        let p = &mut self.pending[i].1;
+        p.reports.push(report);
+        p.left -= 1;
+        if p.left > 0 {
+            return;
+        }
+        let (_, p) = self.pending.remove(i);
+        self.texts[p.dir] = Some(p.text);
+        if let Some(path) = p.path {
+            self.paths[p.dir] = Some(path);
+        }
+        let r = combine(p.reports);
+        self.finish(p.asker, p.dir, Ok(r));
+    }
+
+    /// Exit: every worker stops receiving; once all have (so no frame is still being handed
+    /// over), each sends what it holds and ends.
+    fn stop(&mut self) {
+        self.broadcast(|| Cmd::Quiesce);
+        let deadline = Instant::now() + STOP_TIMEOUT;
+        while self.quiet < self.live_workers() && Instant::now() < deadline {
+            match self
+                .replies
+                .recv_timeout(deadline.saturating_duration_since(Instant::now()))
+            {
+                Ok(Reply::Quiet) => self.quiet += 1,
+                Ok(Reply::Exited { .. }) => {}
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        self.broadcast(|| Cmd::Stop);
+        for w in &mut self.workers {
+            if let Some(t) = w.thread.take() {
+                let _ = t.join();
+            }
+        }
+        // Removes the socket file.
+        self.control = None;
+    }
+
+    fn live_workers(&self) -> usize {
+        self.workers
+            .iter()
+            .filter(|w| w.thread.as_ref().is_some_and(|t| !t.is_finished()))
+            .count()
+    }
+}
+
+/// One report from the workers' reports of a reload: numbers add; a class kept anywhere, or
+/// removed from one shard and added to another (it moved), is kept; the root, in every shard,
+/// is listed once.
+fn combine(reports: Vec<ReloadReport>) -> ReloadReport {
+    let mut kept = BTreeSet::new();
+    let mut added = BTreeSet::new();
+    let mut removed = BTreeSet::new();
+    let mut out = ReloadReport::default();
+    for r in reports {
+        kept.extend(r.kept);
+        added.extend(r.added);
+        removed.extend(r.removed);
+        out.moved_packets += r.moved_packets;
+        out.reclassified += r.reclassified;
+        out.dropped_packets += r.dropped_packets;
+    }
+    let moved: BTreeSet<String> = added.intersection(&removed).cloned().collect();
+    kept.extend(moved.iter().cloned());
+    out.added = added.difference(&kept).cloned().collect();
+    out.removed = removed.difference(&kept).cloned().collect();
+    out.kept = kept.into_iter().collect();
+    out
+}

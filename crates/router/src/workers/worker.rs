@@ -1,0 +1,296 @@
+//! One worker of `--workers N`: a [`Shaper`] whose schedulers are shards, with its own sockets,
+//! and no control plane of its own (the control thread's commands arrive through its inbox).
+//!
+//! Per frame it receives: one classification with the whole tree's classifier, then either the
+//! enqueue into its own shard (O(1) in classes beyond HTB's own cost, see core/src/htb) or one
+//! push onto the owner's hand-over batch; a handed-over frame costs its receiver one map lookup
+//! (O(1)). Commands (`stat`, an install, stop) are handled at a turn boundary, never mid-turn.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use linkshare_core::qdisc::Qdisc;
+use linkshare_core::shard::Shard;
+use linkshare_core::Time;
+
+use super::{Cmd, Handoff, Install, Link, Reply, Steer, MAX_HOPS};
+use crate::frame::Frame;
+use crate::port::{PacketPort, Port};
+use crate::{sys, wake, xdp, Dir, IoKind, Options, Sched, Shaper};
+
+/// A direction's part of a worker: its shard and the steering of the whole tree.
+pub(crate) struct DirSpec {
+    pub shard: Shard<Frame>,
+    pub steer: Arc<Steer>,
+    pub link: linkshare_core::linklayer::LinkLayer,
+    pub text: (String, String),
+    pub path: Option<std::path::PathBuf>,
+}
+
+/// Everything a worker thread starts from.
+pub(crate) struct WorkerSpec {
+    pub opts: Options,
+    pub dirs: [Option<DirSpec>; 2],
+    /// The receive fanout group of each interface (AF_PACKET).
+    pub fanout: [u16; 2],
+    pub link: Link,
+}
+
+/// Open one worker's socket on interface `name`: AF_XDP on receive queue `queue` when asked
+/// for and available, else an AF_PACKET socket in the interface's fanout group.
+fn open_port(
+    opts: &Options,
+    name: &str,
+    queue: usize,
+    group: u16,
+) -> anyhow::Result<Box<dyn Port>> {
+    if opts.io != IoKind::Packet {
+        match xdp::open_queue_port(name, opts.io, queue as u32) {
+            Ok(p) => return Ok(p),
+            Err(e) if opts.io == IoKind::Auto => {
+                if queue == 0 {
+                    eprintln!("linkshare: {name}: AF_XDP per worker unavailable ({e:#}); using AF_PACKET fanout");
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    let mut p =
+        PacketPort::open_with(name, opts.rx_ring).with_context(|| format!("cannot open {name}"))?;
+    p.join_fanout(group)?;
+    Ok(Box::new(p))
+}
+
+impl Shaper {
+    /// Build worker `spec.link.index`: open its sockets, install its shards.
+    pub(crate) fn new_worker(spec: WorkerSpec) -> anyhow::Result<Shaper> {
+        let WorkerSpec {
+            opts,
+            dirs,
+            fanout,
+            mut link,
+        } = spec;
+        let i = link.index;
+        let p0 = open_port(&opts, &opts.dev_in, i, fanout[0])?;
+        let p1 = open_port(&opts, &opts.dev_out, i, fanout[1])?;
+        let mut out = Vec::new();
+        for (d, spec) in dirs.into_iter().enumerate() {
+            let to = 1 - d;
+            let dir = match spec {
+                Some(s) => {
+                    link.steer[d] = Some(s.steer);
+                    let mut dir = Dir::new(
+                        Some(Sched::Shard(Box::new(s.shard))),
+                        s.path,
+                        to,
+                        opts.device_buffer,
+                    );
+                    dir.policy_text = Some(s.text);
+                    dir.link = s.link;
+                    dir
+                }
+                None => Dir::new(None, None, to, opts.device_buffer),
+            };
+            out.push(dir);
+        }
+        let (Some(mut d1), Some(mut d0)) = (out.pop(), out.pop()) else {
+            anyhow::bail!("internal: a worker needs two directions");
+        };
+        d0.line_bps = opts
+            .line_rate
+            .or_else(|| sys::link_speed_bps(&opts.dev_out))
+            .unwrap_or(0);
+        d1.line_bps = opts
+            .line_rate
+            .or_else(|| sys::link_speed_bps(&opts.dev_in))
+            .unwrap_or(0);
+        d0.sync_egress();
+        d1.sync_egress();
+        let wake = match opts.busy_poll_ns {
+            Some(ns) => wake::EarlyWake::fixed(ns),
+            None => wake::EarlyWake::learning(wake::MAX_MARGIN_NS),
+        };
+        Ok(Shaper::assemble(
+            opts,
+            [p0, p1],
+            [d0, d1],
+            wake,
+            None,
+            None,
+            Some(link),
+        ))
+    }
+
+    /// A parsed frame of direction `d` on a worker: into this worker's shard, or onto the
+    /// owner's hand-over batch. Unshaped directions forward at once.
+    pub(crate) fn steer(&mut self, d: usize, f: Frame, now: Time) {
+        let Some(l) = self.worker.as_mut() else {
+            return;
+        };
+        let Some(st) = l.steer[d].clone() else {
+            let to = self.dirs[d].to;
+            self.send(to, f.bytes);
+            return;
+        };
+        let class = st.classifier.classify(&f.meta);
+        let (shard, local) = st.locate(class);
+        if shard == l.index {
+            self.enqueue_local(d, local, f, now);
+        } else if let Some(out) = l.outbox.get_mut(shard) {
+            out.push(Handoff {
+                dir: d,
+                gen: st.gen,
+                class,
+                hops: 0,
+                frame: f,
+            });
+        } else {
+            l.counts.lost += 1;
+            self.recycle(f.bytes);
+        }
+    }
+
+    /// Enqueue into local class `local` of this worker's shard of direction `d`; refusals and
+    /// drops are counted by the shard, their buffers reused.
+    fn enqueue_local(&mut self, d: usize, local: u32, f: Frame, now: Time) {
+        let mut spare = Vec::new();
+        match &mut self.dirs[d].sched {
+            Some(Sched::Shard(s)) => {
+                if let Err(x) = s.enqueue_to(local, f, now) {
+                    spare.push(x.packet.bytes);
+                }
+                while let Some(x) = s.take_dropped() {
+                    spare.push(x.packet.bytes);
+                }
+            }
+            // Not a shard (cannot happen on a worker): the scheduler classifies it itself.
+            Some(other) => {
+                let q = other.q();
+                if let Err(x) = q.enqueue(f, now) {
+                    spare.push(x.packet.bytes);
+                }
+                while let Some(x) = q.take_dropped() {
+                    spare.push(x.packet.bytes);
+                }
+            }
+            None => spare.push(f.bytes),
+        }
+        for v in spare {
+            self.recycle(v);
+        }
+    }
+
+    /// Take what peers handed over; returns how many frames.
+    pub(crate) fn take_handoffs(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(batch) = self.worker.as_mut().and_then(|l| l.next_batch()) {
+            n += batch.len();
+            let now = self.now();
+            for h in batch {
+                self.take_handoff(h, now);
+            }
+        }
+        if n > 0 {
+            if let Some(l) = self.worker.as_mut() {
+                l.flush_outbox();
+            }
+        }
+        n
+    }
+
+    fn take_handoff(&mut self, mut h: Handoff, now: Time) {
+        let Some(l) = self.worker.as_mut() else {
+            return;
+        };
+        let Some(st) = l.steer.get(h.dir).cloned().flatten() else {
+            // The direction became unshaped meanwhile: forward.
+            let to = self.dirs[h.dir].to;
+            self.send(to, h.frame.bytes);
+            return;
+        };
+        if st.gen != h.gen {
+            // Classified under another policy: classify again under ours.
+            l.counts.reclassified += 1;
+            h.class = st.classifier.classify(&h.frame.meta);
+            h.gen = st.gen;
+        }
+        let (shard, local) = st.locate(h.class);
+        if shard == l.index {
+            self.enqueue_local(h.dir, local, h.frame, now);
+        } else if h.hops < MAX_HOPS && shard < l.outbox.len() {
+            h.hops += 1;
+            l.outbox[shard].push(h);
+        } else {
+            l.counts.lost += 1;
+            self.recycle(h.frame.bytes);
+        }
+    }
+
+    /// The worker's eventfd rang: hand-overs first, then the control thread's commands.
+    pub(crate) fn on_wake(&mut self, stopping: &mut Option<u64>) {
+        if let Some(l) = &self.worker {
+            sys::eventfd_clear(std::os::fd::AsRawFd::as_raw_fd(&*l.wake));
+        }
+        self.take_handoffs();
+        while let Some(cmd) = self.worker.as_mut().and_then(|l| l.next_cmd()) {
+            match cmd {
+                Cmd::Stat { seq } => self.reply_stat(seq),
+                Cmd::Install(i) => self.install_shard(*i),
+                Cmd::Quiesce => {
+                    if let Some(l) = self.worker.as_mut() {
+                        l.quiet = true;
+                        l.flush_outbox();
+                        l.reply(Reply::Quiet);
+                    }
+                }
+                Cmd::Stop => {
+                    stopping.get_or_insert(sys::monotonic_ns());
+                }
+            }
+        }
+    }
+
+    /// This worker's snapshot, its classes under their ids in the whole tree.
+    fn reply_stat(&mut self, seq: u64) {
+        let mut snap = self.stat();
+        let Some(l) = &self.worker else {
+            return;
+        };
+        for (d, dir) in snap.directions.iter_mut().enumerate() {
+            let Some(st) = l.steer.get(d).cloned().flatten() else {
+                continue;
+            };
+            for c in &mut dir.classes {
+                if let Some(g) = st.map.global(l.index, c.id) {
+                    c.id = g;
+                }
+                c.parent_id = c.parent_id.and_then(|p| st.map.global(l.index, p));
+            }
+        }
+        l.reply(Reply::Stat {
+            seq,
+            worker: l.index,
+            snap: Box::new(snap),
+            lateness: Box::new(self.lateness.clone()),
+            handoff: l.counts,
+        });
+    }
+
+    /// A reload's shard for this worker: adopt the running one's state, steer by the new tree.
+    fn install_shard(&mut self, i: Install) {
+        let now = self.now();
+        let report = self.dirs[i.dir].install(
+            Sched::Shard(Box::new(i.shard)),
+            i.link,
+            (i.text, i.origin),
+            i.path,
+            now,
+        );
+        if let Some(l) = self.worker.as_mut() {
+            if let Some(s) = l.steer.get_mut(i.dir) {
+                *s = Some(i.steer);
+            }
+            l.reply(Reply::Installed { seq: i.seq, report });
+        }
+    }
+}
