@@ -53,12 +53,17 @@ impl Drop for Lab {
 
 impl Lab {
     fn new() -> Option<Lab> {
+        Self::with_queues(1)
+    }
+
+    /// A testbed whose veths have `queues` receive and transmit queues.
+    fn with_queues(queues: u32) -> Option<Lab> {
         if !testbed::netns_test_can_run() {
             return None;
         }
         // A test that panicked while holding the lock has cleaned up in Drop: go on.
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let bed = match testbed::Testbed::new() {
+        let bed = match testbed::Testbed::with_queues(queues) {
             Ok(b) => b,
             Err(e) => {
                 testbed::netns_test_skipped(&format!("cannot build the namespace testbed: {e:#}"));
@@ -734,8 +739,16 @@ fn two_workers_lose_no_queued_packet_across_class_change_and_reload() {
     change_and_reload_lose_nothing("packet", 2);
 }
 
+/// Two workers over AF_XDP: the veths get two queues, each worker binds one on each side.
+#[test]
+fn two_workers_over_af_xdp_lose_no_queued_packet() {
+    change_and_reload_lose_nothing("xdp", 2);
+}
+
 fn change_and_reload_lose_nothing(io: &str, workers: usize) {
-    let Some(mut lab) = Lab::new() else { return };
+    let Some(mut lab) = Lab::with_queues(workers as u32) else {
+        return;
+    };
     let p = lab.write_policy("p.toml", TWO_CLASSES);
     let w = workers.to_string();
     lab.start_with(&p, &["--io", io, "--workers", &w]);

@@ -36,11 +36,20 @@ pub struct Testbed {
     /// Scratch directory (policy file, control socket), removed on drop.
     pub dir: PathBuf,
     router: Option<Box<dyn Router>>,
+    /// Queues per veth (1 unless built with [`Testbed::with_queues`]).
+    queues: u32,
 }
 
 impl Testbed {
     /// Build the namespaces and links. Fails with the reason when not root or `ip` is missing.
     pub fn new() -> anyhow::Result<Testbed> {
+        Self::with_queues(1)
+    }
+
+    /// The same with `queues` receive and transmit queues on every veth (`--workers N` with
+    /// AF_XDP takes one receive queue per worker; a veth hands a frame to the peer's receive
+    /// queue of the index its sender's transmit queue had, which the kernel picks by flow hash).
+    pub fn with_queues(queues: u32) -> anyhow::Result<Testbed> {
         if let Some(why) = unavailable() {
             bail!("{why}");
         }
@@ -65,6 +74,7 @@ impl Testbed {
             dev_c: format!("{short}c"),
             dir,
             router: None,
+            queues: queues.max(1),
         };
         let created = bed.build();
         match created {
@@ -80,34 +90,23 @@ impl Testbed {
         for ns in [&self.ns_a, &self.ns_r, &self.ns_c] {
             ip(&["netns", "add", ns])?;
         }
-        ip(&[
-            "link",
-            "add",
-            &self.dev_a,
-            "netns",
-            &self.ns_a,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &self.dev_ra,
-            "netns",
-            &self.ns_r,
-        ])?;
-        ip(&[
-            "link",
-            "add",
-            &self.dev_c,
-            "netns",
-            &self.ns_c,
-            "type",
-            "veth",
-            "peer",
-            "name",
-            &self.dev_rc,
-            "netns",
-            &self.ns_r,
-        ])?;
+        let q = self.queues.to_string();
+        let queues: &[&str] = if self.queues > 1 {
+            &["numtxqueues", &q, "numrxqueues", &q]
+        } else {
+            &[]
+        };
+        for (dev, ns, peer, pns) in [
+            (&self.dev_a, &self.ns_a, &self.dev_ra, &self.ns_r),
+            (&self.dev_c, &self.ns_c, &self.dev_rc, &self.ns_r),
+        ] {
+            let mut args: Vec<&str> = vec!["link", "add", dev];
+            args.extend_from_slice(queues);
+            args.extend_from_slice(&["netns", ns, "type", "veth", "peer", "name", peer]);
+            args.extend_from_slice(queues);
+            args.extend_from_slice(&["netns", pns]);
+            ip(&args)?;
+        }
         ip(&[
             "-n",
             &self.ns_a,

@@ -172,6 +172,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         inboxes.push((rx, w));
     }
     let fanout = [fanout_group(&opts.dev_in), fanout_group(&opts.dev_out)];
+    // AF_XDP: one attachment per interface, shared by the workers' sockets (one queue each).
+    let xdp = [
+        crate::xdp::attach_for_workers(&opts.dev_in, opts.io, n)?,
+        crate::xdp::attach_for_workers(&opts.dev_out, opts.io, n)?,
+    ];
     let mut workers = Vec::new();
     let mut shards: [Vec<Option<Shard<Frame>>>; 2] = [Vec::new(), Vec::new()];
     for d in 0..2 {
@@ -217,6 +222,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             opts: opts.clone(),
             dirs,
             fanout,
+            xdp: xdp.clone(),
             link,
         };
         let tx = reply_tx.clone();

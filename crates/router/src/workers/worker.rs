@@ -16,7 +16,9 @@ use linkshare_core::Time;
 use super::{Cmd, Handoff, Install, Link, Reply, Steer, MAX_HOPS};
 use crate::frame::Frame;
 use crate::port::{PacketPort, Port};
-use crate::{sys, wake, xdp, Dir, IoKind, Options, Sched, Shaper};
+use crate::xdp::port::Attachment;
+use crate::xdp::XdpPort;
+use crate::{sys, wake, Dir, Options, Sched, Shaper};
 
 /// A direction's part of a worker: its shard and the steering of the whole tree.
 pub(crate) struct DirSpec {
@@ -33,27 +35,24 @@ pub(crate) struct WorkerSpec {
     pub dirs: [Option<DirSpec>; 2],
     /// The receive fanout group of each interface (AF_PACKET).
     pub fanout: [u16; 2],
+    /// The AF_XDP attachment of each interface, when the workers use AF_XDP there.
+    pub xdp: [Option<Arc<Attachment>>; 2],
     pub link: Link,
 }
 
-/// Open one worker's socket on interface `name`: AF_XDP on receive queue `queue` when asked
-/// for and available, else an AF_PACKET socket in the interface's fanout group.
+/// Open one worker's socket on interface `name`: the AF_XDP socket of receive queue `queue`
+/// when the interface has a shared attachment, else an AF_PACKET socket in its fanout group.
 fn open_port(
     opts: &Options,
     name: &str,
     queue: usize,
+    att: Option<Arc<Attachment>>,
     group: u16,
 ) -> anyhow::Result<Box<dyn Port>> {
-    if opts.io != IoKind::Packet {
-        match xdp::open_queue_port(name, opts.io, queue as u32) {
-            Ok(p) => return Ok(p),
-            Err(e) if opts.io == IoKind::Auto => {
-                if queue == 0 {
-                    eprintln!("linkshare: {name}: AF_XDP per worker unavailable ({e:#}); using AF_PACKET fanout");
-                }
-            }
-            Err(e) => return Err(e),
-        }
+    if let Some(att) = att {
+        let p = XdpPort::open_queue(name, att, queue as u32)
+            .with_context(|| format!("cannot open {name} (AF_XDP, queue {queue})"))?;
+        return Ok(Box::new(p));
     }
     let mut p =
         PacketPort::open_with(name, opts.rx_ring).with_context(|| format!("cannot open {name}"))?;
@@ -68,11 +67,12 @@ impl Shaper {
             opts,
             dirs,
             fanout,
+            xdp: [x0, x1],
             mut link,
         } = spec;
         let i = link.index;
-        let p0 = open_port(&opts, &opts.dev_in, i, fanout[0])?;
-        let p1 = open_port(&opts, &opts.dev_out, i, fanout[1])?;
+        let p0 = open_port(&opts, &opts.dev_in, i, x0, fanout[0])?;
+        let p1 = open_port(&opts, &opts.dev_out, i, x1, fanout[1])?;
         let mut out = Vec::new();
         for (d, spec) in dirs.into_iter().enumerate() {
             let to = 1 - d;

@@ -83,16 +83,44 @@ pub fn open_port(name: &str, io: IoKind, rx_ring: RxRingKind) -> anyhow::Result<
     }
 }
 
-/// Open receive queue `queue` of interface `name` for one worker of `--workers N`.
-///
-/// Not built yet: the interface's XDP program can be attached once, so the workers' sockets
-/// would have to share one attachment and one XSKMAP, which [`XdpPort`] owns whole. Until
-/// then a worker uses AF_PACKET (with `--io auto`, saying so once) and `--io xdp` is an error
-/// that says what to use.
-pub fn open_queue_port(name: &str, io: IoKind, queue: u32) -> anyhow::Result<Box<dyn Port>> {
-    let _ = (io, queue);
-    anyhow::bail!(
-        "{name}: AF_XDP with several workers is not supported yet (one XDP attachment shared \
-         by the workers' sockets); use --io packet with --workers, or one worker with --io xdp"
-    )
+/// The attachment the workers of `--workers N` share on interface `name` (one receive queue
+/// each), or `None` for AF_PACKET: with `--io packet`; with `--io auto` when AF_XDP does not
+/// open or the interface has fewer receive queues than workers (saying why, once); with the
+/// other `--io` kinds either is an error that names the fix.
+pub fn attach_for_workers(
+    name: &str,
+    io: IoKind,
+    workers: usize,
+) -> anyhow::Result<Option<std::sync::Arc<port::Attachment>>> {
+    let mode = match io {
+        IoKind::Packet => return Ok(None),
+        IoKind::Auto | IoKind::Xdp => None,
+        IoKind::XdpNative => Some(AttachMode::Native),
+        IoKind::XdpGeneric => Some(AttachMode::Generic),
+    };
+    let fallback = |why: String| -> anyhow::Result<Option<std::sync::Arc<port::Attachment>>> {
+        if io == IoKind::Auto {
+            eprintln!(
+                "linkshare: {name}: {why}; using AF_PACKET with a fanout group per interface"
+            );
+            Ok(None)
+        } else {
+            Err(anyhow::anyhow!("{name}: {why}"))
+        }
+    };
+    match port::Attachment::new(name, mode) {
+        Ok(a) if (a.queues() as usize) < workers => fallback(format!(
+            "AF_XDP needs one receive queue per worker, and the interface has {} for {workers} \
+             workers (give it more: `ethtool -L {name} combined {workers}`, or for a veth \
+             `ip link add … numrxqueues {workers} numtxqueues {workers}`; or use --io packet)",
+            a.queues()
+        )),
+        Ok(a) => {
+            if let Some(e) = &a.native_error {
+                eprintln!("linkshare: {name}: native XDP refused ({e}); using generic XDP");
+            }
+            Ok(Some(std::sync::Arc::new(a)))
+        }
+        Err(e) => fallback(format!("AF_XDP unavailable ({e})")),
+    }
 }

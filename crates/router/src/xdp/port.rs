@@ -48,42 +48,27 @@ const MAX_KICKS: u32 = 128;
 /// Most receive queues we bind (one UMEM each).
 const MAX_QUEUES: u32 = 64;
 
-/// AF_XDP port on one interface.
-pub struct XdpPort {
-    // Declared first, dropped first: the program is detached before the sockets close.
+/// The XDP program on one interface, attached through a BPF link, and its XSKMAP: shared by the
+/// sockets of every worker (`--workers N`: one receive queue each), kept while any port holds
+/// it. An interface takes one attachment.
+pub struct Attachment {
+    // Declared first, dropped first: the program is detached before the map goes.
     _link: OwnedFd,
     _prog: OwnedFd,
-    _map: XskMap,
-    name: String,
+    map: XskMap,
+    idx: i32,
     mode: AttachMode,
-    socks: Vec<Xsk>,
-    ep: Option<OwnedFd>,
-    /// Largest frame we send: MTU + Ethernet header + one VLAN tag, and at most a chunk.
+    chunk: u32,
     max_frame: usize,
-    /// Transmit descriptors written since the last publish.
-    unsubmitted: u32,
-    next_rx: usize,
-    c: PortCounters,
+    queues: u32,
     /// Why native mode was not used, when generic was.
     pub native_error: Option<String>,
 }
 
-/// Number of receive queues of `name` (1 when sysfs does not say).
-fn rx_queues(name: &str) -> u32 {
-    let n = std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
-        .map(|d| {
-            d.filter_map(Result::ok)
-                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
-                .count() as u32
-        })
-        .unwrap_or(0);
-    n.max(1)
-}
-
-impl XdpPort {
-    /// Open `name` over AF_XDP. `mode`: `Some` insists on that attach mode; `None` tries native,
-    /// then generic. Errors name the failing step and its errno.
-    pub fn open(name: &str, mode: Option<AttachMode>) -> io::Result<XdpPort> {
+impl Attachment {
+    /// Attach the redirect program to `name`. `mode`: `Some` insists on that attach mode;
+    /// `None` tries native, then generic. Errors name the failing step and its errno.
+    pub fn new(name: &str, mode: Option<AttachMode>) -> io::Result<Attachment> {
         let idx = sys::ifindex(name)?;
         let mtu = sys::mtu(name)?;
         let max_frame = mtu as usize + 18;
@@ -110,18 +95,106 @@ impl XdpPort {
                 ),
             },
         };
+        Ok(Attachment {
+            _link: link,
+            _prog: prog,
+            map,
+            idx,
+            mode,
+            chunk,
+            max_frame: max_frame.min(chunk as usize),
+            queues,
+            native_error,
+        })
+    }
+
+    /// Receive queues the interface has (and the map covers).
+    pub fn queues(&self) -> u32 {
+        self.queues
+    }
+
+    pub fn mode(&self) -> AttachMode {
+        self.mode
+    }
+
+    /// A socket on queue `q`, put in the map (with `tx`: it also transmits).
+    fn bind(&self, q: u32, tx: bool) -> io::Result<Xsk> {
+        let g = Geometry {
+            chunk: self.chunk,
+            rx_chunks: RX_CHUNKS,
+            tx_chunks: if tx { TX_CHUNKS } else { 0 },
+        };
+        let s = Xsk::open(self.idx, q, g, self.mode == AttachMode::Generic)
+            .map_err(|e| io::Error::new(e.kind(), format!("queue {q}: {e}")))?;
+        self.map.set(q, s.fd.as_raw_fd())?;
+        Ok(s)
+    }
+}
+
+/// AF_XDP port on one interface.
+pub struct XdpPort {
+    name: String,
+    mode: AttachMode,
+    socks: Vec<Xsk>,
+    ep: Option<OwnedFd>,
+    /// Largest frame we send: MTU + Ethernet header + one VLAN tag, and at most a chunk.
+    max_frame: usize,
+    /// Transmit descriptors written since the last publish.
+    unsubmitted: u32,
+    next_rx: usize,
+    c: PortCounters,
+    /// Why native mode was not used, when generic was.
+    pub native_error: Option<String>,
+    // Declared last, dropped last: the sockets close before the program may be detached.
+    _att: std::sync::Arc<Attachment>,
+}
+
+/// Number of receive queues of `name` (1 when sysfs does not say).
+fn rx_queues(name: &str) -> u32 {
+    let n = std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
+        .map(|d| {
+            d.filter_map(Result::ok)
+                .filter(|e| e.file_name().to_string_lossy().starts_with("rx-"))
+                .count() as u32
+        })
+        .unwrap_or(0);
+    n.max(1)
+}
+
+impl XdpPort {
+    /// Open `name` over AF_XDP. `mode`: `Some` insists on that attach mode; `None` tries native,
+    /// then generic. Errors name the failing step and its errno.
+    pub fn open(name: &str, mode: Option<AttachMode>) -> io::Result<XdpPort> {
+        let att = std::sync::Arc::new(Attachment::new(name, mode)?);
         let mut socks = Vec::new();
-        for q in 0..queues {
-            let g = Geometry {
-                chunk,
-                rx_chunks: RX_CHUNKS,
-                tx_chunks: if q == 0 { TX_CHUNKS } else { 0 },
-            };
-            let s = Xsk::open(idx, q, g, mode == AttachMode::Generic)
-                .map_err(|e| io::Error::new(e.kind(), format!("queue {q}: {e}")))?;
-            map.set(q, s.fd.as_raw_fd())?;
-            socks.push(s);
+        for q in 0..att.queues {
+            socks.push(att.bind(q, q == 0)?);
         }
+        Self::from_socks(name, att, socks)
+    }
+
+    /// One worker's port (`--workers N`): the socket of receive queue `queue` of a shared
+    /// attachment, which also transmits (on that queue).
+    pub fn open_queue(
+        name: &str,
+        att: std::sync::Arc<Attachment>,
+        queue: u32,
+    ) -> io::Result<XdpPort> {
+        if queue >= att.queues {
+            return Err(io::Error::other(format!(
+                "{name} has {} receive queue(s), no queue {queue}",
+                att.queues
+            )));
+        }
+        let s = att.bind(queue, true)?;
+        Self::from_socks(name, att, vec![s])
+    }
+
+    fn from_socks(
+        name: &str,
+        att: std::sync::Arc<Attachment>,
+        socks: Vec<Xsk>,
+    ) -> io::Result<XdpPort> {
         let ep = if socks.len() > 1 {
             let ep = sys::epoll_create()?;
             for (i, s) in socks.iter().enumerate() {
@@ -132,18 +205,16 @@ impl XdpPort {
             None
         };
         Ok(XdpPort {
-            _link: link,
-            _prog: prog,
-            _map: map,
             name: name.to_string(),
-            mode,
+            mode: att.mode,
             socks,
             ep,
-            max_frame: max_frame.min(chunk as usize),
+            max_frame: att.max_frame,
             unsubmitted: 0,
             next_rx: 0,
             c: PortCounters::default(),
-            native_error,
+            native_error: att.native_error.clone(),
+            _att: att,
         })
     }
 
