@@ -29,6 +29,10 @@ pub(super) enum Via {
     LinkshareRealtime,
     /// `linkshare run --io xdp --realtime 10`.
     LinkshareXdpRealtime,
+    /// `linkshare run --io packet --workers 2` (two datapath threads, AF_PACKET fanout).
+    LinkshareWorkers2,
+    /// `linkshare run --io xdp --workers 2` (veths with two queues, one per worker).
+    LinkshareXdpWorkers2,
 }
 
 impl Via {
@@ -42,6 +46,8 @@ impl Via {
             Via::LinkshareXdpGeneric => "linkshare --io xdp-generic",
             Via::LinkshareRealtime => "linkshare --realtime 10",
             Via::LinkshareXdpRealtime => "linkshare --io xdp --realtime 10",
+            Via::LinkshareWorkers2 => "linkshare --workers 2",
+            Via::LinkshareXdpWorkers2 => "linkshare --io xdp --workers 2",
         }
     }
 }
@@ -100,7 +106,13 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
     if interrupted() {
         bail!("interrupted");
     }
-    let mut t = Testbed::new()?;
+    // AF_XDP workers take one receive queue each.
+    let queues = if via == Via::LinkshareXdpWorkers2 {
+        2
+    } else {
+        1
+    };
+    let mut t = Testbed::with_queues(queues)?;
     let router: Box<dyn Router> = match via {
         Via::None => Box::new(KernelRouter::bridge()),
         Via::Kernel => Box::new(KernelRouter::htb(linkshare_interop::tc::export::tc_script)),
@@ -124,6 +136,18 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
             "xdp",
             "--realtime",
             "10",
+        ]))?),
+        Via::LinkshareWorkers2 => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "packet",
+            "--workers",
+            "2",
+        ]))?),
+        Via::LinkshareXdpWorkers2 => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "xdp",
+            "--workers",
+            "2",
         ]))?),
     };
     let file = t.write_file("policy.toml", policy)?;

@@ -21,11 +21,13 @@ mod flood;
 mod latency;
 mod pacing;
 mod rates;
+mod workers;
 
 use flood::REPEAT;
 use latency::{priority, request_response, throughput};
 use pacing::pacing;
 use rates::{accuracy, classes, forwarding, sfq_flood};
+use workers::{shared_parent, workers};
 
 /// The measurements, by the name `--only` takes.
 const SUITES: &[(&str, &str)] = &[
@@ -37,6 +39,8 @@ const SUITES: &[(&str, &str)] = &[
     ("accuracy", "issue 6 (a): rate accuracy per class for 64/512/1500-byte packets at 1, 10, 100 Mbit/s"),
     ("priority", "issue 6 (b): priority-class RTT under a saturating bulk flow"),
     ("pacing", "issue 14 §5: how late paced departures leave after their eligible instant"),
+    ("workers", "issue 14 §4: forwarding rate and CPU per frame with one and two datapath threads"),
+    ("shared-parent", "issue 14 §4: the rate of a parent shared by classes on two workers"),
 ];
 
 /// What `linkshare lab bench` measures (the CLI's options, parsed).
@@ -45,7 +49,7 @@ pub struct BenchOptions {
     /// Seconds of traffic per figure
     pub seconds: f64,
     /// Run only these measurements (comma separated): throughput, rr, forwarding, classes, sfq,
-    /// accuracy, priority, pacing
+    /// accuracy, priority, pacing, workers, shared-parent
     pub only: Vec<String>,
     /// Also write every figure as JSON to this file
     pub json: Option<PathBuf>,
@@ -109,6 +113,8 @@ pub fn run(args: &BenchOptions, mut emit: impl FnMut(&str)) -> anyhow::Result<()
             "accuracy" => accuracy(secs)?,
             "priority" => priority(secs)?,
             "pacing" => pacing(secs)?,
+            "workers" => workers(secs)?,
+            "shared-parent" => shared_parent(secs)?,
             _ => unreachable!("names checked above"),
         };
         out(name, title, t);

@@ -149,8 +149,13 @@ pub struct XdpPort {
     _att: std::sync::Arc<Attachment>,
 }
 
-/// Number of receive queues of `name` (1 when sysfs does not say).
+/// Number of receive queues of `name`: what the driver reports (ethtool), else what sysfs
+/// lists (`/sys/class/net/DEV/queues/rx-*`, which shows only the namespace sysfs was mounted
+/// in), else 1.
 fn rx_queues(name: &str) -> u32 {
+    if let Some(n) = sys::rx_queue_count(name) {
+        return n;
+    }
     let n = std::fs::read_dir(format!("/sys/class/net/{name}/queues"))
         .map(|d| {
             d.filter_map(Result::ok)
