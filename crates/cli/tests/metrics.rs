@@ -354,3 +354,108 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
     let (h404, _) = get(&bed.ns_r, "/nope", "*/*");
     assert!(h404.starts_with("HTTP/1.1 404"), "{h404}");
 }
+
+/// Root with two top-level classes: with `--workers 2` each lives on its own worker.
+const TWO_WORKER_POLICY: &str = r#"
+qdisc = "htb"
+default = "bulk"
+[[class]]
+name = "root"
+rate = "4mbit"
+[[class]]
+name = "bulk"
+parent = "root"
+rate = "2mbit"
+ceil = "4mbit"
+[[class]]
+name = "spare"
+parent = "root"
+rate = "2mbit"
+ceil = "4mbit"
+"#;
+
+/// `--workers 2 --metrics --web`: the control thread serves the endpoints from the workers'
+/// merged snapshot (gathered every 0.5 s): the text parses, a class's counter grows between
+/// two scrapes, and the dashboard's snapshot has one row per worker.
+#[test]
+fn metrics_and_dashboard_are_served_with_two_workers() {
+    if !testbed::netns_test_can_run() {
+        return;
+    }
+    if Command::new("promtool").arg("--version").output().is_err() {
+        testbed::netns_test_skipped(
+            "promtool not found (apt-get install prometheus; scripts/test does it as root)",
+        );
+        return;
+    }
+    let bed = match testbed::Testbed::new() {
+        Ok(b) => b,
+        Err(e) => {
+            testbed::netns_test_skipped(&format!("cannot build the namespace testbed: {e:#}"));
+            return;
+        }
+    };
+    let policy = bed.dir.join("p.toml");
+    std::fs::write(&policy, TWO_WORKER_POLICY).expect("write policy");
+    let ctl = bed.dir.join("ctl.sock");
+    let child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &bed.ns_r,
+            env!("CARGO_BIN_EXE_linkshare"),
+            "run",
+            "--policy",
+        ])
+        .arg(&policy)
+        .args(["--dev", &bed.dev_ra, "--dev", &bed.dev_rc, "--control"])
+        .arg(&ctl)
+        .args(["--io", "packet", "--workers", "2"])
+        .args(["--metrics", &format!("127.0.0.1:{PORT}")])
+        .args(["--web", &format!("127.0.0.1:{WEB_PORT}")])
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the shaper");
+    let _shaper = Shaper(child);
+    let t0 = Instant::now();
+    while !ctl.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "shaper did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sender = testbed::spawn_in_ns(&bed.ns_a, || {
+        let s = UdpSocket::bind("10.77.0.1:0").expect("bind in a");
+        let buf = [0x42u8; 1000];
+        let t0 = Instant::now();
+        while t0.elapsed() < Duration::from_millis(2500) {
+            let _ = s.send_to(&buf, "10.77.0.2:9");
+            std::thread::sleep(Duration::from_micros(1000));
+        }
+    })
+    .expect("sender thread");
+    std::thread::sleep(Duration::from_millis(900));
+    let (_, t1) = get(&bed.ns_r, "/metrics", "text/plain");
+    std::thread::sleep(Duration::from_millis(1200));
+    let (head2, t2) = get(&bed.ns_r, "/metrics", "text/plain");
+    let _ = sender.join();
+    assert!(head2.starts_with("HTTP/1.1 200"), "{head2}");
+    let (ok, msg) = promtool(&t2);
+    assert!(ok, "promtool check metrics refused it:\n{msg}\n{t2}");
+    let lab = "class=\"bulk\"";
+    let a = value(&t1, "linkshare_class_sent_bytes_total", lab).expect("bulk in scrape 1");
+    let b = value(&t2, "linkshare_class_sent_bytes_total", lab).expect("bulk in scrape 2");
+    eprintln!("two workers: bulk sent bytes {a} then {b}");
+    assert!(a > 0.0 && b > a, "sent bytes did not grow: {a} then {b}");
+    assert!(value(&t2, "linkshare_class_sent_bytes_total", "class=\"spare\"").is_some());
+    let (hs, snap) = get_from(&bed.ns_r, WEB_PORT, "/snapshot.json", "*/*");
+    assert!(hs.starts_with("HTTP/1.1 200"), "{hs}");
+    let v: serde_json::Value = serde_json::from_str(&snap).expect("snapshot JSON");
+    assert_eq!(v["workers"].as_array().map(|w| w.len()), Some(2), "{v}");
+    let roots = v["directions"][0]["classes"]
+        .as_array()
+        .map_or(0, |c| c.iter().filter(|c| c["name"] == "root").count());
+    assert_eq!(roots, 1, "one root row: {v}");
+}

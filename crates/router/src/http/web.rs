@@ -47,22 +47,28 @@ pub fn route(req: &Request, snap: &mut dyn FnMut() -> Snapshot) -> Route {
     }
 }
 
+/// One turn of dashboard server `h`: serve requests, and send every stream a snapshot once a
+/// second, and at once when a stream has just opened (so a page fills without waiting). Never
+/// blocks. `snap` gives the snapshot (the shaper's `stat`, or the control thread's latest
+/// merged one with `--workers N`).
+pub(crate) fn serve_turn(h: &mut super::Http, snap: &mut dyn FnMut() -> Snapshot) {
+    let now = sys::monotonic_ns();
+    let before = h.streams();
+    h.serve(now, &mut |req| route(req, &mut *snap));
+    let opened = h.streams() > before;
+    if opened || (h.streams() > 0 && now.saturating_sub(h.last_event_ns) >= EVENT_NS) {
+        let ev = event(&snap());
+        h.broadcast(&ev, now);
+    }
+}
+
 impl crate::Shaper {
-    /// One turn of the dashboard: serve requests, and send every stream the current snapshot
-    /// once a second, and at once when a stream has just opened (so a page fills without
-    /// waiting). Never blocks.
+    /// One turn of the dashboard ([`serve_turn`] over the shaper's `stat`).
     pub(crate) fn serve_web(&mut self) {
         let Some(mut h) = self.web.take() else {
             return;
         };
-        let now = sys::monotonic_ns();
-        let before = h.streams();
-        h.serve(now, &mut |req| route(req, &mut || self.stat()));
-        let opened = h.streams() > before;
-        if opened || (h.streams() > 0 && now.saturating_sub(h.last_event_ns) >= EVENT_NS) {
-            let ev = event(&self.stat());
-            h.broadcast(&ev, now);
-        }
+        serve_turn(&mut h, &mut || self.stat());
         self.web = Some(h);
     }
 }

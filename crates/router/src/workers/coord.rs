@@ -26,9 +26,10 @@ use crate::control::dispatch::{rejected, unshaped};
 use crate::control::proto::{
     self, ErrorKind, ErrorReply, Hello, PolicyText, ReloadReport, Request, Response,
 };
-use crate::control::snapshot::ReloadCounts;
+use crate::control::snapshot::{ReloadCounts, Snapshot};
 use crate::control::{ControlStats, Server};
 use crate::frame::Frame;
+use crate::http::Http;
 use crate::{guard, notify, render_config_error, sys, Options, Shaper};
 
 const T_SIG: u64 = 1;
@@ -36,6 +37,15 @@ const T_CTL: u64 = 2;
 const T_CLIENT: u64 = 3;
 const T_BUILT: u64 = 4;
 const T_REPLY: u64 = 5;
+const T_HTTP: u64 = 6;
+const T_HTTP_CLIENT: u64 = 7;
+const T_WEB: u64 = 8;
+const T_WEB_CLIENT: u64 = 9;
+
+/// With `--metrics` or `--web`, how often the control thread gathers a snapshot from the
+/// workers: the endpoints serve the latest one (at most this old; the dashboard's events are
+/// a second apart).
+const GATHER_EVERY: Duration = Duration::from_millis(500);
 
 /// How long workers get to open their interfaces, and to drain at exit.
 const START_TIMEOUT: Duration = Duration::from_secs(10);
@@ -124,6 +134,12 @@ struct Coord {
     quiet: usize,
     /// A worker's loop ended before the shaper was told to stop: why.
     died: Option<String>,
+    /// The metrics endpoint and the dashboard, served from `latest`.
+    http: Option<Http>,
+    web: Option<Http>,
+    /// The last merged snapshot, and when its gathering started.
+    latest: Snapshot,
+    gathered: Option<Instant>,
 }
 
 /// `linkshare run --workers N`: run until SIGTERM/SIGINT. Returns the exit code.
@@ -132,11 +148,6 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     if opts.emulate.is_some() || !opts.path_delays.is_empty() {
         anyhow::bail!(
             "--emulate and --path-delay need one worker (the emulated line is one queue): drop --workers"
-        );
-    }
-    if opts.metrics.is_some() || opts.web.is_some() {
-        anyhow::bail!(
-            "--metrics and --web are served by one worker for now: drop --workers, or read `linkshare stat --json`"
         );
     }
     guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
@@ -258,6 +269,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         started: Instant::now(),
         quiet: 0,
         died: None,
+        http: None,
+        web: None,
+        latest: Snapshot::default(),
+        gathered: None,
     };
     let io = match c.wait_started() {
         Ok(io) => io,
@@ -340,6 +355,20 @@ impl Coord {
         sys::epoll_add(ep.as_raw_fd(), self.wake.as_raw_fd(), T_REPLY)?;
         srv.attach(ep.as_raw_fd(), T_CLIENT);
         self.control = Some(srv);
+        if let Some(addr) = self.opts.metrics {
+            let mut h = Http::bind(addr)?;
+            sys::epoll_add(ep.as_raw_fd(), h.listen_fd(), T_HTTP)?;
+            h.attach(ep.as_raw_fd(), T_HTTP_CLIENT);
+            crate::http::announce(&h, "metrics", "/metrics");
+            self.http = Some(h);
+        }
+        if let Some(addr) = self.opts.web {
+            let mut h = Http::bind(addr)?;
+            sys::epoll_add(ep.as_raw_fd(), h.listen_fd(), T_WEB)?;
+            h.attach(ep.as_raw_fd(), T_WEB_CLIENT);
+            crate::http::announce(&h, "dashboard", "/");
+            self.web = Some(h);
+        }
         eprintln!(
             "linkshare: running {} -> {} (io {io}, {} workers), control {}",
             self.opts.dev_in,
@@ -381,6 +410,34 @@ impl Coord {
             }
             if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
                 self.serve_control();
+            }
+            self.serve_http(&ready);
+        }
+    }
+
+    /// The metrics endpoint and the dashboard, from the latest merged snapshot, which is
+    /// gathered again every [`GATHER_EVERY`] while either is configured.
+    fn serve_http(&mut self, ready: &[u64]) {
+        if self.http.is_none() && self.web.is_none() {
+            return;
+        }
+        let stale = self.gathered.is_none_or(|t| t.elapsed() >= GATHER_EVERY);
+        if stale && self.gather.is_none() {
+            self.gathered = Some(Instant::now());
+            self.start_gather(Vec::new());
+        }
+        let now = sys::monotonic_ns();
+        let latest = &self.latest;
+        if let Some(h) = self.http.as_mut() {
+            if ready.iter().any(|t| *t == T_HTTP || *t == T_HTTP_CLIENT) || h.due(now) {
+                h.serve(now, &mut |req| {
+                    crate::http::metrics::route(req, &mut || latest.clone())
+                });
+            }
+        }
+        if let Some(h) = self.web.as_mut() {
+            if ready.iter().any(|t| *t == T_WEB || *t == T_WEB_CLIENT) || h.due(now) {
+                crate::http::web::serve_turn(h, &mut || latest.clone());
             }
         }
     }
@@ -446,12 +503,17 @@ impl Coord {
             g.waiting.push(id);
             return;
         }
+        self.start_gather(vec![id]);
+    }
+
+    /// Ask every worker for its snapshot; `waiting` are the clients to answer with the merge.
+    fn start_gather(&mut self, waiting: Vec<u64>) {
         self.seq += 1;
         let seq = self.seq;
         self.gather = Some(Gather {
             seq,
             parts: Vec::new(),
-            waiting: vec![id],
+            waiting,
         });
         self.broadcast(|| Cmd::Stat { seq });
     }
@@ -601,7 +663,8 @@ impl Coord {
         snap.reloads = self.reloads;
         snap.policy = self.paths[0].as_ref().map(|p| p.display().to_string());
         snap.kind = snap.directions.first().and_then(|d| d.kind.clone());
-        let line = Response::Stat(Box::new(snap)).to_line();
+        let line = Response::Stat(Box::new(snap.clone())).to_line();
+        self.latest = snap;
         if let Some(srv) = self.control.as_mut() {
             for id in g.waiting {
                 srv.reply(id, &line, sys::monotonic_ns());
@@ -652,6 +715,8 @@ impl Coord {
         }
         // Removes the socket file.
         self.control = None;
+        self.http = None;
+        self.web = None;
     }
 
     fn live_workers(&self) -> usize {
