@@ -917,10 +917,37 @@ fn bad_reload_keeps_old_policy_and_says_what_check_says() {
 
 #[test]
 fn reverse_policy_shapes_the_reverse_direction() {
+    reverse_shaped(1);
+}
+
+/// With two workers the reverse policy is cut into shards too (each worker owns one shard of
+/// each direction).
+#[test]
+fn reverse_policy_shapes_the_reverse_direction_with_two_workers() {
+    reverse_shaped(2);
+}
+
+/// c -> a UDP to port 6100 through a reverse policy whose class for it has 4 Mbit/s.
+fn reverse_shaped(workers: usize) {
     let Some(mut lab) = Lab::new() else { return };
-    let p = lab.write_policy("p.toml", ONE_CLASS);
-    let rp = lab.write_policy("r.toml", &ONE_CLASS.replace("10mbit", "4mbit"));
-    lab.start_with(&p, &["--reverse-policy", rp.to_str().unwrap()]);
+    let (fwd, rev) = if workers == 1 {
+        (ONE_CLASS.to_string(), ONE_CLASS.replace("10mbit", "4mbit"))
+    } else {
+        (
+            THREE_CLASSES.to_string(),
+            TWO_CLASSES
+                .replace("6001", "6100")
+                .replace("\"3mbit\"", "\"4mbit\"")
+                .replace("\"6mbit\"", "\"5mbit\""),
+        )
+    };
+    let p = lab.write_policy("p.toml", &fwd);
+    let rp = lab.write_policy("r.toml", &rev);
+    let w = workers.to_string();
+    lab.start_with(
+        &p,
+        &["--reverse-policy", rp.to_str().unwrap(), "--workers", &w],
+    );
     // c -> a: bind the sink in a, send from c.
     let a = lab.a.clone();
     let (tx, rx) = std::sync::mpsc::channel();
@@ -960,7 +987,12 @@ fn reverse_policy_shapes_the_reverse_direction() {
     assert!(within(r, 4e6, 0.03), "reverse rate {r}");
     let st = lab.stat();
     assert_eq!(st["directions"][1]["shaped"], true, "{st}");
-    assert_eq!(st["directions"][1]["classes"][0]["rate_bps"], 4_000_000);
+    let name = if workers == 1 { "root" } else { "a" };
+    let row = st["directions"][1]["classes"]
+        .as_array()
+        .and_then(|c| c.iter().find(|c| c["name"] == name).cloned())
+        .unwrap_or_default();
+    assert_eq!(row["rate_bps"], 4_000_000, "{st}");
 }
 
 #[test]
