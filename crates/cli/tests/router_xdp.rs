@@ -39,6 +39,10 @@ struct Lab {
     rc: String,
     dir: PathBuf,
     shaper: Option<Child>,
+    /// The policy `command_as` writes (one class unless a test says otherwise).
+    policy: &'static str,
+    /// Extra arguments of `linkshare run`.
+    extra: Vec<String>,
     _bed: testbed::Testbed,
     _serial: std::sync::MutexGuard<'static, ()>,
 }
@@ -54,11 +58,15 @@ impl Drop for Lab {
 
 impl Lab {
     fn new() -> Option<Lab> {
+        Self::with_queues(1)
+    }
+
+    fn with_queues(queues: u32) -> Option<Lab> {
         if !testbed::netns_test_can_run() {
             return None;
         }
         let serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-        let bed = match testbed::Testbed::new() {
+        let bed = match testbed::Testbed::with_queues(queues) {
             Ok(b) => b,
             Err(e) => {
                 testbed::netns_test_skipped(&format!("cannot build the namespace testbed: {e:#}"));
@@ -75,6 +83,8 @@ impl Lab {
             rc: bed.dev_rc.clone(),
             dir: bed.dir.clone(),
             shaper: None,
+            policy: ONE_CLASS,
+            extra: Vec::new(),
             _bed: bed,
             _serial: serial,
         })
@@ -98,7 +108,7 @@ impl Lab {
     /// rest, e.g. `setpriv`) between `ip netns exec` and the shaper.
     fn command_as(&self, io: &str, wrapper: &[&str]) -> Command {
         let policy = self.dir.join("p.toml");
-        std::fs::write(&policy, ONE_CLASS).unwrap();
+        std::fs::write(&policy, self.policy).unwrap();
         let err = std::fs::File::create(self.stderr_path()).unwrap();
         let mut cmd = Command::new("ip");
         cmd.args(["netns", "exec", &self.r])
@@ -111,6 +121,7 @@ impl Lab {
             .arg(self.control())
             .arg("--lock-dir")
             .arg(&self.dir)
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::from(err));
         cmd
@@ -526,4 +537,70 @@ fn without_bpf_rights_xdp_names_the_step_and_auto_uses_af_packet() {
     assert_eq!(st["interfaces"][0]["io"], "packet", "{st}");
     assert_eq!(udp_echo(&lab, 10), 10);
     assert!(!lab.xdp_attached());
+}
+
+/// A root with two top-level classes: two workers get one each.
+const TWO_TOP: &str =
+    "qdisc = \"htb\"\ndefault = \"x\"\n[[class]]\nname = \"root\"\nrate = \"10mbit\"\n\
+[[class]]\nname = \"x\"\nparent = \"root\"\nrate = \"5mbit\"\nceil = \"10mbit\"\n\
+[[class]]\nname = \"y\"\nparent = \"root\"\nrate = \"5mbit\"\nceil = \"10mbit\"\n";
+
+/// `--workers 2` over AF_XDP: too few receive queues is an error naming the fix (and nothing
+/// stays attached), `auto` falls back to AF_PACKET saying why; with a queue per worker the
+/// program is attached once per interface, frames cross, and SIGKILL and SIGTERM both leave
+/// nothing attached.
+#[test]
+fn workers_over_af_xdp_need_a_queue_each_and_detach_on_every_exit() {
+    {
+        let Some(mut lab) = Lab::new() else { return };
+        lab.policy = TWO_TOP;
+        lab.extra = vec!["--workers".into(), "2".into()];
+        let out = lab.command("xdp").output().unwrap();
+        let err = lab.stderr();
+        assert_eq!(out.status.code(), Some(2), "a runtime error: {err}");
+        assert!(
+            err.contains("one receive queue per worker") && err.contains("numrxqueues 2"),
+            "{err}"
+        );
+        assert!(lab.wait_detached(), "XDP left: {}", lab.link(&lab.ra));
+        lab.start("auto");
+        let err = lab.stderr();
+        let why = err
+            .lines()
+            .filter(|l| l.contains("using AF_PACKET"))
+            .count();
+        assert_eq!(why, 2, "one line per interface: {err}");
+        assert_eq!(lab.stat()["interfaces"][0]["io"], "packet");
+        assert_eq!(udp_echo(&lab, 5), 5);
+        assert!(lab.signal_and_wait(libc::SIGTERM).success());
+    }
+    let Some(mut lab) = Lab::with_queues(2) else {
+        return;
+    };
+    lab.policy = TWO_TOP;
+    lab.extra = vec!["--workers".into(), "2".into()];
+    for sig in [libc::SIGKILL, libc::SIGTERM] {
+        lab.start("xdp");
+        for dev in [&lab.ra, &lab.rc] {
+            assert!(lab.link(dev).contains("prog/xdp"), "{}", lab.link(dev));
+        }
+        let st = lab.stat();
+        assert!(
+            st["interfaces"][0]["io"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("xdp "),
+            "{st}"
+        );
+        assert_eq!(st["workers"].as_array().map(|w| w.len()), Some(2), "{st}");
+        assert_eq!(udp_echo(&lab, 5), 5);
+        let status = lab.signal_and_wait(sig);
+        assert_eq!(status.success(), sig == libc::SIGTERM, "{status}");
+        assert!(
+            lab.wait_detached(),
+            "XDP left after signal {sig}:\n{}\n{}",
+            lab.link(&lab.ra),
+            lab.link(&lab.rc)
+        );
+    }
 }
