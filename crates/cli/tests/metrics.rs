@@ -39,6 +39,43 @@ impl Drop for Shaper {
     }
 }
 
+/// Start `linkshare run` in r with `policy`, the metrics and dashboard endpoints and `extra`;
+/// wait for its control socket.
+fn start(bed: &testbed::Testbed, policy: &str, extra: &[&str]) -> Shaper {
+    let path = bed.dir.join("p.toml");
+    std::fs::write(&path, policy).expect("write policy");
+    let ctl = bed.dir.join("ctl.sock");
+    let child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &bed.ns_r,
+            env!("CARGO_BIN_EXE_linkshare"),
+            "run",
+            "--policy",
+        ])
+        .arg(&path)
+        .args(["--dev", &bed.dev_ra, "--dev", &bed.dev_rc, "--control"])
+        .arg(&ctl)
+        .args(["--metrics", &format!("127.0.0.1:{PORT}")])
+        .args(["--web", &format!("127.0.0.1:{WEB_PORT}")])
+        .args(extra)
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("start the shaper");
+    let shaper = Shaper(child);
+    let t0 = Instant::now();
+    while !ctl.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(5),
+            "shaper did not start"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    shaper
+}
+
 /// GET `path` from the shaper's metrics port inside namespace `ns`; (head, body).
 fn get(ns: &str, path: &str, accept: &str) -> (String, String) {
     get_from(ns, PORT, path, accept)
@@ -151,36 +188,8 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
             return;
         }
     };
-    let policy = bed.dir.join("p.toml");
-    std::fs::write(&policy, POLICY).expect("write policy");
-    let ctl = bed.dir.join("ctl.sock");
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &bed.ns_r,
-            env!("CARGO_BIN_EXE_linkshare"),
-            "run",
-            "--policy",
-        ])
-        .arg(&policy)
-        .args(["--dev", &bed.dev_ra, "--dev", &bed.dev_rc, "--control"])
-        .arg(&ctl)
-        .args(["--metrics", &format!("127.0.0.1:{PORT}")])
-        .args(["--web", &format!("127.0.0.1:{WEB_PORT}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the shaper");
-    let _shaper = Shaper(child);
-    let t0 = Instant::now();
-    while !ctl.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "shaper did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let _shaper = start(&bed, POLICY, &[]);
+    let (policy, ctl) = (bed.dir.join("p.toml"), bed.dir.join("ctl.sock"));
     // UDP at ~8 Mbit/s from a to c for 5 s (room for a slow Chromium start), twice the ceiling,
     // so departures are paced (c need not listen: the frames cross the shaper).
     let sender = testbed::spawn_in_ns(&bed.ns_a, || {
@@ -395,37 +404,11 @@ fn metrics_and_dashboard_are_served_with_two_workers() {
             return;
         }
     };
-    let policy = bed.dir.join("p.toml");
-    std::fs::write(&policy, TWO_WORKER_POLICY).expect("write policy");
-    let ctl = bed.dir.join("ctl.sock");
-    let child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &bed.ns_r,
-            env!("CARGO_BIN_EXE_linkshare"),
-            "run",
-            "--policy",
-        ])
-        .arg(&policy)
-        .args(["--dev", &bed.dev_ra, "--dev", &bed.dev_rc, "--control"])
-        .arg(&ctl)
-        .args(["--io", "packet", "--workers", "2"])
-        .args(["--metrics", &format!("127.0.0.1:{PORT}")])
-        .args(["--web", &format!("127.0.0.1:{WEB_PORT}")])
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("start the shaper");
-    let _shaper = Shaper(child);
-    let t0 = Instant::now();
-    while !ctl.exists() {
-        assert!(
-            t0.elapsed() < Duration::from_secs(5),
-            "shaper did not start"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let _shaper = start(
+        &bed,
+        TWO_WORKER_POLICY,
+        &["--io", "packet", "--workers", "2"],
+    );
     let sender = testbed::spawn_in_ns(&bed.ns_a, || {
         let s = UdpSocket::bind("10.77.0.1:0").expect("bind in a");
         let buf = [0x42u8; 1000];

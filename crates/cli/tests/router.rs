@@ -148,6 +148,23 @@ impl Lab {
         )
     }
 
+    /// SIGTERM the shaper: it must exit 0 within `within` and remove its control socket.
+    fn sigterm_exits_cleanly(&mut self, within: Duration) {
+        let mut ch = self.shaper.take().unwrap();
+        // SAFETY: signalling our own child (`ip netns exec` execs the shaper in place).
+        unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
+        let t0 = Instant::now();
+        let status = loop {
+            if let Some(s) = ch.try_wait().unwrap() {
+                break s;
+            }
+            assert!(t0.elapsed() < within, "shaper did not exit on SIGTERM");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success(), "{status:?}");
+        assert!(!self.control().exists(), "control socket left behind");
+    }
+
     fn stat(&self) -> Value {
         let (code, out, err) = self.cli(&["stat", "--json"]);
         assert_eq!(code, 0, "stat failed: {err}");
@@ -845,22 +862,7 @@ fn change_and_reload_lose_nothing(io: &str, workers: usize) {
         }
         // SIGTERM: the control thread stops every worker's receiving, then each drains and
         // ends; the process exits 0 and removes its socket.
-        let ch = lab.shaper.as_mut().unwrap();
-        // SAFETY: signals our own child.
-        unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
-        let t0 = Instant::now();
-        let status = loop {
-            if let Some(s) = ch.try_wait().unwrap() {
-                break s;
-            }
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "workers did not exit on SIGTERM"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        };
-        assert!(status.success(), "{status:?}");
-        assert!(!lab.control().exists(), "control socket left behind");
+        lab.sigterm_exits_cleanly(Duration::from_secs(5));
     } else {
         assert_eq!(ws, 0, "{st}");
     }
@@ -1147,22 +1149,7 @@ fn malformed_frames_are_counted_and_sigterm_exits_cleanly() {
         "counters kept"
     );
 
-    let mut ch = lab.shaper.take().unwrap();
-    // SAFETY: signalling our own child (`ip netns exec` execs the shaper in place).
-    unsafe { libc::kill(ch.id() as i32, libc::SIGTERM) };
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(s) = ch.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            t0.elapsed() < Duration::from_secs(3),
-            "shaper did not exit on SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(status.success(), "{status:?}");
-    assert!(!lab.control().exists(), "control socket left behind");
+    lab.sigterm_exits_cleanly(Duration::from_secs(3));
 }
 
 #[test]

@@ -347,6 +347,20 @@ fn emulator(opts: &Options, d: &Dir, key: emulate::AddrKey) -> Option<emulate::E
     Some(emulate::Emulator::new(spec))
 }
 
+/// The device buffers drain at the interfaces' line rates (as given, or as the drivers report
+/// them): direction 0 leaves on OUT, direction 1 on IN.
+pub(crate) fn set_line_rates(opts: &Options, d0: &mut Dir, d1: &mut Dir) {
+    let line = |dev: &str| {
+        opts.line_rate
+            .or_else(|| sys::link_speed_bps(dev))
+            .unwrap_or(0)
+    };
+    d0.line_bps = line(&opts.dev_out);
+    d1.line_bps = line(&opts.dev_in);
+    d0.sync_egress();
+    d1.sync_egress();
+}
+
 /// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
 const RX_BUDGET: usize = 256;
 /// When the transmit ring is full or the kernel asked to retry, look again this much later.
@@ -444,18 +458,7 @@ impl Shaper {
             }
             None => Dir::new(None, None, 0, opts.device_buffer),
         };
-        // The device buffers drain at the interfaces' line rates (as given, or as the drivers
-        // report them).
-        d0.line_bps = opts
-            .line_rate
-            .or_else(|| sys::link_speed_bps(&opts.dev_out))
-            .unwrap_or(0);
-        d1.line_bps = opts
-            .line_rate
-            .or_else(|| sys::link_speed_bps(&opts.dev_in))
-            .unwrap_or(0);
-        d0.sync_egress();
-        d1.sync_egress();
+        set_line_rates(&opts, &mut d0, &mut d1);
         d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
         d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
         let builder =

@@ -66,6 +66,23 @@ pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> ReloadReport 
     }
 }
 
+/// What a SIGHUP reload of the file at `path` came to, on stderr (systemd's journal).
+pub(crate) fn report_hangup(
+    outcome: &Result<ReloadReport, ErrorReply>,
+    path: Option<&std::path::Path>,
+) {
+    match outcome {
+        Ok(_) => eprintln!(
+            "linkshare: reloaded {}",
+            path.map_or(String::new(), |p| p.display().to_string())
+        ),
+        Err(e) => eprintln!(
+            "{}\nlinkshare: kept the running policy",
+            e.diagnostics.as_deref().unwrap_or(&e.message)
+        ),
+    }
+}
+
 impl Shaper {
     /// Ask for direction `d`'s policy to be replaced by `src`: built on the builder thread
     /// (builder.rs) and installed by [`Shaper::take_builds`] when ready, then `asker` is
@@ -107,19 +124,7 @@ impl Shaper {
                 }
             }
             Asker::Hangup => {
-                match outcome {
-                    Ok(_) => eprintln!(
-                        "linkshare: reloaded {}",
-                        self.dirs[b.dir]
-                            .policy_path
-                            .as_ref()
-                            .map_or(String::new(), |p| p.display().to_string())
-                    ),
-                    Err(e) => eprintln!(
-                        "{}\nlinkshare: kept the running policy",
-                        e.diagnostics.as_deref().unwrap_or(&e.message)
-                    ),
-                }
+                report_hangup(&outcome, self.dirs[b.dir].policy_path.as_deref());
                 self.hangups_pending = self.hangups_pending.saturating_sub(1);
                 if self.hangups_pending == 0 {
                     crate::notify::tell(&format!(

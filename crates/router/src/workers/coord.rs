@@ -593,18 +593,7 @@ impl Coord {
                 }
             }
             Asker::Hangup => {
-                match outcome {
-                    Ok(_) => eprintln!(
-                        "linkshare: reloaded {}",
-                        self.paths[dir]
-                            .as_ref()
-                            .map_or(String::new(), |p| p.display().to_string())
-                    ),
-                    Err(e) => eprintln!(
-                        "{}\nlinkshare: kept the running policy",
-                        e.diagnostics.as_deref().unwrap_or(&e.message)
-                    ),
-                }
+                crate::reload::report_hangup(&outcome, self.paths[dir].as_deref());
                 self.hangups_pending = self.hangups_pending.saturating_sub(1);
                 if self.hangups_pending == 0 {
                     notify::tell(&self.ready_message());

@@ -96,16 +96,7 @@ impl Shaper {
         let (Some(mut d1), Some(mut d0)) = (out.pop(), out.pop()) else {
             anyhow::bail!("internal: a worker needs two directions");
         };
-        d0.line_bps = opts
-            .line_rate
-            .or_else(|| sys::link_speed_bps(&opts.dev_out))
-            .unwrap_or(0);
-        d1.line_bps = opts
-            .line_rate
-            .or_else(|| sys::link_speed_bps(&opts.dev_in))
-            .unwrap_or(0);
-        d0.sync_egress();
-        d1.sync_egress();
+        crate::set_line_rates(&opts, &mut d0, &mut d1);
         let wake = match opts.busy_poll_ns {
             Some(ns) => wake::EarlyWake::fixed(ns),
             None => wake::EarlyWake::learning(wake::MAX_MARGIN_NS),
