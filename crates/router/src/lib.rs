@@ -384,6 +384,9 @@ pub struct Shaper {
     rx_scratch: Vec<Vec<u8>>,
     /// Frames taken from a scheduler in one turn, before they are sent.
     tx_scratch: Vec<Frame>,
+    /// Frames received this turn for one direction's scheduler, offered as one burst.
+    rx_batch: Vec<Frame>,
+    refused: Vec<linkshare_core::qdisc::Dropped<Frame>>,
     /// The control socket, bound by [`Shaper::run`].
     control: Option<control::Server>,
     control_stats: control::ControlStats,
@@ -496,6 +499,8 @@ impl Shaper {
             pool: Vec::new(),
             rx_scratch: Vec::new(),
             tx_scratch: Vec::new(),
+            rx_batch: Vec::new(),
+            refused: Vec::new(),
             control: None,
             control_stats: Default::default(),
             http: None,
@@ -535,7 +540,51 @@ impl Shaper {
             self.on_frame(i, v);
         }
         self.rx_scratch = frames;
+        self.enqueue_batch(i);
         n
+    }
+
+    /// Offer the frames of direction `i` this turn received to its scheduler in one burst
+    /// (`Qdisc::enqueue_burst`: HTB overlaps the cache misses of the whole burst); refused and
+    /// dropped frames are counted by the scheduler, their buffers reused.
+    fn enqueue_batch(&mut self, i: usize) {
+        if self.rx_batch.is_empty() {
+            return;
+        }
+        let now = self.now();
+        let mut batch = std::mem::take(&mut self.rx_batch);
+        let mut refused = std::mem::take(&mut self.refused);
+        // A worker has classified its frames already (workers/worker.rs `steer`).
+        let classes = self.worker.as_mut().map(|l| std::mem::take(&mut l.local));
+        match (&mut self.dirs[i].sched, classes) {
+            (Some(Sched::Shard(q)), Some(c)) if c.len() == batch.len() => {
+                q.enqueue_burst_to(&c, &mut batch, now, &mut refused);
+                while let Some(d) = q.take_dropped() {
+                    refused.push(d);
+                }
+                if let Some(l) = self.worker.as_mut() {
+                    l.local = c;
+                    l.local.clear();
+                }
+            }
+            (Some(s), _) => {
+                let q = s.q();
+                q.enqueue_burst(&mut batch, now, &mut refused);
+                while let Some(d) = q.take_dropped() {
+                    refused.push(d);
+                }
+            }
+            (None, _) => {}
+        }
+        for d in refused.drain(..) {
+            self.recycle(d.packet.bytes);
+        }
+        // Left only if the direction lost its scheduler meanwhile (it cannot within a turn).
+        for f in batch.drain(..) {
+            self.recycle(f.bytes);
+        }
+        self.rx_batch = batch;
+        self.refused = refused;
     }
 
     fn on_frame(&mut self, i: usize, bytes: Vec<u8>) {
@@ -562,27 +611,14 @@ impl Shaper {
                     };
                     *self.ifs[i].issues.entry(name).or_insert(0) += 1;
                 }
-                let now = self.now();
                 if self.worker.is_some() {
                     // One worker of several: to the worker that owns the frame's class.
-                    self.steer(i, f, now);
+                    self.steer(i, f);
                     return;
                 }
                 match &mut self.dirs[i].sched {
-                    Some(s) => {
-                        let q = s.q();
-                        // Refusals and drops are counted by the qdisc; their buffers are reused.
-                        let mut spare = Vec::new();
-                        if let Err(d) = q.enqueue(f, now) {
-                            spare.push(d.packet.bytes);
-                        }
-                        while let Some(d) = q.take_dropped() {
-                            spare.push(d.packet.bytes);
-                        }
-                        for v in spare {
-                            self.recycle(v);
-                        }
-                    }
+                    // Offered with the rest of the turn's frames (`enqueue_batch`).
+                    Some(_) => self.rx_batch.push(f),
                     None => match &mut self.dirs[i].emu {
                         // Unshaped but delayed (the reverse direction's `reverse_delay` and
                         // path delays): onto the line; `service` sends it when due.

@@ -112,9 +112,9 @@ impl Shaper {
         ))
     }
 
-    /// A parsed frame of direction `d` on a worker: into this worker's shard, or onto the
-    /// owner's hand-over batch. Unshaped directions forward at once.
-    pub(crate) fn steer(&mut self, d: usize, f: Frame, now: Time) {
+    /// A parsed frame of direction `d` on a worker: into this turn's burst for this worker's
+    /// shard, or onto the owner's hand-over batch. Unshaped directions forward at once.
+    pub(crate) fn steer(&mut self, d: usize, f: Frame) {
         let Some(l) = self.worker.as_mut() else {
             return;
         };
@@ -126,7 +126,9 @@ impl Shaper {
         let class = st.classifier.classify(&f.meta);
         let (shard, local) = st.locate(class);
         if shard == l.index {
-            self.enqueue_local(d, local, f, now);
+            // With the rest of the turn's frames for this shard (`Shaper::enqueue_batch`).
+            l.local.push(local);
+            self.rx_batch.push(f);
         } else if let Some(out) = l.outbox.get_mut(shard) {
             out.push(Handoff {
                 dir: d,
