@@ -74,6 +74,11 @@ pub struct RunArgs {
     /// the root's rate shared between them without a lock (docs/router.md, "Workers")
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: u16,
+    /// How --workers deals the top-level classes to the workers: rr (round robin in policy
+    /// order: balanced counts) or hash (by a hash of the class name: a class stays on its
+    /// worker when others are added or removed by a reload)
+    #[arg(long, value_name = "rr|hash", default_value = "rr")]
+    pub placement: PlacementArg,
     /// Directory of the interface locks (one `<ifname>@<netns>.lock` per interface, holding the
     /// owner's pid; default /run/linkshare)
     #[arg(long, value_name = "DIR")]
@@ -140,6 +145,10 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         web: a.web,
         realtime: a.realtime,
         workers: usize::from(a.workers),
+        placement: match a.placement {
+            PlacementArg::Rr => linkshare_core::shard::Placement::RoundRobin,
+            PlacementArg::Hash => linkshare_core::shard::Placement::Hash,
+        },
         line_rate: match &a.line_rate {
             Some(t) => Some(
                 linkshare_core::units::Rate::parse(t)
@@ -203,6 +212,13 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         }
     };
     s.run()
+}
+
+/// `--placement`.
+#[derive(clap::ValueEnum, Clone, Copy, Debug)]
+pub enum PlacementArg {
+    Rr,
+    Hash,
 }
 
 /// A single-threaded shaper ready to run, or the exit code of a multi-threaded one.

@@ -86,6 +86,8 @@ pub struct Options {
     /// Datapath threads (`--workers`): 1 is the single-threaded shaper, more cut the policy's
     /// HTB into shards, one per worker (workers/).
     pub workers: usize,
+    /// How the top-level classes are dealt to the workers (`--placement`).
+    pub placement: linkshare_core::shard::Placement,
 }
 
 /// Where control sockets and interface locks live by default.

@@ -58,12 +58,12 @@ struct Cut {
     steer: Arc<Steer>,
 }
 
-/// Parse `text` and cut its HTB into `n` shards (round robin over the top-level classes, the
-/// default lease and pool); `Err` is `check`'s diagnostics or why it cannot be cut.
-fn cut(text: &str, origin: &str, n: usize, gen: u64) -> Result<Cut, String> {
+/// Parse `text` and cut its HTB into `n` shards (the top-level classes placed as `placement`
+/// says, the default lease and pool); `Err` is `check`'s diagnostics or why it cannot be cut.
+fn cut(text: &str, origin: &str, n: usize, placement: &Placement, gen: u64) -> Result<Cut, String> {
     let policy = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
     let cfg = ShardConfig {
-        placement: Placement::RoundRobin,
+        placement: placement.clone(),
         ..ShardConfig::new(n)
     };
     let sharded = policy
@@ -161,7 +161,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         let text =
             std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
         let origin = f.display().to_string();
-        cuts[d] = Some(cut(&text, &origin, n, 1).map_err(|e| anyhow::anyhow!("{e}"))?);
+        cuts[d] =
+            Some(cut(&text, &origin, n, &opts.placement, 1).map_err(|e| anyhow::anyhow!("{e}"))?);
         texts[d] = Some((text, origin));
         paths[d] = Some(f);
     }
@@ -541,7 +542,13 @@ impl Coord {
             }
         };
         let gen = self.gen + 1;
-        let mut c = match cut(&ready.text, &ready.origin, self.n, gen) {
+        let mut c = match cut(
+            &ready.text,
+            &ready.origin,
+            self.n,
+            &self.opts.placement,
+            gen,
+        ) {
             Ok(c) => c,
             Err(diag) => {
                 self.finish(b.asker, b.dir, Err(rejected(diag)));
@@ -739,4 +746,61 @@ fn combine(reports: Vec<ReloadReport>) -> ReloadReport {
     out.removed = removed.difference(&kept).cloned().collect();
     out.kept = kept.into_iter().collect();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linkshare_core::Qdisc;
+
+    fn policy(extra: &[&str]) -> String {
+        let mut s = String::from(
+            "qdisc = \"htb\"\ndefault = \"k0\"\n[[class]]\nname = \"root\"\nrate = \"100mbit\"\n",
+        );
+        for name in ["k0", "k1", "k2", "k3", "k4", "k5"].iter().chain(extra) {
+            s.push_str(&format!(
+                "[[class]]\nname = \"{name}\"\nparent = \"root\"\nrate = \"1mbit\"\nceil = \"100mbit\"\n"
+            ));
+        }
+        s
+    }
+
+    /// Where each class of a cut lives, by name.
+    fn places(c: &Cut) -> Vec<(String, usize)> {
+        let mut v = Vec::new();
+        for (s, shard) in c.shards.iter().enumerate() {
+            shard.htb().visit_classes(&mut |v2| {
+                if v2.name != "root" {
+                    v.push((v2.name.to_string(), s));
+                }
+            });
+        }
+        v.sort();
+        v
+    }
+
+    /// `--placement hash`: a reload that adds a top-level class in front of the others leaves
+    /// every other class on its worker; round robin moves some.
+    #[test]
+    fn hash_placement_keeps_classes_on_their_worker_across_a_reload() {
+        let before = policy(&[]);
+        // "new" declared first among the children.
+        let after = policy(&[]).replacen(
+            "[[class]]\nname = \"k0\"",
+            "[[class]]\nname = \"new\"\nparent = \"root\"\nrate = \"1mbit\"\nceil = \"100mbit\"\n[[class]]\nname = \"k0\"",
+            1,
+        );
+        let kept = |p: &Placement| -> usize {
+            let (Ok(a), Ok(b)) = (cut(&before, "a", 2, p, 1), cut(&after, "b", 2, p, 2)) else {
+                panic!("cut failed")
+            };
+            let pb = places(&b);
+            places(&a)
+                .iter()
+                .filter(|(n, s)| pb.iter().any(|(m, t)| m == n && t == s))
+                .count()
+        };
+        assert_eq!(kept(&Placement::Hash), 6, "hash keeps all six");
+        assert!(kept(&Placement::RoundRobin) < 6, "round robin moves some");
+    }
 }
