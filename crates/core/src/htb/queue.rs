@@ -35,12 +35,11 @@ impl<P: Packet> Htb<P> {
         };
         let len = pkt.len();
         if len > self.prof(c).burst {
-            let g = &mut self.giants[c as usize];
-            *g = g.wrapping_add(1);
+            self.count_giant(c);
         }
         let was_empty = self.leaf_backlog(c).packets == 0;
         let res = if self.classes[c as usize].kind == LeafKind::Boxed {
-            let b = self.classes[c as usize].q.head as usize;
+            let b = self.classes[c as usize].boxed();
             self.boxed[b].enqueue(pkt, now)
         } else {
             self.fifo_push(c, pkt)
@@ -66,7 +65,7 @@ impl<P: Packet> Htb<P> {
     /// leaving `pkts` empty; refused packets go to `refused`. Returns how many were accepted.
     ///
     /// Before enqueuing anything it prefetches the class record and counters of every leaf, then
-    /// those of each leaf's parent, its list link and its queue's tail slot, so a burst of
+    /// those of each leaf's parent and its queue's last slot, so a burst of
     /// `k` packets into cold classes waits for about one round of cache misses instead of `k`
     /// (and the dequeue and charge that follow find those records in cache). This is what DPDK's
     /// `rte_sched_port_enqueue` does with prefetches.
@@ -83,11 +82,10 @@ impl<P: Packet> Htb<P> {
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
                 self.prefetch_class(cl.parent);
-                if let Some(l) = self.links.get(c as usize) {
-                    prefetch(l);
-                }
-                if let Some(slot) = self.pool.get(cl.q.tail as usize) {
-                    prefetch(slot);
+                if cl.kind != LeafKind::Boxed {
+                    if let Some(slot) = self.pool.get(cl.q.tail as usize) {
+                        prefetch(slot);
+                    }
                 }
             }
         }
@@ -107,7 +105,7 @@ impl<P: Packet> Htb<P> {
     pub(super) fn drain_leaf(&mut self, c: u32, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         if self.classes[c as usize].kind == LeafKind::Boxed {
-            let b = self.classes[c as usize].q.head as usize;
+            let b = self.classes[c as usize].boxed();
             out = self.boxed[b].drain(now);
             self.collect_victims(c);
         } else {
@@ -132,12 +130,12 @@ impl<P: Packet> Htb<P> {
     pub(super) fn collect_boxed_victims(&mut self, c: u32) {
         let cl = &mut self.classes[c as usize];
         let k = &mut self.cold[c as usize];
-        let q = &mut self.boxed[cl.q.head as usize];
+        let q = &mut self.boxed[cl.boxed()];
         while let Some(d) = q.take_dropped() {
             k.drops = k.drops.wrapping_add(1);
             self.books.drop_victim(d);
         }
-        let seen = &mut self.marks_seen[cl.q.head as usize];
+        let seen = &mut self.marks_seen[cl.boxed()];
         let marked = q.stats().marked;
         self.books.mark(marked.saturating_sub(*seen));
         *seen = marked;
@@ -181,10 +179,13 @@ impl<P: Packet> Htb<P> {
             });
             (self.pool.len() - 1) as u32
         };
+        // The circle: the new slot follows the last and leads back to the first.
         let q = &mut self.classes[c as usize].q;
         if q.tail == NIL {
-            q.head = slot;
+            self.pool[slot as usize].next = slot;
         } else {
+            let first = self.pool[q.tail as usize].next;
+            self.pool[slot as usize].next = first;
             self.pool[q.tail as usize].next = slot;
         }
         q.tail = slot;
@@ -195,22 +196,31 @@ impl<P: Packet> Htb<P> {
 
     /// Dequeue from a leaf's inline FIFO. O(1).
     pub(super) fn fifo_pop(&mut self, c: u32) -> Option<P> {
-        let q = &mut self.classes[c as usize].q;
-        if q.head == NIL {
+        let cl = &mut self.classes[c as usize];
+        if cl.q.tail == NIL || !matches!(cl.kind, LeafKind::Pfifo | LeafKind::Bfifo) {
             return None;
         }
-        let s = q.head;
-        let slot = &mut self.pool[s as usize];
-        let pkt = slot.pkt.take()?;
-        q.head = slot.next;
-        if q.head == NIL {
+        let q = &mut cl.q;
+        let last = q.tail;
+        let first = self.pool[last as usize].next;
+        let pkt = self.pool[first as usize].pkt.take()?;
+        if first == last {
             q.tail = NIL;
+        } else {
+            self.pool[last as usize].next = self.pool[first as usize].next;
         }
         q.len -= 1;
         q.bytes -= pkt.len();
-        slot.next = self.free;
-        self.free = s;
+        self.pool[first as usize].next = self.free;
+        self.free = first;
         Some(pkt)
+    }
+
+    /// Count a packet bigger than class `c`'s burst.
+    #[cold]
+    fn count_giant(&mut self, c: u32) {
+        let g = self.giants.entry(c).or_insert(0);
+        *g = g.wrapping_add(1);
     }
 
     /// Packets and bytes queued in a leaf class (zero for inner classes).
@@ -224,7 +234,7 @@ impl<P: Packet> Htb<P> {
                 packets: cl.q.len as u64,
                 bytes: cl.q.bytes as u64,
             },
-            LeafKind::Boxed => self.boxed[cl.q.head as usize].backlog(),
+            LeafKind::Boxed => self.boxed[cl.boxed()].backlog(),
             LeafKind::None => Backlog::default(),
         }
     }
