@@ -248,21 +248,30 @@ impl<P: Packet> Htb<P> {
         // misbehave (hold backlog but refuse to dequeue); cap it anyway.
         for _ in 0..64 {
             let (leaf, lid) = self.lookup_leaf(level, prio)?;
-            // The next leaves of this list are likely served next: a two-stage pipeline. The
-            // record of the next leaf was prefetched one dequeue ago, so its queue's last slot
-            // (which is also its first when it holds one packet, and names the first otherwise)
-            // and its parent can be prefetched now; the leaf after it gets its record prefetched.
+            // The next leaves of this list are likely served next: a three-stage pipeline, each
+            // stage reading only lines an earlier dequeue prefetched. The leaf three ahead gets
+            // its record (and counters) prefetched; the leaf two ahead, whose record is in, its
+            // queue's last slot (the first too when it holds one packet); the next leaf, whose
+            // last slot is in, its first slot when they differ, and its parent.
             let n1 = self.classes[leaf as usize].link.next;
-            if (n1 as usize) < self.classes.len() {
-                let c1 = &self.classes[n1 as usize];
-                self.prefetch_class(n1);
-                if c1.kind != LeafKind::Boxed {
-                    if let Some(slot) = self.pool.get(c1.q.tail as usize) {
-                        prefetch(slot);
+            if let Some(c1) = self.classes.get(n1 as usize) {
+                if c1.kind != LeafKind::Boxed && c1.q.len > 1 {
+                    if let Some(last) = self.pool.get(c1.q.tail as usize) {
+                        if let Some(first) = self.pool.get(last.next as usize) {
+                            prefetch(first);
+                        }
                     }
                 }
                 self.prefetch_class(c1.parent);
-                self.prefetch_class(c1.link.next);
+                let n2 = c1.link.next;
+                if let Some(c2) = self.classes.get(n2 as usize) {
+                    if c2.kind != LeafKind::Boxed {
+                        if let Some(slot) = self.pool.get(c2.q.tail as usize) {
+                            prefetch(slot);
+                        }
+                    }
+                    self.prefetch_class(c2.link.next);
+                }
             }
             let cl = &self.classes[leaf as usize];
             self.prefetch_class(cl.parent);

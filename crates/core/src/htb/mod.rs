@@ -429,7 +429,9 @@ impl<P: Packet> Htb<P> {
             .map_err(|e| HtbError::from_tree(e, name))?;
 
         let mut inner = Vec::new();
-        let mut classes = Vec::with_capacity(n);
+        // The per-class arrays are read at random: huge pages where the system allows
+        // (`crate::hugepages`).
+        let mut classes = crate::hugepages::with_capacity(n);
         let mut profiles: Vec<Profile> = Vec::new();
         let mut profile_ids: HashMap<Profile, u32> = HashMap::new();
         let mut names = names::Names::default();
@@ -499,7 +501,7 @@ impl<P: Packet> Htb<P> {
         inner.shrink_to_fit();
         Ok(Htb {
             classes,
-            cold: vec![Counters::default(); n],
+            cold: crate::hugepages::filled(n, Counters::default()),
             giants: HashMap::new(),
             profiles,
             names,
@@ -508,14 +510,14 @@ impl<P: Packet> Htb<P> {
             marks_seen: vec![0; boxed.len()],
             boxed,
             inner,
-            lists: vec![List::EMPTY; ROWS + n_inner * NUM_PRIO],
-            links: vec![
+            lists: crate::hugepages::filled(ROWS + n_inner * NUM_PRIO, List::EMPTY),
+            links: crate::hugepages::filled(
+                n_inner * NUM_PRIO,
                 Link {
                     prev: NIL,
-                    next: NIL
-                };
-                n_inner * NUM_PRIO
-            ],
+                    next: NIL,
+                },
+            ),
             row_mask: [0; MAX_DEPTH],
             wait: (0..MAX_DEPTH).map(|_| BTreeSet::new()).collect(),
             leaf_wait: BTreeSet::new(),

@@ -65,9 +65,12 @@ impl<P: Packet> Htb<P> {
     /// leaving `pkts` empty; refused packets go to `refused`. Returns how many were accepted.
     ///
     /// Before enqueuing anything it prefetches the class record and counters of every leaf, then
-    /// those of each leaf's parent and its queue's last slot, so a burst of
-    /// `k` packets into cold classes waits for about one round of cache misses instead of `k`
-    /// (and the dequeue and charge that follow find those records in cache). This is what DPDK's
+    /// each leaf's queue's last slot and, for a leaf that is idle (it will be activated, and
+    /// served soon after), its parent's record and counters, so a burst of `k` packets into cold
+    /// classes waits for about one round of cache misses instead of `k` (and the dequeue and
+    /// charge that follow find those lines in cache). A leaf already backlogged is served when
+    /// the round robin reaches it, which prefetches for itself (`dequeue_tree`), so its parent
+    /// is not fetched twice. This is what DPDK's
     /// `rte_sched_port_enqueue` does with prefetches.
     pub fn enqueue_burst_to(
         &mut self,
@@ -81,7 +84,9 @@ impl<P: Packet> Htb<P> {
         }
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
-                self.prefetch_class(cl.parent);
+                if cl.active == 0 {
+                    self.prefetch_class(cl.parent);
+                }
                 if cl.kind != LeafKind::Boxed {
                     if let Some(slot) = self.pool.get(cl.q.tail as usize) {
                         prefetch(slot);
@@ -173,10 +178,14 @@ impl<P: Packet> Htb<P> {
             };
             s
         } else {
+            let cap = self.pool.capacity();
             self.pool.push(Slot {
                 pkt: Some(pkt),
                 next: NIL,
             });
+            if self.pool.capacity() != cap {
+                crate::hugepages::advise(&self.pool);
+            }
             (self.pool.len() - 1) as u32
         };
         // The circle: the new slot follows the last and leads back to the first.
