@@ -109,7 +109,9 @@
 //! inner classes + 3.7 of name): 124 MB, measured by a counting allocator in
 //! `tests/htb_memory.rs` (it was 131 bytes with the leaf's link in a separate array, a FIFO head
 //! index, `giants` for every class and names whole with a 4-byte index; 163 before the hot/cold
-//! split).
+//! split). The large per-class arrays are advised to transparent huge pages
+//! (`crate::hugepages`), so that a few active leaves spread over a million classes do not each
+//! cost a TLB miss.
 
 //! ## Layout
 //! This file holds the records and the [`Discipline`] hooks; by concern: `tokens` (buckets,

@@ -2,7 +2,8 @@
 //! pool, boxed leaf qdiscs and the collection of what they drop.
 //!
 //! Principles: a leaf's queue is an inline FIFO (no allocation per class: its packets live in one
-//! pool shared by every leaf, linked through `Slot::next`) or a boxed [`Qdisc`]; a leaf is
+//! pool shared by every leaf, linked through `Slot::next` as a circle, so the leaf keeps only
+//! its last slot) or a boxed [`Qdisc`]; a leaf is
 //! activated when it gets its first packet and deactivated when it runs empty, which is all the
 //! rest of the scheduler needs to know about queues (Linux net/sched/sch_htb.c `htb_enqueue`,
 //! `htb_activate`, `htb_deactivate`). Packets a boxed leaf drops after accepting them are
