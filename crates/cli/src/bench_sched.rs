@@ -99,6 +99,22 @@ fn rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// CPU time this thread has used, in seconds (Linux `CLOCK_THREAD_CPUTIME_ID`; 0 if unknown).
+/// Beside the wall clock it shows what the run cost when other processes share the cores: time
+/// the thread spent preempted counts in the wall time only.
+fn thread_cpu_s() -> f64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; the call writes only to it.
+    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    if r != 0 {
+        return 0.0;
+    }
+    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
+}
+
 pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     match &args.which {
         BenchWhich::Sched(a) => sched(a),
@@ -161,6 +177,7 @@ fn finish<Q: LeafSched>(
     let build_s = t0.elapsed().as_secs_f64();
     let tree_bytes = rss_bytes().saturating_sub(rss0);
     let heap_bytes = q.memory_bytes();
+    let heap_parts = q.memory_parts();
     let leaves = match a.active {
         Some(k) if k > 0 && (k as usize) < leaves.len() => {
             let n = leaves.len() as u64;
@@ -177,8 +194,11 @@ fn finish<Q: LeafSched>(
         b.run(a.warmup);
     }
     let t = Instant::now();
+    let cpu0 = thread_cpu_s();
     let c = b.run(a.packets.max(1));
+    let cpu = thread_cpu_s() - cpu0;
     let wall = t.elapsed().as_secs_f64();
+    let cpu_ns = cpu * 1e9 / c.dequeued.max(1) as f64;
     let ns = wall * 1e9 / c.dequeued.max(1) as f64;
     let mpps = c.dequeued as f64 / wall / 1e6;
     let per_class = tree_bytes as f64 / classes.max(1) as f64;
@@ -196,14 +216,16 @@ fn finish<Q: LeafSched>(
                 "classes": classes, "active": active, "pattern": pat, "backlog": a.backlog, "burst": a.burst,
                 "packets": c.dequeued, "refused": c.refused, "short_dequeues": c.short,
                 "wall_s": wall, "mpps": mpps, "ns_per_packet": ns,
+                "cpu_s": cpu, "cpu_ns_per_packet": cpu_ns,
                 "build_s": build_s, "tree_bytes": tree_bytes, "bytes_per_class": per_class,
                 "heap_bytes": heap_bytes,
+                "heap_parts": heap_parts.iter().map(|&(k, b)| (k.to_string(), json!(b))).collect::<serde_json::Map<_, _>>(),
                 "heap_bytes_per_class": heap_bytes.map(|h| h as f64 / classes.max(1) as f64),
             })
         );
     } else {
         println!(
-            "{name}: {} leaves ({active} active), {classes} classes, {} levels, {pat}, backlog {}, burst {}: {} packets in {wall:.3} s: {mpps:.2} Mpps, {ns:.1} ns/packet (refused {}, short dequeues {})",
+            "{name}: {} leaves ({active} active), {classes} classes, {} levels, {pat}, backlog {}, burst {}: {} packets in {wall:.3} s: {mpps:.2} Mpps, {ns:.1} ns/packet ({cpu_ns:.1} ns of thread CPU time; refused {}, short dequeues {})",
             a.leaves, a.levels, a.backlog, a.burst, c.dequeued, c.refused, c.short
         );
         println!(
@@ -216,6 +238,13 @@ fn finish<Q: LeafSched>(
                 h as f64 / 1e6,
                 h as f64 / classes.max(1) as f64
             );
+            let parts: Vec<String> = heap_parts
+                .iter()
+                .map(|&(k, b)| format!("{k} {:.1}", b as f64 / classes.max(1) as f64))
+                .collect();
+            if !parts.is_empty() {
+                println!("  bytes per class: {}", parts.join(", "));
+            }
         }
     }
     Ok(0)

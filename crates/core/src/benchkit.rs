@@ -250,6 +250,10 @@ pub trait LeafSched: Qdisc<BenchPacket> {
     fn memory_bytes(&self) -> Option<usize> {
         None
     }
+    /// [`Self::memory_bytes`] by part, if it can tell.
+    fn memory_parts(&self) -> Vec<(&'static str, usize)> {
+        Vec::new()
+    }
     /// Packet `i` into leaf `leaves[i]`, leaving `pkts` empty; refused ones into `refused`.
     fn enqueue_leaf_burst(
         &mut self,
@@ -281,6 +285,9 @@ impl LeafSched for Htb<BenchPacket> {
     }
     fn memory_bytes(&self) -> Option<usize> {
         Some(Htb::memory_bytes(self))
+    }
+    fn memory_parts(&self) -> Vec<(&'static str, usize)> {
+        Htb::memory_parts(self)
     }
     fn enqueue_leaf_burst(
         &mut self,

@@ -31,6 +31,7 @@ pub mod classify;
 pub mod dscp;
 pub mod egress;
 pub mod htb;
+mod hugepages;
 pub use qdisc::leaf;
 pub mod linklayer;
 pub mod packet;

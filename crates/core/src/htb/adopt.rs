@@ -23,9 +23,10 @@ impl<P: Packet> Htb<P> {
     /// O(n + q) for `n` classes and `q` queued packets; meant for the control path.
     pub fn adopt(&mut self, old: &mut Htb<P>, now: Time) -> AdoptReport {
         let mut report = AdoptReport::default();
+        let (old_names, new_names) = (old.names.all(), self.names.all());
         let (old_to_new, added) = crate::tree::match_names(
-            (0..old.classes.len() as u32).map(|c| old.name(c)),
-            (0..self.classes.len() as u32).map(|c| self.name(c)),
+            old_names.iter().map(String::as_str),
+            new_names.iter().map(String::as_str),
         );
         // Empty the old leaves first: an AQM leaf may drop while being drained, and those drops
         // must be in `old`'s counters before they become ours.
@@ -37,10 +38,10 @@ impl<P: Packet> Htb<P> {
         }
         for (c, n) in old_to_new.iter().enumerate() {
             let Some(n) = *n else {
-                report.removed.push(old.name(c as u32).to_string());
+                report.removed.push(old_names[c].clone());
                 continue;
             };
-            report.kept.push(old.name(c as u32).to_string());
+            report.kept.push(old_names[c].clone());
             let o = &old.classes[c];
             let op = old.prof(c as u32);
             let idle = now.0.saturating_sub(o.t_c).min(MAX_IDLE_NS);
@@ -53,14 +54,17 @@ impl<P: Packet> Htb<P> {
             cl.ctokens = clamp_debt(refill(ctokens, idle, ceil, np.cbuffer), np.ceil);
             cl.t_c = now.0;
             self.cold[n as usize] = counters;
-            self.giants[n as usize] = old.giants[c];
+            match old.giants.get(&(c as u32)) {
+                Some(&g) => self.giants.insert(n, g),
+                None => self.giants.remove(&n),
+            };
             let (mode, until) = self.mode_at(n, now.0);
             self.change_mode(n, old_key, mode, until);
             // Taking over a throttled class is not a new overlimit event.
             self.cold[n as usize].overlimits = counters.overlimits;
         }
         for c in added {
-            report.added.push(self.name(c).to_string());
+            report.added.push(new_names[c as usize].clone());
         }
         // Counters continue; the moved packets are already counted as enqueued and as backlog.
         // What `old` dropped and still holds is ours to hand out.
@@ -74,11 +78,11 @@ impl<P: Packet> Htb<P> {
             let (oq, nq) = (oc.q, nc.map(|n| (n.kind, n.q)));
             if let (LeafKind::Boxed, Some((nkind, nq))) = (oc.kind, nq) {
                 if nkind == LeafKind::Boxed {
-                    let prior = *old.boxed[oq.head as usize].stats();
-                    let leaf = &mut self.boxed[nq.head as usize];
+                    let prior = *old.boxed[oq.tail as usize].stats();
+                    let leaf = &mut self.boxed[nq.tail as usize];
                     leaf.stats_mut().continue_from(&prior, moved);
                     // Its marks are in the qdisc-wide count already (continued from `old`).
-                    self.marks_seen[nq.head as usize] = leaf.stats().marked;
+                    self.marks_seen[nq.tail as usize] = leaf.stats().marked;
                 }
             }
             for pkt in pkts {
@@ -103,7 +107,7 @@ impl<P: Packet> Htb<P> {
     pub(super) fn requeue(&mut self, c: u32, pkt: P, now: Time, report: &mut AdoptReport) {
         let was_empty = self.leaf_backlog(c).packets == 0;
         let res = if self.classes[c as usize].kind == LeafKind::Boxed {
-            let b = self.classes[c as usize].q.head as usize;
+            let b = self.classes[c as usize].boxed();
             self.boxed[b].enqueue(pkt, now)
         } else {
             self.fifo_push(c, pkt)

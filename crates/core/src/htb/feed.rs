@@ -22,11 +22,32 @@ impl<P: Packet> Htb<P> {
 
     /// The list node of class `c` at `prio`.
     pub(super) fn node_of(&self, c: u32, prio: u8) -> u32 {
-        let cl = &self.classes[c as usize];
-        if cl.inner == NIL {
+        let inner = self.classes[c as usize].inner();
+        if inner == NIL {
             c
         } else {
-            self.classes.len() as u32 + cl.inner * NUM_PRIO as u32 + prio as u32
+            self.classes.len() as u32 + inner * NUM_PRIO as u32 + prio as u32
+        }
+    }
+
+    /// The link of list node `node`: in the record of a leaf, in `links` for an inner class.
+    #[inline(always)]
+    pub(super) fn link(&self, node: u32) -> Link {
+        let n = self.classes.len() as u32;
+        if node < n {
+            self.classes[node as usize].link
+        } else {
+            self.links[(node - n) as usize]
+        }
+    }
+
+    #[inline(always)]
+    fn link_mut(&mut self, node: u32) -> &mut Link {
+        let n = self.classes.len() as u32;
+        if node < n {
+            &mut self.classes[node as usize].link
+        } else {
+            &mut self.links[(node - n) as usize]
         }
     }
 
@@ -41,14 +62,14 @@ impl<P: Packet> Htb<P> {
 
     pub(super) fn list_push(&mut self, lid: usize, node: u32) {
         let tail = self.lists[lid].tail;
-        self.links[node as usize] = Link {
+        *self.link_mut(node) = Link {
             prev: tail,
             next: NIL,
         };
         if tail == NIL {
             self.lists[lid].head = node;
         } else {
-            self.links[tail as usize].next = node;
+            self.link_mut(tail).next = node;
         }
         self.lists[lid].tail = node;
         if self.lists[lid].parked == node {
@@ -61,7 +82,7 @@ impl<P: Packet> Htb<P> {
     }
 
     pub(super) fn list_remove(&mut self, lid: usize, node: u32) {
-        let Link { prev, next } = self.links[node as usize];
+        let Link { prev, next } = self.link(node);
         let list = &mut self.lists[lid];
         if list.cursor == node {
             list.cursor = next;
@@ -73,15 +94,17 @@ impl<P: Packet> Htb<P> {
         }
         if prev == NIL {
             list.head = next;
-        } else {
-            self.links[prev as usize].next = next;
         }
         if next == NIL {
             list.tail = prev;
-        } else {
-            self.links[next as usize].prev = prev;
         }
-        self.links[node as usize] = Link {
+        if prev != NIL {
+            self.link_mut(prev).next = next;
+        }
+        if next != NIL {
+            self.link_mut(next).prev = prev;
+        }
+        *self.link_mut(node) = Link {
             prev: NIL,
             next: NIL,
         };
@@ -92,11 +115,7 @@ impl<P: Packet> Htb<P> {
 
     pub(super) fn advance_cursor(&mut self, lid: usize) {
         let cur = self.lists[lid].cursor;
-        self.lists[lid].cursor = if cur == NIL {
-            NIL
-        } else {
-            self.links[cur as usize].next
-        };
+        self.lists[lid].cursor = if cur == NIL { NIL } else { self.link(cur).next };
         self.lists[lid].parked = NIL;
     }
 
@@ -133,7 +152,7 @@ impl<P: Packet> Htb<P> {
                     if parent == NIL {
                         return;
                     }
-                    let pin = self.classes[parent as usize].inner;
+                    let pin = self.classes[parent as usize].inner();
                     let mut newly = 0u8;
                     for p in bits(mask) {
                         let fid = Self::feed_id(pin, p);
@@ -170,7 +189,7 @@ impl<P: Packet> Htb<P> {
                     if parent == NIL {
                         return;
                     }
-                    let pin = self.classes[parent as usize].inner;
+                    let pin = self.classes[parent as usize].inner();
                     let mut emptied = 0u8;
                     for p in bits(mask) {
                         let fid = Self::feed_id(pin, p);
@@ -210,7 +229,7 @@ impl<P: Packet> Htb<P> {
                 }
             }
             let c = self.owner_of(self.lists[lid].cursor);
-            let inner = self.classes[c as usize].inner;
+            let inner = self.classes[c as usize].inner();
             if inner == NIL {
                 return Some((c, lid));
             }
@@ -229,21 +248,29 @@ impl<P: Packet> Htb<P> {
         // misbehave (hold backlog but refuse to dequeue); cap it anyway.
         for _ in 0..64 {
             let (leaf, lid) = self.lookup_leaf(level, prio)?;
-            // The next leaves of this list are likely served next: a two-stage pipeline. The
-            // record of the next leaf was prefetched one dequeue ago, so its queue's head slot and
-            // its parent can be prefetched now; the leaf after it gets its record prefetched.
-            let n1 = self.links[leaf as usize].next;
-            if (n1 as usize) < self.classes.len() {
-                let c1 = &self.classes[n1 as usize];
-                self.prefetch_class(n1);
-                if let Some(slot) = self.pool.get(c1.q.head as usize) {
-                    prefetch(slot);
+            // The next leaves of this list are likely served next: a three-stage pipeline, each
+            // stage reading only lines an earlier dequeue prefetched. The leaf three ahead gets
+            // its record (and counters) prefetched; the leaf two ahead, whose record is in, its
+            // queue's last slot (the first too when it holds one packet); the next leaf, whose
+            // last slot is in, its first slot when they differ, and its parent.
+            let n1 = self.classes[leaf as usize].link.next;
+            if let Some(c1) = self.classes.get(n1 as usize) {
+                if c1.kind != LeafKind::Boxed && c1.q.len > 1 {
+                    if let Some(last) = self.pool.get(c1.q.tail as usize) {
+                        if let Some(first) = self.pool.get(last.next as usize) {
+                            prefetch(first);
+                        }
+                    }
                 }
                 self.prefetch_class(c1.parent);
-                let n2 = self.links[n1 as usize].next;
-                if (n2 as usize) < self.classes.len() {
-                    self.prefetch_class(n2);
-                    prefetch(&self.links[n2 as usize]);
+                let n2 = c1.link.next;
+                if let Some(c2) = self.classes.get(n2 as usize) {
+                    if c2.kind != LeafKind::Boxed {
+                        if let Some(slot) = self.pool.get(c2.q.tail as usize) {
+                            prefetch(slot);
+                        }
+                    }
+                    self.prefetch_class(c2.link.next);
                 }
             }
             let cl = &self.classes[leaf as usize];
@@ -254,7 +281,7 @@ impl<P: Packet> Htb<P> {
                     (p, self.classes[leaf as usize].q.len == 0, None)
                 }
                 LeafKind::Boxed => {
-                    let q = &mut self.boxed[cl.q.head as usize];
+                    let q = &mut self.boxed[cl.boxed()];
                     match q.dequeue(now) {
                         Dequeued::Packet(p) => {
                             let e = q.backlog().packets == 0;

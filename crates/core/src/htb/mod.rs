@@ -88,25 +88,30 @@
 //! ## Memory per class
 //! Hot, cold and shared, as librte_sched splits its pipes from their profiles:
 //! * **hot**: 64 bytes, one cache line ([`Class`]: buckets, time of the last charge, parent,
-//!   profile and inner indexes, DRR deficits, queue head/tail/length/bytes, level, kind, mode,
+//!   profile index, DRR deficits, the leaf's FIFO (last slot, length, bytes; the slot field holds
+//!   the inner or boxed index of other classes), the leaf's own list link, level, kind, mode,
 //!   active prios) — what enqueue, dequeue and the charge read and write;
 //! * **cold**: 32 bytes of counters ([`Counters`]: bytes and packets sent, drops, overlimits,
 //!   lends, borrows; aligned so that one line holds them), written by the charge, read by
-//!   `stat`, carried over by adopt; 4 bytes more of `giants` (written only for a packet bigger
-//!   than the burst);
+//!   `stat`, carried over by adopt; `giants` (packets bigger than the burst, rare) in a map
+//!   holding only the classes that had one;
 //! * **per profile**: 56 bytes ([`Profile`]: rate, ceil, burst and cburst in bytes and
 //!   nano-bits, quantum, FIFO limit, prio), one per distinct configuration, shared by every
 //!   class configured alike (a million subscribers on ten plans: ten profiles);
-//! * 8 bytes of list link per leaf; an inner class has 8 links and 8 lists (one per prio) and
-//!   its entry in `inner`: 196 bytes more;
-//! * the name's bytes in one shared arena and 4 bytes of name index (the depth-first order is
-//!   recomputed by `stat` rather than kept);
+//! * an inner class has 8 list links and 8 lists (one per prio) and its entry in `inner`:
+//!   196 bytes more;
+//! * the name, front coded in blocks of 16 (`names`): two or three bytes for names given in
+//!   sequence (the depth-first order is recomputed by `stat` rather than kept);
 //! * per queued packet, one slot of the shared pool (`size_of::<P>()` + 4 bytes, rounded).
 //!
 //! A librte_sched-shaped tree of 1,048,576 leaves (1,114,114 classes, 16 leaves per inner class,
-//! names `c0`…`c1114113`) is ≈ 131 bytes per class (64 + 32 + 4 + 8 + 11 of lists and links for
-//! the inner classes, 12 of name): 146 MB (it was 163 bytes with the 128-byte record of counters
-//! and parameters and a kept order).
+//! names `c0`…`c1114113`) is ≈ 111 bytes per class (64 + 32 + 11.5 of lists and links for the
+//! inner classes + 3.7 of name): 124 MB, measured by a counting allocator in
+//! `tests/htb_memory.rs` (it was 131 bytes with the leaf's link in a separate array, a FIFO head
+//! index, `giants` for every class and names whole with a 4-byte index; 163 before the hot/cold
+//! split). The large per-class arrays are advised to transparent huge pages
+//! (`crate::hugepages`), so that a few active leaves spread over a million classes do not each
+//! cost a TLB miss.
 
 //! ## Layout
 //! This file holds the records and the [`Discipline`] hooks; by concern: `tokens` (buckets,
@@ -122,6 +127,7 @@
 
 mod adopt;
 mod feed;
+mod names;
 mod queue;
 mod spec;
 mod stats;
@@ -197,11 +203,12 @@ enum LeafKind {
 }
 
 /// The queue state of a leaf: an inline FIFO threaded through the shared packet pool (no
-/// allocation per class), or (kind `Boxed`) the index of a boxed qdisc in `head`. Its kind is in
-/// the class record, its limit in the class's [`Profile`].
+/// allocation per class) as a circle: `tail` is its last slot (NIL when empty) and that slot's
+/// `next` is the first, so one index serves both ends. Its kind is in the class record, its limit
+/// in the class's [`Profile`]. A class without an inline FIFO reuses `tail` for another index
+/// (see [`Class::boxed`] and [`Class::inner`]); `len` and `bytes` are then 0.
 #[derive(Copy, Clone, Debug)]
 struct LeafQ {
-    head: u32,
     tail: u32,
     len: u32,
     bytes: u32,
@@ -209,7 +216,6 @@ struct LeafQ {
 
 impl LeafQ {
     const EMPTY: LeafQ = LeafQ {
-        head: NIL,
         tail: NIL,
         len: 0,
         bytes: 0,
@@ -249,14 +255,18 @@ struct Class {
     parent: u32,
     /// Index into `Htb::profiles`.
     profile: u32,
-    /// Index into `inner` for inner classes, NIL for leaves.
-    inner: u32,
     /// DRR deficits: `[0]` when sending on its own rate (level 0), `[1]` when borrowing. Linux
     /// keeps one per level; two suffice because a leaf competes with one set of classes when it
     /// is under its rate and another when it borrows, and keeping them apart stops the traffic a
     /// class sends on its own rate from eating its share of what it borrows.
     deficit: [i32; 2],
+    /// The inline FIFO; for a boxed leaf `q.tail` is the index into `Htb::boxed`, for an inner
+    /// class the index into `Htb::inner`.
     q: LeafQ,
+    /// A leaf's node in the row or feed list it is in (a leaf's node id is its class id): in the
+    /// record, so hooking and unhooking a leaf touches no other line of its own. Inner classes
+    /// have one node per prio, in `Htb::links`.
+    link: Link,
     level: u8,
     kind: LeafKind,
     mode: ClassMode,
@@ -322,6 +332,21 @@ impl Class {
     fn is_leaf(&self) -> bool {
         self.kind != LeafKind::None
     }
+
+    /// Index into `Htb::inner` of an inner class, NIL for a leaf.
+    #[inline(always)]
+    fn inner(&self) -> u32 {
+        if self.kind == LeafKind::None {
+            self.q.tail
+        } else {
+            NIL
+        }
+    }
+
+    /// Index into `Htb::boxed` of a leaf of kind `Boxed`.
+    fn boxed(&self) -> usize {
+        self.q.tail as usize
+    }
 }
 
 /// A slot of the shared packet pool: a packet and the next slot of its leaf's FIFO (or of the
@@ -342,13 +367,13 @@ pub struct Htb<P: Packet> {
     classes: Vec<Class>,
     /// Per-class counters, by class id.
     cold: Vec<Counters>,
-    /// Per class: packets bigger than its burst (32-bit, wrapping, like `tc_htb_xstats`).
-    giants: Vec<u32>,
+    /// Packets bigger than the burst, by class (32-bit, wrapping, like `tc_htb_xstats`): only
+    /// classes that had one (a burst is at least one MTU, so giants are rare).
+    giants: HashMap<u32, u32>,
     /// Distinct read-only class parameters, shared.
     profiles: Vec<Profile>,
-    /// All class names, concatenated; class `i` is `names[name_end[i-1]..name_end[i]]`.
-    names: String,
-    name_end: Vec<u32>,
+    /// All class names, front coded.
+    names: names::Names,
     pool: Vec<Slot<P>>,
     free: u32,
     boxed: Vec<Box<dyn Qdisc<P>>>,
@@ -357,7 +382,9 @@ pub struct Htb<P: Packet> {
     inner: Vec<Inner>,
     /// All lists: rows first (`level * NUM_PRIO + prio`), then feeds (`ROWS + inner * NUM_PRIO + prio`).
     lists: Vec<List>,
-    /// All list nodes: one per leaf (id = class id), then `NUM_PRIO` per inner class.
+    /// List nodes of inner classes, `NUM_PRIO` each: node id `n + inner * NUM_PRIO + prio` is
+    /// `links[inner * NUM_PRIO + prio]` (`n` classes; node ids below `n` are leaves, whose link
+    /// is in their record).
     links: Vec<Link>,
     /// Bit `p` of `row_mask[level]` set iff `row[level][p]` is non-empty.
     row_mask: [u8; MAX_DEPTH],
@@ -404,11 +431,12 @@ impl<P: Packet> Htb<P> {
             .map_err(|e| HtbError::from_tree(e, name))?;
 
         let mut inner = Vec::new();
-        let mut classes = Vec::with_capacity(n);
+        // The per-class arrays are read at random: huge pages where the system allows
+        // (`crate::hugepages`).
+        let mut classes = crate::hugepages::with_capacity(n);
         let mut profiles: Vec<Profile> = Vec::new();
         let mut profile_ids: HashMap<Profile, u32> = HashMap::new();
-        let mut names = String::new();
-        let mut name_end = Vec::with_capacity(n);
+        let mut names = names::Names::default();
         let mut boxed: Vec<Box<dyn Qdisc<P>>> = Vec::new();
         for (i, s) in specs.into_iter().enumerate() {
             let is_inner = tree.is_inner(i);
@@ -417,28 +445,25 @@ impl<P: Packet> Htb<P> {
             } else {
                 0
             } as u8;
-            let inner_idx = if is_inner {
-                inner.push(Inner { class: i as u32 });
-                (inner.len() - 1) as u32
-            } else {
-                NIL
-            };
             let mut q = LeafQ::EMPTY;
             let (kind, limit) = if is_inner {
+                q.tail = inner.len() as u32;
+                inner.push(Inner { class: i as u32 });
                 (LeafKind::None, 0)
             } else {
                 match s.leaf {
                     LeafSpec::Fifo(FifoLimit::Packets(l)) => (LeafKind::Pfifo, l),
                     LeafSpec::Fifo(FifoLimit::Bytes(l)) => (LeafKind::Bfifo, l),
                     LeafSpec::Qdisc(b) => {
-                        q.head = boxed.len() as u32;
+                        q.tail = boxed.len() as u32;
                         boxed.push(b);
                         (LeafKind::Boxed, 0)
                     }
                 }
             };
-            names.push_str(&s.name);
-            name_end.push(names.len() as u32);
+            names.push(&s.name).map_err(|()| HtbError::TooDeep {
+                class: "class names longer than 4 GiB in all".into(),
+            })?;
             let profile = Profile {
                 rate: s.rate.0,
                 ceil: s.ceil.0,
@@ -460,9 +485,12 @@ impl<P: Packet> Htb<P> {
                 t_c: 0,
                 parent: s.parent.unwrap_or(NIL),
                 profile: pid,
-                inner: inner_idx,
                 deficit: [0; 2],
                 q,
+                link: Link {
+                    prev: NIL,
+                    next: NIL,
+                },
                 level,
                 kind,
                 mode: ClassMode::CanSend,
@@ -470,28 +498,28 @@ impl<P: Packet> Htb<P> {
             });
         }
         let n_inner = inner.len();
-        names.shrink_to_fit();
+        names.shrink();
         profiles.shrink_to_fit();
+        inner.shrink_to_fit();
         Ok(Htb {
             classes,
-            cold: vec![Counters::default(); n],
-            giants: vec![0; n],
+            cold: crate::hugepages::filled(n, Counters::default()),
+            giants: HashMap::new(),
             profiles,
             names,
-            name_end,
             pool: Vec::new(),
             free: NIL,
             marks_seen: vec![0; boxed.len()],
             boxed,
             inner,
-            lists: vec![List::EMPTY; ROWS + n_inner * NUM_PRIO],
-            links: vec![
+            lists: crate::hugepages::filled(ROWS + n_inner * NUM_PRIO, List::EMPTY),
+            links: crate::hugepages::filled(
+                n_inner * NUM_PRIO,
                 Link {
                     prev: NIL,
-                    next: NIL
-                };
-                n + n_inner * NUM_PRIO
-            ],
+                    next: NIL,
+                },
+            ),
             row_mask: [0; MAX_DEPTH],
             wait: (0..MAX_DEPTH).map(|_| BTreeSet::new()).collect(),
             leaf_wait: BTreeSet::new(),
@@ -502,24 +530,23 @@ impl<P: Packet> Htb<P> {
         })
     }
 
-    /// Index of the class with this name.
+    /// Index of the class with this name. O(n): the control path's.
     pub fn class_id(&self, name: &str) -> Option<ClassId> {
-        (0..self.classes.len() as u32).find(|&c| self.name(c) == name)
+        self.names.find(name).map(|i| i as ClassId)
     }
 
     /// Name of a class.
-    pub fn class_name(&self, id: ClassId) -> Option<&str> {
+    pub fn class_name(&self, id: ClassId) -> Option<String> {
         ((id as usize) < self.classes.len()).then(|| self.name(id))
     }
 
-    fn name(&self, c: u32) -> &str {
-        let end = self.name_end[c as usize] as usize;
-        let start = if c == 0 {
-            0
-        } else {
-            self.name_end[c as usize - 1] as usize
-        };
-        self.names.get(start..end).unwrap_or("")
+    fn name(&self, c: u32) -> String {
+        self.names.get(c as usize)
+    }
+
+    /// Giants counted at class `c`.
+    fn giants_of(&self, c: u32) -> u32 {
+        self.giants.get(&c).copied().unwrap_or(0)
     }
 
     /// Number of classes.

@@ -9,34 +9,54 @@ use super::*;
 
 impl<P: Packet> Htb<P> {
     /// Bytes this scheduler holds on the heap for its classes, lists, names and packet pool
-    /// (boxed leaf qdiscs and queued packets' own heap data not included).
+    /// (boxed leaf qdiscs and queued packets' own heap data not included): the sum of
+    /// [`Self::memory_parts`].
     pub fn memory_bytes(&self) -> usize {
+        self.memory_parts().iter().map(|&(_, b)| b).sum()
+    }
+
+    /// [`Self::memory_bytes`] part by part (the wait queues' nodes, a few per throttled class,
+    /// and the classifier are not counted; the allocator test `htb_memory` checks that what is
+    /// left out is small).
+    pub fn memory_parts(&self) -> Vec<(&'static str, usize)> {
         use std::mem::size_of;
-        self.classes.capacity() * size_of::<Class>()
-            + self.cold.capacity() * size_of::<Counters>()
-            + self.giants.capacity() * 4
-            + self.profiles.capacity() * size_of::<Profile>()
-            + self.names.capacity()
-            + self.name_end.capacity() * 4
-            + self.pool.capacity() * size_of::<Slot<P>>()
-            + self.boxed.capacity() * size_of::<Box<dyn Qdisc<P>>>()
-            + self.marks_seen.capacity() * 8
-            + self.inner.capacity() * size_of::<Inner>()
-            + self.lists.capacity() * size_of::<List>()
-            + self.links.capacity() * size_of::<Link>()
+        // A `HashMap` entry costs its key and value and one control byte (hashbrown).
+        let giants = self.giants.capacity() * (size_of::<(u32, u32)>() + 1);
+        vec![
+            (
+                "class records",
+                self.classes.capacity() * size_of::<Class>(),
+            ),
+            ("counters", self.cold.capacity() * size_of::<Counters>()),
+            ("giants", giants),
+            ("profiles", self.profiles.capacity() * size_of::<Profile>()),
+            ("names", self.names.heap_bytes()),
+            ("packet pool", self.pool.capacity() * size_of::<Slot<P>>()),
+            (
+                "boxed leaves",
+                self.boxed.capacity() * size_of::<Box<dyn Qdisc<P>>>()
+                    + self.marks_seen.capacity() * 8,
+            ),
+            (
+                "inner lists",
+                self.inner.capacity() * size_of::<Inner>()
+                    + self.lists.capacity() * size_of::<List>()
+                    + self.links.capacity() * size_of::<Link>(),
+            ),
+        ]
     }
 
     /// The counters of one class.
     pub fn class_stats(&self, id: ClassId) -> Option<ClassStats> {
         self.classes
             .get(id as usize)
-            .map(|c| self.cold[id as usize].stats(self.giants[id as usize], self.leaf_marked(c)))
+            .map(|c| self.cold[id as usize].stats(self.giants_of(id), self.leaf_marked(c)))
     }
 
     /// ECN marks of a class's leaf qdisc (inline FIFOs never mark).
     pub(super) fn leaf_marked(&self, cl: &Class) -> u64 {
         match cl.kind {
-            LeafKind::Boxed => self.boxed[cl.q.head as usize].stats().marked,
+            LeafKind::Boxed => self.boxed[cl.boxed()].stats().marked,
             _ => 0,
         }
     }
@@ -78,9 +98,9 @@ impl<P: Packet> Htb<P> {
                     cl.mode
                 ));
             }
-            if cl.inner != NIL {
+            if cl.inner() != NIL {
                 for p in 0..NUM_PRIO as u8 {
-                    let nonempty = self.lists[Self::feed_id(cl.inner, p)].head != NIL;
+                    let nonempty = self.lists[Self::feed_id(cl.inner(), p)].head != NIL;
                     if nonempty != (cl.active & (1 << p) != 0) {
                         return Err(format!(
                             "inner {name}: feed {p} non-empty {nonempty} vs active {:#x}",
@@ -95,7 +115,7 @@ impl<P: Packet> Htb<P> {
                 let expect = match cl.mode {
                     ClassMode::CanSend => Some(Self::row_id(cl.level, p)),
                     ClassMode::MayBorrow if cl.parent != NIL => {
-                        Some(Self::feed_id(self.classes[cl.parent as usize].inner, p))
+                        Some(Self::feed_id(self.classes[cl.parent as usize].inner(), p))
                     }
                     _ => None,
                 };
@@ -121,11 +141,11 @@ impl<P: Packet> Htb<P> {
         (0..self.lists.len()).find(|&lid| {
             let mut x = self.lists[lid].head;
             let mut guard = 0;
-            while x != NIL && guard <= self.links.len() {
+            while x != NIL && guard <= self.classes.len() + self.links.len() {
                 if x == node {
                     return true;
                 }
-                x = self.links[x as usize].next;
+                x = self.link(x).next;
                 guard += 1;
             }
             false
@@ -159,7 +179,7 @@ impl<P: Packet> Htb<P> {
             let mut leaf_drops = DropCounts::default();
             match cl.kind {
                 LeafKind::Boxed => {
-                    let s = self.boxed[cl.q.head as usize].stats();
+                    let s = self.boxed[cl.boxed()].stats();
                     leaf_drops = s.refused;
                     for (r, cnt) in s.dropped.iter() {
                         leaf_drops.add_counter(r, cnt);
@@ -185,7 +205,7 @@ impl<P: Packet> Htb<P> {
             }
             let backlog = backlogs[c as usize];
             f(&ClassView {
-                name: self.name(c),
+                name: &self.name(c),
                 parent: (cl.parent != NIL).then_some(cl.parent),
                 id: c,
                 level: cl.level,
@@ -196,7 +216,7 @@ impl<P: Packet> Htb<P> {
                 mode: cl.mode,
                 tokens: Self::nbits_to_bytes(cl.tokens),
                 ctokens: Self::nbits_to_bytes(cl.ctokens),
-                stats: k.stats(self.giants[c as usize], self.leaf_marked(cl)),
+                stats: k.stats(self.giants_of(c), self.leaf_marked(cl)),
                 backlog,
                 avgidle_ns: None,
                 leaf_drops,
