@@ -102,7 +102,7 @@ fn rss_bytes() -> u64 {
 /// CPU time this thread has used, in seconds (Linux `CLOCK_THREAD_CPUTIME_ID`; 0 if unknown).
 /// Beside the wall clock it shows what the run cost when other processes share the cores: time
 /// the thread spent preempted counts in the wall time only.
-fn thread_cpu_s() -> f64 {
+pub(crate) fn thread_cpu_s() -> f64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,

@@ -26,6 +26,8 @@ use linkshare_core::qdisc::Qdisc;
 use linkshare_core::shard::{split, ShardConfig};
 use serde_json::{json, Value};
 
+use crate::bench_sched::thread_cpu_s;
+
 /// The options of `bench sched` this mode uses.
 pub struct WorkersArgs {
     pub levels: u32,
@@ -36,20 +38,6 @@ pub struct WorkersArgs {
     pub packets: u64,
     pub warmup: u64,
     pub json: bool,
-}
-
-/// CPU time this thread has used, seconds (0 if the clock is unavailable).
-fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call only writes it.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 /// One run on `n` workers.
