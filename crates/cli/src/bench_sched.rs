@@ -15,6 +15,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use linkshare_core::benchkit::{build_cbq, build_htb, LeafSched, Pattern, SchedBench, Shape};
 use serde_json::json;
 
+use crate::thread_time::thread_cpu_s;
+
 /// Micro-benchmarks of the datapath, without I/O.
 #[derive(Args, Debug)]
 pub struct BenchArgs {
@@ -97,22 +99,6 @@ fn rss_bytes() -> u64 {
         .find_map(|l| l.strip_prefix("VmRSS:"))
         .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
         .map_or(0, |kb| kb * 1024)
-}
-
-/// CPU time this thread has used, in seconds (Linux `CLOCK_THREAD_CPUTIME_ID`; 0 if unknown).
-/// Beside the wall clock it shows what the run cost when other processes share the cores: time
-/// the thread spent preempted counts in the wall time only.
-pub(crate) fn thread_cpu_s() -> f64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; the call writes only to it.
-    let r = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    if r != 0 {
-        return 0.0;
-    }
-    ts.tv_sec as f64 + ts.tv_nsec as f64 * 1e-9
 }
 
 pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {

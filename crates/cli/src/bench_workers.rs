@@ -26,7 +26,7 @@ use linkshare_core::qdisc::Qdisc;
 use linkshare_core::shard::{split, ShardConfig};
 use serde_json::{json, Value};
 
-use crate::bench_sched::thread_cpu_s;
+use crate::thread_time::thread_cpu_s;
 
 /// The options of `bench sched` this mode uses.
 pub struct WorkersArgs {

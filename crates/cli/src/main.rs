@@ -16,6 +16,7 @@ mod seeds_doc;
 mod sim_cmd;
 mod stat_tc;
 mod stat_view;
+mod thread_time;
 
 use clap::{Parser, Subcommand};
 

@@ -51,36 +51,6 @@ const GATHER_EVERY: Duration = Duration::from_millis(500);
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 const STOP_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// A policy cut into one shard per worker.
-struct Cut {
-    policy: Policy,
-    shards: Vec<Shard<Frame>>,
-    steer: Arc<Steer>,
-}
-
-/// Parse `text` and cut its HTB into `n` shards (the top-level classes placed as `placement`
-/// says, the default lease and pool); `Err` is `check`'s diagnostics or why it cannot be cut.
-fn cut(text: &str, origin: &str, n: usize, placement: &Placement, gen: u64) -> Result<Cut, String> {
-    let policy = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
-    let cfg = ShardConfig {
-        placement: placement.clone(),
-        ..ShardConfig::new(n)
-    };
-    let sharded = policy
-        .build_sharded::<Frame>(&cfg)
-        .map_err(|e| render_config_error(text, &e))?;
-    let (shards, map, classifier) = sharded.into_parts();
-    Ok(Cut {
-        policy,
-        shards,
-        steer: Arc::new(Steer {
-            gen,
-            classifier,
-            map,
-        }),
-    })
-}
-
 /// A worker as the control thread holds it.
 struct Handle {
     cmds: Sender<Cmd>,
@@ -101,16 +71,6 @@ struct Gather {
     seq: u64,
     parts: Vec<Part>,
     waiting: Vec<u64>,
-}
-
-/// A reload being installed by the workers.
-struct Pending {
-    asker: Asker,
-    dir: usize,
-    left: usize,
-    reports: Vec<ReloadReport>,
-    text: (String, String),
-    path: Option<PathBuf>,
 }
 
 struct Coord {
@@ -520,107 +480,6 @@ impl Coord {
         self.broadcast(|| Cmd::Stat { seq });
     }
 
-    fn start_reload(&mut self, dir: usize, asker: Asker, source: Source) {
-        let job = Job { dir, asker, source };
-        if let Err(job) = self.builder.submit(job) {
-            let b = crate::builder::build(job);
-            self.on_built(b);
-        }
-    }
-
-    /// A policy was built (parsed and checked): cut it and send each worker its shard.
-    fn on_built(&mut self, b: Built) {
-        let ready = match b.result {
-            Ok(r) => r,
-            Err(f) => {
-                let e = match f {
-                    Failure::Io(m) => ErrorReply::new(ErrorKind::Io, m),
-                    Failure::Rejected(diag) => rejected(diag),
-                };
-                self.finish(b.asker, b.dir, Err(e));
-                return;
-            }
-        };
-        let gen = self.gen + 1;
-        let mut c = match cut(
-            &ready.text,
-            &ready.origin,
-            self.n,
-            &self.opts.placement,
-            gen,
-        ) {
-            Ok(c) => c,
-            Err(diag) => {
-                self.finish(b.asker, b.dir, Err(rejected(diag)));
-                return;
-            }
-        };
-        self.gen = gen;
-        self.seq += 1;
-        let seq = self.seq;
-        let link = c.policy.link_layer();
-        for (w, shard) in self.workers.iter().zip(std::mem::take(&mut c.shards)) {
-            w.send(Cmd::Install(Box::new(Install {
-                seq,
-                dir: b.dir,
-                shard,
-                steer: c.steer.clone(),
-                link,
-                text: ready.text.clone(),
-                origin: ready.origin.clone(),
-                path: ready.path.clone(),
-            })));
-        }
-        self.pending.push((
-            seq,
-            Pending {
-                asker: b.asker,
-                dir: b.dir,
-                left: self.n,
-                reports: Vec::new(),
-                text: (ready.text, ready.origin),
-                path: ready.path,
-            },
-        ));
-    }
-
-    /// Answer who asked for a reload.
-    fn finish(&mut self, asker: Asker, dir: usize, outcome: Result<ReloadReport, ErrorReply>) {
-        match &outcome {
-            Ok(_) => self.reloads.ok += 1,
-            Err(_) => self.reloads.failed += 1,
-        }
-        match asker {
-            Asker::Client(id) => {
-                let resp = match outcome {
-                    Ok(r) => Response::Reloaded(r),
-                    Err(e) => Response::Error(e),
-                };
-                if let Some(srv) = self.control.as_mut() {
-                    srv.reply(id, &resp.to_line(), sys::monotonic_ns());
-                }
-            }
-            Asker::Hangup => {
-                crate::reload::report_hangup(&outcome, self.paths[dir].as_deref());
-                self.hangups_pending = self.hangups_pending.saturating_sub(1);
-                if self.hangups_pending == 0 {
-                    notify::tell(&self.ready_message());
-                }
-            }
-        }
-    }
-
-    fn on_sighup(&mut self) {
-        notify::tell(&notify::reloading_message(sys::monotonic_ns()));
-        let paths: Vec<(usize, PathBuf)> = (0..2)
-            .filter_map(|d| self.paths[d].clone().map(|p| (d, p)))
-            .collect();
-        self.hangups_pending += paths.len();
-        for (d, p) in paths {
-            self.start_reload(d, Asker::Hangup, Source::File(p));
-        }
-    }
-
     fn take_replies(&mut self) {
         while let Ok(r) = self.replies.try_recv() {
             match r {
@@ -669,25 +528,6 @@ impl Coord {
         }
     }
 
-    fn on_installed(&mut self, seq: u64, report: ReloadReport) {
-        let Some(i) = self.pending.iter().position(|(s, _)| *s == seq) else {
-            return;
-        };
-        let p = &mut self.pending[i].1;
-        p.reports.push(report);
-        p.left -= 1;
-        if p.left > 0 {
-            return;
-        }
-        let (_, p) = self.pending.remove(i);
-        self.texts[p.dir] = Some(p.text);
-        if let Some(path) = p.path {
-            self.paths[p.dir] = Some(path);
-        }
-        let r = combine(p.reports);
-        self.finish(p.asker, p.dir, Ok(r));
-    }
-
     /// Exit: every worker stops receiving; once all have (so no frame is still being handed
     /// over), each sends what it holds and ends.
     fn stop(&mut self) {
@@ -724,83 +564,6 @@ impl Coord {
     }
 }
 
-/// One report from the workers' reports of a reload: numbers add; a class kept anywhere, or
-/// removed from one shard and added to another (it moved), is kept; the root, in every shard,
-/// is listed once.
-fn combine(reports: Vec<ReloadReport>) -> ReloadReport {
-    let mut kept = BTreeSet::new();
-    let mut added = BTreeSet::new();
-    let mut removed = BTreeSet::new();
-    let mut out = ReloadReport::default();
-    for r in reports {
-        kept.extend(r.kept);
-        added.extend(r.added);
-        removed.extend(r.removed);
-        out.moved_packets += r.moved_packets;
-        out.reclassified += r.reclassified;
-        out.dropped_packets += r.dropped_packets;
-    }
-    let moved: BTreeSet<String> = added.intersection(&removed).cloned().collect();
-    kept.extend(moved.iter().cloned());
-    out.added = added.difference(&kept).cloned().collect();
-    out.removed = removed.difference(&kept).cloned().collect();
-    out.kept = kept.into_iter().collect();
-    out
-}
+mod reload;
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use linkshare_core::Qdisc;
-
-    fn policy(extra: &[&str]) -> String {
-        let mut s = String::from(
-            "qdisc = \"htb\"\ndefault = \"k0\"\n[[class]]\nname = \"root\"\nrate = \"100mbit\"\n",
-        );
-        for name in ["k0", "k1", "k2", "k3", "k4", "k5"].iter().chain(extra) {
-            s.push_str(&format!(
-                "[[class]]\nname = \"{name}\"\nparent = \"root\"\nrate = \"1mbit\"\nceil = \"100mbit\"\n"
-            ));
-        }
-        s
-    }
-
-    /// Where each class of a cut lives, by name.
-    fn places(c: &Cut) -> Vec<(String, usize)> {
-        let mut v = Vec::new();
-        for (s, shard) in c.shards.iter().enumerate() {
-            shard.htb().visit_classes(&mut |v2| {
-                if v2.name != "root" {
-                    v.push((v2.name.to_string(), s));
-                }
-            });
-        }
-        v.sort();
-        v
-    }
-
-    /// `--placement hash`: a reload that adds a top-level class in front of the others leaves
-    /// every other class on its worker; round robin moves some.
-    #[test]
-    fn hash_placement_keeps_classes_on_their_worker_across_a_reload() {
-        let before = policy(&[]);
-        // "new" declared first among the children.
-        let after = policy(&[]).replacen(
-            "[[class]]\nname = \"k0\"",
-            "[[class]]\nname = \"new\"\nparent = \"root\"\nrate = \"1mbit\"\nceil = \"100mbit\"\n[[class]]\nname = \"k0\"",
-            1,
-        );
-        let kept = |p: &Placement| -> usize {
-            let (Ok(a), Ok(b)) = (cut(&before, "a", 2, p, 1), cut(&after, "b", 2, p, 2)) else {
-                panic!("cut failed")
-            };
-            let pb = places(&b);
-            places(&a)
-                .iter()
-                .filter(|(n, s)| pb.iter().any(|(m, t)| m == n && t == s))
-                .count()
-        };
-        assert_eq!(kept(&Placement::Hash), 6, "hash keeps all six");
-        assert!(kept(&Placement::RoundRobin) < 6, "round robin moves some");
-    }
-}
+use reload::{cut, Cut, Pending};
