@@ -127,8 +127,10 @@
 
 mod adopt;
 mod feed;
+mod idtree;
 mod names;
 mod queue;
+mod rowbits;
 mod spec;
 mod stats;
 mod tokens;
@@ -160,32 +162,42 @@ const MAX_IDLE_NS: u64 = 60 * NS_PER_SEC;
 /// Mode changes applied per level per dequeue call.
 pub const MAX_EVENTS_PER_LEVEL: usize = 64;
 
-/// A doubly linked list over node ids, with a round-robin cursor. `cursor == NIL` means the
-/// cursor ran off the end and wraps at the next lookup.
+/// One row or feed: its members in class-id order, with the round-robin cursor. A feed's members
+/// are a treap under `root` over their [`Link`]s (`idtree`); a row's are the bits of its
+/// `Htb::row_bits` (`rowbits`, `root` unused). `head` is the first member. `cursor == NIL` means
+/// the cursor ran off the end (it wraps at the next lookup) or, with `last != NIL`, that the
+/// class at the cursor left this feed: the next lookup resumes at the first member whose id is
+/// ≥ `last` — the class itself if it came back (Linux's `ptr` and `last_ptr_id`).
 #[derive(Copy, Clone, Debug)]
 struct List {
     head: u32,
-    tail: u32,
+    root: u32,
     cursor: u32,
-    /// The node that was at the cursor when it left the list (a class flipping between
-    /// `CanSend` and `MayBorrow`); if it comes back before the cursor moves on, the cursor returns
-    /// to it, so churn does not cost a class its turn (Linux keeps `last_ptr_id` for this).
-    parked: u32,
+    /// Class id of the class that left this feed at the cursor, until the next lookup.
+    last: u32,
 }
 
 impl List {
     const EMPTY: List = List {
         head: NIL,
-        tail: NIL,
+        root: NIL,
         cursor: NIL,
-        parked: NIL,
+        last: NIL,
     };
 }
 
+/// A node's place in a feed: its two treap children (`idtree`). Nodes in a row need none.
 #[derive(Copy, Clone, Debug)]
 struct Link {
-    prev: u32,
-    next: u32,
+    left: u32,
+    right: u32,
+}
+
+impl Link {
+    const NONE: Link = Link {
+        left: NIL,
+        right: NIL,
+    };
 }
 
 /// What queue a class has.
@@ -263,9 +275,9 @@ struct Class {
     /// The inline FIFO; for a boxed leaf `q.tail` is the index into `Htb::boxed`, for an inner
     /// class the index into `Htb::inner`.
     q: LeafQ,
-    /// A leaf's node in the row or feed list it is in (a leaf's node id is its class id): in the
-    /// record, so hooking and unhooking a leaf touches no other line of its own. Inner classes
-    /// have one node per prio, in `Htb::links`.
+    /// A leaf's node in its parent's feed when it borrows (a leaf's node id is its class id; rows
+    /// are bitmaps and need no link): in the record, so hooking and unhooking a leaf touches no
+    /// other line of its own. Inner classes have one node per prio, in `Htb::links`.
     link: Link,
     level: u8,
     kind: LeafKind,
@@ -386,6 +398,8 @@ pub struct Htb<P: Packet> {
     /// `links[inner * NUM_PRIO + prio]` (`n` classes; node ids below `n` are leaves, whose link
     /// is in their record).
     links: Vec<Link>,
+    /// Per row: its members by class id (`rowbits`), allocated at a row's first use.
+    row_bits: Vec<rowbits::RowBits>,
     /// Bit `p` of `row_mask[level]` set iff `row[level][p]` is non-empty.
     row_mask: [u8; MAX_DEPTH],
     wait: Vec<BTreeSet<(u64, u32)>>,
@@ -487,10 +501,7 @@ impl<P: Packet> Htb<P> {
                 profile: pid,
                 deficit: [0; 2],
                 q,
-                link: Link {
-                    prev: NIL,
-                    next: NIL,
-                },
+                link: Link::NONE,
                 level,
                 kind,
                 mode: ClassMode::CanSend,
@@ -513,13 +524,8 @@ impl<P: Packet> Htb<P> {
             boxed,
             inner,
             lists: crate::hugepages::filled(ROWS + n_inner * NUM_PRIO, List::EMPTY),
-            links: crate::hugepages::filled(
-                n_inner * NUM_PRIO,
-                Link {
-                    prev: NIL,
-                    next: NIL,
-                },
-            ),
+            links: crate::hugepages::filled(n_inner * NUM_PRIO, Link::NONE),
+            row_bits: vec![rowbits::RowBits::default(); ROWS],
             row_mask: [0; MAX_DEPTH],
             wait: (0..MAX_DEPTH).map(|_| BTreeSet::new()).collect(),
             leaf_wait: BTreeSet::new(),
@@ -691,3 +697,5 @@ impl<P: Packet> Discipline<P> for Htb<P> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cbr;

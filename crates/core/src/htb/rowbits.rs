@@ -1,0 +1,142 @@
+//! The members of one HTB row as a set of class ids: a hierarchical bitmap with successor queries.
+//!
+//! Principles: a row `row[level][prio]` can hold a large part of the tree (every leaf that sends
+//! on its own rate sits in `row[0][prio]`), and Linux keeps it ordered by class id
+//! (net/sched/sch_htb.c `htb_add_class_to_row`, `htb_add_to_id_tree`, `htb_next_rb_node`). A
+//! bitmap over class indexes (which follow the tc class ids, see [`super::idtree`]) keeps that
+//! order with a few word operations per insert, remove or step of the cursor: bit `k` of level 0
+//! is set iff class `k` is in the row, bit `w` of level `l + 1` iff word `w` of level `l` is not
+//! zero; the top level is one word. The bitmap is allocated at the first insert (n bits plus
+//! n/64 and so on), so rows that are never used cost nothing.
+
+/// "No member": the same sentinel as the lists' `NIL`.
+const NONE: u32 = u32::MAX;
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct RowBits {
+    levels: Vec<Vec<u64>>,
+}
+
+impl RowBits {
+    /// Size the bitmap for class ids `0..n` (once; it never shrinks).
+    fn ensure(&mut self, n: usize) {
+        if !self.levels.is_empty() {
+            return;
+        }
+        let mut len = n.max(1).div_ceil(64);
+        loop {
+            self.levels.push(vec![0; len]);
+            if len == 1 {
+                break;
+            }
+            len = len.div_ceil(64);
+        }
+    }
+
+    /// Add class `k` (< `n`, the number of classes).
+    pub(super) fn insert(&mut self, k: u32, n: usize) {
+        self.ensure(n);
+        let mut i = k as usize;
+        for level in self.levels.iter_mut() {
+            let Some(w) = level.get_mut(i / 64) else {
+                debug_assert!(false, "class {k} beyond the row's {n} ids");
+                return;
+            };
+            let was = *w;
+            *w |= 1 << (i % 64);
+            if was != 0 {
+                break;
+            }
+            i /= 64;
+        }
+    }
+
+    /// Take class `k` out (nothing if it is not there).
+    pub(super) fn remove(&mut self, k: u32) {
+        let mut i = k as usize;
+        for level in self.levels.iter_mut() {
+            let Some(w) = level.get_mut(i / 64) else {
+                return;
+            };
+            *w &= !(1 << (i % 64));
+            if *w != 0 {
+                break;
+            }
+            i /= 64;
+        }
+    }
+
+    pub(super) fn contains(&self, k: u32) -> bool {
+        let i = k as usize;
+        self.levels
+            .first()
+            .and_then(|l| l.get(i / 64))
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// The smallest member ≥ `k`, or `u32::MAX`.
+    pub(super) fn next_ge(&self, k: u32) -> u32 {
+        let mut i = k as usize;
+        let mut l = 0;
+        // Up until a word holds a member at or after position `i`.
+        loop {
+            let Some(level) = self.levels.get(l) else {
+                return NONE;
+            };
+            let Some(&word) = level.get(i / 64) else {
+                return NONE;
+            };
+            let m = word & (!0u64 << (i % 64));
+            if m != 0 {
+                i = (i / 64) * 64 + m.trailing_zeros() as usize;
+                break;
+            }
+            i = i / 64 + 1;
+            l += 1;
+        }
+        // Down along the lowest members.
+        while l > 0 {
+            l -= 1;
+            let word = self.levels[l][i];
+            i = i * 64 + word.trailing_zeros() as usize;
+        }
+        i as u32
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.levels.iter().map(|l| l.capacity() * 8).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn matches_a_sorted_set() {
+        for n in [1usize, 63, 64, 65, 4095, 4096, 4097, 300_000] {
+            let mut bits = RowBits::default();
+            let mut set = BTreeSet::new();
+            let mut x: u64 = 0x2545_f491_4f6c_dd1d ^ n as u64;
+            for _ in 0..4000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = (x % n as u64) as u32;
+                if x & (1 << 40) == 0 {
+                    bits.insert(k, n);
+                    set.insert(k);
+                } else {
+                    bits.remove(k);
+                    set.remove(&k);
+                }
+                let q = ((x >> 20) % (n as u64 + 2)) as u32;
+                let want = set.range(q..).next().copied().unwrap_or(NONE);
+                assert_eq!(bits.next_ge(q), want, "n {n} next_ge({q})");
+                assert_eq!(bits.contains(k), set.contains(&k));
+            }
+            assert_eq!(bits.next_ge(0), set.first().copied().unwrap_or(NONE));
+        }
+    }
+}
