@@ -11,8 +11,9 @@
 //! the cursor keeps its turn if it is back by the next lookup (`last_ptr_id`, `htb_lookup_leaf`);
 //! one that leaves a row at the cursor passes it on (`htb_remove_class_from_row`). In a feed of
 //! n members hooking, unhooking and a cursor move are O(log n) (expected; a cursor move is O(1)
-//! amortised over a round); in a row each is a few word operations (O(log₆₄) of the class
-//! count); a lookup is O(depth) plus one O(log n) search after a class left a feed at its cursor.
+//! amortised over a round); in a row a cursor move and unhooking are O(1) (a doubly linked list)
+//! and hooking a few word operations in the row's bitmap (O(log₆₄) of the class count); a lookup
+//! is O(depth) plus one O(log n) search after a class left a feed at its cursor.
 use super::*;
 
 impl<P: Packet> Htb<P> {
@@ -65,55 +66,71 @@ impl<P: Packet> Htb<P> {
     }
 
     /// Hook `node` into list `lid` at its place in class-id order (`htb_add_to_id_tree`); the
-    /// cursor does not move.
+    /// cursor does not move. In a row the bitmap gives the member before it, and the node is
+    /// spliced in after that one.
     pub(super) fn list_push(&mut self, lid: usize, node: u32) {
-        if lid < ROWS {
-            let k = self.owner_of(node);
-            let n = self.classes.len();
-            self.row_bits[lid].insert(k, n);
-            let head = self.lists[lid].head;
-            if head == NIL || k < self.owner_of(head) {
-                self.lists[lid].head = node;
-            }
-            self.row_mask[lid / NUM_PRIO] |= 1 << (lid % NUM_PRIO);
-        } else {
+        if lid >= ROWS {
             self.id_insert(lid, node);
+            return;
         }
+        let k = self.owner_of(node);
+        let n = self.classes.len();
+        self.row_bits[lid].insert(k, n);
+        let pred = self.row_node(lid, self.row_bits[lid].prev_lt(k));
+        let next = if pred == NIL {
+            std::mem::replace(&mut self.lists[lid].head, node)
+        } else {
+            std::mem::replace(&mut self.link_mut(pred).right, node)
+        };
+        if next != NIL {
+            self.link_mut(next).left = node;
+        }
+        *self.link_mut(node) = Link {
+            left: pred,
+            right: next,
+        };
+        self.row_mask[lid / NUM_PRIO] |= 1 << (lid % NUM_PRIO);
     }
 
     /// Unhook `node` from list `lid`. If the cursor is on it: in a row the cursor moves to the
     /// next member (`htb_remove_class_from_row`); in a feed it is cleared and the class id
     /// remembered, so the next lookup resumes there or at the next id (`htb_deactivate_prios`).
     pub(super) fn list_remove(&mut self, lid: usize, node: u32) {
-        if lid < ROWS {
-            let k = self.owner_of(node);
-            let list = self.lists[lid];
-            if list.cursor == node || list.head == node {
-                let next = self.row_next(lid, k + 1);
-                if list.cursor == node {
-                    self.lists[lid].cursor = next;
-                }
-                if list.head == node {
-                    self.lists[lid].head = next;
-                }
+        if lid >= ROWS {
+            if self.lists[lid].cursor == node {
+                self.lists[lid].cursor = NIL;
+                self.lists[lid].last = self.owner_of(node);
             }
-            self.row_bits[lid].remove(k);
-            if self.lists[lid].head == NIL {
-                self.row_mask[lid / NUM_PRIO] &= !(1 << (lid % NUM_PRIO));
-            }
+            self.id_remove(lid, node);
             return;
         }
-        if self.lists[lid].cursor == node {
-            self.lists[lid].cursor = NIL;
-            self.lists[lid].last = self.owner_of(node);
+        let Link {
+            left: prev,
+            right: next,
+        } = self.link(node);
+        let list = &mut self.lists[lid];
+        if list.cursor == node {
+            list.cursor = next;
         }
-        self.id_remove(lid, node);
+        if prev == NIL {
+            list.head = next;
+        } else {
+            self.link_mut(prev).right = next;
+        }
+        if next != NIL {
+            self.link_mut(next).left = prev;
+        }
+        *self.link_mut(node) = Link::NONE;
+        let k = self.owner_of(node);
+        self.row_bits[lid].remove(k);
+        if self.lists[lid].head == NIL {
+            self.row_mask[lid / NUM_PRIO] &= !(1 << (lid % NUM_PRIO));
+        }
     }
 
-    /// The member of row `lid` with the smallest class id ≥ `k`, or NIL.
+    /// The node of class `c` (or NIL) in row `lid`.
     #[inline]
-    fn row_next(&self, lid: usize, k: u32) -> u32 {
-        let c = self.row_bits[lid].next_ge(k);
+    fn row_node(&self, lid: usize, c: u32) -> u32 {
         if c == NIL || lid < NUM_PRIO {
             // Row 0 holds leaves only, whose node id is their class id.
             c
@@ -122,11 +139,12 @@ impl<P: Packet> Htb<P> {
         }
     }
 
-    /// The member after `node` in list `lid`, in class-id order, or NIL.
+    /// The member after `node` in list `lid`, in class-id order, or NIL: O(1) in a row,
+    /// O(log n) in a feed.
     #[inline]
     pub(super) fn next_of(&self, lid: usize, node: u32) -> u32 {
         if lid < ROWS {
-            self.row_next(lid, self.owner_of(node) + 1)
+            self.link(node).right
         } else {
             self.id_next_after(lid, node)
         }
@@ -142,23 +160,39 @@ impl<P: Packet> Htb<P> {
         }
     }
 
-    /// Check list `lid`'s order and structure (see [`Self::id_check`] for feeds).
+    /// Check list `lid`'s order and structure (see [`Self::id_check`] for feeds): a row is a
+    /// doubly linked list in strictly increasing id order holding exactly its bitmap's members.
     pub(super) fn list_check(&self, lid: usize) -> Result<usize, String> {
         if lid >= ROWS {
             return self.id_check(lid);
         }
         let head = self.lists[lid].head;
-        if head != self.row_next(lid, 0) {
-            return Err(format!("row {lid}: head {head} is not its first member"));
-        }
         if (head != NIL) != (self.row_mask[lid / NUM_PRIO] & (1 << (lid % NUM_PRIO)) != 0) {
             return Err(format!("row {lid}: row mask does not match head {head}"));
         }
         let mut len = 0;
+        let mut prev = NIL;
         let mut x = head;
+        let mut want = self.row_bits[lid].next_ge(0);
         while x != NIL {
             len += 1;
-            x = self.next_of(lid, x);
+            if len > self.classes.len() + self.links.len() {
+                return Err(format!("row {lid}: cycle"));
+            }
+            let k = self.owner_of(x);
+            if k != want {
+                return Err(format!("row {lid}: member {k} where the bitmap has {want}"));
+            }
+            let l = self.link(x);
+            if l.left != prev {
+                return Err(format!("row {lid}: node {x} links back to {}", l.left));
+            }
+            want = self.row_bits[lid].next_ge(k + 1);
+            prev = x;
+            x = l.right;
+        }
+        if want != NIL {
+            return Err(format!("row {lid}: bitmap member {want} not in the list"));
         }
         Ok(len)
     }

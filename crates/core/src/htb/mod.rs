@@ -163,8 +163,9 @@ const MAX_IDLE_NS: u64 = 60 * NS_PER_SEC;
 pub const MAX_EVENTS_PER_LEVEL: usize = 64;
 
 /// One row or feed: its members in class-id order, with the round-robin cursor. A feed's members
-/// are a treap under `root` over their [`Link`]s (`idtree`); a row's are the bits of its
-/// `Htb::row_bits` (`rowbits`, `root` unused). `head` is the first member. `cursor == NIL` means
+/// are a treap under `root` over their [`Link`]s (`idtree`); a row's a doubly linked list over
+/// them from `head`, indexed by the row's bitmap `Htb::row_bits` (`rowbits`; `root` unused).
+/// `head` is the first member. `cursor == NIL` means
 /// the cursor ran off the end (it wraps at the next lookup) or, with `last != NIL`, that the
 /// class at the cursor left this feed: the next lookup resumes at the first member whose id is
 /// ≥ `last` — the class itself if it came back (Linux's `ptr` and `last_ptr_id`).
@@ -186,7 +187,8 @@ impl List {
     };
 }
 
-/// A node's place in a feed: its two treap children (`idtree`). Nodes in a row need none.
+/// A node's place in its list (a node is in one list at a time): in a feed its two treap
+/// children (`idtree`), in a row the previous (`left`) and next (`right`) member.
 #[derive(Copy, Clone, Debug)]
 struct Link {
     left: u32,
@@ -275,8 +277,8 @@ struct Class {
     /// The inline FIFO; for a boxed leaf `q.tail` is the index into `Htb::boxed`, for an inner
     /// class the index into `Htb::inner`.
     q: LeafQ,
-    /// A leaf's node in its parent's feed when it borrows (a leaf's node id is its class id; rows
-    /// are bitmaps and need no link): in the record, so hooking and unhooking a leaf touches no
+    /// A leaf's node in the row or feed it is in (a leaf's node id is its class id): in the
+    /// record, so hooking and unhooking a leaf touches no
     /// other line of its own. Inner classes have one node per prio, in `Htb::links`.
     link: Link,
     level: u8,

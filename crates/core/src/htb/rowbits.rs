@@ -1,10 +1,13 @@
-//! The members of one HTB row as a set of class ids: a hierarchical bitmap with successor queries.
+//! The members of one HTB row as a set of class ids: a hierarchical bitmap with successor and
+//! predecessor queries (the row's index: where a class that comes back goes in its list).
 //!
 //! Principles: a row `row[level][prio]` can hold a large part of the tree (every leaf that sends
 //! on its own rate sits in `row[0][prio]`), and Linux keeps it ordered by class id
 //! (net/sched/sch_htb.c `htb_add_class_to_row`, `htb_add_to_id_tree`, `htb_next_rb_node`). A
-//! bitmap over class indexes (which follow the tc class ids, see [`super::idtree`]) keeps that
-//! order with a few word operations per insert, remove or step of the cursor: bit `k` of level 0
+//! bitmap over class indexes (which follow the tc class ids, see [`super::idtree`]) finds a
+//! class's neighbours in that order with a few word operations, so the row itself can stay a
+//! doubly linked list over the links the classes already have (next member in O(1), as the
+//! dequeue's prefetch pipeline needs) and only hooking a class in asks the bitmap where: bit `k` of level 0
 //! is set iff class `k` is in the row, bit `w` of level `l + 1` iff word `w` of level `l` is not
 //! zero; the top level is one word. The bitmap is allocated at the first insert (n bits plus
 //! n/64 and so on), so rows that are never used cost nothing.
@@ -103,6 +106,48 @@ impl RowBits {
         i as u32
     }
 
+    /// The largest member < `k`, or `u32::MAX`.
+    pub(super) fn prev_lt(&self, k: u32) -> u32 {
+        if k == 0 {
+            return NONE;
+        }
+        // Position `i` and below are candidates.
+        let mut i = k as usize - 1;
+        let mut l = 0;
+        // Up until a word holds a member at or before position `i`.
+        loop {
+            let Some(level) = self.levels.get(l) else {
+                return NONE;
+            };
+            let Some(&word) = level.get(i / 64) else {
+                // Beyond the bitmap: every member is below `k`; look from the last position.
+                let len = level.len();
+                if len == 0 {
+                    return NONE;
+                }
+                i = len * 64 - 1;
+                continue;
+            };
+            let m = word & (!0u64 >> (63 - i % 64));
+            if m != 0 {
+                i = (i / 64) * 64 + 63 - m.leading_zeros() as usize;
+                break;
+            }
+            if i < 64 {
+                return NONE;
+            }
+            i = i / 64 - 1;
+            l += 1;
+        }
+        // Down along the highest members.
+        while l > 0 {
+            l -= 1;
+            let word = self.levels[l][i];
+            i = i * 64 + 63 - word.leading_zeros() as usize;
+        }
+        i as u32
+    }
+
     pub(super) fn bytes(&self) -> usize {
         self.levels.iter().map(|l| l.capacity() * 8).sum()
     }
@@ -134,6 +179,8 @@ mod tests {
                 let q = ((x >> 20) % (n as u64 + 2)) as u32;
                 let want = set.range(q..).next().copied().unwrap_or(NONE);
                 assert_eq!(bits.next_ge(q), want, "n {n} next_ge({q})");
+                let below = set.range(..q).next_back().copied().unwrap_or(NONE);
+                assert_eq!(bits.prev_lt(q), below, "n {n} prev_lt({q})");
                 assert_eq!(bits.contains(k), set.contains(&k));
             }
             assert_eq!(bits.next_ge(0), set.first().copied().unwrap_or(NONE));
