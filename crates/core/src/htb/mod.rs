@@ -35,7 +35,9 @@
 //! lender's level only have their `ctokens` charged (they `borrowed`), the lender and the classes
 //! above it have both buckets charged (the lender counts a `lend`).
 //!
-//! Round robin inside a list uses a cursor. The leaf at the cursor keeps sending until its deficit
+//! Round robin inside a list uses a cursor. As in Linux, every list is ordered by class id, not
+//! by arrival (`feed`, `idtree`, `rowbits`), so a class that flips modes and re-enters a list
+//! finds its old place. The leaf at the cursor keeps sending until its deficit
 //! goes negative, then gets `quantum` more and the cursor moves on; when a feed's cursor runs off
 //! the end of its list it wraps and the cursor of the list above moves on, so subtrees that borrow
 //! from the same ancestor take turns.
@@ -67,15 +69,19 @@
 //! ## Complexity per packet, in classes and in flows
 //! With `n` classes, depth `d ≤ 8`, 8 priorities, `a` active (backlogged) leaves and `w` throttled
 //! classes (not `CanSend`):
-//! * enqueue: O(1) into the leaf's FIFO, plus O(d) list operations when the leaf becomes active;
+//! * enqueue: O(1) into the leaf's FIFO, plus O(d) list insertions when the leaf becomes active
+//!   (lists are kept in class-id order, as Linux's rb-trees are): into a row, a few word
+//!   operations in its bitmap to find the place and an O(1) splice; into a feed, O(log a);
 //! * dequeue: one bit scan for the level and prio, O(d) for the descent through the feeds, O(d)
 //!   for the charge (64-bit arithmetic, no division unless a class is throttled), O(log w) per
-//!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level), and O(log w) per
+//!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level, and O(log a) to
+//!   hook it into its parent's feed), and O(log w) per
 //!   due mode change applied (amortised: each is caused by an earlier charge; at most
 //!   [`MAX_EVENTS_PER_LEVEL`] per level per call, the rest on the next call, as Linux does).
 //!
-//! Idle classes sit in no list, row or wait queue: nothing per packet depends on them, nor on `n`
-//! or `a` (round robin moves a cursor). Flows are not a dimension of HTB itself: a leaf's queue is
+//! Idle classes sit in no list, row or wait queue: nothing per packet depends on them, and on `a`
+//! and `n` only through the O(log a) feed operations and the O(log₆₄ n) steps in a row's bitmap
+//! (a row's cursor moves in O(1)). Flows are not a dimension of HTB itself: a leaf's queue is
 //! a FIFO or a boxed qdisc (SFQ, FQ-CoDel), whose own complexity applies per leaf. What does grow
 //! with `n` is the memory touched at random. Per packet: at enqueue, the leaf's hot record and
 //! its queue's tail slot; at dequeue, the hot record and counters of the leaf and of each
@@ -99,7 +105,9 @@
 //!   nano-bits, quantum, FIFO limit, prio), one per distinct configuration, shared by every
 //!   class configured alike (a million subscribers on ten plans: ten profiles);
 //! * an inner class has 8 list links and 8 lists (one per prio) and its entry in `inner`:
-//!   196 bytes more;
+//!   196 bytes more; a row in use, a bitmap of one bit per class (plus 1/64 of that), allocated
+//!   at its first use (a leaf's 8-byte link serves both list kinds: previous and next member in
+//!   a row, treap children in a feed);
 //! * the name, front coded in blocks of 16 (`names`): two or three bytes for names given in
 //!   sequence (the depth-first order is recomputed by `stat` rather than kept);
 //! * per queued packet, one slot of the shared pool (`size_of::<P>()` + 4 bytes, rounded).
