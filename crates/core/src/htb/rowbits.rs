@@ -15,34 +15,62 @@
 /// "No member": the same sentinel as the lists' `NIL`.
 const NONE: u32 = u32::MAX;
 
+/// Levels enough for any class id (`u32`): 64⁶ > 2³².
+const MAX_LEVELS: usize = 6;
+
 #[derive(Clone, Debug, Default)]
 pub(super) struct RowBits {
-    levels: Vec<Vec<u64>>,
+    /// Every level in one array, level 0 first: level `l` is `words[off[l]..off[l + 1]]`.
+    words: Vec<u64>,
+    off: [usize; MAX_LEVELS + 1],
+    /// Number of levels (0 before the first insert); the last has one word.
+    depth: usize,
 }
 
 impl RowBits {
     /// Size the bitmap for class ids `0..n` (once; it never shrinks).
     fn ensure(&mut self, n: usize) {
-        if !self.levels.is_empty() {
+        if self.depth != 0 {
             return;
         }
         let mut len = n.max(1).div_ceil(64);
-        loop {
-            self.levels.push(vec![0; len]);
+        let mut total = 0;
+        while self.depth < MAX_LEVELS {
+            self.off[self.depth] = total;
+            total += len;
+            self.depth += 1;
             if len == 1 {
                 break;
             }
             len = len.div_ceil(64);
         }
+        self.off[self.depth] = total;
+        self.words = vec![0; total];
+    }
+
+    /// Word `w` of level `l`, if there is one.
+    #[inline(always)]
+    fn word(&self, l: usize, w: usize) -> Option<u64> {
+        let i = self.off[l] + w;
+        if i < self.off[l + 1] {
+            self.words.get(i).copied()
+        } else {
+            None
+        }
     }
 
     /// Add class `k` (< `n`, the number of classes).
+    #[inline]
     pub(super) fn insert(&mut self, k: u32, n: usize) {
         self.ensure(n);
         let mut i = k as usize;
-        for level in self.levels.iter_mut() {
-            let Some(w) = level.get_mut(i / 64) else {
+        for l in 0..self.depth {
+            let at = self.off[l] + i / 64;
+            if at >= self.off[l + 1] {
                 debug_assert!(false, "class {k} beyond the row's {n} ids");
+                return;
+            }
+            let Some(w) = self.words.get_mut(at) else {
                 return;
             };
             let was = *w;
@@ -55,10 +83,15 @@ impl RowBits {
     }
 
     /// Take class `k` out (nothing if it is not there).
+    #[inline]
     pub(super) fn remove(&mut self, k: u32) {
         let mut i = k as usize;
-        for level in self.levels.iter_mut() {
-            let Some(w) = level.get_mut(i / 64) else {
+        for l in 0..self.depth {
+            let at = self.off[l] + i / 64;
+            if at >= self.off[l + 1] {
+                return;
+            }
+            let Some(w) = self.words.get_mut(at) else {
                 return;
             };
             *w &= !(1 << (i % 64));
@@ -70,10 +103,11 @@ impl RowBits {
     }
 
     pub(super) fn contains(&self, k: u32) -> bool {
+        if self.depth == 0 {
+            return false;
+        }
         let i = k as usize;
-        self.levels
-            .first()
-            .and_then(|l| l.get(i / 64))
+        self.word(0, i / 64)
             .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
@@ -83,10 +117,10 @@ impl RowBits {
         let mut l = 0;
         // Up until a word holds a member at or after position `i`.
         loop {
-            let Some(level) = self.levels.get(l) else {
+            if l >= self.depth {
                 return NONE;
-            };
-            let Some(&word) = level.get(i / 64) else {
+            }
+            let Some(word) = self.word(l, i / 64) else {
                 return NONE;
             };
             let m = word & (!0u64 << (i % 64));
@@ -100,34 +134,27 @@ impl RowBits {
         // Down along the lowest members.
         while l > 0 {
             l -= 1;
-            let word = self.levels[l][i];
+            let word = self.word(l, i).unwrap_or(0);
             i = i * 64 + word.trailing_zeros() as usize;
         }
         i as u32
     }
 
     /// The largest member < `k`, or `u32::MAX`.
+    #[inline]
     pub(super) fn prev_lt(&self, k: u32) -> u32 {
-        if k == 0 {
+        if k == 0 || self.depth == 0 {
             return NONE;
         }
         // Position `i` and below are candidates.
-        let mut i = k as usize - 1;
+        let mut i = (k as usize - 1).min((self.off[1] - self.off[0]) * 64 - 1);
         let mut l = 0;
         // Up until a word holds a member at or before position `i`.
         loop {
-            let Some(level) = self.levels.get(l) else {
+            if l >= self.depth {
                 return NONE;
-            };
-            let Some(&word) = level.get(i / 64) else {
-                // Beyond the bitmap: every member is below `k`; look from the last position.
-                let len = level.len();
-                if len == 0 {
-                    return NONE;
-                }
-                i = len * 64 - 1;
-                continue;
-            };
+            }
+            let word = self.word(l, i / 64).unwrap_or(0);
             let m = word & (!0u64 >> (63 - i % 64));
             if m != 0 {
                 i = (i / 64) * 64 + 63 - m.leading_zeros() as usize;
@@ -142,14 +169,14 @@ impl RowBits {
         // Down along the highest members.
         while l > 0 {
             l -= 1;
-            let word = self.levels[l][i];
+            let word = self.word(l, i).unwrap_or(0);
             i = i * 64 + 63 - word.leading_zeros() as usize;
         }
         i as u32
     }
 
     pub(super) fn bytes(&self) -> usize {
-        self.levels.iter().map(|l| l.capacity() * 8).sum()
+        self.words.capacity() * 8
     }
 }
 
