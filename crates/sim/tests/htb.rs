@@ -172,3 +172,56 @@ fn tcp_classes_get_their_rates() {
         assert!(r.summary.fairness[class] > 0.9, "{:?}", r.summary.fairness);
     }
 }
+
+/// Exactly periodic CBR (no jitter) must not phase-lock the round robin: a (2 of 10 Mbit/s) and
+/// b (3), both ceil 10, each fed 8 Mbit/s of 1000-byte packets, split the link 4 : 6 (rates plus
+/// the spare 5 Mbit/s by quantum, 2 : 3) as the kernel's HTB does (`linkshare lab --kernel`:
+/// 4.00 / 6.00); arrival-ordered lists gave 6.98 / 3.02. Within 0.5 % of the link.
+#[test]
+fn exactly_periodic_cbr_splits_the_spare_by_quantum() {
+    let text = r#"
+name = "cbr-phase"
+duration = "12s"
+sample = "1s"
+[link]
+rate = "10mbit"
+delay = "2ms"
+[policy]
+qdisc = "htb"
+default = "b"
+[[policy.class]]
+name = "root"
+rate = "10mbit"
+[[policy.class]]
+name = "a"
+parent = "root"
+rate = "2mbit"
+ceil = "10mbit"
+[[policy.class]]
+name = "b"
+parent = "root"
+rate = "3mbit"
+ceil = "10mbit"
+[[policy.filter]]
+class = "a"
+dscp = "af11"
+[[flow]]
+name = "ua"
+kind = "udp"
+dscp = "af11"
+rate = "8mbit"
+size = 1000
+[[flow]]
+name = "ub"
+kind = "udp"
+rate = "8mbit"
+size = 1000
+"#;
+    let r = sim(text);
+    let a = class_rate(&r, "a", 2.0, 12.0) / 1e6;
+    let b = class_rate(&r, "b", 2.0, 12.0) / 1e6;
+    assert!(
+        (a - 4.0).abs() <= 0.05 && (b - 6.0).abs() <= 0.05,
+        "a {a:.3} b {b:.3} Mbit/s, kernel 4.00 / 6.00"
+    );
+}

@@ -5,10 +5,15 @@
 //! theory", 2002; Linux net/sched/sch_htb.c `htb_activate_prios`, `htb_deactivate_prios`,
 //! `htb_lookup_leaf`, `htb_dequeue_tree`): a class is in exactly one place per active prio — the
 //! row of its level when it can send, the feed of its parent when it may borrow, nowhere when it
-//! cannot send. Lists are intrusive doubly linked lists over node ids with a cursor; the leaf at
-//! the cursor sends until its deficit goes negative (DRR among classes of one prio), and a class
-//! that leaves the list at the cursor and comes back before the cursor moves keeps its turn
-//! (Linux's `last_ptr_id`). Every operation here is O(depth) at most.
+//! cannot send. Lists are kept in class-id order (Linux's rb-trees keyed by classid: feeds in
+//! [`super::idtree`], rows in [`super::rowbits`]) with a cursor; the leaf at the cursor sends
+//! until its deficit goes negative (DRR among classes of one prio). A class that leaves a feed at
+//! the cursor keeps its turn if it is back by the next lookup (`last_ptr_id`, `htb_lookup_leaf`);
+//! one that leaves a row at the cursor passes it on (`htb_remove_class_from_row`). In a feed of
+//! n members hooking, unhooking and a cursor move are O(log n) (expected; a cursor move is O(1)
+//! amortised over a round); in a row a cursor move and unhooking are O(1) (a doubly linked list)
+//! and hooking a few word operations in the row's bitmap (O(log₆₄) of the class count); a lookup
+//! is O(depth) plus one O(log n) search after a class left a feed at its cursor.
 use super::*;
 
 impl<P: Packet> Htb<P> {
@@ -42,7 +47,7 @@ impl<P: Packet> Htb<P> {
     }
 
     #[inline(always)]
-    fn link_mut(&mut self, node: u32) -> &mut Link {
+    pub(super) fn link_mut(&mut self, node: u32) -> &mut Link {
         let n = self.classes.len() as u32;
         if node < n {
             &mut self.classes[node as usize].link
@@ -60,63 +65,144 @@ impl<P: Packet> Htb<P> {
         }
     }
 
+    /// Hook `node` into list `lid` at its place in class-id order (`htb_add_to_id_tree`); the
+    /// cursor does not move. In a row the bitmap gives the member before it, and the node is
+    /// spliced in after that one.
     pub(super) fn list_push(&mut self, lid: usize, node: u32) {
-        let tail = self.lists[lid].tail;
-        *self.link_mut(node) = Link {
-            prev: tail,
-            next: NIL,
-        };
-        if tail == NIL {
-            self.lists[lid].head = node;
+        if lid >= ROWS {
+            self.id_insert(lid, node);
+            return;
+        }
+        let k = self.owner_of(node);
+        let n = self.classes.len();
+        self.row_bits[lid].insert(k, n);
+        let pred = self.row_node(lid, self.row_bits[lid].prev_lt(k));
+        let next = if pred == NIL {
+            std::mem::replace(&mut self.lists[lid].head, node)
         } else {
-            self.link_mut(tail).next = node;
+            std::mem::replace(&mut self.link_mut(pred).right, node)
+        };
+        if next != NIL {
+            self.link_mut(next).left = node;
         }
-        self.lists[lid].tail = node;
-        if self.lists[lid].parked == node {
-            self.lists[lid].cursor = node;
-            self.lists[lid].parked = NIL;
-        }
-        if lid < ROWS {
-            self.row_mask[lid / NUM_PRIO] |= 1 << (lid % NUM_PRIO);
-        }
+        *self.link_mut(node) = Link {
+            left: pred,
+            right: next,
+        };
+        self.row_mask[lid / NUM_PRIO] |= 1 << (lid % NUM_PRIO);
     }
 
+    /// Unhook `node` from list `lid`. If the cursor is on it: in a row the cursor moves to the
+    /// next member (`htb_remove_class_from_row`); in a feed it is cleared and the class id
+    /// remembered, so the next lookup resumes there or at the next id (`htb_deactivate_prios`).
     pub(super) fn list_remove(&mut self, lid: usize, node: u32) {
-        let Link { prev, next } = self.link(node);
+        if lid >= ROWS {
+            if self.lists[lid].cursor == node {
+                self.lists[lid].cursor = NIL;
+                self.lists[lid].last = self.owner_of(node);
+            }
+            self.id_remove(lid, node);
+            return;
+        }
+        let Link {
+            left: prev,
+            right: next,
+        } = self.link(node);
         let list = &mut self.lists[lid];
         if list.cursor == node {
             list.cursor = next;
-            // Keep the first class that lost its turn: a stand-in that leaves in turn must not
-            // take its place.
-            if list.parked == NIL {
-                list.parked = node;
-            }
         }
         if prev == NIL {
             list.head = next;
-        }
-        if next == NIL {
-            list.tail = prev;
-        }
-        if prev != NIL {
-            self.link_mut(prev).next = next;
+        } else {
+            self.link_mut(prev).right = next;
         }
         if next != NIL {
-            self.link_mut(next).prev = prev;
+            self.link_mut(next).left = prev;
         }
-        *self.link_mut(node) = Link {
-            prev: NIL,
-            next: NIL,
-        };
-        if lid < ROWS && self.lists[lid].head == NIL {
+        *self.link_mut(node) = Link::NONE;
+        let k = self.owner_of(node);
+        self.row_bits[lid].remove(k);
+        if self.lists[lid].head == NIL {
             self.row_mask[lid / NUM_PRIO] &= !(1 << (lid % NUM_PRIO));
         }
     }
 
+    /// The node of class `c` (or NIL) in row `lid`.
+    #[inline]
+    fn row_node(&self, lid: usize, c: u32) -> u32 {
+        if c == NIL || lid < NUM_PRIO {
+            // Row 0 holds leaves only, whose node id is their class id.
+            c
+        } else {
+            self.node_of(c, (lid % NUM_PRIO) as u8)
+        }
+    }
+
+    /// The member after `node` in list `lid`, in class-id order, or NIL: O(1) in a row,
+    /// O(log n) in a feed.
+    #[inline]
+    pub(super) fn next_of(&self, lid: usize, node: u32) -> u32 {
+        if lid < ROWS {
+            self.link(node).right
+        } else {
+            self.id_next_after(lid, node)
+        }
+    }
+
+    /// Is `node` in list `lid`?
+    pub(super) fn list_member(&self, lid: usize, node: u32) -> bool {
+        let k = self.owner_of(node);
+        if lid < ROWS {
+            self.row_bits[lid].contains(k) && self.node_of(k, (lid % NUM_PRIO) as u8) == node
+        } else {
+            self.id_next_upper(lid, k) == node
+        }
+    }
+
+    /// Check list `lid`'s order and structure (see [`Self::id_check`] for feeds): a row is a
+    /// doubly linked list in strictly increasing id order holding exactly its bitmap's members.
+    pub(super) fn list_check(&self, lid: usize) -> Result<usize, String> {
+        if lid >= ROWS {
+            return self.id_check(lid);
+        }
+        let head = self.lists[lid].head;
+        if (head != NIL) != (self.row_mask[lid / NUM_PRIO] & (1 << (lid % NUM_PRIO)) != 0) {
+            return Err(format!("row {lid}: row mask does not match head {head}"));
+        }
+        let mut len = 0;
+        let mut prev = NIL;
+        let mut x = head;
+        let mut want = self.row_bits[lid].next_ge(0);
+        while x != NIL {
+            len += 1;
+            if len > self.classes.len() + self.links.len() {
+                return Err(format!("row {lid}: cycle"));
+            }
+            let k = self.owner_of(x);
+            if k != want {
+                return Err(format!("row {lid}: member {k} where the bitmap has {want}"));
+            }
+            let l = self.link(x);
+            if l.left != prev {
+                return Err(format!("row {lid}: node {x} links back to {}", l.left));
+            }
+            want = self.row_bits[lid].next_ge(k + 1);
+            prev = x;
+            x = l.right;
+        }
+        if want != NIL {
+            return Err(format!("row {lid}: bitmap member {want} not in the list"));
+        }
+        Ok(len)
+    }
+
+    /// Move the cursor of list `lid` to the next member in id order (`htb_next_rb_node`).
     pub(super) fn advance_cursor(&mut self, lid: usize) {
         let cur = self.lists[lid].cursor;
-        self.lists[lid].cursor = if cur == NIL { NIL } else { self.link(cur).next };
-        self.lists[lid].parked = NIL;
+        if cur != NIL {
+            self.lists[lid].cursor = self.next_of(lid, cur);
+        }
     }
 
     pub(super) fn activate_leaf(&mut self, c: u32) {
@@ -215,13 +301,20 @@ impl<P: Packet> Htb<P> {
         stack[0] = Self::row_id(level, prio);
         for _ in 0..(4 * MAX_DEPTH + 8) {
             let lid = stack[sp];
-            let list = self.lists[lid];
-            if list.head == NIL {
+            if self.lists[lid].head == NIL {
                 return None;
             }
-            if list.cursor == NIL {
-                self.lists[lid].cursor = list.head;
-                self.lists[lid].parked = NIL;
+            // The class at the cursor left this feed: resume at it, or at the next id.
+            let last = self.lists[lid].last;
+            if last != NIL {
+                if self.lists[lid].cursor == NIL {
+                    self.lists[lid].cursor = self.id_next_upper(lid, last);
+                }
+                self.lists[lid].last = NIL;
+            }
+            if self.lists[lid].cursor == NIL {
+                // At the right end: rewind, and move the cursor of the list above.
+                self.lists[lid].cursor = self.lists[lid].head;
                 if sp > 0 {
                     sp -= 1;
                     self.advance_cursor(stack[sp]);
@@ -253,7 +346,7 @@ impl<P: Packet> Htb<P> {
             // its record (and counters) prefetched; the leaf two ahead, whose record is in, its
             // queue's last slot (the first too when it holds one packet); the next leaf, whose
             // last slot is in, its first slot when they differ, and its parent.
-            let n1 = self.classes[leaf as usize].link.next;
+            let n1 = self.next_of(lid, leaf);
             if let Some(c1) = self.classes.get(n1 as usize) {
                 if c1.kind != LeafKind::Boxed && c1.q.len > 1 {
                     if let Some(last) = self.pool.get(c1.q.tail as usize) {
@@ -263,14 +356,14 @@ impl<P: Packet> Htb<P> {
                     }
                 }
                 self.prefetch_class(c1.parent);
-                let n2 = c1.link.next;
+                let n2 = self.next_of(lid, n1);
                 if let Some(c2) = self.classes.get(n2 as usize) {
                     if c2.kind != LeafKind::Boxed {
                         if let Some(slot) = self.pool.get(c2.q.tail as usize) {
                             prefetch(slot);
                         }
                     }
-                    self.prefetch_class(c2.link.next);
+                    self.prefetch_class(self.next_of(lid, n2));
                 }
             }
             let cl = &self.classes[leaf as usize];

@@ -35,7 +35,9 @@
 //! lender's level only have their `ctokens` charged (they `borrowed`), the lender and the classes
 //! above it have both buckets charged (the lender counts a `lend`).
 //!
-//! Round robin inside a list uses a cursor. The leaf at the cursor keeps sending until its deficit
+//! Round robin inside a list uses a cursor. As in Linux, every list is ordered by class id, not
+//! by arrival (`feed`, `idtree`, `rowbits`), so a class that flips modes and re-enters a list
+//! finds its old place. The leaf at the cursor keeps sending until its deficit
 //! goes negative, then gets `quantum` more and the cursor moves on; when a feed's cursor runs off
 //! the end of its list it wraps and the cursor of the list above moves on, so subtrees that borrow
 //! from the same ancestor take turns.
@@ -67,15 +69,19 @@
 //! ## Complexity per packet, in classes and in flows
 //! With `n` classes, depth `d ≤ 8`, 8 priorities, `a` active (backlogged) leaves and `w` throttled
 //! classes (not `CanSend`):
-//! * enqueue: O(1) into the leaf's FIFO, plus O(d) list operations when the leaf becomes active;
+//! * enqueue: O(1) into the leaf's FIFO, plus O(d) list insertions when the leaf becomes active
+//!   (lists are kept in class-id order, as Linux's rb-trees are): into a row, a few word
+//!   operations in its bitmap to find the place and an O(1) splice; into a feed, O(log a);
 //! * dequeue: one bit scan for the level and prio, O(d) for the descent through the feeds, O(d)
 //!   for the charge (64-bit arithmetic, no division unless a class is throttled), O(log w) per
-//!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level), and O(log w) per
+//!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level, and O(log a) to
+//!   hook it into its parent's feed), and O(log w) per
 //!   due mode change applied (amortised: each is caused by an earlier charge; at most
 //!   [`MAX_EVENTS_PER_LEVEL`] per level per call, the rest on the next call, as Linux does).
 //!
-//! Idle classes sit in no list, row or wait queue: nothing per packet depends on them, nor on `n`
-//! or `a` (round robin moves a cursor). Flows are not a dimension of HTB itself: a leaf's queue is
+//! Idle classes sit in no list, row or wait queue: nothing per packet depends on them, and on `a`
+//! and `n` only through the O(log a) feed operations and the O(log₆₄ n) steps in a row's bitmap
+//! (a row's cursor moves in O(1)). Flows are not a dimension of HTB itself: a leaf's queue is
 //! a FIFO or a boxed qdisc (SFQ, FQ-CoDel), whose own complexity applies per leaf. What does grow
 //! with `n` is the memory touched at random. Per packet: at enqueue, the leaf's hot record and
 //! its queue's tail slot; at dequeue, the hot record and counters of the leaf and of each
@@ -99,7 +105,9 @@
 //!   nano-bits, quantum, FIFO limit, prio), one per distinct configuration, shared by every
 //!   class configured alike (a million subscribers on ten plans: ten profiles);
 //! * an inner class has 8 list links and 8 lists (one per prio) and its entry in `inner`:
-//!   196 bytes more;
+//!   196 bytes more; a row in use, a bitmap of one bit per class (plus 1/64 of that), allocated
+//!   at its first use (a leaf's 8-byte link serves both list kinds: previous and next member in
+//!   a row, treap children in a feed);
 //! * the name, front coded in blocks of 16 (`names`): two or three bytes for names given in
 //!   sequence (the depth-first order is recomputed by `stat` rather than kept);
 //! * per queued packet, one slot of the shared pool (`size_of::<P>()` + 4 bytes, rounded).
@@ -127,8 +135,10 @@
 
 mod adopt;
 mod feed;
+mod idtree;
 mod names;
 mod queue;
+mod rowbits;
 mod spec;
 mod stats;
 mod tokens;
@@ -160,32 +170,44 @@ const MAX_IDLE_NS: u64 = 60 * NS_PER_SEC;
 /// Mode changes applied per level per dequeue call.
 pub const MAX_EVENTS_PER_LEVEL: usize = 64;
 
-/// A doubly linked list over node ids, with a round-robin cursor. `cursor == NIL` means the
-/// cursor ran off the end and wraps at the next lookup.
+/// One row or feed: its members in class-id order, with the round-robin cursor. A feed's members
+/// are a treap under `root` over their [`Link`]s (`idtree`); a row's a doubly linked list over
+/// them from `head`, indexed by the row's bitmap `Htb::row_bits` (`rowbits`; `root` unused).
+/// `head` is the first member. `cursor == NIL` means
+/// the cursor ran off the end (it wraps at the next lookup) or, with `last != NIL`, that the
+/// class at the cursor left this feed: the next lookup resumes at the first member whose id is
+/// ≥ `last` — the class itself if it came back (Linux's `ptr` and `last_ptr_id`).
 #[derive(Copy, Clone, Debug)]
 struct List {
     head: u32,
-    tail: u32,
+    root: u32,
     cursor: u32,
-    /// The node that was at the cursor when it left the list (a class flipping between
-    /// `CanSend` and `MayBorrow`); if it comes back before the cursor moves on, the cursor returns
-    /// to it, so churn does not cost a class its turn (Linux keeps `last_ptr_id` for this).
-    parked: u32,
+    /// Class id of the class that left this feed at the cursor, until the next lookup.
+    last: u32,
 }
 
 impl List {
     const EMPTY: List = List {
         head: NIL,
-        tail: NIL,
+        root: NIL,
         cursor: NIL,
-        parked: NIL,
+        last: NIL,
     };
 }
 
+/// A node's place in its list (a node is in one list at a time): in a feed its two treap
+/// children (`idtree`), in a row the previous (`left`) and next (`right`) member.
 #[derive(Copy, Clone, Debug)]
 struct Link {
-    prev: u32,
-    next: u32,
+    left: u32,
+    right: u32,
+}
+
+impl Link {
+    const NONE: Link = Link {
+        left: NIL,
+        right: NIL,
+    };
 }
 
 /// What queue a class has.
@@ -263,9 +285,9 @@ struct Class {
     /// The inline FIFO; for a boxed leaf `q.tail` is the index into `Htb::boxed`, for an inner
     /// class the index into `Htb::inner`.
     q: LeafQ,
-    /// A leaf's node in the row or feed list it is in (a leaf's node id is its class id): in the
-    /// record, so hooking and unhooking a leaf touches no other line of its own. Inner classes
-    /// have one node per prio, in `Htb::links`.
+    /// A leaf's node in the row or feed it is in (a leaf's node id is its class id): in the
+    /// record, so hooking and unhooking a leaf touches no
+    /// other line of its own. Inner classes have one node per prio, in `Htb::links`.
     link: Link,
     level: u8,
     kind: LeafKind,
@@ -386,6 +408,8 @@ pub struct Htb<P: Packet> {
     /// `links[inner * NUM_PRIO + prio]` (`n` classes; node ids below `n` are leaves, whose link
     /// is in their record).
     links: Vec<Link>,
+    /// Per row: its members by class id (`rowbits`), allocated at a row's first use.
+    row_bits: Vec<rowbits::RowBits>,
     /// Bit `p` of `row_mask[level]` set iff `row[level][p]` is non-empty.
     row_mask: [u8; MAX_DEPTH],
     wait: Vec<BTreeSet<(u64, u32)>>,
@@ -487,10 +511,7 @@ impl<P: Packet> Htb<P> {
                 profile: pid,
                 deficit: [0; 2],
                 q,
-                link: Link {
-                    prev: NIL,
-                    next: NIL,
-                },
+                link: Link::NONE,
                 level,
                 kind,
                 mode: ClassMode::CanSend,
@@ -513,13 +534,8 @@ impl<P: Packet> Htb<P> {
             boxed,
             inner,
             lists: crate::hugepages::filled(ROWS + n_inner * NUM_PRIO, List::EMPTY),
-            links: crate::hugepages::filled(
-                n_inner * NUM_PRIO,
-                Link {
-                    prev: NIL,
-                    next: NIL,
-                },
-            ),
+            links: crate::hugepages::filled(n_inner * NUM_PRIO, Link::NONE),
+            row_bits: vec![rowbits::RowBits::default(); ROWS],
             row_mask: [0; MAX_DEPTH],
             wait: (0..MAX_DEPTH).map(|_| BTreeSet::new()).collect(),
             leaf_wait: BTreeSet::new(),
@@ -691,3 +707,5 @@ impl<P: Packet> Discipline<P> for Htb<P> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_cbr;

@@ -43,6 +43,10 @@ impl<P: Packet> Htb<P> {
                     + self.lists.capacity() * size_of::<List>()
                     + self.links.capacity() * size_of::<Link>(),
             ),
+            (
+                "row bitmaps",
+                self.row_bits.iter().map(|r| r.bytes()).sum::<usize>(),
+            ),
         ]
     }
 
@@ -64,6 +68,20 @@ impl<P: Packet> Htb<P> {
     /// Check the internal invariants (tests): activity matches backlog, list membership matches
     /// mode, wait queue matches mode, backlog equals the sum of leaf backlogs.
     pub fn check_invariants(&self) -> Result<(), String> {
+        // Every list: in id order, its treap or bitmap consistent, its cursor a member or
+        // cleared, a remembered id only in a feed whose cursor is cleared.
+        for (lid, list) in self.lists.iter().enumerate() {
+            self.list_check(lid)?;
+            if list.cursor != NIL && !self.list_member(lid, list.cursor) {
+                return Err(format!("list {lid}: cursor {} not a member", list.cursor));
+            }
+            if list.last != NIL && (lid < ROWS || list.cursor != NIL) {
+                return Err(format!(
+                    "list {lid}: last id {} with cursor {}",
+                    list.last, list.cursor
+                ));
+            }
+        }
         let mut sum = Backlog::default();
         for (i, cl) in self.classes.iter().enumerate() {
             let c = i as u32;
@@ -138,18 +156,7 @@ impl<P: Packet> Htb<P> {
     }
 
     pub(super) fn list_contains_any(&self, node: u32) -> Option<usize> {
-        (0..self.lists.len()).find(|&lid| {
-            let mut x = self.lists[lid].head;
-            let mut guard = 0;
-            while x != NIL && guard <= self.classes.len() + self.links.len() {
-                if x == node {
-                    return true;
-                }
-                x = self.link(x).next;
-                guard += 1;
-            }
-            false
-        })
+        (0..self.lists.len()).find(|&lid| self.list_member(lid, node))
     }
 
     /// Bytes in a nano-bit amount, for display.

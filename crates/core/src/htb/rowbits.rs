@@ -1,0 +1,216 @@
+//! The members of one HTB row as a set of class ids: a hierarchical bitmap with successor and
+//! predecessor queries (the row's index: where a class that comes back goes in its list).
+//!
+//! Principles: a row `row[level][prio]` can hold a large part of the tree (every leaf that sends
+//! on its own rate sits in `row[0][prio]`), and Linux keeps it ordered by class id
+//! (net/sched/sch_htb.c `htb_add_class_to_row`, `htb_add_to_id_tree`, `htb_next_rb_node`). A
+//! bitmap over class indexes (which follow the tc class ids, see [`super::idtree`]) finds a
+//! class's neighbours in that order with a few word operations, so the row itself can stay a
+//! doubly linked list over the links the classes already have (next member in O(1), as the
+//! dequeue's prefetch pipeline needs) and only hooking a class in asks the bitmap where: bit `k` of level 0
+//! is set iff class `k` is in the row, bit `w` of level `l + 1` iff word `w` of level `l` is not
+//! zero; the top level is one word. The bitmap is allocated at the first insert (n bits plus
+//! n/64 and so on), so rows that are never used cost nothing.
+
+/// "No member": the same sentinel as the lists' `NIL`.
+const NONE: u32 = u32::MAX;
+
+/// Levels enough for any class id (`u32`): 64⁶ > 2³².
+const MAX_LEVELS: usize = 6;
+
+#[derive(Clone, Debug, Default)]
+pub(super) struct RowBits {
+    /// Every level in one array, level 0 first: level `l` is `words[off[l]..off[l + 1]]`.
+    words: Vec<u64>,
+    off: [usize; MAX_LEVELS + 1],
+    /// Number of levels (0 before the first insert); the last has one word.
+    depth: usize,
+}
+
+impl RowBits {
+    /// Size the bitmap for class ids `0..n` (once; it never shrinks).
+    fn ensure(&mut self, n: usize) {
+        if self.depth != 0 {
+            return;
+        }
+        let mut len = n.max(1).div_ceil(64);
+        let mut total = 0;
+        while self.depth < MAX_LEVELS {
+            self.off[self.depth] = total;
+            total += len;
+            self.depth += 1;
+            if len == 1 {
+                break;
+            }
+            len = len.div_ceil(64);
+        }
+        self.off[self.depth] = total;
+        self.words = vec![0; total];
+    }
+
+    /// Word `w` of level `l`, if there is one.
+    #[inline(always)]
+    fn word(&self, l: usize, w: usize) -> Option<u64> {
+        let i = self.off[l] + w;
+        if i < self.off[l + 1] {
+            self.words.get(i).copied()
+        } else {
+            None
+        }
+    }
+
+    /// Add class `k` (< `n`, the number of classes).
+    #[inline]
+    pub(super) fn insert(&mut self, k: u32, n: usize) {
+        self.ensure(n);
+        let mut i = k as usize;
+        for l in 0..self.depth {
+            let at = self.off[l] + i / 64;
+            if at >= self.off[l + 1] {
+                debug_assert!(false, "class {k} beyond the row's {n} ids");
+                return;
+            }
+            let Some(w) = self.words.get_mut(at) else {
+                return;
+            };
+            let was = *w;
+            *w |= 1 << (i % 64);
+            if was != 0 {
+                break;
+            }
+            i /= 64;
+        }
+    }
+
+    /// Take class `k` out (nothing if it is not there).
+    #[inline]
+    pub(super) fn remove(&mut self, k: u32) {
+        let mut i = k as usize;
+        for l in 0..self.depth {
+            let at = self.off[l] + i / 64;
+            if at >= self.off[l + 1] {
+                return;
+            }
+            let Some(w) = self.words.get_mut(at) else {
+                return;
+            };
+            *w &= !(1 << (i % 64));
+            if *w != 0 {
+                break;
+            }
+            i /= 64;
+        }
+    }
+
+    pub(super) fn contains(&self, k: u32) -> bool {
+        if self.depth == 0 {
+            return false;
+        }
+        let i = k as usize;
+        self.word(0, i / 64)
+            .is_some_and(|w| w & (1 << (i % 64)) != 0)
+    }
+
+    /// The smallest member ≥ `k`, or `u32::MAX`.
+    pub(super) fn next_ge(&self, k: u32) -> u32 {
+        let mut i = k as usize;
+        let mut l = 0;
+        // Up until a word holds a member at or after position `i`.
+        loop {
+            if l >= self.depth {
+                return NONE;
+            }
+            let Some(word) = self.word(l, i / 64) else {
+                return NONE;
+            };
+            let m = word & (!0u64 << (i % 64));
+            if m != 0 {
+                i = (i / 64) * 64 + m.trailing_zeros() as usize;
+                break;
+            }
+            i = i / 64 + 1;
+            l += 1;
+        }
+        // Down along the lowest members.
+        while l > 0 {
+            l -= 1;
+            let word = self.word(l, i).unwrap_or(0);
+            i = i * 64 + word.trailing_zeros() as usize;
+        }
+        i as u32
+    }
+
+    /// The largest member < `k`, or `u32::MAX`.
+    #[inline]
+    pub(super) fn prev_lt(&self, k: u32) -> u32 {
+        if k == 0 || self.depth == 0 {
+            return NONE;
+        }
+        // Position `i` and below are candidates.
+        let mut i = (k as usize - 1).min((self.off[1] - self.off[0]) * 64 - 1);
+        let mut l = 0;
+        // Up until a word holds a member at or before position `i`.
+        loop {
+            if l >= self.depth {
+                return NONE;
+            }
+            let word = self.word(l, i / 64).unwrap_or(0);
+            let m = word & (!0u64 >> (63 - i % 64));
+            if m != 0 {
+                i = (i / 64) * 64 + 63 - m.leading_zeros() as usize;
+                break;
+            }
+            if i < 64 {
+                return NONE;
+            }
+            i = i / 64 - 1;
+            l += 1;
+        }
+        // Down along the highest members.
+        while l > 0 {
+            l -= 1;
+            let word = self.word(l, i).unwrap_or(0);
+            i = i * 64 + 63 - word.leading_zeros() as usize;
+        }
+        i as u32
+    }
+
+    pub(super) fn bytes(&self) -> usize {
+        self.words.capacity() * 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn matches_a_sorted_set() {
+        for n in [1usize, 63, 64, 65, 4095, 4096, 4097, 300_000] {
+            let mut bits = RowBits::default();
+            let mut set = BTreeSet::new();
+            let mut x: u64 = 0x2545_f491_4f6c_dd1d ^ n as u64;
+            for _ in 0..4000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let k = (x % n as u64) as u32;
+                if x & (1 << 40) == 0 {
+                    bits.insert(k, n);
+                    set.insert(k);
+                } else {
+                    bits.remove(k);
+                    set.remove(&k);
+                }
+                let q = ((x >> 20) % (n as u64 + 2)) as u32;
+                let want = set.range(q..).next().copied().unwrap_or(NONE);
+                assert_eq!(bits.next_ge(q), want, "n {n} next_ge({q})");
+                let below = set.range(..q).next_back().copied().unwrap_or(NONE);
+                assert_eq!(bits.prev_lt(q), below, "n {n} prev_lt({q})");
+                assert_eq!(bits.contains(k), set.contains(&k));
+            }
+            assert_eq!(bits.next_ge(0), set.first().copied().unwrap_or(NONE));
+        }
+    }
+}
