@@ -367,6 +367,9 @@ pub(crate) fn set_line_rates(opts: &Options, d0: &mut Dir, d1: &mut Dir) {
 const RX_BUDGET: usize = 256;
 /// When the transmit ring is full or the kernel asked to retry, look again this much later.
 const TX_RETRY_NS: u64 = 20_000;
+/// While spinning towards a departure, the event queue is looked at this often (µs of delay
+/// for a control client or a signal; no system call in between).
+const SPIN_POLL_NS: u64 = 50_000;
 /// Spare frame buffers kept for reuse.
 const POOL_MAX: usize = 4096;
 
@@ -870,6 +873,7 @@ impl Shaper {
         let mut last_live = sys::monotonic_ns();
         let mut stopping: Option<u64> = None;
         let mut armed: Option<u64> = None;
+        let mut last_poll = 0u64;
         loop {
             let mut more_rx = false;
             if stopping.is_none() && !self.worker.as_ref().is_some_and(|l| l.quiet) {
@@ -918,7 +922,18 @@ impl Shaper {
                 }
                 None => 100,
             };
+            // A spin (a departure due within the margin) polls the rings without a system
+            // call; events (control, signals, peers) are still looked at every SPIN_POLL_NS.
+            let spinning = timeout == 0 && !more_rx && !retry && deadline.is_some();
+            if spinning && now.saturating_sub(last_poll) < SPIN_POLL_NS {
+                continue;
+            }
             sys::epoll_wait(ep.as_raw_fd(), &mut ready, timeout)?;
+            last_poll = sys::monotonic_ns();
+            if timeout != 0 {
+                self.wake.slept(now, last_poll);
+            }
+            self.wake.duty(last_poll);
             for &tok in ready.iter() {
                 match tok {
                     T_TIMER => {

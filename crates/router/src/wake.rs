@@ -12,6 +12,14 @@
 //! [`MIN_MARGIN_NS`]..=`max`; it starts at `max` until a window is full. O(1) per sample, the
 //! quantile recomputed once per window (a sort of [`WINDOW`] integers). `--busy-poll-us US`
 //! fixes the margin instead (0: never spin).
+//!
+//! The spin is bounded by a duty cycle: the loop reports the time it slept, and when it was
+//! busy more than [`MAX_DUTY`] of a [`DUTY_WINDOW_NS`] window the margin's cap halves (down to
+//! no spin at all); a window under [`RELAX_DUTY`] doubles it back towards `max`. A learnt margin
+//! as long as the gap between departures would otherwise keep the thread busy without end: as
+//! an ordinary thread that is a core thrown away, under `--realtime` the kernel's fair server
+//! (or RT throttling) then takes the core away for 50 ms in every second to run the starved
+//! ordinary tasks, a stall every queued packet waits out.
 
 /// Samples per window.
 pub const WINDOW: usize = 256;
@@ -25,6 +33,12 @@ pub const MIN_MARGIN_NS: u64 = 10_000;
 pub const MAX_MARGIN_NS: u64 = 200_000;
 /// The margin before the first window is full.
 pub const START_MARGIN_NS: u64 = 50_000;
+/// The window over which the loop's busy time is measured.
+pub const DUTY_WINDOW_NS: u64 = 100_000_000;
+/// Busier than this (a fraction of the window): the spin's cap halves.
+pub const MAX_DUTY: f64 = 0.8;
+/// Less busy than this: the cap doubles back towards `max`.
+pub const RELAX_DUTY: f64 = 0.6;
 
 /// The early-wake margin: fixed, or learnt from the timer's latency.
 #[derive(Clone, Debug)]
@@ -33,6 +47,11 @@ pub struct EarlyWake {
     max: u64,
     margin: u64,
     samples: Vec<u64>,
+    /// The duty cycle's cap on the margin.
+    cap: u64,
+    /// Start of the current duty window (0: not started) and the time slept in it.
+    window_start: u64,
+    slept: u64,
 }
 
 impl EarlyWake {
@@ -44,6 +63,9 @@ impl EarlyWake {
             max,
             margin: START_MARGIN_NS.clamp(MIN_MARGIN_NS, max),
             samples: Vec::with_capacity(WINDOW),
+            cap: max,
+            window_start: 0,
+            slept: 0,
         }
     }
 
@@ -54,12 +76,46 @@ impl EarlyWake {
             max: ns,
             margin: ns,
             samples: Vec::new(),
+            cap: ns,
+            window_start: 0,
+            slept: 0,
         }
     }
 
     /// Arm the timer this long before the instant waited for; waits shorter than this are spun.
     pub fn margin_ns(&self) -> u64 {
-        self.margin
+        self.margin.min(self.cap)
+    }
+
+    /// The loop slept (blocked waiting for an event) from `from` to `to` (ns).
+    pub fn slept(&mut self, from: u64, to: u64) {
+        self.slept += to.saturating_sub(from);
+    }
+
+    /// Close the duty window if `now` is past its end: adjust the cap to the busy fraction.
+    pub fn duty(&mut self, now: u64) {
+        if self.fixed.is_some() {
+            return;
+        }
+        if self.window_start == 0 || now < self.window_start {
+            self.window_start = now;
+            self.slept = 0;
+            return;
+        }
+        let span = now - self.window_start;
+        if span < DUTY_WINDOW_NS {
+            return;
+        }
+        let busy = 1.0 - self.slept.min(span) as f64 / span as f64;
+        if busy > MAX_DUTY {
+            // Halve what is in use; below the floor, stop spinning altogether.
+            let half = self.margin_ns() / 2;
+            self.cap = if half < MIN_MARGIN_NS { 0 } else { half };
+        } else if busy < RELAX_DUTY {
+            self.cap = self.cap.saturating_mul(2).max(MIN_MARGIN_NS).min(self.max);
+        }
+        self.window_start = now;
+        self.slept = 0;
     }
 
     /// A timer armed for `armed` (ns) woke the loop at `woken`.
@@ -107,6 +163,38 @@ mod tests {
             w.record(0, 5_000_000);
         }
         assert_eq!(w.margin_ns(), MAX_MARGIN_NS);
+    }
+
+    #[test]
+    fn a_busy_loop_spins_less_until_it_is_idle_again() {
+        let mut w = EarlyWake::learning(MAX_MARGIN_NS);
+        let m0 = w.margin_ns();
+        let mut t = 1_000;
+        w.duty(t);
+        // Windows 90 % busy: the cap halves each time, then no spin at all.
+        let mut seen = vec![];
+        for _ in 0..4 {
+            w.slept(t, t + DUTY_WINDOW_NS / 10);
+            t += DUTY_WINDOW_NS;
+            w.duty(t);
+            seen.push(w.margin_ns());
+        }
+        assert_eq!(seen, vec![m0 / 2, m0 / 4, 0, 0]);
+        // Between the two thresholds: unchanged.
+        w.slept(t, t + DUTY_WINDOW_NS * 3 / 10);
+        t += DUTY_WINDOW_NS;
+        w.duty(t);
+        assert_eq!(w.margin_ns(), 0);
+        // Mostly asleep: the cap comes back, never above the learnt margin.
+        for _ in 0..8 {
+            w.slept(t, t + DUTY_WINDOW_NS / 2 + DUTY_WINDOW_NS / 10);
+            t += DUTY_WINDOW_NS;
+            w.duty(t);
+        }
+        assert_eq!(w.margin_ns(), m0);
+        // A window not over yet changes nothing.
+        w.duty(t + DUTY_WINDOW_NS / 2);
+        assert_eq!(w.margin_ns(), m0);
     }
 
     #[test]
