@@ -40,6 +40,11 @@ pub struct RunArgs {
     /// spin); default: a margin learnt from the timer's own latency (10-200 us)
     #[arg(long, value_name = "US")]
     pub busy_poll_us: Option<u64>,
+    /// When the loop wakes up late (a busy machine, a late timer), replay up to this many
+    /// milliseconds of the missed time so the classes lose no rate (0: lose it, like the
+    /// kernel's HTB with a late watchdog)
+    #[arg(long, value_name = "MS", default_value_t = 10)]
+    pub catch_up_ms: u64,
     /// Receive ring: v2 hands each frame over at once (lowest latency, the default); v3 hands
     /// over blocks of frames (fewer wake-ups at very high packet rates, up to 1 ms extra latency)
     #[arg(long, value_name = "v2|v3", default_value = "v2")]
@@ -138,7 +143,8 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
             .clone()
             .unwrap_or_else(|| PathBuf::from(linkshare_router::DEFAULT_RUN_DIR)),
         device_buffer: a.device_buffer,
-        busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1000)),
+        busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1_000)),
+        catch_up_ns: a.catch_up_ms.saturating_mul(1_000_000),
         rx_ring: a.rx_ring,
         io: a.io,
         metrics: a.metrics,

@@ -584,6 +584,57 @@ fn three_classes(workers: usize) {
     assert_eq!(st["interfaces"][0]["rx_ring_drops"], 0, "{st}");
 }
 
+/// A machine too busy to run the shaper on time (SIGSTOP for 6 ms of every 30, about what a
+/// loaded CPU does to an ordinary thread): by default the loop replays the missed time when it
+/// comes back and the class keeps its rate; with `--catch-up-ms 0` its bucket (about 2 ms at 10
+/// Mbit/s) overflows at every pause and the class loses about an eighth of its rate, which is
+/// what a late watchdog does to the kernel's HTB.
+#[test]
+fn a_paused_shaper_catches_up_its_rate_unless_told_not_to() {
+    let on = paused_rate(&[]);
+    let off = paused_rate(&["--catch-up-ms", "0"]);
+    let (Some((on, turns)), Some((off, off_turns))) = (on, off) else {
+        return;
+    };
+    eprintln!(
+        "paused 6 ms in 30: catch-up {:.3} Mbit/s ({turns} turns replayed), none {:.3} Mbit/s",
+        on / 1e6,
+        off / 1e6
+    );
+    assert!(within(on, 10e6, 0.01), "with catch-up: {on}");
+    assert!(turns > 0, "no turn replayed");
+    assert!(
+        off < 0.95 * 10e6,
+        "without catch-up the rate was kept: {off}"
+    );
+    assert_eq!(off_turns, 0);
+}
+
+/// 10 Mbit/s class offered 13 Mbit/s of UDP while the shaper is paused 6 ms every 30 ms; the
+/// frame rate at the sink over [1, 3) s and the shaper's replayed turns.
+fn paused_rate(extra: &[&str]) -> Option<(f64, u64)> {
+    let mut lab = Lab::new()?;
+    let p = lab.write_policy("p.toml", ONE_CLASS);
+    lab.start_with(&p, extra);
+    let pid = lab.shaper.as_ref().unwrap().id() as i32;
+    let t0 = Instant::now();
+    let sink = udp_sink(&lab, &[7001], t0, 3.2);
+    let src = udp_source(&lab, 7001, 13e6, 1000, t0, 0.0, 3.2);
+    while t0.elapsed().as_secs_f64() < 3.1 {
+        std::thread::sleep(Duration::from_millis(24));
+        unsafe { libc::kill(pid, libc::SIGSTOP) };
+        std::thread::sleep(Duration::from_millis(6));
+        unsafe { libc::kill(pid, libc::SIGCONT) };
+    }
+    src.join().unwrap();
+    let got = sink.join().unwrap();
+    let st = lab.stat();
+    Some((
+        frame_rate(&got[0], 1.0, 3.0),
+        st["catch_up_turns"].as_u64().unwrap(),
+    ))
+}
+
 const PRIO_BULK: &str = r#"
 qdisc = "htb"
 default = "bulk"

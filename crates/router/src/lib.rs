@@ -69,6 +69,9 @@ pub struct Options {
     /// Waits shorter than this are busy-polled, and the timer is armed this early; `None`: a
     /// margin learnt from the timer's latency ([`wake::EarlyWake`]).
     pub busy_poll_ns: Option<u64>,
+    /// How much of a late wake-up's missed time the scheduler is replayed over
+    /// (`--catch-up-ms`; 0: none, a late loop loses the rate like the kernel's watchdog).
+    pub catch_up_ns: u64,
     /// The kind of receive ring on both interfaces (AF_PACKET).
     pub rx_ring: RxRingKind,
     /// AF_XDP or AF_PACKET ([`xdp::open_port`]).
@@ -370,6 +373,9 @@ const TX_RETRY_NS: u64 = 20_000;
 /// While spinning towards a departure, the event queue is looked at this often (µs of delay
 /// for a control client or a signal; no system call in between).
 const SPIN_POLL_NS: u64 = 50_000;
+/// A loop later than this for the instant it waited for replays the missed stretch
+/// ([`Shaper::service`]); a shorter lateness loses nothing (a bucket holds at least a frame).
+const CATCH_UP_AFTER_NS: u64 = 50_000;
 /// Spare frame buffers kept for reuse.
 const POOL_MAX: usize = 4096;
 
@@ -401,6 +407,8 @@ pub struct Shaper {
     web: Option<http::Http>,
     /// Policy reloads by outcome (reload.rs counts them).
     reloads: control::snapshot::ReloadCounts,
+    /// Turns replayed to catch up a late wake-up ([`Shaper::service`]).
+    catch_up_turns: u64,
     /// The thread that builds reloaded policies off the loop (`None` on a worker of
     /// `--workers N`: the control thread has it).
     builder: Option<builder::Builder>,
@@ -511,6 +519,7 @@ impl Shaper {
             http: None,
             web: None,
             reloads: Default::default(),
+            catch_up_turns: 0,
             builder,
             hangups_pending: 0,
             wake,
@@ -659,10 +668,48 @@ impl Shaper {
         ok
     }
 
-    /// Send what the scheduler of direction `d` lets go now, under the device model's pull rule
-    /// ([`egress::egress_turn`], the same model as the simulator's link); sets its deadline.
+    /// Send what the scheduler of direction `d` lets go now; sets its deadline.
+    ///
+    /// A loop that comes back later than the instant it waited for (descheduled by a busy
+    /// machine, a late timer) first replays the missed stretch: the scheduler is asked at each
+    /// instant it named in turn, from that instant on (at most `catch_up_ns` back), before it is
+    /// asked at `now`. The packets it would have sent on time leave at once, late but not lost:
+    /// without this a class's bucket overflows while the loop is away (its burst covers about
+    /// 1 ms) and the class loses that rate for good, which is what a late watchdog does to the
+    /// kernel's HTB. O(steps) turns, each a normal turn; bounded by the ring's room.
     fn service(&mut self, d: usize) {
         let now_ns = sys::monotonic_ns();
+        let catch_up = if self.dirs[d].emu.is_some() {
+            0
+        } else {
+            self.opts.catch_up_ns
+        };
+        let mut at = 0;
+        let late = |e: &u64| catch_up > 0 && e.saturating_add(CATCH_UP_AFTER_NS) < now_ns;
+        while let Some(e) = self.dirs[d].eligible.filter(late) {
+            let v = e.max(now_ns - catch_up.min(now_ns));
+            if v <= at || v >= now_ns || self.ports[self.dirs[d].to].tx_room() == 0 {
+                break;
+            }
+            at = v;
+            self.service_at(d, v);
+            self.catch_up_turns += 1;
+            if self.ports[self.dirs[d].to].tx_room() == 0 {
+                // The ring is full before the replay reached `now`: go on from `v` next turn
+                // (a turn at `now` would forfeit what is left of the missed stretch).
+                let dir = &mut self.dirs[d];
+                dir.eligible = Some(dir.eligible.map_or(v, |e| e.min(v)));
+                min_deadline(&mut dir.deadline, now_ns + TX_RETRY_NS);
+                return;
+            }
+        }
+        self.service_at(d, now_ns);
+    }
+
+    /// Send what the scheduler of direction `d` lets go at `now_ns` (the loop's clock), under
+    /// the device model's pull rule ([`egress::egress_turn`], the same model as the
+    /// simulator's link); sets its deadline.
+    fn service_at(&mut self, d: usize, now_ns: u64) {
         let now = Time(now_ns.saturating_sub(self.epoch_ns));
         let epoch = self.epoch_ns;
         self.dirs[d].deadline = None;

@@ -42,6 +42,9 @@ pub struct Snapshot {
     pub early_wake_ns: u64,
     #[serde(default)]
     pub early_wake_learnt: bool,
+    /// Scheduler turns replayed to catch up late wake-ups (`--catch-up-ms`).
+    #[serde(default)]
+    pub catch_up_turns: u64,
     /// With `--workers N`: one row per datapath thread (empty with one).
     #[serde(default)]
     pub workers: Vec<WorkerSnapshot>,

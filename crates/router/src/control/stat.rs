@@ -170,6 +170,7 @@ impl Shaper {
             reloads: self.reloads,
             early_wake_ns: self.wake.margin_ns(),
             early_wake_learnt: self.wake.is_learning(),
+            catch_up_turns: self.catch_up_turns,
             ..Snapshot::default()
         };
         fill_lateness(&mut snap, &self.lateness);

@@ -167,6 +167,7 @@ pub(crate) fn merge(mut parts: Vec<Part>) -> Snapshot {
                     add_direction(a, b);
                 }
                 o.early_wake_ns = o.early_wake_ns.max(p.snap.early_wake_ns);
+                o.catch_up_turns += p.snap.catch_up_turns;
             }
         }
     }
