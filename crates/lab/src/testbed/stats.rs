@@ -172,6 +172,7 @@ pub fn parse_stat(st: &Value) -> RouterStats {
     extra.insert("lateness_p99_us".to_string(), f(late, "p99") / 1e3);
     extra.insert("lateness_max_us".to_string(), f(late, "max") / 1e3);
     extra.insert("lateness_samples".to_string(), f(late, "samples"));
+    extra.insert("catch_up_turns".to_string(), f(st, "catch_up_turns"));
     RouterStats {
         classes,
         kind: d["kind"].as_str().unwrap_or("none").to_string(),
