@@ -74,6 +74,11 @@ pub struct RunArgs {
     /// departures then leave on time even when the machine is busy (needs CAP_SYS_NICE)
     #[arg(long, value_name = "PRIO", value_parser = clap::value_parser!(u8).range(1..=99))]
     pub realtime: Option<u8>,
+    /// Run the datapath thread at this nice value (-20..19): negative values let it preempt
+    /// ordinary tasks sooner, so paced departures are less late on a busy machine
+    #[arg(long, value_name = "N", allow_hyphen_values = true,
+          value_parser = clap::value_parser!(i8).range(-20..=19))]
+    pub nice: Option<i8>,
     /// Datapath threads: with N > 1 the policy's HTB is cut below its root into N shards (its
     /// top-level classes dealt round robin), each run by its own thread with its own sockets,
     /// the root's rate shared between them without a lock (docs/router.md, "Workers")
@@ -150,6 +155,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         metrics: a.metrics,
         web: a.web,
         realtime: a.realtime,
+        nice: a.nice,
         workers: usize::from(a.workers),
         placement: match a.placement {
             PlacementArg::Rr => linkshare_core::shard::Placement::RoundRobin,

@@ -358,6 +358,40 @@ fn realtime_datapath_runs_under_sched_fifo_and_shapes() {
     );
 }
 
+/// `--nice -5` runs the datapath thread at nice -5 (it still shapes); an out-of-range value
+/// is refused before anything starts.
+#[test]
+fn nice_datapath_runs_at_its_nice_value() {
+    let Some(mut lab) = Lab::new() else { return };
+    let p = lab.write_policy("p.toml", ONE_CLASS);
+    let (code, _, err) = lab.cli(&[
+        "run",
+        "--policy",
+        p.to_str().unwrap(),
+        "--dev",
+        "lo",
+        "--dev",
+        "lo",
+        "--nice",
+        "30",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--nice"), "{err}");
+    lab.start_with(&p, &["--nice", "-5"]);
+    let pid = lab.shaper.as_ref().unwrap().id();
+    // /proc/PID/stat (the main thread runs the loop): field 19 is nice.
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .collect();
+    assert_eq!(rest[16], "-5", "nice: {stat}");
+    let bps = tcp_goodput(&lab, 1.5);
+    assert!(
+        (9.0e6..=10.0e6).contains(&bps),
+        "goodput {bps} not within 9-10 Mbit/s"
+    );
+}
+
 /// The V3 (block) receive ring still shapes exactly; its frames arrive in retired blocks.
 #[test]
 fn tpacket_v3_receive_ring_shapes_too() {

@@ -86,6 +86,8 @@ pub struct Options {
     /// Run the datapath thread under `SCHED_FIFO` at this priority (1–99) with its memory
     /// locked (`--realtime`); `None`: an ordinary thread.
     pub realtime: Option<u8>,
+    /// The datapath thread's nice value (`--nice`; `None`: left as inherited).
+    pub nice: Option<i8>,
     /// Datapath threads (`--workers`): 1 is the single-threaded shaper, more cut the policy's
     /// HTB into shards, one per worker (workers/).
     pub workers: usize,
@@ -896,6 +898,9 @@ impl Shaper {
     /// Run until SIGTERM/SIGINT. Returns the exit code.
     pub fn run(&mut self) -> anyhow::Result<i32> {
         sys::set_min_timer_slack()?;
+        if let Some(n) = self.opts.nice {
+            sys::set_nice(n).context("--nice")?;
+        }
         if let Some(prio) = self.opts.realtime {
             sys::set_fifo(prio).context("--realtime")?;
             if let Err(e) = sys::lock_memory() {

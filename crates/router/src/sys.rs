@@ -426,6 +426,20 @@ pub fn set_fifo(prio: u8) -> io::Result<()> {
     })
 }
 
+/// Set the calling thread's nice value (-20..=19; lower runs sooner under the fair scheduler).
+pub fn set_nice(n: i8) -> io::Result<()> {
+    // SAFETY: plain system call; `who` 0 with PRIO_PROCESS is the calling thread on Linux.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, n.into()) };
+    cvt(r).map(|_| ()).map_err(|e| {
+        let hint = if e.raw_os_error() == Some(libc::EACCES) {
+            " (a negative value needs CAP_SYS_NICE or RLIMIT_NICE)"
+        } else {
+            ""
+        };
+        io::Error::new(e.kind(), format!("setpriority({n}): {e}{hint}"))
+    })
+}
+
 /// Lock the process's pages in memory, present and future, so the datapath never waits for a
 /// page fault.
 pub fn lock_memory() -> io::Result<()> {

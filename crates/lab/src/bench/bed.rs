@@ -29,6 +29,8 @@ pub(super) enum Via {
     LinkshareRealtime,
     /// `linkshare run --io xdp --realtime 10`.
     LinkshareXdpRealtime,
+    /// `linkshare run --io packet --nice -10` (an ordinary thread that preempts sooner).
+    LinkshareNice,
     /// `linkshare run --io packet --workers 2` (two datapath threads, AF_PACKET fanout).
     LinkshareWorkers2,
     /// `linkshare run --io xdp --workers 2` (veths with two queues, one per worker).
@@ -46,6 +48,7 @@ impl Via {
             Via::LinkshareXdpGeneric => "linkshare --io xdp-generic",
             Via::LinkshareRealtime => "linkshare --realtime 10",
             Via::LinkshareXdpRealtime => "linkshare --io xdp --realtime 10",
+            Via::LinkshareNice => "linkshare --nice -10",
             Via::LinkshareWorkers2 => "linkshare --workers 2",
             Via::LinkshareXdpWorkers2 => "linkshare --io xdp --workers 2",
         }
@@ -136,6 +139,9 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
             "xdp",
             "--realtime",
             "10",
+        ]))?),
+        Via::LinkshareNice => Box::new(LinkshareRouter::new(args(&[
+            "--io", "packet", "--nice", "-10",
         ]))?),
         Via::LinkshareWorkers2 => Box::new(LinkshareRouter::new(args(&[
             "--io",

@@ -9,7 +9,8 @@
 //! beside the lateness so a row that paced badly shows it in both. Lateness is a property of
 //! the machine as much as of the shaper: the table prints the load average around each row,
 //! and the target (p99 ≤ 20 µs) is for an idle machine. Each load runs with the
-//! datapath as an ordinary thread and under `--realtime 10` (SCHED_FIFO), AF_PACKET and AF_XDP.
+//! datapath as an ordinary thread, at `--nice -10`, and under `--realtime 10` (SCHED_FIFO),
+//! AF_PACKET and AF_XDP.
 
 use super::bed::{bed, one_class, Via, BASE_PORT, PFIFO};
 use super::flood::{measure_flood, Flood, UDP_OVERHEAD};
@@ -73,6 +74,7 @@ pub(super) fn pacing(secs: f64) -> anyhow::Result<Table> {
     ];
     let vias = [
         Via::Linkshare,
+        Via::LinkshareNice,
         Via::LinkshareRealtime,
         Via::LinkshareXdp,
         Via::LinkshareXdpRealtime,
