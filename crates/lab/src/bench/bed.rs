@@ -31,6 +31,8 @@ pub(super) enum Via {
     LinkshareXdpRealtime,
     /// `linkshare run --io packet --nice -10` (an ordinary thread that preempts sooner).
     LinkshareNice,
+    /// `linkshare run --io packet --catch-up-ms 0` (late wake-ups lose the rate, as in Linux).
+    LinkshareNoCatchUp,
     /// `linkshare run --io packet --workers 2` (two datapath threads, AF_PACKET fanout).
     LinkshareWorkers2,
     /// `linkshare run --io xdp --workers 2` (veths with two queues, one per worker).
@@ -49,6 +51,7 @@ impl Via {
             Via::LinkshareRealtime => "linkshare --realtime 10",
             Via::LinkshareXdpRealtime => "linkshare --io xdp --realtime 10",
             Via::LinkshareNice => "linkshare --nice -10",
+            Via::LinkshareNoCatchUp => "linkshare --catch-up-ms 0",
             Via::LinkshareWorkers2 => "linkshare --workers 2",
             Via::LinkshareXdpWorkers2 => "linkshare --io xdp --workers 2",
         }
@@ -142,6 +145,12 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
         ]))?),
         Via::LinkshareNice => Box::new(LinkshareRouter::new(args(&[
             "--io", "packet", "--nice", "-10",
+        ]))?),
+        Via::LinkshareNoCatchUp => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "packet",
+            "--catch-up-ms",
+            "0",
         ]))?),
         Via::LinkshareWorkers2 => Box::new(LinkshareRouter::new(args(&[
             "--io",

@@ -162,11 +162,14 @@ pub(super) fn accuracy(secs: f64) -> anyhow::Result<Table> {
             "offered (Mbit/s)",
             "kernel HTB (Mbit/s, error)",
             "linkshare (Mbit/s, error)",
+            "linkshare --catch-up-ms 0 (Mbit/s, error)",
         ],
         "One HTB class of the given rate (default burst) fed 30 % above its rate with UDP \
          frames of one size; the rate is the frame bytes (Ethernet header included, as both \
          HTBs count them) arriving at C per second. An offered rate below 1.3 × the class rate \
-         means the sender could not go faster: the error then says nothing about the shaper.",
+         means the sender could not go faster: the error then says nothing about the shaper. \
+         `--catch-up-ms 0` is the shaper without the replay of late wake-ups: what the machine's \
+         own load costs a class whose loop comes back late.",
     );
     for rate_mbit in [1u64, 10, 100] {
         for frame in [64usize, 512, 1500] {
@@ -182,6 +185,7 @@ pub(super) fn accuracy(secs: f64) -> anyhow::Result<Table> {
             let policy = one_class(&format!("{rate_mbit}mbit"), PFIFO);
             let k = measure_flood(&bed(Via::Kernel, &policy)?, f(), secs)?;
             let l = measure_flood(&bed(Via::Linkshare, &policy)?, f(), secs)?;
+            let n = measure_flood(&bed(Via::LinkshareNoCatchUp, &policy)?, f(), secs)?;
             let cell = |m: &Measured| {
                 format!(
                     "{:.3} ({:+.2} %)",
@@ -196,6 +200,7 @@ pub(super) fn accuracy(secs: f64) -> anyhow::Result<Table> {
                 format!("{offered:.1}"),
                 cell(&k),
                 cell(&l),
+                cell(&n),
             ]);
         }
     }
