@@ -18,6 +18,7 @@ use serde_json::{json, Value};
 
 mod bed;
 mod flood;
+mod floor;
 mod latency;
 mod pacing;
 mod rates;

@@ -14,6 +14,7 @@
 
 use super::bed::{bed, one_class, Via, BASE_PORT, PFIFO};
 use super::flood::{measure_flood, Flood, UDP_OVERHEAD};
+use super::floor;
 use super::Table;
 
 /// Three classes of one third each under `rate_mbit`, all borrowing to the root, each fed
@@ -63,8 +64,11 @@ pub(super) fn pacing(secs: f64) -> anyhow::Result<Table> {
          its own port) or 1.3 × one class; lateness is the shaper's own histogram (`stat`: from \
          the instant a throttled class became eligible to the kick of the transmit ring), over \
          the whole run of a fresh testbed; turns replayed: how often the loop came back more than \
-         50 µs late and replayed the missed time (`--catch-up-ms`). Target (issue 14): p99 ≤ \
-         20 µs on an idle machine.",
+         50 µs late and replayed the missed time (`--catch-up-ms`). The floor rows are the \
+         machine itself, with no traffic: a thread that only reads the clock, and the lateness \
+         a departure due at a random instant would have when the thread is not running then \
+         (interrupts, the tick, the hypervisor; bench/floor.rs) — no loop on this machine can \
+         do better. Target (issue 14): p99 ≤ 20 µs on an idle machine.",
     );
     let loads: [(&str, usize, u64); 4] = [
         ("3 classes", 1000, 10),
@@ -116,6 +120,26 @@ pub(super) fn pacing(secs: f64) -> anyhow::Result<Table> {
             format!("{:.1}", g("lateness_p99_us")),
             format!("{:.0}", g("lateness_max_us")),
             format!("{:.0}", g("catch_up_turns")),
+            load_average(),
+        ]);
+    }
+    // The machine's own floor, with no traffic: what a perfect loop would measure (floor.rs).
+    for (name, fifo) in [
+        ("floor: a bare spin loop", None),
+        ("floor: a bare spin loop, SCHED_FIFO 10", Some(10)),
+    ] {
+        let f = floor::measure(secs, fifo)?;
+        t.row(vec![
+            name.into(),
+            format!("none ({:.0} gaps > 20 µs a second)", f.gaps_over_20us_per_s),
+            "–".into(),
+            "–".into(),
+            "–".into(),
+            "–".into(),
+            format!("{:.1}", f.p50_us),
+            format!("{:.1}", f.p99_us),
+            format!("{:.0}", f.max_us),
+            "–".into(),
             load_average(),
         ]);
     }
