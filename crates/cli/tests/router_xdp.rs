@@ -146,6 +146,16 @@ impl Lab {
             );
             std::thread::sleep(Duration::from_millis(20));
         }
+        // The socket is bound just before the startup line is written: wait for the line too,
+        // so a test reading stderr next sees it.
+        while !self.stderr().contains("linkshare: running") {
+            assert!(
+                t0.elapsed() < Duration::from_secs(5),
+                "no startup line: {}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
     }
 
     fn stat(&self) -> Value {
