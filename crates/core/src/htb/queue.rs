@@ -35,17 +35,31 @@ impl<P: Packet> Htb<P> {
             _ => self.default,
         };
         let len = pkt.len();
-        if len > self.prof(c).burst {
+        let cl = &self.classes[c as usize];
+        let kind = cl.kind;
+        let was_empty = cl.q.len == 0;
+        if len > self.profiles[cl.profile as usize].burst {
             self.count_giant(c);
         }
+        if kind != LeafKind::Boxed {
+            // An inline FIFO: its length is the leaf's backlog and it drops nothing later.
+            return match self.fifo_push(c, pkt) {
+                Ok(()) => {
+                    if was_empty {
+                        self.activate_leaf(c);
+                    }
+                    Ok(())
+                }
+                Err(d) => {
+                    let k = &mut self.cold[c as usize];
+                    k.drops = k.drops.wrapping_add(1);
+                    Err(d)
+                }
+            };
+        }
         let was_empty = self.leaf_backlog(c).packets == 0;
-        let res = if self.classes[c as usize].kind == LeafKind::Boxed {
-            let b = self.classes[c as usize].boxed();
-            self.boxed[b].enqueue(pkt, now)
-        } else {
-            self.fifo_push(c, pkt)
-        };
-        match res {
+        let b = self.classes[c as usize].boxed();
+        match self.boxed[b].enqueue(pkt, now) {
             Ok(()) => {
                 if was_empty {
                     self.activate_leaf(c);
