@@ -443,6 +443,13 @@ impl<P: Packet> Htb<P> {
             }
             let cl = &self.classes[leaf as usize];
             self.prefetch_class(cl.parent);
+            if lid < ROWS && cl.q.len == 1 && self.classes.len() >= PREFETCH_NEIGHBOURS_MIN {
+                // It runs empty and leaves its row: the member before it gets a new link (and,
+                // if the next leaf runs empty too, is its new neighbour).
+                if let Some(prev) = self.classes.get(cl.link.left as usize) {
+                    prefetch(prev);
+                }
+            }
             let (out, now_empty, wait_until) = match cl.kind {
                 LeafKind::Pfifo | LeafKind::Bfifo => {
                     let p = self.fifo_pop(leaf);

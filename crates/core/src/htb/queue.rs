@@ -97,10 +97,24 @@ impl<P: Packet> Htb<P> {
         for &c in classes {
             self.prefetch_class(c);
         }
+        let far = self.classes.len() >= PREFETCH_NEIGHBOURS_MIN;
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
                 if cl.active == 0 {
                     self.prefetch_class(cl.parent);
+                    if far && cl.mode == ClassMode::CanSend && cl.level == 0 {
+                        // Hooking it into its row writes the links of its neighbours there:
+                        // those its bitmap word names.
+                        let prio = self.profiles.get(cl.profile as usize).map_or(0, |p| p.prio);
+                        if let Some(bits) = self.row_bits.get(Self::row_id(0, prio)) {
+                            let (p, n) = bits.word_neighbours(c);
+                            for x in [p, n] {
+                                if let Some(x) = self.classes.get(x as usize) {
+                                    prefetch(x);
+                                }
+                            }
+                        }
+                    }
                 }
                 if cl.kind != LeafKind::Boxed {
                     if let Some(slot) = self.pool.get(cl.q.tail as usize) {

@@ -108,6 +108,31 @@ impl RowBits {
         self.prev_lt(k)
     }
 
+    /// The members next to class `k` below and above it within its level-0 word, `u32::MAX`
+    /// where that word holds none: one word read, a hint for prefetching their links.
+    #[inline]
+    pub(super) fn word_neighbours(&self, k: u32) -> (u32, u32) {
+        let i = k as usize;
+        let Some(&w) = self.words.get(i / 64) else {
+            return (NONE, NONE);
+        };
+        let b = i % 64;
+        let below = w & ((1u64 << b) - 1);
+        let above = w & (!1u64 << b);
+        let base = (i / 64) * 64;
+        let p = if below != 0 {
+            (base + 63 - below.leading_zeros() as usize) as u32
+        } else {
+            NONE
+        };
+        let n = if above != 0 {
+            (base + above.trailing_zeros() as usize) as u32
+        } else {
+            NONE
+        };
+        (p, n)
+    }
+
     /// Take class `k` out (nothing if it is not there).
     #[inline]
     pub(super) fn remove(&mut self, k: u32) {
@@ -236,6 +261,11 @@ mod tests {
                 let below = set.range(..q).next_back().copied().unwrap_or(NONE);
                 assert_eq!(bits.prev_lt(q), below, "n {n} prev_lt({q})");
                 assert_eq!(bits.contains(k), set.contains(&k));
+                let (wp, wn) = bits.word_neighbours(q.min(n as u32 - 1));
+                let q0 = q.min(n as u32 - 1);
+                let in_word = |m: Option<u32>| m.filter(|&m| m / 64 == q0 / 64).unwrap_or(NONE);
+                assert_eq!(wp, in_word(set.range(..q0).next_back().copied()));
+                assert_eq!(wn, in_word(set.range(q0 + 1..).next().copied()));
             }
             assert_eq!(bits.next_ge(0), set.first().copied().unwrap_or(NONE));
         }
