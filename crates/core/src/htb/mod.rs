@@ -77,7 +77,7 @@
 //!   for the charge (64-bit arithmetic, no division unless a class is throttled; a class that
 //!   is and stays `CanSend` takes a short path with no clamp and no mode logic, and one already
 //!   charged at the same instant — the ancestors, for every packet of a dequeue burst after the
-//!   first — skips the refill: about 50 instructions a class), O(log w) per
+//!   first — skips the refill and the profile: 40–50 instructions a class), O(log w) per
 //!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level, and O(log a) to
 //!   hook it into its parent's feed), and O(log w) per
 //!   due mode change applied (amortised: each is caused by an earlier charge; at most

@@ -111,24 +111,26 @@ impl<P: Packet> Htb<P> {
             self.cold.get_mut(c as usize),
         ) {
             let parent = cl.parent;
-            let fast = cl.mode == ClassMode::CanSend
-                && match self.profiles.get(cl.profile as usize) {
-                    Some(pr) => {
-                        // Charged already at this instant (the ancestors, for every packet of
-                        // a dequeue burst after the first): nothing to refill, as the levels are
-                        // at most the bucket sizes.
-                        let (t, ct) = if now <= cl.t_c {
-                            (cl.tokens.min(pr.buffer), cl.ctokens.min(pr.cbuffer))
-                        } else {
-                            let idle = (now - cl.t_c).min(MAX_IDLE_NS);
-                            (
-                                refill(cl.tokens, idle, pr.rate, pr.buffer),
-                                refill(cl.ctokens, idle, pr.ceil, pr.cbuffer),
-                            )
-                        };
+            let fast = cl.mode == ClassMode::CanSend && {
+                // Charged already at this instant (the ancestors, for every packet of a dequeue
+                // burst after the first): a refill over no time leaves a level as it is, since
+                // no level is ever above its bucket size (`check_invariants` checks it).
+                let refilled = if now <= cl.t_c {
+                    Some((cl.tokens, cl.ctokens))
+                } else {
+                    self.profiles.get(cl.profile as usize).map(|pr| {
+                        let idle = (now - cl.t_c).min(MAX_IDLE_NS);
+                        (
+                            refill(cl.tokens, idle, pr.rate, pr.buffer),
+                            refill(cl.ctokens, idle, pr.ceil, pr.cbuffer),
+                        )
+                    })
+                };
+                match refilled {
+                    Some((t, ct)) => {
+                        // A refilled level is at most the bucket size, ≤ TOKEN_BOUND: a
+                        // non-negative one is what `clamp_debt` leaves unchanged.
                         let ct = ct.saturating_sub(cost);
-                        // `refill` gives at most the bucket size, ≤ TOKEN_BOUND: a non-negative
-                        // level is what `clamp_debt` leaves unchanged.
                         let t = if cl.level >= level {
                             t.saturating_sub(cost)
                         } else {
@@ -152,7 +154,8 @@ impl<P: Packet> Htb<P> {
                         }
                     }
                     None => false,
-                };
+                }
+            };
             if !fast {
                 self.charge_class(c, level, len, cost, now);
             }
