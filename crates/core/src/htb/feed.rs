@@ -13,7 +13,10 @@
 //! n members hooking, unhooking and a cursor move are O(log n) (expected; a cursor move is O(1)
 //! amortised over a round); in a row a cursor move and unhooking are O(1) (a doubly linked list)
 //! and hooking a few word operations in the row's bitmap (O(log₆₄) of the class count); a lookup
-//! is O(depth) plus one O(log n) search after a class left a feed at its cursor.
+//! is O(depth) plus one O(log n) search after a class left a feed at its cursor. Rows of level 0
+//! hold leaves only (node id = class id, link in the record), so a leaf is hooked into and
+//! unhooked from its row without asking which kind of node each neighbour is, and a lookup whose
+//! row cursor is on a leaf returns it at once.
 use super::*;
 
 impl<P: Packet> Htb<P> {
@@ -74,18 +77,41 @@ impl<P: Packet> Htb<P> {
             return;
         }
         let k = self.owner_of(node);
+        if lid < NUM_PRIO {
+            self.row_push::<true>(lid, node, k);
+        } else {
+            self.row_push::<false>(lid, node, k);
+        }
+    }
+
+    /// The link of `node`, a member of a row; `LEAVES` for a row of level 0, whose members are
+    /// all leaves (node id = class id, link in the record): no test of which kind of node it is.
+    #[inline(always)]
+    fn row_link_mut<const LEAVES: bool>(&mut self, node: u32) -> &mut Link {
+        if LEAVES {
+            &mut self.classes[node as usize].link
+        } else {
+            self.link_mut(node)
+        }
+    }
+
+    /// [`Self::list_push`] into row `lid` of `node`, which belongs to class `k` (`LEAVES`: see
+    /// [`Self::row_link_mut`]).
+    #[inline]
+    fn row_push<const LEAVES: bool>(&mut self, lid: usize, node: u32, k: u32) {
         let n = self.classes.len();
-        self.row_bits[lid].insert(k, n);
-        let pred = self.row_node(lid, self.row_bits[lid].prev_lt(k));
+        let bits = &mut self.row_bits[lid];
+        let pk = bits.insert_prev(k, n);
+        let pred = if LEAVES { pk } else { self.row_node(lid, pk) };
         let next = if pred == NIL {
             std::mem::replace(&mut self.lists[lid].head, node)
         } else {
-            std::mem::replace(&mut self.link_mut(pred).right, node)
+            std::mem::replace(&mut self.row_link_mut::<LEAVES>(pred).right, node)
         };
         if next != NIL {
-            self.link_mut(next).left = node;
+            self.row_link_mut::<LEAVES>(next).left = node;
         }
-        *self.link_mut(node) = Link {
+        *self.row_link_mut::<LEAVES>(node) = Link {
             left: pred,
             right: next,
         };
@@ -104,28 +130,39 @@ impl<P: Packet> Htb<P> {
             self.id_remove(lid, node);
             return;
         }
+        let k = self.owner_of(node);
+        if lid < NUM_PRIO {
+            self.row_remove::<true>(lid, node, k);
+        } else {
+            self.row_remove::<false>(lid, node, k);
+        }
+    }
+
+    /// [`Self::list_remove`] from row `lid` of `node`, which belongs to class `k` (`LEAVES`: see
+    /// [`Self::row_link_mut`]).
+    #[inline]
+    fn row_remove<const LEAVES: bool>(&mut self, lid: usize, node: u32, k: u32) {
         let Link {
             left: prev,
             right: next,
-        } = self.link(node);
+        } = *self.row_link_mut::<LEAVES>(node);
         let list = &mut self.lists[lid];
         if list.cursor == node {
             list.cursor = next;
         }
         if prev == NIL {
             list.head = next;
+            if next == NIL {
+                self.row_mask[lid / NUM_PRIO] &= !(1 << (lid % NUM_PRIO));
+            }
         } else {
-            self.link_mut(prev).right = next;
+            self.row_link_mut::<LEAVES>(prev).right = next;
         }
         if next != NIL {
-            self.link_mut(next).left = prev;
+            self.row_link_mut::<LEAVES>(next).left = prev;
         }
-        *self.link_mut(node) = Link::NONE;
-        let k = self.owner_of(node);
+        *self.row_link_mut::<LEAVES>(node) = Link::NONE;
         self.row_bits[lid].remove(k);
-        if self.lists[lid].head == NIL {
-            self.row_mask[lid / NUM_PRIO] &= !(1 << (lid % NUM_PRIO));
-        }
     }
 
     /// The node of class `c` (or NIL) in row `lid`.
@@ -206,17 +243,42 @@ impl<P: Packet> Htb<P> {
     }
 
     pub(super) fn activate_leaf(&mut self, c: u32) {
-        let prio = self.prof(c).prio;
-        self.classes[c as usize].active = 1 << prio;
-        self.activate_prios(c, 1 << prio);
+        let cl = &mut self.classes[c as usize];
+        let prio = self.profiles[cl.profile as usize].prio;
+        cl.active = 1 << prio;
+        if cl.mode == ClassMode::CanSend {
+            // Straight into its row (what `activate_prios` does for a class that can send); a
+            // leaf's node id is its class id.
+            let level = cl.level;
+            if level == 0 {
+                self.row_push::<true>(Self::row_id(0, prio), c, c);
+            } else {
+                self.row_push::<false>(Self::row_id(level, prio), c, c);
+            }
+        } else {
+            self.activate_prios(c, 1 << prio);
+        }
     }
 
     pub(super) fn deactivate_leaf(&mut self, c: u32) {
-        let mask = self.classes[c as usize].active;
-        if mask != 0 {
-            self.deactivate_prios(c, mask);
-            self.classes[c as usize].active = 0;
+        let cl = &self.classes[c as usize];
+        let mask = cl.active;
+        if mask == 0 {
+            return;
         }
+        if cl.mode == ClassMode::CanSend && mask.is_power_of_two() {
+            // Out of its row (as `deactivate_prios` for a class that can send).
+            let prio = mask.trailing_zeros() as u8;
+            let level = cl.level;
+            if level == 0 {
+                self.row_remove::<true>(Self::row_id(0, prio), c, c);
+            } else {
+                self.row_remove::<false>(Self::row_id(level, prio), c, c);
+            }
+        } else {
+            self.deactivate_prios(c, mask);
+        }
+        self.classes[c as usize].active = 0;
     }
 
     /// Class `c` became active at the prios in `mask`: hook it where its mode says.
@@ -296,9 +358,22 @@ impl<P: Packet> Htb<P> {
     /// Find the leaf to serve in `row[level][prio]`, moving cursors as round robin requires.
     /// Returns the leaf and the id of the list it was found in.
     pub(super) fn lookup_leaf(&mut self, level: u8, prio: u8) -> Option<(u32, usize)> {
+        // The usual case: the row's cursor is on a leaf (a row has no `last` to resume from).
+        let row = Self::row_id(level, prio);
+        let cur = self.lists[row].cursor;
+        if let Some(cl) = self.classes.get(cur as usize) {
+            if cl.kind != LeafKind::None {
+                return Some((cur, row));
+            }
+        }
+        self.lookup_leaf_walk(row, prio)
+    }
+
+    /// [`Self::lookup_leaf`] from row `row` through the feeds.
+    fn lookup_leaf_walk(&mut self, row: usize, prio: u8) -> Option<(u32, usize)> {
         let mut stack = [0usize; MAX_DEPTH + 1];
         let mut sp = 0;
-        stack[0] = Self::row_id(level, prio);
+        stack[0] = row;
         for _ in 0..(4 * MAX_DEPTH + 8) {
             let lid = stack[sp];
             if self.lists[lid].head == NIL {
@@ -368,6 +443,13 @@ impl<P: Packet> Htb<P> {
             }
             let cl = &self.classes[leaf as usize];
             self.prefetch_class(cl.parent);
+            if lid < ROWS && cl.q.len == 1 && self.classes.len() >= PREFETCH_NEIGHBOURS_MIN {
+                // It runs empty and leaves its row: the member before it gets a new link (and,
+                // if the next leaf runs empty too, is its new neighbour).
+                if let Some(prev) = self.classes.get(cl.link.left as usize) {
+                    prefetch(prev);
+                }
+            }
             let (out, now_empty, wait_until) = match cl.kind {
                 LeafKind::Pfifo | LeafKind::Bfifo => {
                     let p = self.fifo_pop(leaf);

@@ -35,17 +35,31 @@ impl<P: Packet> Htb<P> {
             _ => self.default,
         };
         let len = pkt.len();
-        if len > self.prof(c).burst {
+        let cl = &self.classes[c as usize];
+        let kind = cl.kind;
+        let was_empty = cl.q.len == 0;
+        if len > self.profiles[cl.profile as usize].burst {
             self.count_giant(c);
         }
+        if kind != LeafKind::Boxed {
+            // An inline FIFO: its length is the leaf's backlog and it drops nothing later.
+            return match self.fifo_push(c, pkt) {
+                Ok(()) => {
+                    if was_empty {
+                        self.activate_leaf(c);
+                    }
+                    Ok(())
+                }
+                Err(d) => {
+                    let k = &mut self.cold[c as usize];
+                    k.drops = k.drops.wrapping_add(1);
+                    Err(d)
+                }
+            };
+        }
         let was_empty = self.leaf_backlog(c).packets == 0;
-        let res = if self.classes[c as usize].kind == LeafKind::Boxed {
-            let b = self.classes[c as usize].boxed();
-            self.boxed[b].enqueue(pkt, now)
-        } else {
-            self.fifo_push(c, pkt)
-        };
-        match res {
+        let b = self.classes[c as usize].boxed();
+        match self.boxed[b].enqueue(pkt, now) {
             Ok(()) => {
                 if was_empty {
                     self.activate_leaf(c);
@@ -83,10 +97,24 @@ impl<P: Packet> Htb<P> {
         for &c in classes {
             self.prefetch_class(c);
         }
+        let far = self.classes.len() >= PREFETCH_NEIGHBOURS_MIN;
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
                 if cl.active == 0 {
                     self.prefetch_class(cl.parent);
+                    if far && cl.mode == ClassMode::CanSend && cl.level == 0 {
+                        // Hooking it into its row writes the links of its neighbours there:
+                        // those its bitmap word names.
+                        let prio = self.profiles.get(cl.profile as usize).map_or(0, |p| p.prio);
+                        if let Some(bits) = self.row_bits.get(Self::row_id(0, prio)) {
+                            let (p, n) = bits.word_neighbours(c);
+                            for x in [p, n] {
+                                if let Some(x) = self.classes.get(x as usize) {
+                                    prefetch(x);
+                                }
+                            }
+                        }
+                    }
                 }
                 if cl.kind != LeafKind::Boxed {
                     if let Some(slot) = self.pool.get(cl.q.tail as usize) {

@@ -9,8 +9,10 @@
 //! doubly linked list over the links the classes already have (next member in O(1), as the
 //! dequeue's prefetch pipeline needs) and only hooking a class in asks the bitmap where: bit `k` of level 0
 //! is set iff class `k` is in the row, bit `w` of level `l + 1` iff word `w` of level `l` is not
-//! zero; the top level is one word. The bitmap is allocated at the first insert (n bits plus
-//! n/64 and so on), so rows that are never used cost nothing.
+//! zero; the top level is one word. Inserting a class whose level-0 word already holds a
+//! smaller member also finds that member in one word read and written
+//! ([`RowBits::insert_prev`]), the usual case in a busy row. The bitmap is allocated at the first
+//! insert (n bits plus n/64 and so on), so rows that are never used cost nothing.
 
 /// "No member": the same sentinel as the lists' `NIL`.
 const NONE: u32 = u32::MAX;
@@ -29,10 +31,17 @@ pub(super) struct RowBits {
 
 impl RowBits {
     /// Size the bitmap for class ids `0..n` (once; it never shrinks).
+    #[inline(always)]
     fn ensure(&mut self, n: usize) {
-        if self.depth != 0 {
-            return;
+        if self.depth == 0 {
+            self.size_for(n);
         }
+    }
+
+    /// The first sizing, at the row's first use.
+    #[cold]
+    #[inline(never)]
+    fn size_for(&mut self, n: usize) {
         let mut len = n.max(1).div_ceil(64);
         let mut total = 0;
         while self.depth < MAX_LEVELS {
@@ -65,12 +74,8 @@ impl RowBits {
         self.ensure(n);
         let mut i = k as usize;
         for l in 0..self.depth {
-            let at = self.off[l] + i / 64;
-            if at >= self.off[l + 1] {
+            let Some(w) = self.words.get_mut(self.off[l] + i / 64) else {
                 debug_assert!(false, "class {k} beyond the row's {n} ids");
-                return;
-            }
-            let Some(w) = self.words.get_mut(at) else {
                 return;
             };
             let was = *w;
@@ -82,16 +87,58 @@ impl RowBits {
         }
     }
 
+    /// Add class `k` (< `n`) and return the largest member below it, or `u32::MAX`: what
+    /// [`Self::insert`] then [`Self::prev_lt`] give. When a member below `k` shares its word
+    /// (the usual case in a row of many members) this is one word read and written.
+    #[inline]
+    pub(super) fn insert_prev(&mut self, k: u32, n: usize) -> u32 {
+        self.ensure(n);
+        let i = k as usize;
+        debug_assert!(i / 64 < self.off[1], "class {k} beyond the row's {n} ids");
+        if let Some(w) = self.words.get_mut(i / 64) {
+            let below = *w & ((1u64 << (i % 64)) - 1);
+            if below != 0 {
+                // The word was not empty, so the upper levels already mark it (level 0 starts
+                // the array).
+                *w |= 1 << (i % 64);
+                return ((i / 64) * 64 + 63 - below.leading_zeros() as usize) as u32;
+            }
+        }
+        self.insert(k, n);
+        self.prev_lt(k)
+    }
+
+    /// The members next to class `k` below and above it within its level-0 word, `u32::MAX`
+    /// where that word holds none: one word read, a hint for prefetching their links.
+    #[inline]
+    pub(super) fn word_neighbours(&self, k: u32) -> (u32, u32) {
+        let i = k as usize;
+        let Some(&w) = self.words.get(i / 64) else {
+            return (NONE, NONE);
+        };
+        let b = i % 64;
+        let below = w & ((1u64 << b) - 1);
+        let above = w & (!1u64 << b);
+        let base = (i / 64) * 64;
+        let p = if below != 0 {
+            (base + 63 - below.leading_zeros() as usize) as u32
+        } else {
+            NONE
+        };
+        let n = if above != 0 {
+            (base + above.trailing_zeros() as usize) as u32
+        } else {
+            NONE
+        };
+        (p, n)
+    }
+
     /// Take class `k` out (nothing if it is not there).
     #[inline]
     pub(super) fn remove(&mut self, k: u32) {
         let mut i = k as usize;
         for l in 0..self.depth {
-            let at = self.off[l] + i / 64;
-            if at >= self.off[l + 1] {
-                return;
-            }
-            let Some(w) = self.words.get_mut(at) else {
+            let Some(w) = self.words.get_mut(self.off[l] + i / 64) else {
                 return;
             };
             *w &= !(1 << (i % 64));
@@ -197,7 +244,12 @@ mod tests {
                 x ^= x << 17;
                 let k = (x % n as u64) as u32;
                 if x & (1 << 40) == 0 {
-                    bits.insert(k, n);
+                    if x & (1 << 41) == 0 {
+                        bits.insert(k, n);
+                    } else {
+                        let below = set.range(..k).next_back().copied().unwrap_or(NONE);
+                        assert_eq!(bits.insert_prev(k, n), below, "n {n} insert_prev({k})");
+                    }
                     set.insert(k);
                 } else {
                     bits.remove(k);
@@ -209,6 +261,11 @@ mod tests {
                 let below = set.range(..q).next_back().copied().unwrap_or(NONE);
                 assert_eq!(bits.prev_lt(q), below, "n {n} prev_lt({q})");
                 assert_eq!(bits.contains(k), set.contains(&k));
+                let (wp, wn) = bits.word_neighbours(q.min(n as u32 - 1));
+                let q0 = q.min(n as u32 - 1);
+                let in_word = |m: Option<u32>| m.filter(|&m| m / 64 == q0 / 64).unwrap_or(NONE);
+                assert_eq!(wp, in_word(set.range(..q0).next_back().copied()));
+                assert_eq!(wn, in_word(set.range(q0 + 1..).next().copied()));
             }
             assert_eq!(bits.next_ge(0), set.first().copied().unwrap_or(NONE));
         }

@@ -98,6 +98,14 @@ impl<P: Packet> Htb<P> {
                     ));
                 }
             }
+            // The charge's same-instant path relies on it: no level above its bucket size.
+            let pr = self.prof(c);
+            if cl.tokens > pr.buffer || cl.ctokens > pr.cbuffer {
+                return Err(format!(
+                    "class {name}: tokens {} / {} above the bucket sizes {} / {}",
+                    cl.tokens, cl.ctokens, pr.buffer, pr.cbuffer
+                ));
+            }
             let in_wait = self
                 .wait_key(c)
                 .is_some_and(|k| self.wait[cl.level as usize].contains(&(k, c)));

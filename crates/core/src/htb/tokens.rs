@@ -6,7 +6,10 @@
 //! queue of its level under the instant its mode will change, a key that is a pure function of
 //! its buckets, and is re-examined when that instant is due (at most
 //! [`MAX_EVENTS_PER_LEVEL`] per level and call). The charge walks from the leaf to the root:
-//! below the lender's level only `ctokens` are charged. This is Linux net/sched/sch_htb.c
+//! below the lender's level only `ctokens` are charged; a class that is and stays `CanSend` (the
+//! common case) is charged on a short path that stores exactly what the full one would, and the
+//! refill is skipped for a class already charged at the same instant (a dequeue burst has one
+//! `now`). This is Linux net/sched/sch_htb.c
 //! (`htb_charge_class`, `htb_class_mode`, `htb_change_class_mode`, `htb_do_events`, the wait
 //! queue `hlevel[].wait_pq`) without its rate tables and tick rounding.
 use super::*;
@@ -92,49 +95,112 @@ impl<P: Packet> Htb<P> {
     }
 
     /// Charge a packet of `len` bytes sent by `leaf` at `level` to the leaf and its ancestors.
+    ///
+    /// The common case — a class that was `CanSend` and stays `CanSend` — is done here in a few
+    /// instructions: both buckets stay non-negative, so neither the debt clamp nor the mode
+    /// change nor the wait queue has anything to do, and what is stored is what
+    /// [`Self::charge_class`] would store. Every other class goes through `charge_class`.
+    #[inline]
     pub(super) fn charge(&mut self, leaf: u32, level: u8, len: u32, now: u64) {
         // Saturating: equal to the exact product whenever it is within the debt floor (see
         // "Exact accounting"); a larger cost is clamped to the floor either way.
         let cost = (len as i64).saturating_mul(NBITS_PER_BYTE);
         let mut c = leaf;
-        while c != NIL {
-            let old_key = self.wait_key(c);
-            let cl = &mut self.classes[c as usize];
-            let pr = &self.profiles[cl.profile as usize];
-            let k = &mut self.cold[c as usize];
-            let idle = now.saturating_sub(cl.t_c).min(MAX_IDLE_NS);
-            let t = refill(cl.tokens, idle, pr.rate, pr.buffer);
-            if cl.level >= level {
-                if cl.level == level {
-                    k.lends = k.lends.wrapping_add(1);
-                }
-                cl.tokens = clamp_debt(t.saturating_sub(cost), pr.rate);
-            } else {
-                k.borrows = k.borrows.wrapping_add(1);
-                cl.tokens = clamp_debt(t, pr.rate);
-            }
-            let ct = refill(cl.ctokens, idle, pr.ceil, pr.cbuffer);
-            cl.ctokens = clamp_debt(ct.saturating_sub(cost), pr.ceil);
-            cl.t_c = now.max(cl.t_c);
-            k.sent_bytes += len as u64;
-            k.sent_packets += 1;
+        while let (Some(cl), Some(k)) = (
+            self.classes.get_mut(c as usize),
+            self.cold.get_mut(c as usize),
+        ) {
             let parent = cl.parent;
-            // The buckets are as of `t_c` now, so the mode follows from their signs; `mode_at`
-            // would compute the same. A class that was and stays `CanSend` is in no wait queue
-            // and needs no re-hooking: the common case costs nothing more.
-            let (mode, until) = if cl.ctokens < 0 {
-                let until = cl.t_c.saturating_add(ceil_div(-cl.ctokens, pr.ceil));
-                (ClassMode::CantSend, until)
-            } else if cl.tokens < 0 {
-                let until = cl.t_c.saturating_add(ceil_div(-cl.tokens, pr.rate));
-                (ClassMode::MayBorrow, until)
-            } else {
-                (ClassMode::CanSend, now)
+            let fast = cl.mode == ClassMode::CanSend && {
+                // Charged already at this instant (the ancestors, for every packet of a dequeue
+                // burst after the first): a refill over no time leaves a level as it is, since
+                // no level is ever above its bucket size (`check_invariants` checks it).
+                let refilled = if now <= cl.t_c {
+                    Some((cl.tokens, cl.ctokens))
+                } else {
+                    self.profiles.get(cl.profile as usize).map(|pr| {
+                        let idle = (now - cl.t_c).min(MAX_IDLE_NS);
+                        (
+                            refill(cl.tokens, idle, pr.rate, pr.buffer),
+                            refill(cl.ctokens, idle, pr.ceil, pr.cbuffer),
+                        )
+                    })
+                };
+                match refilled {
+                    Some((t, ct)) => {
+                        // A refilled level is at most the bucket size, ≤ TOKEN_BOUND: a
+                        // non-negative one is what `clamp_debt` leaves unchanged.
+                        let ct = ct.saturating_sub(cost);
+                        let t = if cl.level >= level {
+                            t.saturating_sub(cost)
+                        } else {
+                            t
+                        };
+                        if t >= 0 && ct >= 0 {
+                            if cl.level > level {
+                            } else if cl.level == level {
+                                k.lends = k.lends.wrapping_add(1);
+                            } else {
+                                k.borrows = k.borrows.wrapping_add(1);
+                            }
+                            cl.tokens = t;
+                            cl.ctokens = ct;
+                            cl.t_c = now.max(cl.t_c);
+                            k.sent_bytes += len as u64;
+                            k.sent_packets += 1;
+                            true
+                        } else {
+                            false
+                        }
+                    }
+                    None => false,
+                }
             };
-            if mode != ClassMode::CanSend || cl.mode != ClassMode::CanSend {
-                self.change_mode(c, old_key, mode, until);
+            if !fast {
+                self.charge_class(c, level, len, cost, now);
             }
             c = parent;
+        }
+    }
+
+    /// Charge one class (see [`Self::charge`]): both buckets, the counters, and the mode change
+    /// with its wait-queue entry when the mode is or becomes other than `CanSend`.
+    #[inline(never)]
+    fn charge_class(&mut self, c: u32, level: u8, len: u32, cost: i64, now: u64) {
+        let old_key = self.wait_key(c);
+        let cl = &mut self.classes[c as usize];
+        let pr = &self.profiles[cl.profile as usize];
+        let k = &mut self.cold[c as usize];
+        let idle = now.saturating_sub(cl.t_c).min(MAX_IDLE_NS);
+        let t = refill(cl.tokens, idle, pr.rate, pr.buffer);
+        if cl.level >= level {
+            if cl.level == level {
+                k.lends = k.lends.wrapping_add(1);
+            }
+            cl.tokens = clamp_debt(t.saturating_sub(cost), pr.rate);
+        } else {
+            k.borrows = k.borrows.wrapping_add(1);
+            cl.tokens = clamp_debt(t, pr.rate);
+        }
+        let ct = refill(cl.ctokens, idle, pr.ceil, pr.cbuffer);
+        cl.ctokens = clamp_debt(ct.saturating_sub(cost), pr.ceil);
+        cl.t_c = now.max(cl.t_c);
+        k.sent_bytes += len as u64;
+        k.sent_packets += 1;
+        // The buckets are as of `t_c` now, so the mode follows from their signs; `mode_at`
+        // would compute the same. A class that was and stays `CanSend` is in no wait queue
+        // and needs no re-hooking.
+        let (mode, until) = if cl.ctokens < 0 {
+            let until = cl.t_c.saturating_add(ceil_div(-cl.ctokens, pr.ceil));
+            (ClassMode::CantSend, until)
+        } else if cl.tokens < 0 {
+            let until = cl.t_c.saturating_add(ceil_div(-cl.tokens, pr.rate));
+            (ClassMode::MayBorrow, until)
+        } else {
+            (ClassMode::CanSend, now)
+        };
+        if mode != ClassMode::CanSend || cl.mode != ClassMode::CanSend {
+            self.change_mode(c, old_key, mode, until);
         }
     }
 
