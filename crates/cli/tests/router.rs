@@ -343,19 +343,27 @@ fn realtime_datapath_runs_under_sched_fifo_and_shapes() {
     let Some(mut lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", ONE_CLASS);
     lab.start_with(&p, &["--realtime", "10"]);
-    let pid = lab.shaper.as_ref().unwrap().id();
-    // /proc/PID/stat: after the command name, field 39 is rt_priority and 40 the policy.
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-        .split_whitespace()
-        .collect();
-    assert_eq!(rest[37], "10", "rt_priority: {stat}");
-    assert_eq!(rest[38], libc::SCHED_FIFO.to_string(), "policy: {stat}");
+    // Field 40 of /proc/PID/stat is rt_priority and 41 the policy.
+    let (stat, field) = proc_stat(&lab);
+    assert_eq!(field(40), "10", "rt_priority: {stat}");
+    assert_eq!(field(41), libc::SCHED_FIFO.to_string(), "policy: {stat}");
     let bps = tcp_goodput(&lab, 2.0);
     assert!(
         (9.0e6..=10.0e6).contains(&bps),
         "goodput {bps} not within 9-10 Mbit/s"
     );
+}
+
+/// The shaper's `/proc/PID/stat` line, and its field N (1-based, as proc(5) numbers them).
+fn proc_stat(lab: &Lab) -> (String, impl Fn(usize) -> String) {
+    let pid = lab.shaper.as_ref().unwrap().id();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+    // Fields 1 and 2 are the pid and "(comm)"; field 3 starts after the last ')'.
+    let rest: Vec<String> = stat[stat.rfind(')').unwrap() + 2..]
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    (stat, move |n: usize| rest[n - 3].clone())
 }
 
 /// `--nice -5` runs the datapath thread at nice -5 (it still shapes); an out-of-range value
@@ -378,13 +386,9 @@ fn nice_datapath_runs_at_its_nice_value() {
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("--nice"), "{err}");
     lab.start_with(&p, &["--nice", "-5"]);
-    let pid = lab.shaper.as_ref().unwrap().id();
-    // /proc/PID/stat (the main thread runs the loop): field 19 is nice.
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
-    let rest: Vec<&str> = stat[stat.rfind(')').unwrap() + 2..]
-        .split_whitespace()
-        .collect();
-    assert_eq!(rest[16], "-5", "nice: {stat}");
+    // Field 19 of /proc/PID/stat is nice (the main thread runs the loop).
+    let (stat, field) = proc_stat(&lab);
+    assert_eq!(field(19), "-5", "nice: {stat}");
     let bps = tcp_goodput(&lab, 1.5);
     assert!(
         (9.0e6..=10.0e6).contains(&bps),
