@@ -686,8 +686,10 @@ impl<'a> World<'a> {
             PktKind::EchoReply => {
                 let rtt = now - p.sent_at;
                 f.m.rtt_sample(rtt);
+                // A probe's RTT is the queue it met when it was sent: the point is placed at the
+                // send time, as the lab's pinger places it (lab/src/traffic/ping.rs).
                 self.rtt_points
-                    .push((now as f64 / 1e9, f.name.clone(), rtt as f64 / 1e6));
+                    .push((p.sent_at as f64 / 1e9, f.name.clone(), rtt as f64 / 1e6));
             }
             _ => {}
         }

@@ -194,3 +194,32 @@ fn determinism() {
     let c = sim(&text(8));
     assert_ne!(a.summary.flows["noise"], c.summary.flows["noise"]);
 }
+
+/// A ping's RTT point is placed at the instant its probe was sent (as the lab's pinger places
+/// it), so a per-phase figure describes the queue the probe met in that phase.
+#[test]
+fn ping_points_sit_at_their_send_time() {
+    let r = sim(r#"
+        duration = "2s"
+        [link]
+        rate = "10mbit"
+        delay = "20ms"
+        [[flow]]
+        name = "p"
+        kind = "ping"
+        interval = "100ms"
+        start = "500ms"
+        "#);
+    let pts: Vec<(f64, f64)> = r
+        .rtt_points
+        .iter()
+        .filter(|(_, f, _)| f == "p")
+        .map(|(t, _, ms)| (*t, *ms))
+        .collect();
+    assert!(pts.len() >= 14, "{pts:?}");
+    for (k, (t, ms)) in pts.iter().enumerate() {
+        // Sent at 0.5 + 0.1 k s; back 40 ms and two transmissions later.
+        assert!((t - (0.5 + 0.1 * k as f64)).abs() < 1e-6, "{k}: {t}");
+        assert!(*ms > 40.0 && *ms < 41.0, "{k}: {ms}");
+    }
+}

@@ -1,16 +1,25 @@
 //! The figures one run contributes to a comparison: per class per phase mean rate, per ping flow
-//! RTT p50/p99, per flow goodput. Read from a [`SimResult`] — the simulator's, or the lab's (which
+//! per phase RTT p50/p99, per flow goodput. Read from a [`SimResult`] — the simulator's, or the lab's (which
 //! produces the same model) — or from stored lab results (they serialise to compact JSON).
 //!
 //! A class's rate in a phase is the bytes of the sample intervals that lie wholly inside the
 //! phase's measured stretch `[from_s, end_s]`, over the time they cover: both sides sample on the
 //! same grid (`k × sample`), so they average the very same intervals.
+//!
+//! A ping's RTT is taken per phase too, over the replies received inside the same measured
+//! stretch. Over a whole run its p50 can be meaningless: a ping that spends half the run beside an
+//! idle class (4 ms) and half behind a standing queue (300 ms) has its median on the edge between
+//! the two, where one sample more or less on either side moves it by 50 ms (the office scenario,
+//! 17.8 and 61.5 ms in two lab runs of the same file). Within a phase the load is steady and so is
+//! the distribution. Percentiles use the same histogram as the runs' own summaries
+//! ([`crate::metrics::Hist`]).
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use super::phases::Phase;
+use crate::metrics::Hist;
 use crate::model::{SeriesKind, SimResult};
 
 /// Slack when deciding whether a sample interval lies inside a phase (seconds).
@@ -18,6 +27,8 @@ const EPS_S: f64 = 1e-6;
 /// The one class of a scenario without a policy, on both sides (the simulator calls it `pfifo`,
 /// the lab `link`).
 pub const NO_POLICY: &str = "link";
+/// A ping's phase with fewer replies than this has no RTT figure (too few for a median).
+pub const MIN_PING_SAMPLES: u64 = 5;
 
 /// RTT percentiles of one flow, ms.
 #[derive(Copy, Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -32,8 +43,9 @@ pub struct Figures {
     /// Mean sending rate of each class in each phase (in phase order), Mbit/s; `None` where the
     /// phase is skipped or no sample interval lies inside it.
     pub classes: BTreeMap<String, Vec<Option<f64>>>,
-    /// RTT of each ping flow over the run.
-    pub pings: BTreeMap<String, Rtt>,
+    /// RTT of each ping flow in each phase (in phase order); `None` where the phase is skipped or
+    /// fewer than [`MIN_PING_SAMPLES`] replies arrived inside its measured stretch.
+    pub pings: BTreeMap<String, Vec<Option<Rtt>>>,
     /// Goodput of each TCP and UDP flow over its active time, Mbit/s.
     pub goodput: BTreeMap<String, f64>,
 }
@@ -81,15 +93,22 @@ impl Figures {
         let mut goodput = BTreeMap::new();
         for (name, f) in &result.summary.flows {
             if f.kind == "ping" {
-                if let Some(r) = &f.rtt_ms {
-                    pings.insert(
-                        name.clone(),
-                        Rtt {
-                            p50_ms: round4(r.p50),
-                            p99_ms: round4(r.p99),
-                        },
-                    );
+                let mut hists: Vec<Hist> = vec![Hist::default(); phases.len()];
+                for (t, _, ms) in result.rtt_points.iter().filter(|p| &p.1 == name) {
+                    if let Some(i) = phases.iter().position(|p| p.measures(*t)) {
+                        hists[i].record((ms * 1e6).max(0.0) as u64);
+                    }
                 }
+                let per_phase = hists
+                    .iter()
+                    .map(|h| {
+                        (h.n >= MIN_PING_SAMPLES).then(|| Rtt {
+                            p50_ms: round4(h.quantile(0.5) / 1e6),
+                            p99_ms: round4(h.quantile(0.99) / 1e6),
+                        })
+                    })
+                    .collect();
+                pings.insert(name.clone(), per_phase);
             } else {
                 goodput.insert(name.clone(), round4(f.goodput_bps / 1e6));
             }
@@ -153,14 +172,17 @@ mod tests {
             "p".into(),
             FlowSummary {
                 kind: "ping".into(),
-                rtt_ms: Some(RttStats {
-                    p50: 10.123456,
-                    p99: 20.0,
-                    ..RttStats::default()
-                }),
                 ..FlowSummary::default()
             },
         );
+        // Ping replies every 0.1 s: 10 ms in phase 1, 200 ms in phase 2 (from 5 s), one
+        // 999 ms reply during phase 2's settling (6.0 s, before 6.33: not measured).
+        for k in 0..100 {
+            let t = k as f64 * 0.1;
+            let ms = if t < 5.0 { 10.123456 } else { 200.0 };
+            r.rtt_points.push((t, "p".into(), ms));
+        }
+        r.rtt_points.push((6.0, "p".into(), 999.0));
         r.summary.flows.insert(
             "t".into(),
             FlowSummary {
@@ -174,7 +196,15 @@ mod tests {
         // Phase 1 (0–5) from 5/3 s: intervals ending 2.0 … 5.0 → exactly 1 Mbit/s.
         // Phase 2 (5–9) from 6.33 s: 6.5 … 9.0 → 3 Mbit/s. Phase 3 (9–10) is skipped.
         assert_eq!(f.classes["a"], vec![Some(1.0), Some(3.0), None]);
-        assert_eq!(f.pings["p"].p50_ms, 10.1235);
+        // Per phase, from the replies inside each measured stretch; the histogram's buckets are
+        // exact below 1 ms and fine above (a bucket is 1/64 of its power of two or less).
+        let p = &f.pings["p"];
+        assert_eq!(p.len(), 3);
+        let (p1, p2) = (p[0].unwrap(), p[1].unwrap());
+        assert!((p1.p50_ms - 10.1235).abs() < 10.1235 / 64.0, "{p1:?}");
+        assert!((p2.p50_ms - 200.0).abs() < 200.0 / 64.0, "{p2:?}");
+        assert!(p2.p99_ms < 300.0, "the settling sample is left out: {p2:?}");
+        assert_eq!(p[2], None, "phase 3 is skipped");
         assert_eq!(f.goodput["t"], 2.5);
         assert!(!f.goodput.contains_key("p"));
     }

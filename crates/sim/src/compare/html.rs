@@ -152,10 +152,13 @@ pub fn render_html(
 
     if !c.pings.is_empty() {
         h.push_str("<h2>Ping RTT</h2>\n");
-        for (n, row) in c.pings.iter().enumerate() {
+        // One figure per ping flow (the rows are per flow per phase; the shading shows phases).
+        let mut flows: Vec<&str> = c.pings.iter().map(|r| r.flow.as_str()).collect();
+        flows.dedup();
+        for (n, flow) in flows.into_iter().enumerate() {
             let mut fig = Figure::new(
                 &format!("cmp_ping_{n}"),
-                &format!("ping {}", row.flow),
+                &format!("ping {flow}"),
                 "time (s)",
                 "RTT (ms)",
             );
@@ -167,7 +170,7 @@ pub fn render_html(
                     .result
                     .rtt_points
                     .iter()
-                    .filter(|(_, f, _)| *f == row.flow)
+                    .filter(|(_, f, _)| f == flow)
                     .map(|(t, _, ms)| (*t, *ms))
                     .collect();
                 fig.series.push(Series {

@@ -35,6 +35,12 @@ impl Phase {
     pub fn span(&self) -> String {
         format!("{:.1}–{:.1}", self.from_s, self.end_s)
     }
+
+    /// Whether an event at `t_s` lies in the measured stretch `[from_s, end_s)` of a phase that
+    /// is not skipped.
+    pub fn measures(&self, t_s: f64) -> bool {
+        !self.skipped && t_s >= self.from_s && t_s < self.end_s
+    }
 }
 
 /// The phases of `sc`, from its flows' start and stop times.

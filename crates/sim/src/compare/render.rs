@@ -79,6 +79,7 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
     if !c.pings.is_empty() {
         let mut h: Vec<(&str, Align)> = vec![
             ("ping", Align::Left),
+            ("phase", Align::Right),
             ("sim p50 / p99 ms", Align::Right),
             ("lab p50 / p99 ms", Align::Right),
         ];
@@ -89,7 +90,7 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
         h.push(("ok", Align::Left));
         let mut t = TextTable::new(&h);
         for r in &c.pings {
-            let mut row = vec![r.flow.clone(), rtt(r.sim), rtt(r.lab)];
+            let mut row = vec![r.flow.clone(), r.phase.to_string(), rtt(r.sim), rtt(r.lab)];
             if kernel {
                 row.push(rtt(r.kernel));
             }
