@@ -144,7 +144,7 @@ fn phase_rate(pts: &[(f64, u64)], p: &Phase) -> Option<f64> {
 mod tests {
     use super::*;
     use crate::compare::phases::from_boundaries;
-    use crate::model::{FlowSummary, RttStats, Sample};
+    use crate::model::{FlowSummary, Sample};
 
     fn sample(t: f64, name: &str, bytes: u64) -> Sample {
         Sample {
