@@ -72,12 +72,16 @@
 //! * enqueue: O(1) into the leaf's FIFO, plus O(d) list insertions when the leaf becomes active
 //!   (lists are kept in class-id order, as Linux's rb-trees are): into a row, a few word
 //!   operations in its bitmap to find the place (one word when a smaller member shares the
-//!   class's word) and an O(1) splice; into a feed, O(log a);
+//!   class's word) and an O(1) splice, or nothing if the leaf is still parked in its row
+//!   (below); into a feed, O(log a);
 //! * dequeue: one bit scan for the level and prio, O(d) for the descent through the feeds, O(d)
 //!   for the charge (64-bit arithmetic, no division unless a class is throttled; a class that
 //!   is and stays `CanSend` takes a short path with no clamp and no mode logic, and one already
 //!   charged at the same instant — the ancestors, for every packet of a dequeue burst after the
-//!   first — skips the refill and the profile: 40–50 instructions a class), O(log w) per
+//!   first — skips the refill and the profile: 40–50 instructions a class), O(1) when the
+//!   leaf runs empty in a row of leaves (it is *parked*: left in the row, unhooked only if the
+//!   row's cursor reaches it still empty — each parked leaf at most once, amortised O(1) —
+//!   with the same round robin as unhooking at once, `feed`), O(log w) per
 //!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level, and O(log a) to
 //!   hook it into its parent's feed), and O(log w) per
 //!   due mode change applied (amortised: each is caused by an earlier charge; at most
