@@ -212,6 +212,16 @@ impl<P: Packet> Htb<P> {
         }
     }
 
+    /// Whether leaves are unhooked as soon as they run empty (the tests' reference) rather
+    /// than parked.
+    #[inline(always)]
+    fn unhook_at_once(&self) -> bool {
+        #[cfg(test)]
+        return self.eager_unhook;
+        #[cfg(not(test))]
+        false
+    }
+
     /// Move the cursor of row of leaves `lid` past parked members, unhooking each: the cursor
     /// is always NIL or on an active member, so the round robin sees exactly the members an
     /// eager unhooking would have left.
@@ -584,7 +594,7 @@ impl<P: Packet> Htb<P> {
                         self.advance_cursor(lid);
                     }
                     if now_empty {
-                        if lid < NUM_PRIO {
+                        if lid < NUM_PRIO && !self.unhook_at_once() {
                             self.park_leaf(leaf, lid);
                         } else {
                             self.deactivate_leaf(leaf);

@@ -432,6 +432,11 @@ pub struct Htb<P: Packet> {
     default: u32,
     params: HtbParams,
     books: Books<P>,
+    /// Ancestors' charges summed within a dequeue burst (`tokens`), applied at its end.
+    deferred: tokens::Deferred,
+    /// Tests only: unhook leaves at once instead of parking them (the reference behaviour).
+    #[cfg(test)]
+    eager_unhook: bool,
 }
 
 const ROWS: usize = MAX_DEPTH * NUM_PRIO;
@@ -556,6 +561,9 @@ impl<P: Packet> Htb<P> {
             default,
             params,
             books: Books::new(),
+            deferred: tokens::Deferred::NONE,
+            #[cfg(test)]
+            eager_unhook: false,
         })
     }
 
@@ -688,6 +696,21 @@ impl<P: Packet> Discipline<P> for Htb<P> {
         Dequeued::NotBefore(Time(next.max(now.0)))
     }
 
+    /// A burst at one instant: the ancestors' charges may be summed (`tokens::Deferred`) and
+    /// are applied before it returns.
+    fn dequeue_burst_inner(
+        &mut self,
+        now: Time,
+        max: usize,
+        out: &mut Vec<P>,
+    ) -> Option<Dequeued<usize>> {
+        self.deferred.on = true;
+        let r = crate::qdisc::discipline::dequeue_burst_loop(self, now, max, out);
+        self.deferred.on = false;
+        self.flush_deferred();
+        Some(r)
+    }
+
     fn as_any_inner(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }
@@ -720,5 +743,7 @@ impl<P: Packet> Discipline<P> for Htb<P> {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_burst;
 #[cfg(test)]
 mod tests_cbr;

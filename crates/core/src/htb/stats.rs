@@ -88,6 +88,12 @@ impl<P: Packet> Htb<P> {
                 ));
             }
         }
+        if self.deferred.base != NIL {
+            return Err(format!(
+                "charges of class {} and up deferred outside a burst",
+                self.deferred.base
+            ));
+        }
         let mut sum = Backlog::default();
         for (i, cl) in self.classes.iter().enumerate() {
             let c = i as u32;
