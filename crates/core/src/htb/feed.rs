@@ -26,9 +26,11 @@
 //! that of eager unhooking because the cursor never rests on a parked leaf (every move of a
 //! row's cursor skips and unhooks parked members, `row_skip_parked`), so the next leaf served is
 //! always the first active member at or after where an eager list's cursor would be. A parked
-//! leaf is always `CanSend`: one whose mode changes is unhooked first (`unpark`). Under a
-//! standing backlog this removes most hook/unhook pairs (a leaf that gets a packet within one
-//! round of the row keeps its place).
+//! leaf is always `CanSend`: one whose mode changes is unhooked first (`unpark`). A leaf is
+//! parked only where the row is dense (the next member at most `PARK_GAP` ids on), as under a
+//! standing backlog: there a leaf often gets a packet within one round of the row and keeps its
+//! place; in a sparse row the cursor would only meet it again once its record has left the
+//! cache, so it is unhooked at once, while the record is at hand (`worth_parking`).
 use super::*;
 
 impl<P: Packet> Htb<P> {
@@ -210,6 +212,18 @@ impl<P: Packet> Htb<P> {
             self.lists[lid].cursor = next;
             self.row_skip_parked(lid);
         }
+    }
+
+    /// Whether leaf `c`, at the cursor of its row of leaves and running empty, should be parked
+    /// rather than unhooked (either is exact; this is only about cost). Parking pays when the
+    /// leaf is likely to get a packet before the cursor comes round, i.e. in a dense row; in a
+    /// sparse one the cursor would come to it when its record has left the cache, and unhooking
+    /// it then costs a miss that unhooking now, with the record at hand, does not. The distance
+    /// to the next member in class ids tells which.
+    #[inline(always)]
+    fn worth_parking(&self, c: u32) -> bool {
+        let next = self.classes[c as usize].link.right;
+        !self.unhook_at_once() && next.wrapping_sub(c) <= PARK_GAP
     }
 
     /// Whether leaves are unhooked as soon as they run empty (the tests' reference) rather
@@ -594,7 +608,7 @@ impl<P: Packet> Htb<P> {
                         self.advance_cursor(lid);
                     }
                     if now_empty {
-                        if lid < NUM_PRIO && !self.unhook_at_once() {
+                        if lid < NUM_PRIO && self.worth_parking(leaf) {
                             self.park_leaf(leaf, lid);
                         } else {
                             self.deactivate_leaf(leaf);

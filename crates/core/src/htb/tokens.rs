@@ -9,7 +9,9 @@
 //! below the lender's level only `ctokens` are charged; a class that is and stays `CanSend` (the
 //! common case) is charged on a short path that stores exactly what the full one would, and the
 //! refill is skipped for a class already charged at the same instant (a dequeue burst has one
-//! `now`). This is Linux net/sched/sch_htb.c
+//! `now`); within a dequeue burst the charges of a leaf's grandparent and the classes above it
+//! are summed while every one of them stays `CanSend` and applied at the burst's end
+//! ([`Deferred`], exact). This is Linux net/sched/sch_htb.c
 //! (`htb_charge_class`, `htb_class_mode`, `htb_change_class_mode`, `htb_do_events`, the wait
 //! queue `hlevel[].wait_pq`) without its rate tables and tick rounding.
 use super::*;
