@@ -17,6 +17,20 @@
 //! hold leaves only (node id = class id, link in the record), so a leaf is hooked into and
 //! unhooked from its row without asking which kind of node each neighbour is, and a lookup whose
 //! row cursor is on a leaf returns it at once.
+//!
+//! Lazy unhooking in rows of leaves: a leaf that runs empty while served from its row is
+//! *parked* — marked inactive but left in the row — and the cursor moves on as the unhooking
+//! would have moved it. If a packet arrives before the cursor comes round, the leaf is active
+//! again with no list work (re-hooking would put it back in the same place: rows are in id
+//! order); if the cursor reaches it still empty, it is unhooked then. The round robin is exactly
+//! that of eager unhooking because the cursor never rests on a parked leaf (every move of a
+//! row's cursor skips and unhooks parked members, `row_skip_parked`), so the next leaf served is
+//! always the first active member at or after where an eager list's cursor would be. A parked
+//! leaf is always `CanSend`: one whose mode changes is unhooked first (`unpark`). A leaf is
+//! parked only where the row is dense (the next member at most `PARK_GAP` ids on), as under a
+//! standing backlog: there a leaf often gets a packet within one round of the row and keeps its
+//! place; in a sparse row the cursor would only meet it again once its record has left the
+//! cache, so it is unhooked at once, while the record is at hand (`worth_parking`).
 use super::*;
 
 impl<P: Packet> Htb<P> {
@@ -142,14 +156,24 @@ impl<P: Packet> Htb<P> {
     /// [`Self::row_link_mut`]).
     #[inline]
     fn row_remove<const LEAVES: bool>(&mut self, lid: usize, node: u32, k: u32) {
+        let next = self.row_unlink::<LEAVES>(lid, node, k);
+        if self.lists[lid].cursor == node {
+            self.lists[lid].cursor = next;
+            if LEAVES {
+                self.row_skip_parked(lid);
+            }
+        }
+    }
+
+    /// Take `node` (of class `k`) out of row `lid`'s list and bitmap, leaving the cursor alone;
+    /// returns the member that followed it.
+    #[inline]
+    fn row_unlink<const LEAVES: bool>(&mut self, lid: usize, node: u32, k: u32) -> u32 {
         let Link {
             left: prev,
             right: next,
         } = *self.row_link_mut::<LEAVES>(node);
         let list = &mut self.lists[lid];
-        if list.cursor == node {
-            list.cursor = next;
-        }
         if prev == NIL {
             list.head = next;
             if next == NIL {
@@ -163,6 +187,96 @@ impl<P: Packet> Htb<P> {
         }
         *self.row_link_mut::<LEAVES>(node) = Link::NONE;
         self.row_bits[lid].remove(k);
+        next
+    }
+
+    /// Is leaf `c`, which has no packet, still in its row of level 0 (parked)? A leaf in no list
+    /// has no links ([`Self::row_unlink`], `id_remove`), so a link or the row's head says so
+    /// without reading the row's bitmap.
+    #[inline(always)]
+    pub(super) fn is_parked(&self, c: u32, row: usize) -> bool {
+        let cl = &self.classes[c as usize];
+        cl.active == 0 && (cl.link.left != NIL || cl.link.right != NIL || self.lists[row].head == c)
+    }
+
+    /// A leaf of level 0 at the cursor of its row `lid` ran empty: it stays in the row, parked
+    /// (inactive), and the cursor moves on as if it had been unhooked. It is unhooked when the
+    /// cursor comes to it still empty, or hooked again for free if a packet comes first: it
+    /// would go back into the same place, since rows are in class-id order.
+    #[inline]
+    pub(super) fn park_leaf(&mut self, c: u32, lid: usize) {
+        let cl = &mut self.classes[c as usize];
+        cl.active = 0;
+        let next = cl.link.right;
+        if self.lists[lid].cursor == c {
+            self.lists[lid].cursor = next;
+            self.row_skip_parked(lid);
+        }
+    }
+
+    /// Whether leaf `c`, at the cursor of its row of leaves and running empty, should be parked
+    /// rather than unhooked (either is exact; this is only about cost). Parking pays when the
+    /// leaf is likely to get a packet before the cursor comes round, i.e. in a dense row; in a
+    /// sparse one the cursor would come to it when its record has left the cache, and unhooking
+    /// it then costs a miss that unhooking now, with the record at hand, does not. The distance
+    /// to the next member in class ids tells which.
+    #[inline(always)]
+    fn worth_parking(&self, c: u32) -> bool {
+        let next = self.classes[c as usize].link.right;
+        !self.unhook_at_once() && next.wrapping_sub(c) <= PARK_GAP
+    }
+
+    /// Whether leaves are unhooked as soon as they run empty (the tests' reference) rather
+    /// than parked.
+    #[inline(always)]
+    fn unhook_at_once(&self) -> bool {
+        #[cfg(test)]
+        return self.eager_unhook;
+        #[cfg(not(test))]
+        false
+    }
+
+    /// Move the cursor of row of leaves `lid` past parked members, unhooking each: the cursor
+    /// is always NIL or on an active member, so the round robin sees exactly the members an
+    /// eager unhooking would have left.
+    #[inline(always)]
+    fn row_skip_parked(&mut self, lid: usize) {
+        let cur = self.lists[lid].cursor;
+        if self
+            .classes
+            .get(cur as usize)
+            .is_some_and(|cl| cl.active == 0)
+        {
+            self.row_skip_parked_slow(lid);
+        }
+    }
+
+    /// [`Self::row_skip_parked`] when the cursor is on a parked member.
+    #[inline(never)]
+    fn row_skip_parked_slow(&mut self, lid: usize) {
+        loop {
+            let cur = self.lists[lid].cursor;
+            match self.classes.get(cur as usize) {
+                Some(cl) if cl.active == 0 => {
+                    let next = self.row_unlink::<true>(lid, cur, cur);
+                    self.lists[lid].cursor = next;
+                }
+                _ => return,
+            }
+        }
+    }
+
+    /// Leaf `c` changes mode or is dropped from the lists: if it is parked in its row,
+    /// unhook it now (a parked leaf is always `CanSend`, in its row of level 0).
+    pub(super) fn unpark(&mut self, c: u32) {
+        let cl = &self.classes[c as usize];
+        if cl.kind == LeafKind::None || cl.level != 0 {
+            return;
+        }
+        let row = Self::row_id(0, self.profiles[cl.profile as usize].prio);
+        if self.is_parked(c, row) {
+            self.row_remove::<true>(row, c, c);
+        }
     }
 
     /// The node of class `c` (or NIL) in row `lid`.
@@ -239,6 +353,9 @@ impl<P: Packet> Htb<P> {
         let cur = self.lists[lid].cursor;
         if cur != NIL {
             self.lists[lid].cursor = self.next_of(lid, cur);
+            if lid < NUM_PRIO {
+                self.row_skip_parked(lid);
+            }
         }
     }
 
@@ -251,7 +368,11 @@ impl<P: Packet> Htb<P> {
             // leaf's node id is its class id.
             let level = cl.level;
             if level == 0 {
-                self.row_push::<true>(Self::row_id(0, prio), c, c);
+                let row = Self::row_id(0, prio);
+                // Parked (still in its row since it ran empty): it is in its place already.
+                if cl.link.left == NIL && cl.link.right == NIL && self.lists[row].head != c {
+                    self.row_push::<true>(row, c, c);
+                }
             } else {
                 self.row_push::<false>(Self::row_id(level, prio), c, c);
             }
@@ -358,13 +479,24 @@ impl<P: Packet> Htb<P> {
     /// Find the leaf to serve in `row[level][prio]`, moving cursors as round robin requires.
     /// Returns the leaf and the id of the list it was found in.
     pub(super) fn lookup_leaf(&mut self, level: u8, prio: u8) -> Option<(u32, usize)> {
-        // The usual case: the row's cursor is on a leaf (a row has no `last` to resume from).
         let row = Self::row_id(level, prio);
-        let cur = self.lists[row].cursor;
-        if let Some(cl) = self.classes.get(cur as usize) {
-            if cl.kind != LeafKind::None {
-                return Some((cur, row));
+        if level == 0 {
+            // A row of leaves: its cursor is NIL or on an active leaf (`row_skip_parked`);
+            // at the right end it wraps to the first active member, unhooking parked ones.
+            let mut cur = self.lists[row].cursor;
+            if cur == NIL {
+                cur = self.lists[row].head;
+                if cur == NIL {
+                    return None;
+                }
+                self.lists[row].cursor = cur;
+                self.row_skip_parked(row);
+                cur = self.lists[row].cursor;
+                if cur == NIL {
+                    return None;
+                }
             }
+            return Some((cur, row));
         }
         self.lookup_leaf_walk(row, prio)
     }
@@ -443,13 +575,6 @@ impl<P: Packet> Htb<P> {
             }
             let cl = &self.classes[leaf as usize];
             self.prefetch_class(cl.parent);
-            if lid < ROWS && cl.q.len == 1 && self.classes.len() >= PREFETCH_NEIGHBOURS_MIN {
-                // It runs empty and leaves its row: the member before it gets a new link (and,
-                // if the next leaf runs empty too, is its new neighbour).
-                if let Some(prev) = self.classes.get(cl.link.left as usize) {
-                    prefetch(prev);
-                }
-            }
             let (out, now_empty, wait_until) = match cl.kind {
                 LeafKind::Pfifo | LeafKind::Bfifo => {
                     let p = self.fifo_pop(leaf);
@@ -483,7 +608,11 @@ impl<P: Packet> Htb<P> {
                         self.advance_cursor(lid);
                     }
                     if now_empty {
-                        self.deactivate_leaf(leaf);
+                        if lid < NUM_PRIO && self.worth_parking(leaf) {
+                            self.park_leaf(leaf, lid);
+                        } else {
+                            self.deactivate_leaf(leaf);
+                        }
                     }
                     self.charge(leaf, level, len, now.0);
                     return Some(pkt);

@@ -102,9 +102,10 @@ impl<P: Packet> Htb<P> {
             if let Some(cl) = self.classes.get(c as usize) {
                 if cl.active == 0 {
                     self.prefetch_class(cl.parent);
-                    if far && cl.mode == ClassMode::CanSend && cl.level == 0 {
+                    let parked = cl.link.left != NIL || cl.link.right != NIL;
+                    if far && cl.mode == ClassMode::CanSend && cl.level == 0 && !parked {
                         // Hooking it into its row writes the links of its neighbours there:
-                        // those its bitmap word names.
+                        // those its bitmap word names (a parked leaf is in its place already).
                         let prio = self.profiles.get(cl.profile as usize).map_or(0, |p| p.prio);
                         if let Some(bits) = self.row_bits.get(Self::row_id(0, prio)) {
                             let (p, n) = bits.word_neighbours(c);

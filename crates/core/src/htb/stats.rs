@@ -75,12 +75,24 @@ impl<P: Packet> Htb<P> {
             if list.cursor != NIL && !self.list_member(lid, list.cursor) {
                 return Err(format!("list {lid}: cursor {} not a member", list.cursor));
             }
+            if lid < NUM_PRIO
+                && list.cursor != NIL
+                && self.classes[list.cursor as usize].active == 0
+            {
+                return Err(format!("row {lid}: cursor on parked leaf {}", list.cursor));
+            }
             if list.last != NIL && (lid < ROWS || list.cursor != NIL) {
                 return Err(format!(
                     "list {lid}: last id {} with cursor {}",
                     list.last, list.cursor
                 ));
             }
+        }
+        if self.deferred.base != NIL {
+            return Err(format!(
+                "charges of class {} and up deferred outside a burst",
+                self.deferred.base
+            ));
         }
         let mut sum = Backlog::default();
         for (i, cl) in self.classes.iter().enumerate() {
@@ -133,6 +145,22 @@ impl<P: Packet> Htb<P> {
                             cl.active
                         ));
                     }
+                }
+            }
+            // A leaf with nothing to send is in no list, or parked in its row of level 0
+            // (`feed::park_leaf`), which only a `CanSend` leaf may be.
+            if cl.is_leaf() && cl.active == 0 {
+                let row = Self::row_id(cl.level, self.prof(c).prio);
+                let found = self.list_contains_any(c);
+                let parked = self.is_parked(c, row);
+                if parked != found.is_some()
+                    || found
+                        .is_some_and(|l| l != row || cl.level != 0 || cl.mode != ClassMode::CanSend)
+                {
+                    return Err(format!(
+                        "idle leaf {name}: in list {found:?}, parked {parked}, mode {:?}",
+                        cl.mode
+                    ));
                 }
             }
             // Membership: where is each active node?

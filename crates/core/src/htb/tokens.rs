@@ -9,7 +9,9 @@
 //! below the lender's level only `ctokens` are charged; a class that is and stays `CanSend` (the
 //! common case) is charged on a short path that stores exactly what the full one would, and the
 //! refill is skipped for a class already charged at the same instant (a dequeue burst has one
-//! `now`). This is Linux net/sched/sch_htb.c
+//! `now`); within a dequeue burst the charges of a leaf's grandparent and the classes above it
+//! are summed while every one of them stays `CanSend` and applied at the burst's end
+//! ([`Deferred`], exact). This is Linux net/sched/sch_htb.c
 //! (`htb_charge_class`, `htb_class_mode`, `htb_change_class_mode`, `htb_do_events`, the wait
 //! queue `hlevel[].wait_pq`) without its rate tables and tick rounding.
 use super::*;
@@ -45,6 +47,9 @@ impl<P: Packet> Htb<P> {
         let active = self.classes[c as usize].active;
         if active != 0 {
             self.deactivate_prios(c, active);
+        } else {
+            // A parked leaf (`feed::park_leaf`) may sit in a row only while `CanSend`.
+            self.unpark(c);
         }
         self.classes[c as usize].mode = new;
         if active != 0 {
@@ -105,11 +110,43 @@ impl<P: Packet> Htb<P> {
         // Saturating: equal to the exact product whenever it is within the debt floor (see
         // "Exact accounting"); a larger cost is clamped to the floor either way.
         let cost = (len as i64).saturating_mul(NBITS_PER_BYTE);
+        let mut base = self.deferred.base;
+        if base != NIL && (level != 0 || now != self.deferred.now) {
+            self.flush_deferred();
+            base = NIL;
+        }
         let mut c = leaf;
-        while let (Some(cl), Some(k)) = (
-            self.classes.get_mut(c as usize),
-            self.cold.get_mut(c as usize),
-        ) {
+        loop {
+            if base != NIL {
+                if c == base {
+                    // The rest of the walk is the deferred chain: sum, if every class on it
+                    // stays `CanSend` (see `Deferred`).
+                    let d = &mut self.deferred;
+                    if cost <= d.room {
+                        d.room -= cost;
+                        d.cost += cost;
+                        d.bytes += len as u64;
+                        d.packets += 1;
+                        return;
+                    }
+                    self.flush_deferred();
+                    base = NIL;
+                } else if self
+                    .classes
+                    .get(c as usize)
+                    .is_some_and(|x| x.level >= self.deferred.level)
+                {
+                    // Another branch: it may meet the chain above; apply the chain first.
+                    self.flush_deferred();
+                    base = NIL;
+                }
+            }
+            let (Some(cl), Some(k)) = (
+                self.classes.get_mut(c as usize),
+                self.cold.get_mut(c as usize),
+            ) else {
+                break;
+            };
             let parent = cl.parent;
             let fast = cl.mode == ClassMode::CanSend && {
                 // Charged already at this instant (the ancestors, for every packet of a dequeue
@@ -160,6 +197,71 @@ impl<P: Packet> Htb<P> {
                 self.charge_class(c, level, len, cost, now);
             }
             c = parent;
+        }
+        if self.deferred.on && level == 0 {
+            self.start_deferred(leaf, now);
+        }
+    }
+
+    /// After a full charge of `leaf` at `now` within a dequeue burst: defer the charges of
+    /// the chain from its grandparent (its parent under a root) up to the root, if every class
+    /// there is `CanSend`. Each of them was just charged at `now`, so its buckets are as of
+    /// `now` and non-negative; the room is the smallest of them.
+    #[inline]
+    fn start_deferred(&mut self, leaf: u32, now: u64) {
+        let Some(p) = self.classes.get(leaf as usize).map(|x| x.parent) else {
+            return;
+        };
+        let Some(g) = self.classes.get(p as usize).map(|x| x.parent) else {
+            return;
+        };
+        let base = if g == NIL { p } else { g };
+        let mut room = i64::MAX;
+        let mut c = base;
+        let mut level = 0;
+        while let Some(cl) = self.classes.get(c as usize) {
+            if cl.mode != ClassMode::CanSend {
+                return;
+            }
+            if c == base {
+                level = cl.level;
+            }
+            room = room.min(cl.tokens).min(cl.ctokens);
+            c = cl.parent;
+        }
+        if room > 0 {
+            self.deferred = Deferred {
+                on: true,
+                base,
+                level,
+                now,
+                room,
+                cost: 0,
+                bytes: 0,
+                packets: 0,
+            };
+        }
+    }
+
+    /// Apply the deferred charges (see [`Deferred`]): what the same packets charged one by one
+    /// on the short path would have stored.
+    #[inline(never)]
+    pub(super) fn flush_deferred(&mut self) {
+        let d = self.deferred;
+        self.deferred = Deferred {
+            on: d.on,
+            ..Deferred::NONE
+        };
+        let mut c = d.base;
+        while let (Some(cl), Some(k)) = (
+            self.classes.get_mut(c as usize),
+            self.cold.get_mut(c as usize),
+        ) {
+            cl.tokens -= d.cost;
+            cl.ctokens -= d.cost;
+            k.sent_bytes += d.bytes;
+            k.sent_packets += d.packets;
+            c = cl.parent;
         }
     }
 
@@ -217,6 +319,53 @@ impl<P: Packet> Htb<P> {
         // Budget spent: more may be due; ask to be called again right away.
         self.wait[level].first().map(|&(k, _)| k.max(now))
     }
+}
+
+/// The charges of a chain of ancestors — a class `base` and every class above it — summed
+/// within one dequeue burst instead of stored packet by packet.
+///
+/// Why it is exact: a burst has one `now`. The chain is started right after a packet was charged
+/// to all of it at `now` with every class left `CanSend` (so each one's buckets are as of `now`
+/// and non-negative), and `room` is the smallest of those buckets. A later packet of the burst
+/// served from a row of level 0 (so no class above the leaf lends or borrows) whose walk reaches
+/// `base` would, class by class, take the short path of [`Htb::charge`]: no refill (charged at
+/// this instant), both buckets less `cost`, `sent_bytes` and `sent_packets` up — as long as
+/// both buckets stay non-negative, which `cost ≤ room` guarantees for every class of the chain at
+/// once. Nothing else reads or changes these classes meanwhile: their mode stays `CanSend` (so
+/// they are in no wait queue and `do_events` never looks at them), lists only read modes, and
+/// a charge that would do anything else (a packet of a row above level 0, a room too small, a
+/// walk through another class at `base`'s level or above) applies the sum first. The sum is
+/// applied at the end of every burst ([`Htb::flush_deferred`]), so outside a burst nothing is
+/// ever deferred; stored levels are then exactly what per-packet charging stores.
+#[derive(Copy, Clone, Debug)]
+pub(super) struct Deferred {
+    /// Inside a dequeue burst (charges may be deferred).
+    pub(super) on: bool,
+    /// The lowest class of the chain, NIL when nothing is deferred.
+    pub(super) base: u32,
+    /// Its level.
+    level: u8,
+    /// The burst's instant.
+    now: u64,
+    /// How much more cost the chain can take with every bucket non-negative.
+    room: i64,
+    /// Summed cost (nano-bits), bytes and packets.
+    cost: i64,
+    pub(super) bytes: u64,
+    pub(super) packets: u64,
+}
+
+impl Deferred {
+    pub(super) const NONE: Deferred = Deferred {
+        on: false,
+        base: NIL,
+        level: 0,
+        now: 0,
+        room: 0,
+        cost: 0,
+        bytes: 0,
+        packets: 0,
+    };
 }
 
 /// A size in nano-bits, at most [`TOKEN_BOUND`].

@@ -179,6 +179,17 @@ pub trait Discipline<P: Packet> {
     ) -> Option<usize> {
         None
     }
+    /// A burst hook for dequeues (HTB sums its ancestors' charges over a burst). It must take
+    /// every packet through [`account_dequeue`], as [`dequeue_burst_loop`] does. `None`: the
+    /// provided loop.
+    fn dequeue_burst_inner(
+        &mut self,
+        _now: Time,
+        _max: usize,
+        _out: &mut Vec<P>,
+    ) -> Option<Dequeued<usize>> {
+        None
+    }
     /// See [`Qdisc::as_any_mut`].
     fn as_any_inner(&mut self) -> Option<&mut dyn std::any::Any> {
         None
@@ -213,6 +224,29 @@ pub fn account_dequeue<P: Packet, D: Discipline<P> + ?Sized>(d: &mut D, now: Tim
         Dequeued::Empty => {}
     }
     r
+}
+
+/// Up to `max` accounted dequeues at `now` into `out`: the provided [`Qdisc::dequeue_burst`].
+#[inline]
+pub fn dequeue_burst_loop<P: Packet, D: Discipline<P> + ?Sized>(
+    d: &mut D,
+    now: Time,
+    max: usize,
+    out: &mut Vec<P>,
+) -> Dequeued<usize> {
+    let mut n = 0;
+    while n < max {
+        match account_dequeue(d, now) {
+            Dequeued::Packet(p) => {
+                out.push(p);
+                n += 1;
+            }
+            Dequeued::Empty if n == 0 => return Dequeued::Empty,
+            Dequeued::NotBefore(t) if n == 0 => return Dequeued::NotBefore(t),
+            _ => break,
+        }
+    }
+    Dequeued::Packet(n)
 }
 
 /// Keeps [`Qdisc`] implemented only here: every qdisc is a [`Discipline`] with its books.
@@ -250,19 +284,10 @@ impl<P: Packet, D: Discipline<P> + Send> Qdisc<P> for D {
         ok
     }
     fn dequeue_burst(&mut self, now: Time, max: usize, out: &mut Vec<P>) -> Dequeued<usize> {
-        let mut n = 0;
-        while n < max {
-            match account_dequeue(self, now) {
-                Dequeued::Packet(p) => {
-                    out.push(p);
-                    n += 1;
-                }
-                Dequeued::Empty if n == 0 => return Dequeued::Empty,
-                Dequeued::NotBefore(t) if n == 0 => return Dequeued::NotBefore(t),
-                _ => break,
-            }
+        if let Some(r) = self.dequeue_burst_inner(now, max, out) {
+            return r;
         }
-        Dequeued::Packet(n)
+        dequeue_burst_loop(self, now, max, out)
     }
     #[inline]
     fn backlog(&self) -> Backlog {
