@@ -370,6 +370,12 @@ pub(crate) fn set_line_rates(opts: &Options, d0: &mut Dir, d1: &mut Dir) {
 
 /// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
 const RX_BUDGET: usize = 256;
+/// … in chunks of this many, each offered to the scheduler as one burst, the clock looked at
+/// between chunks (a receive turn stops at the guard before a departure).
+const RX_CHUNK: usize = 32;
+/// No receive turn starts this close to a departure (nor closer than the spin's margin): the
+/// loop spins on the clock alone and sends. A turn of RX_CHUNK frames costs ~5-15 µs.
+const RX_GUARD_NS: u64 = 15_000;
 /// When the transmit ring is full or the kernel asked to retry, look again this much later.
 const TX_RETRY_NS: u64 = 20_000;
 /// While spinning towards a departure, the event queue is looked at this often (µs of delay
@@ -802,24 +808,36 @@ impl Shaper {
         }
     }
 
-    /// Kick both transmit rings; record the lateness of paced frames that just left.
-    /// Returns whether a ring asked to be kicked again.
-    fn flush(&mut self) -> bool {
-        let mut retry = false;
+    /// Kick port `p`'s transmit ring; record the lateness of paced frames that just left.
+    /// Returns whether the ring asked to be kicked again.
+    fn flush_port(&mut self, p: usize) -> bool {
         // Departure = the moment the kernel is told to send the batch (the kick itself may run
         // the receiver's stack in softirq context and take tens of µs on veth).
-        if self.late_pending.iter().any(|v| !v.is_empty()) {
+        if !self.late_pending[p].is_empty() {
             let now = sys::monotonic_ns();
-            for v in &mut self.late_pending {
-                for e in v.drain(..) {
-                    self.lateness.record(now.saturating_sub(e));
-                }
+            for e in self.late_pending[p].drain(..) {
+                self.lateness.record(now.saturating_sub(e));
             }
         }
-        for p in &mut self.ports {
-            retry |= p.tx_flush();
+        self.ports[p].tx_flush()
+    }
+
+    /// Take up to [`RX_BUDGET`] frames from port `i` in chunks of [`RX_CHUNK`], stopping early
+    /// once the clock passes `until` (the guard before the next departure). Returns whether
+    /// frames may be left.
+    fn rx_turn(&mut self, i: usize, until: Option<u64>) -> bool {
+        let mut taken = 0;
+        while taken < RX_BUDGET {
+            let n = self.rx(i, RX_CHUNK);
+            taken += n;
+            if n < RX_CHUNK {
+                return false;
+            }
+            if until.is_some_and(|u| sys::monotonic_ns() >= u) {
+                break;
+            }
         }
-        retry
+        true
     }
 
     fn refresh_ports(&mut self) {
@@ -926,18 +944,42 @@ impl Shaper {
         let mut stopping: Option<u64> = None;
         let mut armed: Option<u64> = None;
         let mut last_poll = 0u64;
+        let mut deadline: Option<u64> = None;
+        let mut rx_owed = false;
         loop {
             let mut more_rx = false;
-            if stopping.is_none() && !self.worker.as_ref().is_some_and(|l| l.quiet) {
-                more_rx |= self.rx(0, RX_BUDGET) >= RX_BUDGET;
-                more_rx |= self.rx(1, RX_BUDGET) >= RX_BUDGET;
+            // The last stretch before a departure (within the spin's margin and RX_GUARD_NS):
+            // no receive turn, which can take tens of µs, but the clock alone and then the
+            // departure. A receive turn is owed after it, so arrivals wait at most one guard.
+            let guard = self.wake.margin_ns().min(RX_GUARD_NS);
+            let t0 = sys::monotonic_ns();
+            let imminent = deadline.filter(|t| !rx_owed && *t > t0 && *t - t0 <= guard);
+            if let Some(t) = imminent {
+                while sys::monotonic_ns() < t {
+                    std::hint::spin_loop();
+                }
+                rx_owed = true;
+            } else if stopping.is_none() && !self.worker.as_ref().is_some_and(|l| l.quiet) {
+                // In chunks, and no further than the guard before the next departure.
+                let until = deadline.map(|t| t.saturating_sub(guard));
+                more_rx |= self.rx_turn(0, until);
+                more_rx |= self.rx_turn(1, until);
+                rx_owed = false;
             }
             if let Some(l) = self.worker.as_mut() {
                 l.flush_outbox();
             }
-            self.service(0);
-            self.service(1);
-            let retry = self.flush();
+            // The direction due first goes first, and each is kicked as soon as it is served.
+            let first = match (self.dirs[0].deadline, self.dirs[1].deadline) {
+                (Some(a), Some(b)) if b < a => 1,
+                (None, Some(_)) => 1,
+                _ => 0,
+            };
+            let mut retry = false;
+            for d in [first, 1 - first] {
+                self.service(d);
+                retry |= self.flush_port(self.dirs[d].to);
+            }
             let now = sys::monotonic_ns();
             if now - last_live >= 100_000_000 {
                 let dt = (now - last_live) as f64 / 1e9;
@@ -955,7 +997,7 @@ impl Shaper {
                     break;
                 }
             }
-            let mut deadline = self.dirs.iter().filter_map(|d| d.deadline).min();
+            deadline = self.dirs.iter().filter_map(|d| d.deadline).min();
             if retry {
                 min_deadline(&mut deadline, now + TX_RETRY_NS);
             }
