@@ -149,6 +149,7 @@
 //! * packets bigger than the burst are sent (the bucket goes into debt) and counted as `giants`.
 
 mod adopt;
+mod build;
 mod feed;
 mod idtree;
 mod names;
@@ -452,131 +453,6 @@ pub struct Htb<P: Packet> {
 const ROWS: usize = MAX_DEPTH * NUM_PRIO;
 
 impl<P: Packet> Htb<P> {
-    /// Build a tree. The classifier's default class is where unmatched packets go.
-    pub fn new(
-        params: HtbParams,
-        specs: Vec<HtbClassSpec<P>>,
-        classifier: Classifier,
-    ) -> Result<Self, HtbError> {
-        let n = specs.len();
-        if n == 0 {
-            return Err(HtbError::Empty);
-        }
-        if n >= NIL as usize / (NUM_PRIO + 1) {
-            return Err(HtbError::TooDeep {
-                class: "too many classes".into(),
-            });
-        }
-        for s in &specs {
-            s.validate()?;
-        }
-        let parents: Vec<Option<ClassId>> = specs.iter().map(|s| s.parent).collect();
-        let limits = DepthLimits {
-            leaf: MAX_DEPTH as u32 - 1,
-            // An inner class needs a level of at least 1.
-            inner: MAX_DEPTH as u32 - 2,
-        };
-        let name = |i: usize| specs[i].name.clone();
-        let tree = ClassTree::new(&parents, limits).map_err(|e| HtbError::from_tree(e, name))?;
-        let default = tree
-            .check_classifier(&classifier)
-            .map_err(|e| HtbError::from_tree(e, name))?;
-
-        let mut inner = Vec::new();
-        // The per-class arrays are read at random: huge pages where the system allows
-        // (`crate::hugepages`).
-        let mut classes = crate::hugepages::with_capacity(n);
-        let mut profiles: Vec<Profile> = Vec::new();
-        let mut profile_ids: HashMap<Profile, u32> = HashMap::new();
-        let mut names = names::Names::default();
-        let mut boxed: Vec<Box<dyn Qdisc<P>>> = Vec::new();
-        for (i, s) in specs.into_iter().enumerate() {
-            let is_inner = tree.is_inner(i);
-            let level = if is_inner {
-                (MAX_DEPTH - 1) as u32 - tree.depth(i)
-            } else {
-                0
-            } as u8;
-            let mut q = LeafQ::EMPTY;
-            let (kind, limit) = if is_inner {
-                q.tail = inner.len() as u32;
-                inner.push(Inner { class: i as u32 });
-                (LeafKind::None, 0)
-            } else {
-                match s.leaf {
-                    LeafSpec::Fifo(FifoLimit::Packets(l)) => (LeafKind::Pfifo, l),
-                    LeafSpec::Fifo(FifoLimit::Bytes(l)) => (LeafKind::Bfifo, l),
-                    LeafSpec::Qdisc(b) => {
-                        q.tail = boxed.len() as u32;
-                        boxed.push(b);
-                        (LeafKind::Boxed, 0)
-                    }
-                }
-            };
-            names.push(&s.name).map_err(|()| HtbError::TooDeep {
-                class: "class names longer than 4 GiB in all".into(),
-            })?;
-            let profile = Profile {
-                rate: s.rate.0,
-                ceil: s.ceil.0,
-                buffer: nbits(s.burst as u64),
-                cbuffer: nbits(s.cburst as u64),
-                burst: s.burst,
-                cburst: s.cburst,
-                quantum: s.quantum,
-                limit: limit.min(LIMIT_MASK),
-                prio: s.prio,
-            };
-            let pid = *profile_ids.entry(profile).or_insert_with(|| {
-                profiles.push(profile);
-                (profiles.len() - 1) as u32
-            });
-            classes.push(Class {
-                tokens: profile.buffer,
-                ctokens: profile.cbuffer,
-                t_c: 0,
-                parent: s.parent.unwrap_or(NIL),
-                profile: pid,
-                deficit: [0; 2],
-                q,
-                link: Link::NONE,
-                level,
-                kind,
-                mode: ClassMode::CanSend,
-                active: 0,
-            });
-        }
-        let n_inner = inner.len();
-        names.shrink();
-        profiles.shrink_to_fit();
-        inner.shrink_to_fit();
-        Ok(Htb {
-            classes,
-            cold: crate::hugepages::filled(n, Counters::default()),
-            giants: HashMap::new(),
-            profiles,
-            names,
-            pool: Vec::new(),
-            free: NIL,
-            marks_seen: vec![0; boxed.len()],
-            boxed,
-            inner,
-            lists: crate::hugepages::filled(ROWS + n_inner * NUM_PRIO, List::EMPTY),
-            links: crate::hugepages::filled(n_inner * NUM_PRIO, Link::NONE),
-            row_bits: vec![rowbits::RowBits::default(); ROWS],
-            row_mask: [0; MAX_DEPTH],
-            wait: (0..MAX_DEPTH).map(|_| BTreeSet::new()).collect(),
-            leaf_wait: BTreeSet::new(),
-            classifier,
-            default,
-            params,
-            books: Books::new(),
-            deferred: tokens::Deferred::NONE,
-            #[cfg(test)]
-            eager_unhook: false,
-        })
-    }
-
     /// Index of the class with this name. O(n): the control path's.
     pub fn class_id(&self, name: &str) -> Option<ClassId> {
         self.names.find(name).map(|i| i as ClassId)
