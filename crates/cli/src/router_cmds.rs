@@ -79,6 +79,10 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", allow_hyphen_values = true,
           value_parser = clap::value_parser!(i8).range(-20..=19))]
     pub nice: Option<i8>,
+    /// Pin the datapath threads to these CPUs (cpulist syntax: 1 or 0,2-3): the shaper, or
+    /// worker i of --workers, runs on the i-th CPU of the list (wrapping around)
+    #[arg(long, value_name = "LIST", value_parser = parse_cpus)]
+    pub cpus: Option<CpuList>,
     /// Datapath threads: with N > 1 the policy's HTB is cut below its root into N shards (its
     /// top-level classes dealt round robin), each run by its own thread with its own sockets,
     /// the root's rate shared between them without a lock (docs/router.md, "Workers")
@@ -129,9 +133,27 @@ pub struct ReloadArgs {
     pub json: bool,
 }
 
+/// A `--cpus` list (one value holding several CPUs, so clap takes it as one argument).
+#[derive(Clone, Debug)]
+pub struct CpuList(pub Vec<usize>);
+
+fn parse_cpus(s: &str) -> Result<CpuList, String> {
+    linkshare_router::affinity::parse_list(s).map(CpuList)
+}
+
 pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     if a.dev.len() != 2 {
         return Err(invalid("give exactly two interfaces: --dev IN --dev OUT"));
+    }
+    if let Some(CpuList(cpus)) = &a.cpus {
+        linkshare_router::affinity::check(cpus).map_err(|e| invalid(format!("--cpus: {e}")))?;
+        if cpus.len() < usize::from(a.workers) {
+            eprintln!(
+                "linkshare: warning: --cpus lists {} CPU(s) for {} workers: some workers share a CPU",
+                cpus.len(),
+                a.workers
+            );
+        }
     }
     let control = a
         .control
@@ -156,6 +178,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         web: a.web,
         realtime: a.realtime,
         nice: a.nice,
+        cpus: a.cpus.clone().map(|c| c.0).unwrap_or_default(),
         workers: usize::from(a.workers),
         placement: match a.placement {
             PlacementArg::Rr => linkshare_core::shard::Placement::RoundRobin,

@@ -13,6 +13,7 @@
 //! object), `reload` (policy replacement and state adoption), [`emulate`] (the emulated link),
 //! [`notify`] (systemd's READY/RELOADING/STOPPING), [`sys`] (system calls).
 
+pub mod affinity;
 mod builder;
 pub mod conn;
 pub mod control;
@@ -88,6 +89,9 @@ pub struct Options {
     pub realtime: Option<u8>,
     /// The datapath thread's nice value (`--nice`; `None`: left as inherited).
     pub nice: Option<i8>,
+    /// CPUs of the datapath threads (`--cpus`): thread `i` is pinned to `cpus[i % len]`
+    /// ([`affinity`]); empty: wherever the kernel puts them.
+    pub cpus: Vec<usize>,
     /// Datapath threads (`--workers`): 1 is the single-threaded shaper, more cut the policy's
     /// HTB into shards, one per worker (workers/).
     pub workers: usize,
@@ -381,6 +385,10 @@ const TX_RETRY_NS: u64 = 20_000;
 /// While spinning towards a departure, the event queue is looked at this often (µs of delay
 /// for a control client or a signal; no system call in between).
 const SPIN_POLL_NS: u64 = 50_000;
+/// A worker whose shard has a gate polls it at least this often, idle or not: a gate mints only
+/// when polled, so an idle shard's share reaches the pool for the busy shards only then
+/// (core/src/shard, "Sizing": the pool holds at least 1 ms of the root's rate).
+const GATE_TICK_NS: u64 = 1_000_000;
 /// A loop later than this for the instant it waited for replays the missed stretch
 /// ([`Shaper::service`]); a shorter lateness loses nothing (a bucket holds at least a frame).
 const CATCH_UP_AFTER_NS: u64 = 50_000;
@@ -916,6 +924,10 @@ impl Shaper {
     /// Run until SIGTERM/SIGINT. Returns the exit code.
     pub fn run(&mut self) -> anyhow::Result<i32> {
         sys::set_min_timer_slack()?;
+        let index = self.worker.as_ref().map_or(0, |l| l.index);
+        if let Some(cpu) = affinity::cpu_for(&self.opts.cpus, index) {
+            affinity::pin(cpu).context("--cpus")?;
+        }
         if let Some(n) = self.opts.nice {
             sys::set_nice(n).context("--nice")?;
         }
@@ -946,6 +958,7 @@ impl Shaper {
         let mut last_poll = 0u64;
         let mut deadline: Option<u64> = None;
         let mut rx_owed = false;
+        let mut gate_tick = 0u64;
         loop {
             let mut more_rx = false;
             // The last stretch before a departure (within the spin's margin and RX_GUARD_NS):
@@ -1001,20 +1014,38 @@ impl Shaper {
             if retry {
                 min_deadline(&mut deadline, now + TX_RETRY_NS);
             }
+            // The gate's poll (a worker of a shared root) is a plain wake-up: no spin before it.
+            // Every loop turn serves both directions, and that polls the gate.
+            let gated = self
+                .dirs
+                .iter()
+                .any(|d| matches!(&d.sched, Some(Sched::Shard(s)) if s.gate().is_some()));
+            let soft = gated.then(|| {
+                if now >= gate_tick {
+                    gate_tick = now + GATE_TICK_NS;
+                }
+                gate_tick
+            });
             let timeout = match deadline {
                 _ if more_rx => 0,
                 Some(t) if t <= now + self.wake.margin_ns() => 0, // busy-poll short waits
                 Some(t) => {
                     // Wake a margin early and spin the rest: timer wake-ups are tens of µs late
                     // on a VM, a spin is not (the margin is learnt from the timer: wake.rs).
-                    let at = t - self.wake.margin_ns();
+                    let at = (t - self.wake.margin_ns()).min(soft.unwrap_or(u64::MAX));
                     if armed != Some(at) {
                         sys::timerfd_set_abs(timer.as_raw_fd(), at)?;
                         armed = Some(at);
                     }
                     100
                 }
-                None => 100,
+                None => {
+                    if let Some(at) = soft.filter(|&at| armed != Some(at)) {
+                        sys::timerfd_set_abs(timer.as_raw_fd(), at)?;
+                        armed = Some(at);
+                    }
+                    100
+                }
             };
             // A spin (a departure due within the margin) polls the rings without a system
             // call; events (control, signals, peers) are still looked at every SPIN_POLL_NS.

@@ -33,6 +33,10 @@ pub(super) enum Via {
     LinkshareNice,
     /// `linkshare run --io packet --catch-up-ms 0` (late wake-ups lose the rate, as in Linux).
     LinkshareNoCatchUp,
+    /// `linkshare run --io packet --busy-poll-us 2000` (a core given to pacing).
+    LinksharePoll,
+    /// `linkshare run --io xdp --busy-poll-us 2000`.
+    LinkshareXdpPoll,
     /// `linkshare run --io packet --workers 2` (two datapath threads, AF_PACKET fanout).
     LinkshareWorkers2,
     /// `linkshare run --io xdp --workers 2` (veths with two queues, one per worker).
@@ -52,6 +56,8 @@ impl Via {
             Via::LinkshareXdpRealtime => "linkshare --io xdp --realtime 10",
             Via::LinkshareNice => "linkshare --nice -10",
             Via::LinkshareNoCatchUp => "linkshare --catch-up-ms 0",
+            Via::LinksharePoll => "linkshare --busy-poll-us 2000",
+            Via::LinkshareXdpPoll => "linkshare --io xdp --busy-poll-us 2000",
             Via::LinkshareWorkers2 => "linkshare --workers 2",
             Via::LinkshareXdpWorkers2 => "linkshare --io xdp --workers 2",
         }
@@ -151,6 +157,18 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
             "packet",
             "--catch-up-ms",
             "0",
+        ]))?),
+        Via::LinksharePoll => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "packet",
+            "--busy-poll-us",
+            "2000",
+        ]))?),
+        Via::LinkshareXdpPoll => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "xdp",
+            "--busy-poll-us",
+            "2000",
         ]))?),
         Via::LinkshareWorkers2 => Box::new(LinkshareRouter::new(args(&[
             "--io",

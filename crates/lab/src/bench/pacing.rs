@@ -82,6 +82,8 @@ pub(super) fn pacing(secs: f64) -> anyhow::Result<Table> {
         Via::LinkshareRealtime,
         Via::LinkshareXdp,
         Via::LinkshareXdpRealtime,
+        Via::LinksharePoll,
+        Via::LinkshareXdpPoll,
     ];
     let rows = vias
         .iter()
