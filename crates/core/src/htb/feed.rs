@@ -542,39 +542,48 @@ impl<P: Packet> Htb<P> {
         None
     }
 
+    /// The dequeue's prefetch pipeline (trees of at least [`PREFETCH_MIN`] classes): the next
+    /// leaves of this list are likely served next, a three-stage pipeline, each stage reading
+    /// only lines an earlier dequeue prefetched. The leaf three ahead gets its record (and
+    /// counters) prefetched; the leaf two ahead, whose record is in, its queue's last slot (the
+    /// first too when it holds one packet); the next leaf, whose last slot is in, its first slot
+    /// when they differ, and its parent; and the leaf served now its parent.
+    #[inline(always)]
+    fn prefetch_next(&self, leaf: u32, lid: usize) {
+        let n1 = self.next_of(lid, leaf);
+        if let Some(c1) = self.classes.get(n1 as usize) {
+            if c1.kind != LeafKind::Boxed && c1.q.len > 1 {
+                if let Some(last) = self.pool.get(c1.q.tail as usize) {
+                    if let Some(first) = self.pool.get(last.next as usize) {
+                        prefetch(first);
+                    }
+                }
+            }
+            self.prefetch_class(c1.parent);
+            let n2 = self.next_of(lid, n1);
+            if let Some(c2) = self.classes.get(n2 as usize) {
+                if c2.kind != LeafKind::Boxed {
+                    if let Some(slot) = self.pool.get(c2.q.tail as usize) {
+                        prefetch(slot);
+                    }
+                }
+                self.prefetch_class(self.next_of(lid, n2));
+            }
+        }
+        self.prefetch_class(self.classes[leaf as usize].parent);
+    }
+
     /// Serve one packet from `row[level][prio]`, if any leaf there has one to give.
     pub(super) fn dequeue_tree(&mut self, level: u8, prio: u8, now: Time) -> Option<P> {
         // Each failed attempt deactivates a leaf, so this is bounded by the number of leaves that
         // misbehave (hold backlog but refuse to dequeue); cap it anyway.
         for _ in 0..64 {
             let (leaf, lid) = self.lookup_leaf(level, prio)?;
-            // The next leaves of this list are likely served next: a three-stage pipeline, each
-            // stage reading only lines an earlier dequeue prefetched. The leaf three ahead gets
-            // its record (and counters) prefetched; the leaf two ahead, whose record is in, its
-            // queue's last slot (the first too when it holds one packet); the next leaf, whose
-            // last slot is in, its first slot when they differ, and its parent.
-            let n1 = self.next_of(lid, leaf);
-            if let Some(c1) = self.classes.get(n1 as usize) {
-                if c1.kind != LeafKind::Boxed && c1.q.len > 1 {
-                    if let Some(last) = self.pool.get(c1.q.tail as usize) {
-                        if let Some(first) = self.pool.get(last.next as usize) {
-                            prefetch(first);
-                        }
-                    }
-                }
-                self.prefetch_class(c1.parent);
-                let n2 = self.next_of(lid, n1);
-                if let Some(c2) = self.classes.get(n2 as usize) {
-                    if c2.kind != LeafKind::Boxed {
-                        if let Some(slot) = self.pool.get(c2.q.tail as usize) {
-                            prefetch(slot);
-                        }
-                    }
-                    self.prefetch_class(self.next_of(lid, n2));
-                }
+            // Large trees only: a small tree's records stay in cache.
+            if self.classes.len() >= PREFETCH_MIN {
+                self.prefetch_next(leaf, lid);
             }
             let cl = &self.classes[leaf as usize];
-            self.prefetch_class(cl.parent);
             let (out, now_empty, wait_until) = match cl.kind {
                 LeafKind::Pfifo | LeafKind::Bfifo => {
                     let p = self.fifo_pop(leaf);

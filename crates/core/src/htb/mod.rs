@@ -72,7 +72,8 @@
 //! * enqueue: O(1) into the leaf's FIFO, plus O(d) list insertions when the leaf becomes active
 //!   (lists are kept in class-id order, as Linux's rb-trees are): into a row, a few word
 //!   operations in its bitmap to find the place (one word when a smaller member shares the
-//!   class's word) and an O(1) splice, or nothing if the leaf is still parked in its row
+//!   class's word, else one climb that sets the upper levels' bits and finds the predecessor
+//!   together) and an O(1) splice, or nothing if the leaf is still parked in its row
 //!   (below); into a feed, O(log a);
 //! * dequeue: one bit scan for the level and prio, O(d) for the descent through the feeds, O(d)
 //!   for the charge (64-bit arithmetic, no division unless a class is throttled; a class that
@@ -102,7 +103,9 @@
 //! a million classes the leaf's lines are cache (and TLB) misses; [`Htb::enqueue_burst_to`]
 //! prefetches a whole burst's records before touching them, and dequeue prefetches the next
 //! leaves of the list being served, so those misses overlap instead of adding up
-//! (`linkshare bench sched`, BENCHMARKS.md).
+//! (`linkshare bench sched`, BENCHMARKS.md). A tree of fewer than `PREFETCH_MIN` classes
+//! (8,192: its records fit a core's L2 cache) skips those hints, which would only cost their
+//! instructions there.
 //!
 //! ## Memory per class
 //! Hot, cold and shared, as librte_sched splits its pipes from their profiles:
@@ -188,6 +191,11 @@ const MAX_IDLE_NS: u64 = 60 * NS_PER_SEC;
 /// them in cache often enough that the hint only costs its instructions (measured: 1,024 leaves
 /// +4–6 %, 65,536 leaves +4–9 %, 1,048,576 leaves −6 to −17 %, BENCHMARKS.md).
 const PREFETCH_NEIGHBOURS_MIN: usize = 1 << 18;
+/// Trees of at least this many classes (≈ 800 KB of class records and counters and more: beyond
+/// a core's L2 cache) prefetch at all: a burst's records at enqueue, the next leaves' records and
+/// queue slots at dequeue. A smaller tree's records stay in L2, where the hints only cost their
+/// instructions (≈ 70 a packet at 1,024 leaves with a standing backlog, BENCHMARKS.md).
+const PREFETCH_MIN: usize = 1 << 13;
 /// A leaf that runs empty in its row of leaves is parked when the next member is at most this
 /// many class ids further (a dense row), unhooked at once otherwise (`feed::worth_parking`).
 const PARK_GAP: u32 = 16;

@@ -79,14 +79,15 @@ impl<P: Packet> Htb<P> {
     /// Enqueue a burst: packet `i` of `pkts` into leaf `classes[i]` (as [`Self::enqueue_to`]),
     /// leaving `pkts` empty; refused packets go to `refused`. Returns how many were accepted.
     ///
-    /// Before enqueuing anything it prefetches the class record and counters of every leaf, then
-    /// each leaf's queue's last slot and, for a leaf that is idle (it will be activated, and
-    /// served soon after), its parent's record and counters, so a burst of `k` packets into cold
-    /// classes waits for about one round of cache misses instead of `k` (and the dequeue and
-    /// charge that follow find those lines in cache). A leaf already backlogged is served when
-    /// the round robin reaches it, which prefetches for itself (`dequeue_tree`), so its parent
-    /// is not fetched twice. This is what DPDK's
-    /// `rte_sched_port_enqueue` does with prefetches.
+    /// In a tree of at least `PREFETCH_MIN` classes, before enqueuing anything it prefetches
+    /// the class record and counters of every leaf, then each leaf's queue's last slot and, for
+    /// a leaf that is idle (it will be activated, and served soon after), its parent's record
+    /// and counters, so a burst of `k` packets into cold classes waits for about one round of
+    /// cache misses instead of `k` (and the dequeue and charge that follow find those lines in
+    /// cache). A leaf already backlogged is served when the round robin reaches it, which
+    /// prefetches for itself (`dequeue_tree`), so its parent is not fetched twice. This is what
+    /// DPDK's `rte_sched_port_enqueue` does with prefetches. A smaller tree's records stay in
+    /// cache, where the hints would only cost their instructions.
     pub fn enqueue_burst_to(
         &mut self,
         classes: &[ClassId],
@@ -94,6 +95,23 @@ impl<P: Packet> Htb<P> {
         now: Time,
         refused: &mut Vec<Dropped<P>>,
     ) -> usize {
+        if self.classes.len() >= PREFETCH_MIN {
+            self.prefetch_burst(classes);
+        }
+        let mut ok = 0;
+        for (i, p) in pkts.drain(..).enumerate() {
+            let c = classes.get(i).copied().unwrap_or(self.default);
+            match self.enqueue_to(c, p, now) {
+                Ok(()) => ok += 1,
+                Err(d) => refused.push(d),
+            }
+        }
+        ok
+    }
+
+    /// The prefetches of [`Self::enqueue_burst_to`] (trees of at least [`PREFETCH_MIN`]
+    /// classes).
+    fn prefetch_burst(&self, classes: &[ClassId]) {
         for &c in classes {
             self.prefetch_class(c);
         }
@@ -124,15 +142,6 @@ impl<P: Packet> Htb<P> {
                 }
             }
         }
-        let mut ok = 0;
-        for (i, p) in pkts.drain(..).enumerate() {
-            let c = classes.get(i).copied().unwrap_or(self.default);
-            match self.enqueue_to(c, p, now) {
-                Ok(()) => ok += 1,
-                Err(d) => refused.push(d),
-            }
-        }
-        ok
     }
 
     /// Every packet queued at leaf `c`, in order, leaving the leaf empty and inactive. What a leaf

@@ -68,8 +68,9 @@ impl RowBits {
         }
     }
 
-    /// Add class `k` (< `n`, the number of classes).
-    #[inline]
+    /// Add class `k` (< `n`, the number of classes). (The scheduler inserts through
+    /// [`Self::insert_prev`]; the tests check it against this.)
+    #[cfg(test)]
     pub(super) fn insert(&mut self, k: u32, n: usize) {
         self.ensure(n);
         let mut i = k as usize;
@@ -88,24 +89,63 @@ impl RowBits {
     }
 
     /// Add class `k` (< `n`) and return the largest member below it, or `u32::MAX`: what
-    /// [`Self::insert`] then [`Self::prev_lt`] give. When a member below `k` shares its word
-    /// (the usual case in a row of many members) this is one word read and written.
+    /// [`Self::insert`] then [`Self::prev_lt`] give, in one pass up the levels. When a member
+    /// below `k` shares its word (the usual case in a row of many members) this is one word read
+    /// and written; otherwise the climb that sets the upper levels' bits also looks, in the same
+    /// words, for the nearest non-empty word before `k`'s, and descends from there along the
+    /// highest members. The descent reads only words off `k`'s path, which the insertion does
+    /// not change.
     #[inline]
     pub(super) fn insert_prev(&mut self, k: u32, n: usize) -> u32 {
         self.ensure(n);
         let i = k as usize;
         debug_assert!(i / 64 < self.off[1], "class {k} beyond the row's {n} ids");
-        if let Some(w) = self.words.get_mut(i / 64) {
-            let below = *w & ((1u64 << (i % 64)) - 1);
-            if below != 0 {
-                // The word was not empty, so the upper levels already mark it (level 0 starts
-                // the array).
-                *w |= 1 << (i % 64);
-                return ((i / 64) * 64 + 63 - below.leading_zeros() as usize) as u32;
-            }
+        let Some(w) = self.words.get_mut(i / 64) else {
+            return NONE;
+        };
+        let was = *w;
+        *w = was | (1 << (i % 64));
+        let below = was & ((1u64 << (i % 64)) - 1);
+        if below != 0 {
+            // Level 0 starts the array; a word that held a member is marked above already.
+            return ((i / 64) * 64 + 63 - below.leading_zeros() as usize) as u32;
         }
-        self.insert(k, n);
-        self.prev_lt(k)
+        // Up: `pos` is the position of `k`'s word at level `l` (a bit of that level).
+        let mut set = was == 0;
+        let mut pos = i / 64;
+        let mut found = NONE as usize;
+        let mut at = 0;
+        for l in 1..self.depth {
+            let Some(w) = self.words.get_mut(self.off[l] + pos / 64) else {
+                break;
+            };
+            let old = *w;
+            if set {
+                *w = old | (1 << (pos % 64));
+                set = old == 0;
+            }
+            if found == NONE as usize {
+                let m = old & ((1u64 << (pos % 64)) - 1);
+                if m != 0 {
+                    found = (pos / 64) * 64 + 63 - m.leading_zeros() as usize;
+                    at = l;
+                }
+            }
+            if found != NONE as usize && !set {
+                break;
+            }
+            pos /= 64;
+        }
+        if found == NONE as usize {
+            return NONE;
+        }
+        // Down along the highest members, from word `found` of level `at - 1`.
+        let mut i = found;
+        for l in (0..at).rev() {
+            let word = self.word(l, i).unwrap_or(0);
+            i = i * 64 + 63 - word.leading_zeros() as usize;
+        }
+        i as u32
     }
 
     /// The members next to class `k` below and above it within its level-0 word, `u32::MAX`
@@ -188,7 +228,7 @@ impl RowBits {
     }
 
     /// The largest member < `k`, or `u32::MAX`.
-    #[inline]
+    #[cfg(test)]
     pub(super) fn prev_lt(&self, k: u32) -> u32 {
         if k == 0 || self.depth == 0 {
             return NONE;

@@ -166,14 +166,14 @@ impl<P: Packet> Htb<P> {
                 match refilled {
                     Some((t, ct)) => {
                         // A refilled level is at most the bucket size, ≤ TOKEN_BOUND: a
-                        // non-negative one is what `clamp_debt` leaves unchanged.
-                        let ct = ct.saturating_sub(cost);
-                        let t = if cl.level >= level {
-                            t.saturating_sub(cost)
-                        } else {
-                            t
-                        };
-                        if t >= 0 && ct >= 0 {
+                        // non-negative one is what `clamp_debt` leaves unchanged. With
+                        // `cost ≥ 0`, `v − cost ≥ 0` (saturating or not) iff `v ≥ cost`, and
+                        // then the difference cannot overflow: the comparisons below take
+                        // the short path exactly when the saturating differences would be
+                        // non-negative, and store the same values.
+                        let need = if cl.level >= level { cost } else { 0 };
+                        if t >= need && ct >= cost {
+                            let (t, ct) = (t - need, ct - cost);
                             if cl.level > level {
                             } else if cl.level == level {
                                 k.lends = k.lends.wrapping_add(1);
