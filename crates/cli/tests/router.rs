@@ -916,9 +916,13 @@ fn priority_class_rtt_stays_low_under_saturating_bulk() {
     let p = lab.write_policy("p.toml", PRIO_BULK);
     lab.start(&p);
     let t0 = Instant::now();
-    // 50 Mbit/s of bulk into a 10 Mbit/s link for 3 s: five times the link, so that the bulk
-    // queue stays full even when a busy machine delays the sender's thread now and then.
-    let bulk = udp_source(&lab, 7200, 50e6, 1400, t0, 0.0, 3.2);
+    // 50 Mbit/s of bulk into a 10 Mbit/s link: five times the link, so that the bulk queue
+    // stays full even when a busy machine delays the sender's thread now and then. It runs
+    // until every probe is done: a probe the full queue drops waits 300 ms for its echo, so the
+    // 15 through the bulk class can take 4.5 s after the 0.5 s warm-up and the ~0.6 s of
+    // interactive probes (with 3.2 s the queue drained under the last probes when more than
+    // half of the first ones were lost, and the bulk median fell to 12 ms).
+    let bulk = udp_source(&lab, 7200, 50e6, 1400, t0, 0.0, 6.0);
     std::thread::sleep(Duration::from_millis(500));
     let prio = udp_rtts(&lab, 7100, 40, Duration::from_millis(15));
     let through_bulk = udp_rtts(&lab, 7201, 15, Duration::from_millis(15));
