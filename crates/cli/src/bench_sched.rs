@@ -36,6 +36,18 @@ pub enum QdiscArg {
     Cbq,
 }
 
+/// Where the `--active` leaves lie in the tree.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum ActiveLayout {
+    /// Every (leaves / active)-th leaf: one leaf in each of `active` pipes far apart, all at the
+    /// same queue slot (so the same prio)
+    Spread,
+    /// The first `active` leaves: whole pipes side by side, the shape of an `active`-leaf tree
+    Packed,
+    /// `active` leaves drawn at random (a fixed seed): subscribers as they come
+    Random,
+}
+
 #[derive(Copy, Clone, Debug, ValueEnum)]
 pub enum PatternArg {
     Random,
@@ -65,9 +77,13 @@ pub struct SchedArgs {
     pub subports: u32,
     #[arg(long, value_enum, default_value = "random")]
     pub pattern: PatternArg,
-    /// Send only to this many leaves, spread evenly over the tree (the others stay idle)
+    /// Send only to this many leaves (the others stay idle), laid out as --active-layout says
     #[arg(long)]
     pub active: Option<u32>,
+    /// Where the --active leaves lie: spread evenly over the tree, packed at its start, or drawn
+    /// at random
+    #[arg(long, value_enum, default_value = "spread")]
+    pub active_layout: ActiveLayout,
     /// Packets standing in every (active) leaf queue (enqueued before timing)
     #[arg(long, default_value_t = 0)]
     pub backlog: u32,
@@ -149,6 +165,39 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
     }
 }
 
+/// The leaves sent to: `k` of `leaves` (in leaf order: leaf `i` is queue `i % 16` of pipe
+/// `i / 16`) laid out as `layout` says, or all of them.
+fn active_leaves(leaves: Vec<u32>, k: Option<u32>, layout: ActiveLayout) -> Vec<u32> {
+    match k {
+        Some(k) if k > 0 && (k as usize) < leaves.len() => match layout {
+            ActiveLayout::Spread => {
+                let n = leaves.len() as u64;
+                (0..k as u64)
+                    .map(|i| leaves[(i * n / k as u64) as usize])
+                    .collect()
+            }
+            ActiveLayout::Packed => leaves[..k as usize].to_vec(),
+            ActiveLayout::Random => {
+                // A partial Fisher-Yates shuffle driven by a fixed xorshift: the same draw on
+                // every run, in leaf order.
+                let mut all = leaves;
+                let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+                for i in 0..k as usize {
+                    x ^= x << 13;
+                    x ^= x >> 7;
+                    x ^= x << 17;
+                    let j = i + (x % (all.len() - i) as u64) as usize;
+                    all.swap(i, j);
+                }
+                all.truncate(k as usize);
+                all.sort_unstable();
+                all
+            }
+        },
+        _ => leaves,
+    }
+}
+
 #[allow(clippy::too_many_arguments)]
 fn finish<Q: LeafSched>(
     a: &SchedArgs,
@@ -164,16 +213,14 @@ fn finish<Q: LeafSched>(
     let tree_bytes = rss_bytes().saturating_sub(rss0);
     let heap_bytes = q.memory_bytes();
     let heap_parts = q.memory_parts();
-    let leaves = match a.active {
-        Some(k) if k > 0 && (k as usize) < leaves.len() => {
-            let n = leaves.len() as u64;
-            (0..k as u64)
-                .map(|i| leaves[(i * n / k as u64) as usize])
-                .collect()
-        }
-        _ => leaves,
-    };
+    let leaves = active_leaves(leaves, a.active, a.active_layout);
     let active = leaves.len();
+    let layout = match (active < a.leaves as usize, a.active_layout) {
+        (false, _) => "all",
+        (true, ActiveLayout::Spread) => "spread",
+        (true, ActiveLayout::Packed) => "packed",
+        (true, ActiveLayout::Random) => "random",
+    };
     let mut b =
         SchedBench::new(q, leaves, pattern, a.backlog, a.burst).map_err(anyhow::Error::msg)?;
     if a.warmup > 0 {
@@ -199,7 +246,7 @@ fn finish<Q: LeafSched>(
             "{}",
             json!({
                 "qdisc": name, "levels": a.levels, "leaves": a.leaves, "subports": a.subports,
-                "classes": classes, "active": active, "pattern": pat, "backlog": a.backlog, "burst": a.burst,
+                "classes": classes, "active": active, "active_layout": layout, "pattern": pat, "backlog": a.backlog, "burst": a.burst,
                 "packets": c.dequeued, "refused": c.refused, "short_dequeues": c.short,
                 "wall_s": wall, "mpps": mpps, "ns_per_packet": ns,
                 "cpu_s": cpu, "cpu_ns_per_packet": cpu_ns,
@@ -211,7 +258,7 @@ fn finish<Q: LeafSched>(
         );
     } else {
         println!(
-            "{name}: {} leaves ({active} active), {classes} classes, {} levels, {pat}, backlog {}, burst {}: {} packets in {wall:.3} s: {mpps:.2} Mpps, {ns:.1} ns/packet ({cpu_ns:.1} ns of thread CPU time; refused {}, short dequeues {})",
+            "{name}: {} leaves ({active} active, {layout}), {classes} classes, {} levels, {pat}, backlog {}, burst {}: {} packets in {wall:.3} s: {mpps:.2} Mpps, {ns:.1} ns/packet ({cpu_ns:.1} ns of thread CPU time; refused {}, short dequeues {})",
             a.leaves, a.levels, a.backlog, a.burst, c.dequeued, c.refused, c.short
         );
         println!(
@@ -234,4 +281,67 @@ fn finish<Q: LeafSched>(
         }
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use linkshare_core::benchkit::Shape;
+
+    /// The pipes (parents) of the active leaves of a 1,048,576-leaf tree, 1,024 active.
+    fn pipes(layout: ActiveLayout) -> (usize, Vec<u32>) {
+        let shape = Shape {
+            levels: 3,
+            leaves: 1 << 20,
+            subports: 1,
+        };
+        let lay = shape.layout().expect("layout");
+        let act = active_leaves(lay.leaves.clone(), Some(1024), layout);
+        let mut p: Vec<u32> = act.iter().filter_map(|&l| lay.parent[l as usize]).collect();
+        p.sort_unstable();
+        p.dedup();
+        (act.len(), p)
+    }
+
+    #[test]
+    fn packed_active_leaves_fill_whole_pipes_like_a_small_tree() {
+        let (n, p) = pipes(ActiveLayout::Packed);
+        assert_eq!(n, 1024);
+        // 1,024 leaves of 16 per pipe: 64 pipes, the first ones, as in a 1,024-leaf tree.
+        assert_eq!(p.len(), 64);
+        assert_eq!(p.windows(2).filter(|w| w[1] != w[0] + 1).count(), 0);
+    }
+
+    #[test]
+    fn spread_active_leaves_sit_one_per_pipe() {
+        let (n, p) = pipes(ActiveLayout::Spread);
+        assert_eq!(n, 1024);
+        assert_eq!(p.len(), 1024);
+    }
+
+    #[test]
+    fn random_active_leaves_are_distinct_fixed_and_spread_over_pipes() {
+        let (n, p) = pipes(ActiveLayout::Random);
+        assert_eq!(n, 1024);
+        // 1,024 draws among 65,536 pipes: almost all distinct (expected ≈ 1,016).
+        assert!(p.len() > 990, "{}", p.len());
+        let all: Vec<u32> = (0..1 << 20).collect();
+        let a = active_leaves(all.clone(), Some(1024), ActiveLayout::Random);
+        let mut d = a.clone();
+        d.dedup();
+        assert_eq!(d.len(), 1024, "distinct leaves");
+        assert_eq!(
+            a,
+            active_leaves(all, Some(1024), ActiveLayout::Random),
+            "the same draw"
+        );
+    }
+
+    #[test]
+    fn without_active_or_with_too_many_every_leaf_is_sent_to() {
+        let all: Vec<u32> = (10..42).collect();
+        for k in [None, Some(0), Some(32), Some(100)] {
+            assert_eq!(active_leaves(all.clone(), k, ActiveLayout::Packed), all);
+        }
+    }
 }

@@ -127,6 +127,7 @@ impl<P: Packet> Htb<P> {
             params,
             books: Books::new(),
             deferred: tokens::Deferred::NONE,
+            warmth: warmth::Warmth::new(n),
             #[cfg(test)]
             eager_unhook: false,
         })

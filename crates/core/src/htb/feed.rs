@@ -30,7 +30,9 @@
 //! parked only where the row is dense (the next member at most `PARK_GAP` ids on), as under a
 //! standing backlog: there a leaf often gets a packet within one round of the row and keeps its
 //! place; in a sparse row the cursor would only meet it again once its record has left the
-//! cache, so it is unhooked at once, while the record is at hand (`worth_parking`).
+//! cache, so it is unhooked at once, while the record is at hand (`worth_parking`) — unless the
+//! traffic's working set is in cache anyway, as with a thousand busy leaves spread over a
+//! million, where parking in a sparse row is on while it is measured to pay (`warmth`).
 use super::*;
 
 impl<P: Packet> Htb<P> {
@@ -219,11 +221,21 @@ impl<P: Packet> Htb<P> {
     /// leaf is likely to get a packet before the cursor comes round, i.e. in a dense row; in a
     /// sparse one the cursor would come to it when its record has left the cache, and unhooking
     /// it then costs a miss that unhooking now, with the record at hand, does not. The distance
-    /// to the next member in class ids tells which.
+    /// to the next member in class ids tells which. When the traffic's working set is in the
+    /// caches, the record is at hand either way, and whether parking pays in a sparse row is
+    /// measured instead (`warmth`: how many leaves parked there got a packet in time).
     #[inline(always)]
-    fn worth_parking(&self, c: u32) -> bool {
-        let next = self.classes[c as usize].link.right;
-        !self.unhook_at_once() && next.wrapping_sub(c) <= PARK_GAP
+    fn worth_parking(&mut self, c: u32) -> bool {
+        if self.unhook_at_once() {
+            return false;
+        }
+        Self::dense_at(c, self.classes[c as usize].link.right) || self.warmth.park_sparse()
+    }
+
+    /// Whether a leaf `c` followed by member `next` in its row sits in a dense stretch of it.
+    #[inline(always)]
+    fn dense_at(c: u32, next: u32) -> bool {
+        next.wrapping_sub(c) <= PARK_GAP
     }
 
     /// Whether leaves are unhooked as soon as they run empty (the tests' reference) rather
@@ -258,6 +270,9 @@ impl<P: Packet> Htb<P> {
             let cur = self.lists[lid].cursor;
             match self.classes.get(cur as usize) {
                 Some(cl) if cl.active == 0 => {
+                    if !Self::dense_at(cur, cl.link.right) {
+                        self.warmth.sparse_parked(false);
+                    }
                     let next = self.row_unlink::<true>(lid, cur, cur);
                     self.lists[lid].cursor = next;
                 }
@@ -372,6 +387,8 @@ impl<P: Packet> Htb<P> {
                 // Parked (still in its row since it ran empty): it is in its place already.
                 if cl.link.left == NIL && cl.link.right == NIL && self.lists[row].head != c {
                     self.row_push::<true>(row, c, c);
+                } else if !Self::dense_at(c, cl.link.right) {
+                    self.warmth.sparse_parked(true);
                 }
             } else {
                 self.row_push::<false>(Self::row_id(level, prio), c, c);
@@ -542,7 +559,7 @@ impl<P: Packet> Htb<P> {
         None
     }
 
-    /// The dequeue's prefetch pipeline (trees of at least [`PREFETCH_MIN`] classes): the next
+    /// The dequeue's prefetch pipeline (when `warmth` says it pays): the next
     /// leaves of this list are likely served next, a three-stage pipeline, each stage reading
     /// only lines an earlier dequeue prefetched. The leaf three ahead gets its record (and
     /// counters) prefetched; the leaf two ahead, whose record is in, its queue's last slot (the
@@ -579,8 +596,8 @@ impl<P: Packet> Htb<P> {
         // misbehave (hold backlog but refuse to dequeue); cap it anyway.
         for _ in 0..64 {
             let (leaf, lid) = self.lookup_leaf(level, prio)?;
-            // Large trees only: a small tree's records stay in cache.
-            if self.classes.len() >= PREFETCH_MIN {
+            // Only while the working set is out of the caches (`warmth`).
+            if self.warmth.prefetch() {
                 self.prefetch_next(leaf, lid);
             }
             let cl = &self.classes[leaf as usize];

@@ -103,9 +103,12 @@
 //! a million classes the leaf's lines are cache (and TLB) misses; [`Htb::enqueue_burst_to`]
 //! prefetches a whole burst's records before touching them, and dequeue prefetches the next
 //! leaves of the list being served, so those misses overlap instead of adding up
-//! (`linkshare bench sched`, BENCHMARKS.md). A tree of fewer than `PREFETCH_MIN` classes
-//! (8,192: its records fit a core's L2 cache) skips those hints, which would only cost their
-//! instructions there.
+//! (`linkshare bench sched`, BENCHMARKS.md). The hints only pay when the leaves the traffic
+//! touches are out of the caches, so whether to give them is judged from the traffic
+//! (`warmth`: the share of enqueues whose leaf went unserved for an epoch of 2,048 packets), not
+//! from the tree's size: a million classes of which a thousand are busy run without them, as a
+//! thousand-class tree does. A tree of fewer than `PREFETCH_MIN` classes (8,192: its records fit
+//! a core's L2 cache) never gives them.
 //!
 //! ## Memory per class
 //! Hot, cold and shared, as librte_sched splits its pipes from their profiles:
@@ -161,6 +164,7 @@ mod rowbits;
 mod spec;
 mod stats;
 mod tokens;
+mod warmth;
 pub use crate::qdisc::adopt::AdoptReport;
 pub use spec::*;
 
@@ -192,9 +196,10 @@ const MAX_IDLE_NS: u64 = 60 * NS_PER_SEC;
 /// +4–6 %, 65,536 leaves +4–9 %, 1,048,576 leaves −6 to −17 %, BENCHMARKS.md).
 const PREFETCH_NEIGHBOURS_MIN: usize = 1 << 18;
 /// Trees of at least this many classes (≈ 800 KB of class records and counters and more: beyond
-/// a core's L2 cache) prefetch at all: a burst's records at enqueue, the next leaves' records and
-/// queue slots at dequeue. A smaller tree's records stay in L2, where the hints only cost their
-/// instructions (≈ 70 a packet at 1,024 leaves with a standing backlog, BENCHMARKS.md).
+/// a core's L2 cache) may prefetch — a burst's records at enqueue, the next leaves' records and
+/// queue slots at dequeue — when their traffic's working set is out of the caches too (`warmth`).
+/// A smaller tree's records stay in L2, where the hints only cost their instructions (≈ 70 a
+/// packet at 1,024 leaves with a standing backlog, BENCHMARKS.md).
 const PREFETCH_MIN: usize = 1 << 13;
 /// A leaf that runs empty in its row of leaves is parked when the next member is at most this
 /// many class ids further (a dense row), unhooked at once otherwise (`feed::worth_parking`).
@@ -453,6 +458,8 @@ pub struct Htb<P: Packet> {
     books: Books<P>,
     /// Ancestors' charges summed within a dequeue burst (`tokens`), applied at its end.
     deferred: tokens::Deferred,
+    /// Whether the traffic's working set is out of the caches, so prefetching pays (`warmth`).
+    warmth: warmth::Warmth,
     /// Tests only: unhook leaves at once instead of parking them (the reference behaviour).
     #[cfg(test)]
     eager_unhook: bool,

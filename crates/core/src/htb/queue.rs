@@ -38,6 +38,7 @@ impl<P: Packet> Htb<P> {
         let cl = &self.classes[c as usize];
         let kind = cl.kind;
         let was_empty = cl.q.len == 0;
+        self.warmth.observe(cl.t_c, now.0);
         if len > self.profiles[cl.profile as usize].burst {
             self.count_giant(c);
         }
@@ -79,7 +80,8 @@ impl<P: Packet> Htb<P> {
     /// Enqueue a burst: packet `i` of `pkts` into leaf `classes[i]` (as [`Self::enqueue_to`]),
     /// leaving `pkts` empty; refused packets go to `refused`. Returns how many were accepted.
     ///
-    /// In a tree of at least `PREFETCH_MIN` classes, before enqueuing anything it prefetches
+    /// When prefetching pays (a tree of at least `PREFETCH_MIN` classes whose traffic's working
+    /// set is out of the caches, `warmth`), before enqueuing anything it prefetches
     /// the class record and counters of every leaf, then each leaf's queue's last slot and, for
     /// a leaf that is idle (it will be activated, and served soon after), its parent's record
     /// and counters, so a burst of `k` packets into cold classes waits for about one round of
@@ -95,8 +97,10 @@ impl<P: Packet> Htb<P> {
         now: Time,
         refused: &mut Vec<Dropped<P>>,
     ) -> usize {
-        if self.classes.len() >= PREFETCH_MIN {
+        if self.warmth.prefetch() {
             self.prefetch_burst(classes);
+        } else if self.warmth.large() {
+            self.prefetch_parents(classes);
         }
         let mut ok = 0;
         for (i, p) in pkts.drain(..).enumerate() {
@@ -109,8 +113,20 @@ impl<P: Packet> Htb<P> {
         ok
     }
 
-    /// The prefetches of [`Self::enqueue_burst_to`] (trees of at least [`PREFETCH_MIN`]
-    /// classes).
+    /// The parents of a burst's idle leaves, which their first dequeue will charge: the one
+    /// prefetch that pays in a large tree even when the traffic's leaves are in L2 (a thousand
+    /// busy leaves in a thousand different pipes: the pipes' records miss L1).
+    fn prefetch_parents(&self, classes: &[ClassId]) {
+        for &c in classes {
+            if let Some(cl) = self.classes.get(c as usize) {
+                if cl.active == 0 {
+                    self.prefetch_class(cl.parent);
+                }
+            }
+        }
+    }
+
+    /// The prefetches of [`Self::enqueue_burst_to`] (when `warmth` says they pay).
     fn prefetch_burst(&self, classes: &[ClassId]) {
         for &c in classes {
             self.prefetch_class(c);

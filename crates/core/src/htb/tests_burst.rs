@@ -268,3 +268,94 @@ fn a_parked_leaf_keeps_its_place_and_leaves_when_its_mode_changes() {
     assert!(!h.is_parked(2, row));
     assert_eq!(h.classes[2].active, 0);
 }
+
+#[test]
+fn a_large_tree_with_few_busy_leaves_parks_in_sparse_rows_exactly() {
+    // 16,449 classes (a large tree: `warmth` applies): root → 64 pipes → 256 leaves each,
+    // nothing binds. 443 busy leaves 37 ids apart (every row of leaves sparse). A standing
+    // backlog refills most leaves before the cursor returns, so sparse parking is measured to
+    // pay and turns on; then trickling traffic refills almost none, and it turns off. Through
+    // both, a burst-driven, parking `Htb` must send what an eager one sends, packet for packet,
+    // and hold the same state.
+    let rate = 100_000_000_000u64;
+    let mut specs: Vec<Spec> = vec![(None, rate, rate, 0)];
+    for _ in 0..64 {
+        specs.push((Some(0), rate, rate, 0));
+    }
+    for p in 0..64usize {
+        for q in 0..256usize {
+            specs.push((Some(1 + p), rate, rate, (q % 3) as u8));
+        }
+    }
+    let (mut a, leaves) = build(&specs);
+    let (mut e, _) = build(&specs);
+    e.eager_unhook = true;
+    assert!(a.warmth.large() && a.warmth.prefetch());
+    let busy: Vec<u32> = leaves.iter().copied().step_by(37).collect();
+    let mut watch: Vec<usize> = busy.iter().map(|&c| c as usize).collect();
+    watch.extend(0..65);
+    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
+    let mut pick = |n: usize| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        (x % n as u64) as usize
+    };
+    let (mut now, mut id) = (0u64, 0u16);
+    let (mut out_a, mut out_e) = (Vec::new(), Vec::new());
+    let mut parked_on = false;
+    for step in 0..900 {
+        now += 5_000;
+        // Phase 1 (steps < 450): 32 arrivals a step on top of a standing backlog of 2 a leaf.
+        // Phase 2: 2 arrivals a step, the backlog drained.
+        let arrivals = match step {
+            0 => busy.len() * 2,
+            s if s < 450 => 32,
+            _ => 2,
+        };
+        for i in 0..arrivals {
+            let c = if step == 0 {
+                busy[i % busy.len()]
+            } else {
+                busy[pick(busy.len())]
+            };
+            let p = PacketMeta {
+                len: 64,
+                src_port: id,
+                ..Default::default()
+            };
+            id = id.wrapping_add(1);
+            assert_eq!(
+                a.enqueue_to(c, p, Time(now)).is_ok(),
+                e.enqueue_to(c, p, Time(now)).is_ok()
+            );
+        }
+        let k = if step < 450 { 32 } else { 4 };
+        out_a.clear();
+        let ga = a.dequeue_burst(Time(now), k, &mut out_a);
+        let ge = one_by_one(&mut e, now, k, &mut out_e);
+        assert_eq!(ga, ge, "step {step}");
+        let ids = |v: &Vec<PacketMeta>| -> Vec<u16> { v.iter().map(|p| p.src_port).collect() };
+        assert_eq!(ids(&out_a), ids(&out_e), "step {step}");
+        for &c in &watch {
+            assert_eq!(state(&a, c), state(&e, c), "class {c}, step {step}");
+        }
+        if step % 150 == 149 {
+            a.check_invariants().unwrap();
+            e.check_invariants().unwrap();
+        }
+        if step == 449 {
+            assert!(!a.warmth.prefetch(), "443 busy leaves fit the caches");
+            parked_on = a.warmth.park_sparse();
+            assert!(
+                parked_on,
+                "a standing backlog refills parked leaves in time"
+            );
+        }
+    }
+    assert!(parked_on);
+    assert!(
+        !a.warmth.park_sparse() || !a.warmth.park_sparse(),
+        "trickling traffic: sparse parking back off (probing only)"
+    );
+}
