@@ -225,11 +225,11 @@ impl<P: Packet> Htb<P> {
     /// caches, the record is at hand either way, and whether parking pays in a sparse row is
     /// measured instead (`warmth`: how many leaves parked there got a packet in time).
     #[inline(always)]
-    fn worth_parking(&mut self, c: u32) -> bool {
+    fn worth_parking(&mut self, c: u32, lid: usize) -> bool {
         if self.unhook_at_once() {
             return false;
         }
-        Self::dense_at(c, self.classes[c as usize].link.right) || self.warmth.park_sparse()
+        Self::dense_at(c, self.classes[c as usize].link.right) || self.warmth.park_sparse(lid as u8)
     }
 
     /// Whether a leaf `c` followed by member `next` in its row sits in a dense stretch of it.
@@ -271,7 +271,7 @@ impl<P: Packet> Htb<P> {
             match self.classes.get(cur as usize) {
                 Some(cl) if cl.active == 0 => {
                     if !Self::dense_at(cur, cl.link.right) {
-                        self.warmth.sparse_parked(false);
+                        self.warmth.sparse_parked(lid as u8, false);
                     }
                     let next = self.row_unlink::<true>(lid, cur, cur);
                     self.lists[lid].cursor = next;
@@ -388,7 +388,7 @@ impl<P: Packet> Htb<P> {
                 if cl.link.left == NIL && cl.link.right == NIL && self.lists[row].head != c {
                     self.row_push::<true>(row, c, c);
                 } else if !Self::dense_at(c, cl.link.right) {
-                    self.warmth.sparse_parked(true);
+                    self.warmth.sparse_parked(prio, true);
                 }
             } else {
                 self.row_push::<false>(Self::row_id(level, prio), c, c);
@@ -634,7 +634,7 @@ impl<P: Packet> Htb<P> {
                         self.advance_cursor(lid);
                     }
                     if now_empty {
-                        if lid < NUM_PRIO && self.worth_parking(leaf) {
+                        if lid < NUM_PRIO && self.worth_parking(leaf, lid) {
                             self.park_leaf(leaf, lid);
                         } else {
                             self.deactivate_leaf(leaf);

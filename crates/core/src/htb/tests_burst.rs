@@ -274,7 +274,7 @@ fn a_large_tree_with_few_busy_leaves_parks_in_sparse_rows_exactly() {
     // 16,449 classes (a large tree: `warmth` applies): root → 64 pipes → 256 leaves each,
     // nothing binds. 443 busy leaves 37 ids apart (every row of leaves sparse). A standing
     // backlog refills most leaves before the cursor returns, so sparse parking is measured to
-    // pay and turns on; then trickling traffic refills almost none, and it turns off. Through
+    // pay and turns on in the row that holds it; then trickling traffic refills almost none, and it turns off. Through
     // both, a burst-driven, parking `Htb` must send what an eager one sends, packet for packet,
     // and hold the same state.
     let rate = 100_000_000_000u64;
@@ -346,7 +346,8 @@ fn a_large_tree_with_few_busy_leaves_parks_in_sparse_rows_exactly() {
         }
         if step == 449 {
             assert!(!a.warmth.prefetch(), "443 busy leaves fit the caches");
-            parked_on = a.warmth.park_sparse();
+            // The lowest prio holds the standing backlog (strict priority drains the others).
+            parked_on = a.warmth.park_sparse(2);
             assert!(
                 parked_on,
                 "a standing backlog refills parked leaves in time"
@@ -355,7 +356,7 @@ fn a_large_tree_with_few_busy_leaves_parks_in_sparse_rows_exactly() {
     }
     assert!(parked_on);
     assert!(
-        !a.warmth.park_sparse() || !a.warmth.park_sparse(),
+        (0..3).all(|prio| !a.warmth.park_sparse(prio) || !a.warmth.park_sparse(prio)),
         "trickling traffic: sparse parking back off (probing only)"
     );
 }

@@ -33,15 +33,19 @@
 //! few packets each refill almost none — so it is measured: every leaf parked in a sparse row
 //! counts as refilled or not when its fate is known, and after [`PARK_SAMPLES`] of them sparse
 //! parking is on when at least half were refilled. While off, one sparse candidate in
-//! [`PARK_PROBE`] is parked anyway, so the measure goes on.
+//! [`PARK_PROBE`] is parked anyway, so the measure goes on. Each prio's row is measured apart:
+//! under strict priority a high prio's row is served as soon as a packet comes (its cursor is
+//! back at once: parking there rarely pays) while the lowest's holds the standing backlog.
 //!
 //! It reads only `now`, `t_c` and the calls' order, so, like the rest of the core, it is a pure
 //! function of the calls made: the same calls prefetch and park the same way.
 
+use super::NUM_PRIO;
+
 /// Packets per epoch.
 pub(super) const EPOCH: u32 = 2048;
 /// Outcomes of sparse parking per decision.
-pub(super) const PARK_SAMPLES: u32 = 64;
+pub(super) const PARK_SAMPLES: u32 = 32;
 /// While sparse parking is off, one candidate in this many is parked to keep measuring.
 pub(super) const PARK_PROBE: u32 = 8;
 
@@ -58,7 +62,14 @@ pub(super) struct Warmth {
     /// Packets counted in this epoch, and how many of them found their leaf cold.
     count: u32,
     cold: u32,
-    /// Sparse parking: the decision, candidates seen while off, and the outcomes counted.
+    /// Sparse parking, per prio's row of leaves.
+    rows: [RowPark; NUM_PRIO],
+}
+
+/// Sparse parking in one row of leaves: the decision, candidates seen while off, and the
+/// outcomes counted.
+#[derive(Copy, Clone, Debug, Default)]
+struct RowPark {
     park: bool,
     probe: u32,
     parked: u32,
@@ -77,37 +88,36 @@ impl Warmth {
             prev: 0,
             count: 0,
             cold: 0,
-            park: false,
-            probe: 0,
-            parked: 0,
-            refilled: 0,
+            rows: [RowPark::default(); NUM_PRIO],
         }
     }
 
     /// A leaf runs empty at the cursor of a sparse row of leaves: park it? (See the module
     /// docs.) O(1).
     #[inline]
-    pub(super) fn park_sparse(&mut self) -> bool {
+    pub(super) fn park_sparse(&mut self, prio: u8) -> bool {
         if self.prefetch || !self.large {
             return false;
         }
-        if self.park {
+        let r = &mut self.rows[prio as usize % NUM_PRIO];
+        if r.park {
             return true;
         }
-        self.probe = self.probe.wrapping_add(1);
-        self.probe.is_multiple_of(PARK_PROBE)
+        r.probe = r.probe.wrapping_add(1);
+        r.probe.is_multiple_of(PARK_PROBE)
     }
 
     /// The fate of a leaf parked in a sparse row: a packet came before the cursor (`refilled`),
     /// or the cursor unhooked it. O(1).
     #[inline]
-    pub(super) fn sparse_parked(&mut self, refilled: bool) {
-        self.parked += 1;
-        self.refilled += u32::from(refilled);
-        if self.parked >= PARK_SAMPLES {
-            self.park = self.refilled * 2 >= self.parked;
-            self.parked = 0;
-            self.refilled = 0;
+    pub(super) fn sparse_parked(&mut self, prio: u8, refilled: bool) {
+        let r = &mut self.rows[prio as usize % NUM_PRIO];
+        r.parked += 1;
+        r.refilled += u32::from(refilled);
+        if r.parked >= PARK_SAMPLES {
+            r.park = r.refilled * 2 >= r.parked;
+            r.parked = 0;
+            r.refilled = 0;
         }
     }
 
@@ -209,18 +219,19 @@ mod tests {
         // A working set in cache (as after a run over few leaves).
         w.prefetch = false;
         // Off at first, but probing: one candidate in PARK_PROBE is parked.
-        let probes = (0..PARK_PROBE * 4).filter(|_| w.park_sparse()).count();
+        let probes = (0..PARK_PROBE * 4).filter(|_| w.park_sparse(3)).count();
         assert_eq!(probes, 4);
         // Parked leaves that mostly come back in time turn it on...
         for i in 0..PARK_SAMPLES {
-            w.sparse_parked(i % 4 != 0);
+            w.sparse_parked(3, i % 4 != 0);
         }
-        assert!(w.park_sparse() && w.park_sparse());
+        assert!(w.park_sparse(3) && w.park_sparse(3));
+        assert!(!w.rows[2].park, "each row is measured apart");
         // ...and mostly in vain, off again.
         for i in 0..PARK_SAMPLES {
-            w.sparse_parked(i % 4 == 0);
+            w.sparse_parked(3, i % 4 == 0);
         }
-        assert!(!w.park);
+        assert!(!w.rows[3].park);
     }
 
     #[test]
@@ -228,10 +239,10 @@ mod tests {
         let mut w = Warmth::new(1 << 20);
         assert!(w.prefetch());
         for _ in 0..PARK_SAMPLES {
-            w.sparse_parked(true);
+            w.sparse_parked(0, true);
         }
-        assert!(w.park, "the outcomes alone say it pays");
-        assert!(!w.park_sparse(), "but the second touch would be a miss");
+        assert!(w.rows[0].park, "the outcomes alone say it pays");
+        assert!(!w.park_sparse(0), "but the second touch would be a miss");
     }
 
     #[test]
@@ -239,7 +250,7 @@ mod tests {
         let mut w = Warmth::new(1000);
         assert!(!w.prefetch());
         assert!(
-            (0..PARK_PROBE * 4).all(|_| !w.park_sparse()),
+            (0..PARK_PROBE * 4).all(|_| !w.park_sparse(0)),
             "nor parks in sparse rows"
         );
         run(&mut w, 1000, 100_000);
