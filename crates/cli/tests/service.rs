@@ -61,7 +61,9 @@ fn can_run(test: &str) -> bool {
             .append(true)
             .open(log)
         {
-            let _ = writeln!(f, "{outcome} {test}");
+            // One write of the whole line: `writeln!` may issue several, which another test
+            // process appending at the same moment could split (and the count lose a name).
+            let _ = f.write_all(format!("{outcome} {test}\n").as_bytes());
         }
     }
     why.is_none()
