@@ -18,6 +18,13 @@
 //!   qdisc), `PACKET_LOSS` (a malformed frame is skipped instead of stalling the ring). Frames are
 //!   copied into free slots and marked `SEND_REQUEST`; one `send()` per batch makes the kernel
 //!   send them all. A slot is free again when the kernel sets it back to `AVAILABLE`.
+//!   **Linear skbs**: with `PACKET_VNET_HDR` each slot starts with a `virtio_net_hdr` whose
+//!   `hdr_len` is the whole frame, so the kernel copies the frame into the skb's linear part
+//!   (`tpacket_snd`: `copylen = hdr_len`) instead of attaching the ring's page as a fragment.
+//!   A fragment of a user mapping cannot cross into another namespace: `veth_xmit` →
+//!   `__dev_forward_skb` then copies it into a freshly allocated page per frame
+//!   (`skb_copy_ubufs`), 5–6 % of the shaper's CPU in a 60-byte flood (profiled, BENCHMARKS.md).
+//!   Kernels without the option keep the fragment path.
 //!
 //! Loss accounting: nothing is dropped silently. A frame that does not fit the TX ring slot or the
 //! MTU is counted `too_big`; a frame offered while every slot is busy is counted `ring_full` (the
@@ -215,7 +222,15 @@ struct TxRing {
     unkicked: usize,
     /// Largest frame the device takes.
     max_frame: usize,
+    /// Bytes of `virtio_net_hdr` before each frame: [`VNET_HDR_LEN`], or 0 when the kernel
+    /// refused `PACKET_VNET_HDR`.
+    vnet: usize,
 }
+
+/// `sizeof(struct virtio_net_hdr)`: flags, gso_type, hdr_len, gso_size, csum_start, csum_offset.
+const VNET_HDR_LEN: usize = 10;
+/// Offset of `hdr_len` (little-endian u16 on the machines we run on: `vio_le()`).
+const VNET_HDR_LEN_OFF: usize = 2;
 
 /// AF_PACKET port with a TPACKET_V3 receive ring and a TPACKET_V2 transmit ring.
 pub struct PacketPort {
@@ -510,9 +525,20 @@ impl TxRing {
             "PACKET_QDISC_BYPASS",
             &one,
         )?;
+        // Linear skbs (module doc). Must precede the ring; an old kernel's refusal is not fatal.
+        let vnet = match sys::setsockopt(
+            raw,
+            libc::SOL_PACKET,
+            opt::PACKET_VNET_HDR,
+            "PACKET_VNET_HDR",
+            &one,
+        ) {
+            Ok(()) => VNET_HDR_LEN,
+            Err(_) => 0,
+        };
         // Ethernet header + one VLAN tag + MTU must fit after the frame header.
         let max_frame = mtu as usize + 18;
-        let frame_size = (max_frame + H2_DATA).next_power_of_two().max(2048);
+        let frame_size = (max_frame + H2_DATA + vnet).next_power_of_two().max(2048);
         let block_size = frame_size.max(1 << 16);
         let per_block = block_size / frame_size;
         let block_nr = (TX_FRAME_NR as usize).div_ceil(per_block);
@@ -545,6 +571,7 @@ impl TxRing {
             busy: 0,
             unkicked: 0,
             max_frame,
+            vnet,
         })
     }
 
@@ -574,7 +601,11 @@ impl TxRing {
     }
 
     fn push(&mut self, data: &[u8]) -> Result<(), TxDrop> {
-        if data.len() < 14 || data.len() > self.max_frame || data.len() > self.frame_size - H2_DATA
+        let room = self.frame_size - H2_DATA - self.vnet;
+        if data.len() < 14
+            || data.len() > self.max_frame
+            || data.len() > room
+            || data.len() > usize::from(u16::MAX)
         {
             return Err(TxDrop::TooBig);
         }
@@ -585,10 +616,20 @@ impl TxRing {
             }
         }
         let f = self.head * self.frame_size;
-        if !self.map.write_bytes(f + H2_DATA, data) {
+        if self.vnet > 0 {
+            // No offloads, no checksum to finish; the whole frame goes into the linear part.
+            let mut h = [0u8; VNET_HDR_LEN];
+            h[VNET_HDR_LEN_OFF..VNET_HDR_LEN_OFF + 2]
+                .copy_from_slice(&(data.len() as u16).to_le_bytes());
+            if !self.map.write_bytes(f + H2_DATA, &h) {
+                return Err(TxDrop::TooBig);
+            }
+        }
+        if !self.map.write_bytes(f + H2_DATA + self.vnet, data) {
             return Err(TxDrop::TooBig);
         }
-        self.map.write_u32(f + H2_LEN, data.len() as u32);
+        self.map
+            .write_u32(f + H2_LEN, (self.vnet + data.len()) as u32);
         fence(Ordering::Release);
         self.map.write_u32(f + H2_STATUS, TP_STATUS_SEND_REQUEST);
         self.head = (self.head + 1) % self.nr;

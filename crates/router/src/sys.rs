@@ -56,6 +56,8 @@ pub mod opt {
     pub const PACKET_VERSION: libc::c_int = 10;
     pub const PACKET_TX_RING: libc::c_int = 13;
     pub const PACKET_LOSS: libc::c_int = 14;
+    /// Each frame is preceded by a `struct virtio_net_hdr` (10 bytes); must be set before a ring.
+    pub const PACKET_VNET_HDR: libc::c_int = 15;
     pub const PACKET_QDISC_BYPASS: libc::c_int = 20;
     pub const PACKET_IGNORE_OUTGOING: libc::c_int = 23;
     /// include/uapi/linux/if_packet.h: join a fanout group; the value is the group id in the
