@@ -88,7 +88,7 @@ pub struct BenchArgs {
     /// Also write every figure as JSON to this file
     #[arg(long)]
     pub json: Option<PathBuf>,
-    /// Measure each packet-flood figure this many times and report the median
+    /// Measure each packet-flood figure and each TCP goodput this many times and report the median
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
 }

@@ -54,7 +54,7 @@ pub struct BenchOptions {
     pub only: Vec<String>,
     /// Also write every figure as JSON to this file
     pub json: Option<PathBuf>,
-    /// Measure each packet-flood figure this many times and report the median
+    /// Measure each packet-flood figure and each TCP goodput this many times and report the median
     pub repeat: usize,
 }
 
