@@ -93,6 +93,11 @@ pub struct RunArgs {
     /// worker when others are added or removed by a reload)
     #[arg(long, value_name = "rr|hash", default_value = "rr")]
     pub placement: PlacementArg,
+    /// Which worker receives what: flow (every worker on both interfaces, frames dealt by flow
+    /// hash) or direction (with --workers 2 and AF_PACKET: worker 0 receives on the first
+    /// interface and worker 1 on the second, so a connection's two directions run on two cores)
+    #[arg(long, value_name = "flow|direction", default_value = "flow")]
+    pub rx_split: linkshare_router::RxSplit,
     /// Directory of the interface locks (one `<ifname>@<netns>.lock` per interface, holding the
     /// owner's pid; default /run/linkshare)
     #[arg(long, value_name = "DIR")]
@@ -145,6 +150,25 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     if a.dev.len() != 2 {
         return Err(invalid("give exactly two interfaces: --dev IN --dev OUT"));
     }
+    if a.rx_split == linkshare_router::RxSplit::Direction && a.workers != 2 {
+        return Err(invalid(format!(
+            "--rx-split direction gives each of two workers one interface to receive on: use \
+             --workers 2 with it (got --workers {})",
+            a.workers
+        )));
+    }
+    if a.rx_split == linkshare_router::RxSplit::Direction
+        && !matches!(
+            a.io,
+            linkshare_router::IoKind::Packet | linkshare_router::IoKind::Auto
+        )
+    {
+        return Err(invalid(
+            "--rx-split direction runs on AF_PACKET (a worker transmits on the interface the \
+             other receives on): use --io packet with it"
+                .to_string(),
+        ));
+    }
     if let Some(CpuList(cpus)) = &a.cpus {
         linkshare_router::affinity::check(cpus).map_err(|e| invalid(format!("--cpus: {e}")))?;
         if cpus.len() < usize::from(a.workers) {
@@ -184,6 +208,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
             PlacementArg::Rr => linkshare_core::shard::Placement::RoundRobin,
             PlacementArg::Hash => linkshare_core::shard::Placement::Hash,
         },
+        rx_split: a.rx_split,
         line_rate: match &a.line_rate {
             Some(t) => Some(
                 linkshare_core::units::Rate::parse(t)

@@ -232,6 +232,39 @@ fn tcp_goodput(lab: &Lab, secs: f64) -> f64 {
     server.join().unwrap()
 }
 
+/// `--rx-split direction` with TCP: the data (received by worker 0 and scheduled by the worker
+/// owning class `c`) and the ACKs (the reverse direction is unshaped: received and sent on by
+/// worker 1) take two workers; the connection gets its class's rate, each interface's frames
+/// are received by its worker alone and once, and every shaped packet leaves once.
+#[test]
+fn a_worker_per_direction_carries_tcp_at_its_class_rate_once() {
+    let Some(mut lab) = Lab::new() else { return };
+    let p = lab.write_policy("p.toml", THREE_CLASSES);
+    lab.start_with(&p, &["--workers", "2", "--rx-split", "direction"]);
+    let bps = tcp_goodput(&lab, 3.0);
+    eprintln!("goodput {:.2} Mbit/s", bps / 1e6);
+    assert!(
+        (9.0e6..=10.0e6).contains(&bps),
+        "goodput {bps} not within 9-10 Mbit/s"
+    );
+    let st = lab.stat();
+    let ifs = &st["interfaces"];
+    let sent = class(&st, "root")["sent_packets"].as_u64().unwrap();
+    let tx_out = ifs[1]["tx_packets"].as_u64().unwrap();
+    let non_ip = ifs[0]["non_ip_passed"].as_u64().unwrap();
+    assert_eq!(tx_out, sent + non_ip, "every shaped frame left once: {st}");
+    // Worker 0 received everything that came in on IN (the data), worker 1 everything on OUT
+    // (the ACKs), and nothing was received twice.
+    let w = &st["workers"];
+    for i in 0..2 {
+        let got = w[i]["rx_packets"].as_u64().unwrap();
+        assert!(got > 0, "worker {i} received nothing: {st}");
+        assert_eq!(got, ifs[i]["rx_packets"].as_u64().unwrap(), "{st}");
+    }
+    assert_eq!(ifs[0]["rx_ring_drops"], 0, "{st}");
+    assert_eq!(ifs[1]["rx_ring_drops"], 0, "{st}");
+}
+
 #[test]
 fn tcp_is_shaped_to_policy_rate_and_arp_passes() {
     let Some(mut lab) = Lab::new() else { return };
@@ -730,11 +763,25 @@ fn two_workers_share_the_root_rate_and_borrow_across_shards() {
     three_classes(2);
 }
 
+/// `--rx-split direction`: worker 0 alone receives on the first interface and worker 1 on the
+/// second (each transmits on the other); the shards, their shared root and the hand-over of a
+/// frame to the worker owning its class are the same, so are the rates and the borrowing.
+#[test]
+fn a_worker_per_direction_shares_the_root_rate_and_borrows_across_shards() {
+    three_classes_with(2, &["--rx-split", "direction"]);
+}
+
 fn three_classes(workers: usize) {
+    three_classes_with(workers, &[]);
+}
+
+fn three_classes_with(workers: usize, extra: &[&str]) {
     let Some(mut lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", THREE_CLASSES);
     let w = workers.to_string();
-    lab.start_with(&p, &["--workers", &w]);
+    let mut args = vec!["--workers", &w];
+    args.extend_from_slice(extra);
+    lab.start_with(&p, &args);
     let t0 = Instant::now();
     let sink = udp_sink(&lab, &[7001, 7002, 7003], t0, 5.0);
     // Each class is offered 7 Mbit/s (21 Mbit/s into 10): all three are overloaded.

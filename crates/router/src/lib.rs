@@ -97,6 +97,35 @@ pub struct Options {
     pub workers: usize,
     /// How the top-level classes are dealt to the workers (`--placement`).
     pub placement: linkshare_core::shard::Placement,
+    /// Which worker receives what (`--rx-split`).
+    pub rx_split: RxSplit,
+}
+
+/// How `--workers` share what the interfaces receive (`--rx-split`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RxSplit {
+    /// Every worker receives on both interfaces; the kernel deals the frames by flow hash
+    /// (AF_PACKET fanout, or the receive queue with AF_XDP).
+    #[default]
+    Flow,
+    /// Two workers: worker 0 receives everything that arrives on the first interface, worker 1
+    /// on the second, and each transmits on the other one (a transmit-only socket there). A
+    /// connection's two directions then run on two cores: on veth the data's transmit carries
+    /// the receiver's stack and the ACKs' transmit the sender's (docs/router.md, "Workers").
+    Direction,
+}
+
+impl std::str::FromStr for RxSplit {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s.to_ascii_lowercase().as_str() {
+            "flow" => Ok(RxSplit::Flow),
+            "direction" => Ok(RxSplit::Direction),
+            other => Err(format!(
+                "unknown --rx-split `{other}`: use flow or direction"
+            )),
+        }
+    }
 }
 
 /// Where control sockets and interface locks live by default.

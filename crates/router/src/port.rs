@@ -232,10 +232,12 @@ const VNET_HDR_LEN: usize = 10;
 /// Offset of `hdr_len` (little-endian u16 on the machines we run on: `vio_le()`).
 const VNET_HDR_LEN_OFF: usize = 2;
 
-/// AF_PACKET port with a TPACKET_V3 receive ring and a TPACKET_V2 transmit ring.
+/// AF_PACKET port with a receive ring (V2 or V3) and a TPACKET_V2 transmit ring, or a transmit
+/// ring only ([`PacketPort::open_tx_only`]).
 pub struct PacketPort {
     name: String,
-    rx: RxRing,
+    /// `None`: transmit only (`--rx-split direction`: another worker receives here).
+    rx: Option<RxRing>,
     tx: TxRing,
     c: PortCounters,
 }
@@ -256,7 +258,21 @@ impl PacketPort {
         let mtu = sys::mtu(name)?;
         Ok(PacketPort {
             name: name.to_string(),
-            rx: RxRing::open(idx, mtu, kind).map_err(ctx(format!("{name}: receive ring")))?,
+            rx: Some(RxRing::open(idx, mtu, kind).map_err(ctx(format!("{name}: receive ring")))?),
+            tx: TxRing::open(idx, mtu).map_err(ctx(format!("{name}: transmit ring")))?,
+            c: PortCounters::default(),
+        })
+    }
+
+    /// Open interface `name` for transmit only: no receive socket at all, so the kernel copies
+    /// nothing here for this port (another port receives on the interface). Its [`Port::fd`] is
+    /// the transmit socket's, which never polls readable (it is bound to protocol 0).
+    pub fn open_tx_only(name: &str) -> io::Result<PacketPort> {
+        let idx = sys::ifindex(name)?;
+        let mtu = sys::mtu(name)?;
+        Ok(PacketPort {
+            name: name.to_string(),
+            rx: None,
             tx: TxRing::open(idx, mtu).map_err(ctx(format!("{name}: transmit ring")))?,
             c: PortCounters::default(),
         })
@@ -273,8 +289,11 @@ impl PacketPort {
     pub fn join_fanout(&mut self, group: u16) -> io::Result<()> {
         let v: u32 =
             u32::from(group) | ((opt::PACKET_FANOUT_HASH | opt::PACKET_FANOUT_FLAG_DEFRAG) << 16);
+        let Some(rx) = &self.rx else {
+            return Ok(());
+        };
         sys::setsockopt(
-            self.rx.fd.as_raw_fd(),
+            rx.fd.as_raw_fd(),
             libc::SOL_PACKET,
             opt::PACKET_FANOUT,
             "PACKET_FANOUT",
@@ -670,10 +689,16 @@ impl TxRing {
 
 impl Port for PacketPort {
     fn fd(&self) -> RawFd {
-        self.rx.fd.as_raw_fd()
+        match &self.rx {
+            Some(rx) => rx.fd.as_raw_fd(),
+            None => self.tx.fd.as_raw_fd(),
+        }
     }
     fn rx_batch(&mut self, budget: usize, f: &mut dyn FnMut(RxFrame<'_>)) -> usize {
-        self.rx.batch(budget, &mut self.c, f)
+        match &mut self.rx {
+            Some(rx) => rx.batch(budget, &mut self.c, f),
+            None => 0,
+        }
     }
     fn tx_room(&mut self) -> usize {
         self.tx.room()
@@ -689,8 +714,10 @@ impl Port for PacketPort {
     }
     fn counters(&mut self, refresh: bool) -> PortCounters {
         if refresh {
-            if let Ok((_, drops)) = sys::packet_stats_v3(self.rx.fd.as_raw_fd()) {
-                self.c.rx_ring_drops += drops;
+            if let Some(rx) = &self.rx {
+                if let Ok((_, drops)) = sys::packet_stats_v3(rx.fd.as_raw_fd()) {
+                    self.c.rx_ring_drops += drops;
+                }
             }
         }
         self.c

@@ -41,6 +41,8 @@ pub(super) enum Via {
     LinkshareWorkers2,
     /// `linkshare run --io xdp --workers 2` (veths with two queues, one per worker).
     LinkshareXdpWorkers2,
+    /// `linkshare run --io packet --workers 2 --rx-split direction` (a worker per direction).
+    LinkshareWorkers2Dir,
 }
 
 impl Via {
@@ -60,6 +62,7 @@ impl Via {
             Via::LinkshareXdpPoll => "linkshare --io xdp --busy-poll-us 2000",
             Via::LinkshareWorkers2 => "linkshare --workers 2",
             Via::LinkshareXdpWorkers2 => "linkshare --io xdp --workers 2",
+            Via::LinkshareWorkers2Dir => "linkshare --workers 2 --rx-split direction",
         }
     }
 }
@@ -169,6 +172,14 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
             "xdp",
             "--busy-poll-us",
             "2000",
+        ]))?),
+        Via::LinkshareWorkers2Dir => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "packet",
+            "--workers",
+            "2",
+            "--rx-split",
+            "direction",
         ]))?),
         Via::LinkshareWorkers2 => Box::new(LinkshareRouter::new(args(&[
             "--io",

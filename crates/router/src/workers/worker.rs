@@ -18,7 +18,7 @@ use crate::frame::Frame;
 use crate::port::{PacketPort, Port};
 use crate::xdp::port::Attachment;
 use crate::xdp::XdpPort;
-use crate::{sys, wake, Dir, Options, Sched, Shaper};
+use crate::{sys, wake, Dir, Options, RxSplit, Sched, Shaper};
 
 /// A direction's part of a worker: its shard and the steering of the whole tree.
 pub(crate) struct DirSpec {
@@ -71,8 +71,31 @@ impl Shaper {
             mut link,
         } = spec;
         let i = link.index;
-        let p0 = open_port(&opts, &opts.dev_in, i, x0, fanout[0])?;
-        let p1 = open_port(&opts, &opts.dev_out, i, x1, fanout[1])?;
+        let (p0, p1) = match opts.rx_split {
+            RxSplit::Flow => (
+                open_port(&opts, &opts.dev_in, i, x0, fanout[0])?,
+                open_port(&opts, &opts.dev_out, i, x1, fanout[1])?,
+            ),
+            // Worker i receives alone on interface i (no fanout group) and only transmits on
+            // the other one (`coord::run` checked: two workers, AF_PACKET).
+            RxSplit::Direction => {
+                let devs = [&opts.dev_in, &opts.dev_out];
+                let mut ports: Vec<Box<dyn Port>> = Vec::with_capacity(2);
+                for (k, dev) in devs.into_iter().enumerate() {
+                    let p = if k == i {
+                        PacketPort::open_with(dev, opts.rx_ring)
+                    } else {
+                        PacketPort::open_tx_only(dev)
+                    }
+                    .with_context(|| format!("cannot open {dev}"))?;
+                    ports.push(Box::new(p));
+                }
+                let (Some(p1), Some(p0)) = (ports.pop(), ports.pop()) else {
+                    anyhow::bail!("internal: a worker needs two ports");
+                };
+                (p0, p1)
+            }
+        };
         let mut out = Vec::new();
         for (d, spec) in dirs.into_iter().enumerate() {
             let to = 1 - d;

@@ -30,7 +30,8 @@ use crate::control::snapshot::{ReloadCounts, Snapshot};
 use crate::control::{ControlStats, Server};
 use crate::frame::Frame;
 use crate::http::Http;
-use crate::{guard, notify, render_config_error, sys, Options, Shaper};
+use crate::xdp::IoKind;
+use crate::{guard, notify, render_config_error, sys, Options, RxSplit, Shaper};
 
 const T_SIG: u64 = 1;
 const T_CTL: u64 = 2;
@@ -110,6 +111,18 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             "--emulate and --path-delay need one worker (the emulated line is one queue): drop --workers"
         );
     }
+    if opts.rx_split == RxSplit::Direction {
+        if n != 2 {
+            anyhow::bail!("--rx-split direction needs --workers 2 (one interface each), got {n}");
+        }
+        if !matches!(opts.io, IoKind::Packet | IoKind::Auto) {
+            anyhow::bail!(
+                "--rx-split direction runs on AF_PACKET (a worker transmits on the interface the \
+                 other receives on, which AF_XDP's one socket per queue does not allow here): \
+                 use --io packet"
+            );
+        }
+    }
     guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
     let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
     let mut texts: [Option<(String, String)>; 2] = [None, None];
@@ -145,10 +158,14 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     }
     let fanout = [fanout_group(&opts.dev_in), fanout_group(&opts.dev_out)];
     // AF_XDP: one attachment per interface, shared by the workers' sockets (one queue each).
-    let xdp = [
-        crate::xdp::attach_for_workers(&opts.dev_in, opts.io, n)?,
-        crate::xdp::attach_for_workers(&opts.dev_out, opts.io, n)?,
-    ];
+    let xdp = if opts.rx_split == RxSplit::Direction {
+        [None, None]
+    } else {
+        [
+            crate::xdp::attach_for_workers(&opts.dev_in, opts.io, n)?,
+            crate::xdp::attach_for_workers(&opts.dev_out, opts.io, n)?,
+        ]
+    };
     let mut workers = Vec::new();
     let mut shards: [Vec<Option<Shard<Frame>>>; 2] = [Vec::new(), Vec::new()];
     for d in 0..2 {
