@@ -232,6 +232,18 @@ fn tcp_goodput(lab: &Lab, secs: f64) -> f64 {
     server.join().unwrap()
 }
 
+/// One bulk TCP connection for 3 s through a 10 Mbit/s class: its goodput must be 9–10 Mbit/s.
+/// Returns the shaper's `stat` after it.
+fn tcp_at_ten_mbit(lab: &Lab) -> Value {
+    let bps = tcp_goodput(lab, 3.0);
+    eprintln!("goodput {:.2} Mbit/s", bps / 1e6);
+    assert!(
+        (9.0e6..=10.0e6).contains(&bps),
+        "goodput {bps} not within 9-10 Mbit/s"
+    );
+    lab.stat()
+}
+
 /// `--rx-split direction` with TCP: the data (received by worker 0 and scheduled by the worker
 /// owning class `c`) and the ACKs (the reverse direction is unshaped: received and sent on by
 /// worker 1) take two workers; the connection gets its class's rate, each interface's frames
@@ -241,13 +253,7 @@ fn a_worker_per_direction_carries_tcp_at_its_class_rate_once() {
     let Some(mut lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", THREE_CLASSES);
     lab.start_with(&p, &["--workers", "2", "--rx-split", "direction"]);
-    let bps = tcp_goodput(&lab, 3.0);
-    eprintln!("goodput {:.2} Mbit/s", bps / 1e6);
-    assert!(
-        (9.0e6..=10.0e6).contains(&bps),
-        "goodput {bps} not within 9-10 Mbit/s"
-    );
-    let st = lab.stat();
+    let st = tcp_at_ten_mbit(&lab);
     let ifs = &st["interfaces"];
     let sent = class(&st, "root")["sent_packets"].as_u64().unwrap();
     let tx_out = ifs[1]["tx_packets"].as_u64().unwrap();
@@ -270,13 +276,7 @@ fn tcp_is_shaped_to_policy_rate_and_arp_passes() {
     let Some(mut lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", ONE_CLASS);
     lab.start(&p);
-    let bps = tcp_goodput(&lab, 3.0);
-    eprintln!("goodput {:.2} Mbit/s", bps / 1e6);
-    assert!(
-        (9.0e6..=10.0e6).contains(&bps),
-        "goodput {bps} not within 9-10 Mbit/s"
-    );
-    let st = lab.stat();
+    let st = tcp_at_ten_mbit(&lab);
     let ifs = &st["interfaces"];
     assert!(
         ifs[0]["non_ip_passed"].as_u64().unwrap() >= 1,
