@@ -150,25 +150,9 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     if a.dev.len() != 2 {
         return Err(invalid("give exactly two interfaces: --dev IN --dev OUT"));
     }
-    if a.rx_split == linkshare_router::RxSplit::Direction && a.workers != 2 {
-        return Err(invalid(format!(
-            "--rx-split direction gives each of two workers one interface to receive on: use \
-             --workers 2 with it (got --workers {})",
-            a.workers
-        )));
-    }
-    if a.rx_split == linkshare_router::RxSplit::Direction
-        && !matches!(
-            a.io,
-            linkshare_router::IoKind::Packet | linkshare_router::IoKind::Auto
-        )
-    {
-        return Err(invalid(
-            "--rx-split direction runs on AF_PACKET (a worker transmits on the interface the \
-             other receives on): use --io packet with it"
-                .to_string(),
-        ));
-    }
+    a.rx_split
+        .check(usize::from(a.workers), a.io)
+        .map_err(invalid)?;
     if let Some(CpuList(cpus)) = &a.cpus {
         linkshare_router::affinity::check(cpus).map_err(|e| invalid(format!("--cpus: {e}")))?;
         if cpus.len() < usize::from(a.workers) {

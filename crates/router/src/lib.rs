@@ -115,6 +115,30 @@ pub enum RxSplit {
     Direction,
 }
 
+impl RxSplit {
+    /// Whether this split can run `workers` datapath threads on `io`; if not, why and the fix.
+    pub fn check(self, workers: usize, io: IoKind) -> Result<(), String> {
+        if self == RxSplit::Flow {
+            return Ok(());
+        }
+        if workers != 2 {
+            return Err(format!(
+                "--rx-split direction gives each of two workers one interface to receive on: \
+                 use --workers 2 with it (got --workers {workers})"
+            ));
+        }
+        if !matches!(io, IoKind::Packet | IoKind::Auto) {
+            return Err(
+                "--rx-split direction runs on AF_PACKET (a worker transmits on the \
+                        interface the other receives on, which AF_XDP's one socket per queue \
+                        does not allow here): use --io packet with it"
+                    .to_string(),
+            );
+        }
+        Ok(())
+    }
+}
+
 impl std::str::FromStr for RxSplit {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

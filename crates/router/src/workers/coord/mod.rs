@@ -30,7 +30,6 @@ use crate::control::snapshot::{ReloadCounts, Snapshot};
 use crate::control::{ControlStats, Server};
 use crate::frame::Frame;
 use crate::http::Http;
-use crate::xdp::IoKind;
 use crate::{guard, notify, render_config_error, sys, Options, RxSplit, Shaper};
 
 const T_SIG: u64 = 1;
@@ -111,18 +110,9 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             "--emulate and --path-delay need one worker (the emulated line is one queue): drop --workers"
         );
     }
-    if opts.rx_split == RxSplit::Direction {
-        if n != 2 {
-            anyhow::bail!("--rx-split direction needs --workers 2 (one interface each), got {n}");
-        }
-        if !matches!(opts.io, IoKind::Packet | IoKind::Auto) {
-            anyhow::bail!(
-                "--rx-split direction runs on AF_PACKET (a worker transmits on the interface the \
-                 other receives on, which AF_XDP's one socket per queue does not allow here): \
-                 use --io packet"
-            );
-        }
-    }
+    opts.rx_split
+        .check(n, opts.io)
+        .map_err(anyhow::Error::msg)?;
     guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
     let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
     let mut texts: [Option<(String, String)>; 2] = [None, None];
