@@ -94,8 +94,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "rr|hash", default_value = "rr")]
     pub placement: PlacementArg,
     /// Which worker receives what: flow (every worker on both interfaces, frames dealt by flow
-    /// hash) or direction (with --workers 2 and AF_PACKET: worker 0 receives on the first
-    /// interface and worker 1 on the second, so a connection's two directions run on two cores)
+    /// hash) or direction (with --workers 2: worker 0 receives on the first interface and
+    /// worker 1 on the second, so a connection's two directions run on two cores)
     #[arg(long, value_name = "flow|direction", default_value = "flow")]
     pub rx_split: linkshare_router::RxSplit,
     /// Directory of the interface locks (one `<ifname>@<netns>.lock` per interface, holding the
@@ -150,9 +150,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     if a.dev.len() != 2 {
         return Err(invalid("give exactly two interfaces: --dev IN --dev OUT"));
     }
-    a.rx_split
-        .check(usize::from(a.workers), a.io)
-        .map_err(invalid)?;
+    a.rx_split.check(usize::from(a.workers)).map_err(invalid)?;
     if let Some(CpuList(cpus)) = &a.cpus {
         linkshare_router::affinity::check(cpus).map_err(|e| invalid(format!("--cpus: {e}")))?;
         if cpus.len() < usize::from(a.workers) {

@@ -142,8 +142,8 @@ fn every_subcommand_follows_the_documented_exit_codes() {
             ],
             1,
         ),
-        // --rx-split direction gives each of two AF_PACKET workers an interface: anything
-        // else is a rejected option, before anything is opened.
+        // --rx-split direction gives each of two workers an interface: other counts are a
+        // rejected option, before anything is opened.
         (
             vec![
                 "run",
@@ -170,11 +170,9 @@ fn every_subcommand_follows_the_documented_exit_codes() {
                 "--dev",
                 "x1",
                 "--workers",
-                "2",
+                "3",
                 "--rx-split",
                 "direction",
-                "--io",
-                "xdp",
                 "--lock-dir",
                 locks,
             ],

@@ -250,9 +250,23 @@ fn tcp_at_ten_mbit(lab: &Lab) -> Value {
 /// are received by its worker alone and once, and every shaped packet leaves once.
 #[test]
 fn a_worker_per_direction_carries_tcp_at_its_class_rate_once() {
+    worker_per_direction_tcp("packet");
+}
+
+/// The same with AF_XDP receiving (native XDP on the veth, each worker's sockets on its own
+/// interface) and AF_PACKET transmitting on the other interface.
+#[test]
+fn a_worker_per_direction_over_af_xdp_carries_tcp_at_its_class_rate_once() {
+    worker_per_direction_tcp("xdp");
+}
+
+fn worker_per_direction_tcp(io: &str) {
     let Some(mut lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", THREE_CLASSES);
-    lab.start_with(&p, &["--workers", "2", "--rx-split", "direction"]);
+    lab.start_with(
+        &p,
+        &["--workers", "2", "--rx-split", "direction", "--io", io],
+    );
     let st = tcp_at_ten_mbit(&lab);
     let ifs = &st["interfaces"];
     let sent = class(&st, "root")["sent_packets"].as_u64().unwrap();

@@ -109,31 +109,21 @@ pub enum RxSplit {
     #[default]
     Flow,
     /// Two workers: worker 0 receives everything that arrives on the first interface, worker 1
-    /// on the second, and each transmits on the other one (a transmit-only socket there). A
+    /// on the second (with the `--io` asked for), and each transmits on the other one (an
+    /// AF_PACKET transmit-only socket there). A
     /// connection's two directions then run on two cores: on veth the data's transmit carries
     /// the receiver's stack and the ACKs' transmit the sender's (docs/router.md, "Workers").
     Direction,
 }
 
 impl RxSplit {
-    /// Whether this split can run `workers` datapath threads on `io`; if not, why and the fix.
-    pub fn check(self, workers: usize, io: IoKind) -> Result<(), String> {
-        if self == RxSplit::Flow {
-            return Ok(());
-        }
-        if workers != 2 {
+    /// Whether this split can run `workers` datapath threads; if not, why and the fix.
+    pub fn check(self, workers: usize) -> Result<(), String> {
+        if self == RxSplit::Direction && workers != 2 {
             return Err(format!(
                 "--rx-split direction gives each of two workers one interface to receive on: \
                  use --workers 2 with it (got --workers {workers})"
             ));
-        }
-        if !matches!(io, IoKind::Packet | IoKind::Auto) {
-            return Err(
-                "--rx-split direction runs on AF_PACKET (a worker transmits on the \
-                        interface the other receives on, which AF_XDP's one socket per queue \
-                        does not allow here): use --io packet with it"
-                    .to_string(),
-            );
         }
         Ok(())
     }

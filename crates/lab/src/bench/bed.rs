@@ -43,6 +43,9 @@ pub(super) enum Via {
     LinkshareXdpWorkers2,
     /// `linkshare run --io packet --workers 2 --rx-split direction` (a worker per direction).
     LinkshareWorkers2Dir,
+    /// `linkshare run --io xdp --workers 2 --rx-split direction` (AF_XDP receive, AF_PACKET
+    /// transmit).
+    LinkshareXdpWorkers2Dir,
 }
 
 impl Via {
@@ -63,6 +66,7 @@ impl Via {
             Via::LinkshareWorkers2 => "linkshare --workers 2",
             Via::LinkshareXdpWorkers2 => "linkshare --io xdp --workers 2",
             Via::LinkshareWorkers2Dir => "linkshare --workers 2 --rx-split direction",
+            Via::LinkshareXdpWorkers2Dir => "linkshare --io xdp --workers 2 --rx-split direction",
         }
     }
 }
@@ -176,6 +180,14 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
         Via::LinkshareWorkers2Dir => Box::new(LinkshareRouter::new(args(&[
             "--io",
             "packet",
+            "--workers",
+            "2",
+            "--rx-split",
+            "direction",
+        ]))?),
+        Via::LinkshareXdpWorkers2Dir => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "xdp",
             "--workers",
             "2",
             "--rx-split",

@@ -30,7 +30,7 @@ pub(super) fn throughput(secs: f64) -> anyhow::Result<Table> {
     let mut base = None;
     let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
     let two = n_classes("htb", 2, 10_000, PFIFO);
-    let rows: [(&str, Via, String); 10] = [
+    let rows: [(&str, Via, String); 11] = [
         (Via::None.name(), Via::None, String::new()),
         ("kernel HTB, 1 class", Via::Kernel, unlimited(PFIFO)),
         ("linkshare HTB, 1 class", Via::Linkshare, unlimited(PFIFO)),
@@ -63,6 +63,11 @@ pub(super) fn throughput(secs: f64) -> anyhow::Result<Table> {
         (
             "linkshare HTB, 2 classes, --workers 2 --rx-split direction",
             Via::LinkshareWorkers2Dir,
+            two.clone(),
+        ),
+        (
+            "linkshare HTB, 2 classes, --io xdp --workers 2 --rx-split direction",
+            Via::LinkshareXdpWorkers2Dir,
             two,
         ),
     ];

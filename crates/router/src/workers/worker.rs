@@ -76,19 +76,24 @@ impl Shaper {
                 open_port(&opts, &opts.dev_in, i, x0, fanout[0])?,
                 open_port(&opts, &opts.dev_out, i, x1, fanout[1])?,
             ),
-            // Worker i receives alone on interface i (no fanout group) and only transmits on
-            // the other one (`coord::run` checked: two workers, AF_PACKET).
+            // Worker i receives alone on interface i (no fanout group; AF_XDP on every queue, or
+            // AF_PACKET, as `--io` asks) and only transmits on the other one, through an
+            // AF_PACKET transmit ring: that interface's AF_XDP sockets, one per queue, belong to
+            // the worker receiving there (`coord::run` checked: two workers).
             RxSplit::Direction => {
                 let devs = [&opts.dev_in, &opts.dev_out];
                 let mut ports: Vec<Box<dyn Port>> = Vec::with_capacity(2);
                 for (k, dev) in devs.into_iter().enumerate() {
-                    let p = if k == i {
-                        PacketPort::open_with(dev, opts.rx_ring)
+                    let p: Box<dyn Port> = if k == i {
+                        crate::xdp::open_port(dev, opts.io, opts.rx_ring)
+                            .with_context(|| format!("cannot open {dev}"))?
                     } else {
-                        PacketPort::open_tx_only(dev)
-                    }
-                    .with_context(|| format!("cannot open {dev}"))?;
-                    ports.push(Box::new(p));
+                        Box::new(
+                            PacketPort::open_tx_only(dev)
+                                .with_context(|| format!("cannot open {dev}"))?,
+                        )
+                    };
+                    ports.push(p);
                 }
                 let (Some(p1), Some(p0)) = (ports.pop(), ports.pop()) else {
                     anyhow::bail!("internal: a worker needs two ports");

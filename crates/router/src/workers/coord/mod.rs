@@ -110,9 +110,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             "--emulate and --path-delay need one worker (the emulated line is one queue): drop --workers"
         );
     }
-    opts.rx_split
-        .check(n, opts.io)
-        .map_err(anyhow::Error::msg)?;
+    opts.rx_split.check(n).map_err(anyhow::Error::msg)?;
     guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
     let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
     let mut texts: [Option<(String, String)>; 2] = [None, None];
@@ -148,6 +146,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     }
     let fanout = [fanout_group(&opts.dev_in), fanout_group(&opts.dev_out)];
     // AF_XDP: one attachment per interface, shared by the workers' sockets (one queue each).
+    // With a worker per direction each worker opens its own interface whole (worker.rs).
     let xdp = if opts.rx_split == RxSplit::Direction {
         [None, None]
     } else {
