@@ -12,8 +12,18 @@
 //! [`REST_NS`] after every [`SPIN_NS`] of spinning (not counted): a real-time thread that never
 //! sleeps is stopped for 50 ms a second by the kernel's fair server (or RT throttling), which
 //! is a property of the spin, not of the machine.
+//!
+//! A loop that *sleeps* between departures (the shaper's default: it arms a timer a learnt
+//! margin early and spins only the rest, `linkshare_router::wake`) has a second floor: how late
+//! the timer wakes a sleeping thread. On a VM that is the host's latency in resuming a halted
+//! vCPU, not the guest's. [`measure_sleeper`] arms an absolute `CLOCK_MONOTONIC` timerfd a fixed
+//! period ahead and waits for it in `epoll_wait`, as the shaper's loop does, and records how
+//! late each wake-up is: the margin a sleeping loop would need to cover a given quantile.
 
+use std::os::fd::AsRawFd;
 use std::time::Instant;
+
+use linkshare_router::sys;
 
 /// Gaps shorter than this are the loop's own turn, not time taken away.
 const GAP_NS: u64 = 1_000;
@@ -72,6 +82,62 @@ pub(super) fn measure(secs: f64, fifo: Option<i32>) -> anyhow::Result<Floor> {
     Ok(quantiles(gaps, total))
 }
 
+/// Timer wake-up lateness (µs) of a thread that sleeps `period_us` between wake-ups.
+pub(super) struct Sleeper {
+    pub(super) p50_us: f64,
+    pub(super) p99_us: f64,
+    pub(super) p999_us: f64,
+    pub(super) max_us: f64,
+    pub(super) wakes: usize,
+}
+
+/// Sleep `period_us` at a time on a timerfd for `secs`, on a fresh thread.
+pub(super) fn measure_sleeper(secs: f64, period_us: u64) -> anyhow::Result<Sleeper> {
+    let h = std::thread::spawn(move || -> anyhow::Result<Vec<u64>> {
+        let ep = sys::epoll_create()?;
+        let timer = sys::timerfd_create()?;
+        sys::epoll_add(ep.as_raw_fd(), timer.as_raw_fd(), 1)?;
+        let end = sys::monotonic_ns() + (secs * 1e9) as u64;
+        let mut late = Vec::new();
+        let mut ready = Vec::new();
+        loop {
+            let at = sys::monotonic_ns() + period_us * 1_000;
+            if at > end {
+                break;
+            }
+            sys::timerfd_set_abs(timer.as_raw_fd(), at)?;
+            loop {
+                sys::epoll_wait(ep.as_raw_fd(), &mut ready, 1_000)?;
+                if !ready.is_empty() {
+                    break;
+                }
+            }
+            late.push(sys::monotonic_ns().saturating_sub(at));
+            sys::read_some(timer.as_raw_fd(), &mut [0u8; 8]);
+        }
+        Ok(late)
+    });
+    let late = h
+        .join()
+        .map_err(|_| anyhow::anyhow!("the sleeping thread panicked"))??;
+    Ok(sleeper_quantiles(late))
+}
+
+fn sleeper_quantiles(mut late: Vec<u64>) -> Sleeper {
+    late.sort_unstable();
+    let q = |f: f64| {
+        let i = ((late.len().max(1) - 1) as f64 * f).round() as usize;
+        late.get(i).copied().unwrap_or(0) as f64 / 1e3
+    };
+    Sleeper {
+        p50_us: q(0.5),
+        p99_us: q(0.99),
+        p999_us: q(0.999),
+        max_us: late.last().copied().unwrap_or(0) as f64 / 1e3,
+        wakes: late.len(),
+    }
+}
+
 /// The lateness distribution of a random instant over a run of `total` ns with these gaps.
 fn quantiles(mut gaps: Vec<u64>, total: u64) -> Floor {
     gaps.sort_unstable();
@@ -119,5 +185,17 @@ mod tests {
         // No gap at all: never late.
         let f = quantiles(vec![], 1_000_000_000);
         assert_eq!((f.p50_us, f.p99_us, f.max_us), (0.0, 0.0, 0.0));
+    }
+
+    #[test]
+    fn a_sleepers_quantiles_are_of_its_wake_ups() {
+        // 1,000 wake-ups: 989 on time (1 µs late), ten 100 µs late, one 5 ms late.
+        let mut late = vec![1_000u64; 989];
+        late.extend([100_000; 10]);
+        late.push(5_000_000);
+        let s = sleeper_quantiles(late);
+        assert_eq!((s.p50_us, s.p99_us, s.max_us), (1.0, 100.0, 5_000.0));
+        assert_eq!(s.p999_us, 100.0);
+        assert_eq!(s.wakes, 1_000);
     }
 }
