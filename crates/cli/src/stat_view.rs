@@ -121,6 +121,19 @@ pub fn render(st: &Snapshot) -> String {
         us(l.max),
         l.samples
     );
+    let t = &st.timer_wake_ns;
+    if t.samples > 0 {
+        let _ = writeln!(
+            out,
+            "  timer wake-ups late p50 {:.1}us p99 {:.1}us max {:.1}us ({} sleeps); early wake {:.1}us ({})",
+            us(t.p50),
+            us(t.p99),
+            us(t.max),
+            t.samples,
+            us(st.early_wake_ns),
+            if st.early_wake_learnt { "learnt" } else { "fixed" }
+        );
+    }
     for i in &st.interfaces {
         interface(&mut out, i);
     }
@@ -148,6 +161,7 @@ pub fn render_hello(h: &Hello) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linkshare_router::control::snapshot::LatenessNs;
     use linkshare_router::control::{answer, Offline, Response};
 
     /// Drawn from a tree declared breadth-first: each class sits under its own parent.
@@ -178,6 +192,27 @@ mod tests {
         // b1 comes after B, not after a1's parent A: rows follow the tree.
         let pos = |n: &str| text.find(&format!("class {n} ")).unwrap_or(usize::MAX);
         assert!(pos("B") < pos("b1") && pos("a1") < pos("B"), "{text}");
+    }
+
+    /// The timer's floor is shown once the loop has slept for a departure, not before.
+    #[test]
+    fn the_timer_line_shows_what_the_loop_measured() {
+        let mut s = Snapshot::default();
+        assert!(!render(&s).contains("timer wake-ups"));
+        s.timer_wake_ns = LatenessNs {
+            p50: 38_000,
+            p99: 52_500,
+            max: 900_000,
+            mean: 40_000,
+            samples: 12,
+        };
+        s.early_wake_ns = 75_000;
+        s.early_wake_learnt = true;
+        let text = render(&s);
+        assert!(
+            text.contains("timer wake-ups late p50 38.0us p99 52.5us max 900.0us (12 sleeps); early wake 75.0us (learnt)"),
+            "{text}"
+        );
     }
 
     #[test]

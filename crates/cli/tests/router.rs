@@ -283,6 +283,23 @@ fn worker_per_direction_tcp(io: &str) {
     }
     assert_eq!(ifs[0]["rx_ring_drops"], 0, "{st}");
     assert_eq!(ifs[1]["rx_ring_drops"], 0, "{st}");
+    timer_floor_reported(&st);
+}
+
+/// A class paced at 10 Mbit/s (a departure every 1.2 ms, longer than any early-wake margin)
+/// puts the loop to sleep on its timer: `stat` reports how late the timer woke it, merged over
+/// the workers.
+fn timer_floor_reported(st: &serde_json::Value) {
+    let t = &st["timer_wake_ns"];
+    let n = |k: &str| {
+        t[k].as_u64()
+            .unwrap_or_else(|| panic!("no timer_wake_ns.{k}: {st}"))
+    };
+    assert!(n("samples") > 0, "{st}");
+    assert!(
+        n("p50") <= n("p99") && n("p99") <= n("max") && n("mean") <= n("max"),
+        "{st}"
+    );
 }
 
 #[test]
@@ -304,6 +321,7 @@ fn tcp_is_shaped_to_policy_rate_and_arp_passes() {
     assert_eq!(tx_out, sent + non_ip, "{st}");
     assert_eq!(ifs[1]["tx_errors"], 0, "{st}");
     assert!(st["lateness_us"]["samples"].as_u64().unwrap() > 0);
+    timer_floor_reported(&st);
     // The frames went through the memory-mapped rings (the default V2 receive ring: frames
     // read from their slots, no V3 blocks), transmitted in batches.
     assert!(ifs[0]["rx_packets"].as_u64().unwrap() >= sent, "{st}");

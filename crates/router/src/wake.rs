@@ -11,7 +11,9 @@
 //! the [`QUANTILE`] of the last [`WINDOW`] samples plus [`SLACK`], clamped to
 //! [`MIN_MARGIN_NS`]..=`max`; it starts at `max` until a window is full. O(1) per sample, the
 //! quantile recomputed once per window (a sort of [`WINDOW`] integers). `--busy-poll-us US`
-//! fixes the margin instead (0: never spin).
+//! fixes the margin instead (0: never spin). Every sample also goes into a histogram that
+//! `stat` reports (`timer_wake_ns`): the timer's own lateness, the floor under the pacing
+//! lateness of a loop that sleeps — what the margin has to cover — fixed margin or learnt.
 //!
 //! The spin is bounded by a duty cycle: the loop reports the time it slept, and when it was
 //! busy more than [`MAX_DUTY`] of a [`DUTY_WINDOW_NS`] window the margin's cap halves (down to
@@ -20,6 +22,8 @@
 //! an ordinary thread that is a core thrown away, under `--realtime` the kernel's fair server
 //! (or RT throttling) then takes the core away for 50 ms in every second to run the starved
 //! ordinary tasks, a stall every queued packet waits out.
+
+use crate::hist::Hist;
 
 /// Samples per window.
 pub const WINDOW: usize = 256;
@@ -44,6 +48,8 @@ pub const RELAX_DUTY: f64 = 0.6;
 #[derive(Clone, Debug)]
 pub struct EarlyWake {
     fixed: Option<u64>,
+    /// Every timer wake-up's lateness since start.
+    hist: Hist,
     max: u64,
     margin: u64,
     samples: Vec<u64>,
@@ -60,6 +66,7 @@ impl EarlyWake {
         let max = max.max(MIN_MARGIN_NS);
         EarlyWake {
             fixed: None,
+            hist: Hist::default(),
             max,
             margin: START_MARGIN_NS.clamp(MIN_MARGIN_NS, max),
             samples: Vec::with_capacity(WINDOW),
@@ -73,6 +80,7 @@ impl EarlyWake {
     pub fn fixed(ns: u64) -> EarlyWake {
         EarlyWake {
             fixed: Some(ns),
+            hist: Hist::default(),
             max: ns,
             margin: ns,
             samples: Vec::new(),
@@ -120,10 +128,12 @@ impl EarlyWake {
 
     /// A timer armed for `armed` (ns) woke the loop at `woken`.
     pub fn record(&mut self, armed: u64, woken: u64) {
+        let late = woken.saturating_sub(armed);
+        self.hist.record(late);
         if self.fixed.is_some() {
             return;
         }
-        self.samples.push(woken.saturating_sub(armed));
+        self.samples.push(late);
         if self.samples.len() == WINDOW {
             self.samples.sort_unstable();
             let i = ((WINDOW - 1) as f64 * QUANTILE).round() as usize;
@@ -131,6 +141,11 @@ impl EarlyWake {
             self.margin = q.saturating_add(SLACK).clamp(MIN_MARGIN_NS, self.max);
             self.samples.clear();
         }
+    }
+
+    /// How late the timer woke the loop, every time it slept for one.
+    pub fn timer_hist(&self) -> &Hist {
+        &self.hist
     }
 
     /// Whether the margin is learnt (not fixed).
@@ -163,6 +178,12 @@ mod tests {
             w.record(0, 5_000_000);
         }
         assert_eq!(w.margin_ns(), MAX_MARGIN_NS);
+        // Every sample is in the histogram: a third of them 30 µs late, so the median too
+        // (a quantile is at most 12.5 % above the true value, hist.rs).
+        assert_eq!(w.timer_hist().count(), 3 * WINDOW as u64);
+        let p50 = w.timer_hist().quantile(0.5);
+        assert!((30_000..=33_750).contains(&p50), "{p50}");
+        assert_eq!(w.timer_hist().max(), 5_000_000);
     }
 
     #[test]
@@ -205,6 +226,9 @@ mod tests {
         }
         assert_eq!(w.margin_ns(), 50_000);
         assert!(!w.is_learning());
+        // The timer's lateness is still reported.
+        assert_eq!(w.timer_hist().count(), 2 * WINDOW as u64);
+        assert_eq!(w.timer_hist().max(), 1_000_000);
         assert_eq!(EarlyWake::fixed(0).margin_ns(), 0);
     }
 }

@@ -174,6 +174,8 @@ pub fn parse_stat(st: &Value) -> RouterStats {
     extra.insert("lateness_samples".to_string(), f(late, "samples"));
     extra.insert("catch_up_turns".to_string(), f(st, "catch_up_turns"));
     extra.insert("early_wake_us".to_string(), f(st, "early_wake_ns") / 1e3);
+    let timer = &st["timer_wake_ns"];
+    extra.insert("timer_wake_p99_us".to_string(), f(timer, "p99") / 1e3);
     RouterStats {
         classes,
         kind: d["kind"].as_str().unwrap_or("none").to_string(),

@@ -42,6 +42,10 @@ pub struct Snapshot {
     pub early_wake_ns: u64,
     #[serde(default)]
     pub early_wake_learnt: bool,
+    /// How late the timer woke the loop each time it slept towards a departure: the floor
+    /// under `lateness_ns` for a loop that sleeps, which `early_wake_ns` is there to cover.
+    #[serde(default)]
+    pub timer_wake_ns: LatenessNs,
     /// Scheduler turns replayed to catch up late wake-ups (`--catch-up-ms`).
     #[serde(default)]
     pub catch_up_turns: u64,

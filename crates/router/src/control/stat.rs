@@ -94,6 +94,17 @@ pub(crate) fn fill_sched(d: &mut DirectionSnapshot, s: &Sched, live: &HashMap<St
     d.classes = classes(s, live);
 }
 
+/// The quantiles of histogram `h`, in ns.
+pub(crate) fn quantiles_ns(h: &Hist) -> LatenessNs {
+    LatenessNs {
+        p50: h.quantile(0.5),
+        p99: h.quantile(0.99),
+        max: h.max(),
+        mean: h.mean(),
+        samples: h.count(),
+    }
+}
+
 /// The pacing lateness fields of a snapshot from histogram `h`.
 pub(crate) fn fill_lateness(s: &mut Snapshot, h: &Hist) {
     s.lateness_us = LatenessUs {
@@ -102,13 +113,7 @@ pub(crate) fn fill_lateness(s: &mut Snapshot, h: &Hist) {
         max: h.max().div_ceil(1000),
         samples: h.count(),
     };
-    s.lateness_ns = LatenessNs {
-        p50: h.quantile(0.5),
-        p99: h.quantile(0.99),
-        max: h.max(),
-        mean: h.mean(),
-        samples: h.count(),
-    };
+    s.lateness_ns = quantiles_ns(h);
     s.lateness_hist = LatenessHist {
         le_ns: LATENESS_BOUNDS_NS.to_vec(),
         buckets: h.cumulative(&LATENESS_BOUNDS_NS),
@@ -170,6 +175,7 @@ impl Shaper {
             reloads: self.reloads,
             early_wake_ns: self.wake.margin_ns(),
             early_wake_learnt: self.wake.is_learning(),
+            timer_wake_ns: quantiles_ns(self.wake.timer_hist()),
             catch_up_turns: self.catch_up_turns,
             ..Snapshot::default()
         };

@@ -21,6 +21,7 @@ pub(crate) struct Part {
     pub worker: usize,
     pub snap: Snapshot,
     pub lateness: Hist,
+    pub timer: Hist,
     pub handoff: HandoffCounts,
 }
 
@@ -32,6 +33,7 @@ impl Part {
                 worker,
                 snap,
                 lateness,
+                timer,
                 handoff,
             } => Some((
                 seq,
@@ -39,6 +41,7 @@ impl Part {
                     worker,
                     snap: *snap,
                     lateness: *lateness,
+                    timer: *timer,
                     handoff,
                 },
             )),
@@ -131,10 +134,12 @@ fn add_direction(a: &mut DirectionSnapshot, b: &DirectionSnapshot) {
 pub(crate) fn merge(mut parts: Vec<Part>) -> Snapshot {
     parts.sort_by_key(|p| p.worker);
     let mut lateness = Hist::default();
+    let mut timer = Hist::default();
     let mut workers = Vec::new();
     let mut out: Option<Snapshot> = None;
     for p in parts {
         lateness.merge(&p.lateness);
+        timer.merge(&p.timer);
         workers.push(WorkerSnapshot {
             index: p.worker,
             rx_packets: p.snap.interfaces.iter().map(|i| i.rx_packets).sum(),
@@ -173,6 +178,7 @@ pub(crate) fn merge(mut parts: Vec<Part>) -> Snapshot {
     }
     let mut s = out.unwrap_or_default();
     crate::control::stat::fill_lateness(&mut s, &lateness);
+    s.timer_wake_ns = crate::control::stat::quantiles_ns(&timer);
     s.workers = workers;
     s
 }
@@ -197,6 +203,9 @@ mod tests {
         let sent: u64 = rows.iter().skip(1).map(|c| c.sent_packets).sum();
         let mut lateness = Hist::default();
         lateness.record(1_000 * (worker as u64 + 1));
+        let mut timer = Hist::default();
+        timer.record(40_000 * (worker as u64 + 1));
+        timer.record(30_000);
         Part {
             worker,
             snap: Snapshot {
@@ -221,6 +230,7 @@ mod tests {
                 ..Snapshot::default()
             },
             lateness,
+            timer,
             handoff: HandoffCounts {
                 sent: 3,
                 ..HandoffCounts::default()
@@ -253,6 +263,8 @@ mod tests {
         assert_eq!(d.qdisc.as_ref().map(|q| q.dequeued), Some(12));
         assert_eq!(s.interfaces[0].rx_packets, 15);
         assert_eq!(s.lateness_ns.samples, 2);
+        assert_eq!(s.timer_wake_ns.samples, 4);
+        assert_eq!(s.timer_wake_ns.max, 80_000);
         assert_eq!(s.workers.len(), 2);
         assert_eq!(s.workers[1].rx_packets, 9);
         assert_eq!(s.workers.iter().map(|w| w.handed_off).sum::<u64>(), 6);

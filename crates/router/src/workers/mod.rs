@@ -125,6 +125,8 @@ pub(crate) enum Reply {
         worker: usize,
         snap: Box<Snapshot>,
         lateness: Box<Hist>,
+        /// The worker's timer wake-up lateness (`wake::EarlyWake::timer_hist`).
+        timer: Box<Hist>,
         handoff: HandoffCounts,
     },
     Installed {

@@ -293,6 +293,7 @@ impl Shaper {
             worker: l.index,
             snap: Box::new(snap),
             lateness: Box::new(self.lateness.clone()),
+            timer: Box::new(self.wake.timer_hist().clone()),
             handoff: l.counts,
         });
     }
