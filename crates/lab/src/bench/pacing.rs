@@ -129,7 +129,12 @@ pub(super) fn pacing(secs: f64) -> anyhow::Result<Table> {
             format!("{:.1}", g("lateness_p99_us")),
             format!("{:.0}", g("lateness_max_us")),
             format!("{:.0}", g("catch_up_turns")),
-            format!("{:.1}", g("timer_wake_p99_us")),
+            // A loop that never slept on its timer (a fixed spin) has no sample to show.
+            if g("timer_wake_samples") > 0.0 {
+                format!("{:.1}", g("timer_wake_p99_us"))
+            } else {
+                "– (never slept)".into()
+            },
             format!("{:.0}", g("early_wake_us")),
             load_average(),
         ]);

@@ -176,6 +176,7 @@ pub fn parse_stat(st: &Value) -> RouterStats {
     extra.insert("early_wake_us".to_string(), f(st, "early_wake_ns") / 1e3);
     let timer = &st["timer_wake_ns"];
     extra.insert("timer_wake_p99_us".to_string(), f(timer, "p99") / 1e3);
+    extra.insert("timer_wake_samples".to_string(), f(timer, "samples"));
     RouterStats {
         classes,
         kind: d["kind"].as_str().unwrap_or("none").to_string(),
