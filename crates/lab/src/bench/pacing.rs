@@ -145,40 +145,35 @@ pub(super) fn pacing(secs: f64) -> anyhow::Result<Table> {
         ("floor: a bare spin loop, SCHED_FIFO 10", Some(10)),
     ] {
         let f = floor::measure(secs, fifo)?;
-        t.row(vec![
-            name.into(),
-            format!("none ({:.0} gaps > 20 µs a second)", f.gaps_over_20us_per_s),
-            "–".into(),
-            "–".into(),
-            "–".into(),
-            "–".into(),
-            format!("{:.1}", f.p50_us),
-            format!("{:.1}", f.p99_us),
-            format!("{:.0}", f.max_us),
-            "–".into(),
-            "–".into(),
-            "–".into(),
-            load_average(),
-        ]);
+        let load = format!("none ({:.0} gaps > 20 µs a second)", f.gaps_over_20us_per_s);
+        t.row(floor_row(name.into(), load, f.p50_us, f.p99_us, f.max_us));
     }
     // A loop that sleeps between departures has the timer's own wake-up latency as its floor.
     for period_us in [100, 500] {
         let f = floor::measure_sleeper(secs, period_us)?;
-        t.row(vec![
-            format!("floor: a thread sleeping {period_us} µs on a timer"),
-            format!("none ({} wake-ups; p99.9 {:.1} µs)", f.wakes, f.p999_us),
-            "–".into(),
-            "–".into(),
-            "–".into(),
-            "–".into(),
-            format!("{:.1}", f.p50_us),
-            format!("{:.1}", f.p99_us),
-            format!("{:.0}", f.max_us),
-            "–".into(),
-            "–".into(),
-            "–".into(),
-            load_average(),
-        ]);
+        let name = format!("floor: a thread sleeping {period_us} µs on a timer");
+        let load = format!("none ({} wake-ups; p99.9 {:.1} µs)", f.wakes, f.p999_us);
+        t.row(floor_row(name, load, f.p50_us, f.p99_us, f.max_us));
     }
     Ok(t)
+}
+
+/// A floor row of the table: its lateness quantiles in the lateness columns, nothing else.
+fn floor_row(name: String, load: String, p50_us: f64, p99_us: f64, max_us: f64) -> Vec<String> {
+    let dash = || "–".to_string();
+    vec![
+        name,
+        load,
+        dash(),
+        dash(),
+        dash(),
+        dash(),
+        format!("{p50_us:.1}"),
+        format!("{p99_us:.1}"),
+        format!("{max_us:.0}"),
+        dash(),
+        dash(),
+        dash(),
+        load_average(),
+    ]
 }
