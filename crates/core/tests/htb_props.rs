@@ -3,7 +3,8 @@
 //! Properties (issue 2, item 12):
 //! * byte conservation: enqueued = dequeued + dropped + backlog after every call;
 //! * no class sends more than `ceil` over any window longer than `cburst/ceil` (plus one packet);
-//! * a backlogged leaf gets at least its `rate`;
+//! * a backlogged leaf gets at least its `rate` (given a burst that covers its wait for the link:
+//!   `run` raises a default burst that does not, as an operator on a slow link would);
 //! * no backlogged class with tokens starves (bounded gap between its departures).
 
 use linkshare_core::classify::Classifier;
@@ -105,6 +106,14 @@ fn run(tree: &Tree, sizes: &[u32], on_off: &[(u64, u64)], duration: u64) -> Run 
             );
             s.prio = prio;
             s.leaf = LeafSpec::Fifo(FifoLimit::Packets(50));
+            // HTB guarantees a backlogged leaf its rate only while its bucket does not fill
+            // up as it waits its turn (module docs, "Exact accounting"): here the wait is up to
+            // one link packet of every other leaf, which the default burst (one MTU and 1 ms
+            // of rate) does not cover when the link is slow against the leaf's rate. An
+            // operator on such a link raises the burst; so does the test, where it is short.
+            let wait_bytes = (tree.leaves.len() as u64 + 2) * MTU as u64 * rate / tree.link.max(1);
+            let need = u32::try_from(wait_bytes + MTU as u64).unwrap_or(u32::MAX);
+            s.burst = s.burst.max(need);
             s
         })
         .collect();
