@@ -101,6 +101,7 @@ impl<P: Packet> Htb<P> {
                 active: 0,
             });
         }
+        crate::hugepages::collapse(&classes);
         let n_inner = inner.len();
         names.shrink();
         profiles.shrink_to_fit();

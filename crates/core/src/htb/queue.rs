@@ -207,6 +207,20 @@ impl<P: Packet> Htb<P> {
         }
     }
 
+    /// Double the packet pool into a new allocation advised huge before it is written
+    /// (`crate::hugepages`): the slots are read at random, and a vector grown in place keeps the
+    /// small pages its old part was faulted in with (a reallocation moves them as they are).
+    /// Amortised O(1) per slot, as `Vec::push`.
+    #[cold]
+    #[inline(never)]
+    fn grow_pool(&mut self) {
+        let cap = (self.pool.capacity() * 2).max(1024);
+        let mut pool = crate::hugepages::with_capacity(cap);
+        pool.append(&mut self.pool);
+        crate::hugepages::collapse(&pool);
+        self.pool = pool;
+    }
+
     /// Tail-drop enqueue into a leaf's inline FIFO. O(1).
     pub(super) fn fifo_push(&mut self, c: u32, pkt: P) -> Result<(), Dropped<P>> {
         let len = pkt.len();
@@ -235,14 +249,13 @@ impl<P: Packet> Htb<P> {
             };
             s
         } else {
-            let cap = self.pool.capacity();
+            if self.pool.len() == self.pool.capacity() {
+                self.grow_pool();
+            }
             self.pool.push(Slot {
                 pkt: Some(pkt),
                 next: NIL,
             });
-            if self.pool.capacity() != cap {
-                crate::hugepages::advise(&self.pool);
-            }
             (self.pool.len() - 1) as u32
         };
         // The circle: the new slot follows the last and leads back to the first.
@@ -273,7 +286,15 @@ impl<P: Packet> Htb<P> {
         if first == last {
             q.tail = NIL;
         } else {
-            self.pool[last as usize].next = self.pool[first as usize].next;
+            let next = self.pool[first as usize].next;
+            self.pool[last as usize].next = next;
+            // The leaf's next packet, likely the next one served (a leaf sends until its
+            // deficit runs out): its slot was written when it arrived, long ago under a backlog.
+            if self.warmth.prefetch() {
+                if let Some(s) = self.pool.get(next as usize) {
+                    prefetch(s);
+                }
+            }
         }
         q.len -= 1;
         q.bytes -= pkt.len();
