@@ -131,12 +131,19 @@ impl<P: Packet> Htb<P> {
     /// The prefetches of [`Self::enqueue_burst_to`] (when `warmth` says they pay).
     fn prefetch_burst(&self, classes: &[ClassId]) {
         for &c in classes {
-            self.prefetch_class(c);
+            if let Some(cl) = self.classes.get(c as usize) {
+                prefetch(cl);
+            }
         }
         let far = self.classes.len() >= PREFETCH_NEIGHBOURS_MIN;
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
                 if cl.active == 0 {
+                    // Activated now and served soon: its counters too (a backlogged leaf's
+                    // are charged only when the round robin reaches it, which prefetches them).
+                    if let Some(k) = self.cold.get(c as usize) {
+                        prefetch(k);
+                    }
                     self.prefetch_class(cl.parent);
                     let parked = cl.link.left != NIL || cl.link.right != NIL;
                     if far && cl.mode == ClassMode::CanSend && cl.level == 0 && !parked {
