@@ -6,9 +6,12 @@
 //! (a thousand active leaves spread over a million classes touch thousands of pages, more than
 //! the TLB holds). Where the system leaves transparent huge pages to the program
 //! (`/sys/kernel/mm/transparent_hugepage/enabled` = `madvise`, Debian's default), asking for them
-//! on those arrays before their pages are first touched backs them with 2 MiB pages. The advice
-//! is a hint: it changes no value, it is skipped for arrays smaller than one huge page and on
-//! other systems, and a refusal (no THP in the kernel) is ignored.
+//! on those arrays before their pages are first touched backs them with 2 MiB pages; memory the
+//! allocator hands out again (freed temporaries of the build, a pool before it doubled) was
+//! faulted in before, so an array written there is collapsed into huge pages afterwards
+//! (`MADV_COLLAPSE`). The advice is a hint: it changes no value, it is skipped for arrays
+//! smaller than one huge page and on other systems, and a refusal (no THP in the kernel, a
+//! kernel before 6.1 for the collapse) is ignored.
 
 /// Size of a huge page on x86_64 and aarch64 with 4 KiB base pages.
 const HUGE: usize = 2 << 20;

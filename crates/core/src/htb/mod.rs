@@ -101,8 +101,10 @@
 //! its queue's tail slot; at dequeue, the hot record and counters of the leaf and of each
 //! ancestor charged (`d` of each), the head slot, and the profiles (few, shared, so cached). With
 //! a million classes the leaf's lines are cache (and TLB) misses; [`Htb::enqueue_burst_to`]
-//! prefetches a whole burst's records before touching them, and dequeue prefetches the next
-//! leaves of the list being served, so those misses overlap instead of adding up
+//! prefetches a whole burst's records before touching them (and the counters of the idle
+//! leaves among them, which are served soon), dequeue prefetches the next leaves of the list
+//! being served, and taking a packet from a leaf prefetches the slot of the leaf's next one
+//! (a leaf sends several in a row), so those misses overlap instead of adding up
 //! (`linkshare bench sched`, BENCHMARKS.md). The hints only pay when the leaves the traffic
 //! touches are out of the caches, so whether to give them is judged from the traffic
 //! (`warmth`: the share of enqueues whose leaf went unserved for an epoch of 2,048 packets), not
@@ -138,9 +140,10 @@
 //! inner classes + 3.7 of name): 124 MB, measured by a counting allocator in
 //! `tests/htb_memory.rs` (it was 131 bytes with the leaf's link in a separate array, a FIFO head
 //! index, `giants` for every class and names whole with a 4-byte index; 163 before the hot/cold
-//! split). The large per-class arrays are advised to transparent huge pages
-//! (`crate::hugepages`), so that a few active leaves spread over a million classes do not each
-//! cost a TLB miss.
+//! split). The large per-class arrays and the packet pool are in transparent huge pages
+//! (`crate::hugepages`: advised before they are written, collapsed after), so that a few active
+//! leaves spread over a million classes, or a million queued packets, do not each cost a TLB
+//! miss.
 
 //! ## Layout
 //! This file holds the records and the [`Discipline`] hooks; by concern: `tokens` (buckets,
