@@ -346,9 +346,16 @@ fn bench_forwarding_measures_every_router() {
     assert!(stdout.contains("| router B |"), "{stdout}");
     let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
     let rows = v["results"]["forwarding"].as_array().unwrap();
-    // Bridge, kernel HTB, linkshare pfifo, HTB over AF_PACKET (V2, V3), over AF_XDP (native,
-    // generic), CBQ.
-    assert_eq!(rows.len(), 8, "{v}");
+    // No router (the ends alone), bridge, kernel HTB, linkshare pfifo, HTB over AF_PACKET (V2,
+    // V3), over AF_XDP (native, generic), CBQ.
+    assert_eq!(rows.len(), 9, "{v}");
+    assert!(
+        rows[0]["router B"]
+            .as_str()
+            .unwrap()
+            .starts_with("no router"),
+        "{v}"
+    );
     for io in ["--io xdp", "--io xdp-generic"] {
         assert!(
             rows.iter()
@@ -366,6 +373,16 @@ fn bench_forwarding_measures_every_router() {
             assert!(ns > 10.0 && ns < 1e6, "{router}: {ns} ns/pkt");
         } else {
             assert_eq!(cpu, "–", "{router}");
+        }
+        // Every row's machine CPU over the kernel HTB row's, which is itself 1.
+        let ratio: f64 = r["machine CPU / kernel HTB's"]
+            .as_str()
+            .unwrap()
+            .parse()
+            .unwrap();
+        assert!(ratio > 0.0 && ratio < 1e3, "{router}: {ratio}");
+        if router.starts_with("kernel HTB") {
+            assert_eq!(r["machine CPU / kernel HTB's"], "1.00", "{router}");
         }
     }
     assert!(v["machine"]["cores"].as_u64().unwrap() >= 1);

@@ -13,6 +13,8 @@ use crate::testbed::{interrupted, KernelRouter, LinkshareRouter, Router, Testbed
 /// The three ways router B forwards.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Via {
+    /// No router at all: A and C on one veth pair ([`Testbed::direct`]), the ends' own cost.
+    Direct,
     /// A Linux bridge, no shaping.
     None,
     /// A Linux bridge with the kernel's HTB (from `export tc`) on the port towards C.
@@ -51,6 +53,7 @@ pub(super) enum Via {
 impl Via {
     pub(super) fn name(self) -> &'static str {
         match self {
+            Via::Direct => "no router (A and C on one veth pair)",
             Via::None => "no shaper (bridge)",
             Via::Kernel => "kernel HTB",
             Via::Linkshare => "linkshare",
@@ -131,8 +134,12 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
     } else {
         1
     };
-    let mut t = Testbed::with_queues(queues)?;
     let router: Box<dyn Router> = match via {
+        Via::Direct => {
+            let t = Testbed::direct()?;
+            t.wait_reachable()?;
+            return Ok(Bed { t, pid: None });
+        }
         Via::None => Box::new(KernelRouter::bridge()),
         Via::Kernel => Box::new(KernelRouter::htb(linkshare_interop::tc::export::tc_script)),
         Via::Linkshare => Box::new(LinkshareRouter::new(args(&["--io", "packet"]))?),
@@ -206,6 +213,7 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
             "2",
         ]))?),
     };
+    let mut t = Testbed::with_queues(queues)?;
     let file = t.write_file("policy.toml", policy)?;
     t.start_router(router, &file)?;
     t.wait_reachable()?;

@@ -14,13 +14,18 @@ pub(super) fn forwarding(secs: f64) -> anyhow::Result<Table> {
             "forwarded (kpps)",
             "shaper CPU (ns/pkt)",
             "machine CPU (ns/pkt)",
+            "machine CPU / kernel HTB's",
         ],
         "60-byte frames from one UDP sender as fast as it can (sendmmsg), counted at C's interface, median of `--repeat` runs; policies never limit (10 Gbit/s). Shaper CPU is the linkshare process's \
          user + system time per forwarded packet; machine CPU is all busy time of the machine \
-         (sender, bridge or shaper, receiver) per forwarded packet. Seed 001 Table 4 compares \
-         FIFO with CBQ on a 1998 PC router.",
+         (sender, bridge or shaper, receiver) per forwarded packet, and its last column that \
+         figure over the kernel's HTB row of the same run. The first row has no router: A and \
+         C share one veth pair, so it is what the sender and the sink cost alone, the floor \
+         under every router's machine CPU on this testbed. Seed 001 Table 4 compares FIFO with \
+         CBQ on a 1998 PC router.",
     );
     let rows: Vec<(&str, Via, String)> = vec![
+        (Via::Direct.name(), Via::Direct, String::new()),
         ("no shaper (bridge)", Via::None, String::new()),
         ("kernel HTB, 1 class", Via::Kernel, unlimited(PFIFO)),
         (
@@ -50,15 +55,26 @@ pub(super) fn forwarding(secs: f64) -> anyhow::Result<Table> {
             n_classes("cbq", 1, 10_000, PFIFO),
         ),
     ];
+    let mut measured = Vec::with_capacity(rows.len());
     for (label, via, policy) in rows {
         let b = bed(via, &policy)?;
-        let m = measure_flood(&b, small_flood(1, 1), secs)?;
+        measured.push((label, via, measure_flood(&b, small_flood(1, 1), secs)?));
+    }
+    let kernel = measured
+        .iter()
+        .find(|(_, via, _)| *via == Via::Kernel)
+        .map(|(_, _, m)| m.machine_ns_per_pkt());
+    for (label, _, m) in measured {
+        let ratio = kernel
+            .map(|k| m.machine_ns_per_pkt() / k)
+            .filter(|r| r.is_finite());
         t.row(vec![
             label.into(),
             format!("{:.0}", m.sent as f64 / (secs + 0.3) / 1e3),
             format!("{:.0}", m.kpps()),
             fmt_opt(m.shaper_ns_per_pkt(), 0),
             format!("{:.0}", m.machine_ns_per_pkt()),
+            fmt_opt(ratio, 2),
         ]);
     }
     Ok(t)

@@ -38,6 +38,8 @@ pub struct Testbed {
     router: Option<Box<dyn Router>>,
     /// Queues per veth (1 unless built with [`Testbed::with_queues`]).
     queues: u32,
+    /// A and C on one veth pair, no B ([`Testbed::direct`]).
+    direct: bool,
 }
 
 impl Testbed {
@@ -50,6 +52,18 @@ impl Testbed {
     /// AF_XDP takes one receive queue per worker; a veth hands a frame to the peer's receive
     /// queue of the index its sender's transmit queue had, which the kernel picks by flow hash).
     pub fn with_queues(queues: u32) -> anyhow::Result<Testbed> {
+        Self::make(queues, false)
+    }
+
+    /// A and C joined by one veth pair (`dev_a` ── `dev_c`), no router namespace between them:
+    /// what the sender and the sink cost per frame with nothing in between, the floor under
+    /// every router's machine CPU in `lab bench` (a router in B adds its own work to theirs).
+    /// `ns_r`, `dev_ra` and `dev_rc` are named but never created; starting a router on it fails.
+    pub fn direct() -> anyhow::Result<Testbed> {
+        Self::make(1, true)
+    }
+
+    fn make(queues: u32, direct: bool) -> anyhow::Result<Testbed> {
         if let Some(why) = unavailable() {
             bail!("{why}");
         }
@@ -75,6 +89,7 @@ impl Testbed {
             dir,
             router: None,
             queues: queues.max(1),
+            direct,
         };
         let created = bed.build();
         match created {
@@ -87,6 +102,9 @@ impl Testbed {
     }
 
     fn build(&mut self) -> anyhow::Result<()> {
+        if self.direct {
+            return self.build_direct();
+        }
         for ns in [&self.ns_a, &self.ns_r, &self.ns_c] {
             ip(&["netns", "add", ns])?;
         }
@@ -107,33 +125,55 @@ impl Testbed {
             args.extend_from_slice(&["netns", pns]);
             ip(&args)?;
         }
-        ip(&[
-            "-n",
-            &self.ns_a,
-            "addr",
-            "add",
-            &format!("{ADDR_A}/24"),
-            "dev",
-            &self.dev_a,
-        ])?;
-        ip(&[
-            "-n",
-            &self.ns_c,
-            "addr",
-            "add",
-            &format!("{ADDR_C}/24"),
-            "dev",
-            &self.dev_c,
-        ])?;
-        for (ns, dev) in [
+        self.address_ends()?;
+        self.bring_up(&[
             (&self.ns_a, &self.dev_a),
             (&self.ns_r, &self.dev_ra),
             (&self.ns_r, &self.dev_rc),
             (&self.ns_c, &self.dev_c),
+        ])
+    }
+
+    /// [`Testbed::direct`]: A and C only, one veth pair between them.
+    fn build_direct(&mut self) -> anyhow::Result<()> {
+        for ns in [&self.ns_a, &self.ns_c] {
+            ip(&["netns", "add", ns])?;
+        }
+        ip(&[
+            "link",
+            "add",
+            &self.dev_a,
+            "netns",
+            &self.ns_a,
+            "type",
+            "veth",
+            "peer",
+            "name",
+            &self.dev_c,
+            "netns",
+            &self.ns_c,
+        ])?;
+        self.address_ends()?;
+        self.bring_up(&[(&self.ns_a, &self.dev_a), (&self.ns_c, &self.dev_c)])
+    }
+
+    /// A's and C's addresses on the shared segment.
+    fn address_ends(&self) -> anyhow::Result<()> {
+        for (ns, addr, dev) in [
+            (&self.ns_a, ADDR_A, &self.dev_a),
+            (&self.ns_c, ADDR_C, &self.dev_c),
         ] {
+            ip(&["-n", ns, "addr", "add", &format!("{addr}/24"), "dev", dev])?;
+        }
+        Ok(())
+    }
+
+    /// Links (and each namespace's loopback) up, offloads off.
+    fn bring_up(&self, devs: &[(&String, &String)]) -> anyhow::Result<()> {
+        for (ns, dev) in devs {
             ip(&["-n", ns, "link", "set", dev, "up"])?;
             ip(&["-n", ns, "link", "set", "lo", "up"])?;
-            let d = dev.clone();
+            let d = (*dev).clone();
             in_ns(ns, move || offloads_off(&d))?;
         }
         Ok(())
@@ -183,6 +223,9 @@ impl Testbed {
         mut router: Box<dyn Router>,
         policy: &Path,
     ) -> anyhow::Result<()> {
+        if self.direct {
+            bail!("this testbed has no router namespace (Testbed::direct): nothing to start");
+        }
         let r = router.start(self, policy);
         self.router = Some(router);
         r
