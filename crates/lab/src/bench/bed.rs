@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use crate::testbed::{interrupted, KernelRouter, LinkshareRouter, Router, Testbed};
 
-/// The three ways router B forwards.
+/// How router B forwards (or, for [`Via::Direct`], that there is no B).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Via {
     /// No router at all: A and C on one veth pair ([`Testbed::direct`]), the ends' own cost.
