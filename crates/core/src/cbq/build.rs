@@ -207,7 +207,7 @@ impl<P: Packet> Cbq<P> {
             sleep_t: BTreeSet::new(),
             sleep_borrowers: Default::default(),
             eff_cursor: [0; NUM_PRIO],
-            unsat: (0..MAX_DEPTH).map(|_| BTreeSet::new()).collect(),
+            unsat: (0..MAX_DEPTH).map(|_| unsat::Unsat::default()).collect(),
             ifnow: 0,
             maxiftime,
             cutoff: NO_CUTOFF,

@@ -76,6 +76,7 @@ mod serve;
 mod share;
 mod spec;
 mod stats;
+mod unsat;
 pub use build::wrr_allotments;
 pub use estimator::{derive, tx_ns, Derived, Estimator, Verdict, FILTER_GAIN};
 pub use spec::*;
@@ -191,8 +192,9 @@ pub struct Cbq<P: Packet> {
     /// Sleeping leaves that may borrow, per prio (candidates of `efficient`), and a cursor.
     sleep_borrowers: [BTreeSet<u32>; NUM_PRIO],
     eff_cursor: [u32; NUM_PRIO],
-    /// Per height: classes with a backlogged descendant, keyed by `undertime` (0 if underlimit).
-    unsat: Vec<BTreeSet<(u64, u32)>>,
+    /// Per height: classes with a backlogged descendant, keyed by `undertime` (0 if underlimit;
+    /// `unsat.rs`).
+    unsat: Vec<unsat::Unsat>,
     ifnow: u64,
     maxiftime: u64,
     cutoff: u32,
@@ -200,6 +202,14 @@ pub struct Cbq<P: Packet> {
     classifier: Classifier,
     default: u32,
     books: Books<P>,
+}
+
+/// Whether `(k, c)` is class `c`'s entry in its unsatisfied set now: `c` has a backlogged
+/// descendant and its key (`undertime`, 0 if none) is `k` (what [`unsat::Unsat`] asks).
+fn filed_with<P>(classes: &[Class<P>], k: u64, c: u32) -> bool {
+    classes
+        .get(c as usize)
+        .is_some_and(|cl| cl.active > 0 && cl.undertime.unwrap_or(0) == k)
 }
 
 impl<P: Packet> Cbq<P> {

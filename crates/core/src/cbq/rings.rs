@@ -17,9 +17,9 @@ impl<P: Packet> Cbq<P> {
             let cl = &mut self.classes[x as usize];
             cl.active += 1;
             if cl.active == 1 {
-                let k = cl.undertime.unwrap_or(0);
-                let h = cl.height as usize;
-                self.unsat[h].insert((k, x));
+                let (k, h) = (cl.undertime.unwrap_or(0), cl.height as usize);
+                let classes = &self.classes;
+                self.unsat[h].insert(k, x, |k, y| filed_with(classes, k, y));
             }
             x = self.classes[x as usize].parent;
         }
@@ -36,11 +36,12 @@ impl<P: Packet> Cbq<P> {
         let mut x = c;
         while x != NIL {
             let cl = &mut self.classes[x as usize];
+            let was = cl.active;
             cl.active = cl.active.saturating_sub(1);
-            if cl.active == 0 {
-                let k = cl.undertime.unwrap_or(0);
-                let h = cl.height as usize;
-                self.unsat[h].remove(&(k, x));
+            if was == 1 {
+                let (k, h) = (cl.undertime.unwrap_or(0), cl.height as usize);
+                let classes = &self.classes;
+                self.unsat[h].remove(k, |k, y| filed_with(classes, k, y));
             }
             x = self.classes[x as usize].parent;
         }

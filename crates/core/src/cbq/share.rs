@@ -19,26 +19,23 @@ impl<P: Packet> Cbq<P> {
 
     /// Change a class's `undertime`, keeping the unsatisfied sets in step.
     pub(super) fn set_undertime(&mut self, c: u32, ut: Option<u64>) {
-        let cl = &self.classes[c as usize];
+        let cl = &mut self.classes[c as usize];
         if cl.undertime == ut {
             return;
         }
+        let old = cl.undertime.unwrap_or(0);
+        cl.undertime = ut;
         if cl.active > 0 {
             let h = cl.height as usize;
-            let old = cl.undertime.unwrap_or(0);
-            self.unsat[h].remove(&(old, c));
-            self.unsat[h].insert((ut.unwrap_or(0), c));
+            let classes = &self.classes;
+            self.unsat[h].rekey(old, ut.unwrap_or(0), c, |k, y| filed_with(classes, k, y));
         }
-
-        self.classes[c as usize].undertime = ut;
     }
 
     /// Is any class at a level below `level` unsatisfied (underlimit with a backlogged
     /// descendant)? O(level).
     pub(super) fn unsatisfied_below(&self, level: u8, now: u64) -> bool {
-        self.unsat[..level as usize]
-            .iter()
-            .any(|s| s.first().is_some_and(|&(k, _)| k <= now))
+        self.unsat[..level as usize].iter().any(|s| s.any_due(now))
     }
 
     /// May leaf `c` send now? O(d + levels).
@@ -196,7 +193,7 @@ impl<P: Packet> Cbq<P> {
 
     /// ALTQ's `rmc_tl_satisfied`: cutoff 0 if some backlogged leaf is underlimit, else none.
     pub(super) fn tl_satisfied(&mut self, now: u64) {
-        let unsat_leaf = self.unsat[0].first().is_some_and(|&(k, _)| k <= now);
+        let unsat_leaf = self.unsat[0].any_due(now);
         self.set_cutoff(if unsat_leaf { 0 } else { NO_CUTOFF });
     }
 }

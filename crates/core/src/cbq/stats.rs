@@ -93,15 +93,24 @@ impl<P: Packet> Cbq<P> {
                     cl.name, cl.active, active[i]
                 ));
             }
-            let key = (cl.undertime.unwrap_or(0), i as u32);
-            let filed = self.unsat[cl.height as usize].contains(&key);
-            if filed != (cl.active > 0) {
-                return Err(format!("{}: unsatisfied set filing {filed}", cl.name));
+            let (k, h) = (cl.undertime.unwrap_or(0), cl.height as usize);
+            if cl.active > 0 {
+                if !self.unsat[h].files(k, i as u32) {
+                    return Err(format!("{}: not in its unsatisfied set", cl.name));
+                }
+                unsat_len += 1;
             }
-            unsat_len += usize::from(filed);
         }
         if unsat_len != self.unsat.iter().map(|s| s.len()).sum::<usize>() {
-            return Err("stale entries in unsatisfied sets".into());
+            return Err("unsatisfied sets count other members".into());
+        }
+        let classes = &self.classes;
+        if !self
+            .unsat
+            .iter()
+            .all(|s| s.top_is_current(|k, y| filed_with(classes, k, y)))
+        {
+            return Err("a stale entry on top of an unsatisfied set".into());
         }
         if sum != self.books.backlog() {
             return Err(format!(
