@@ -43,7 +43,9 @@
 //!
 //! ## Complexity
 //! With depth `d ≤` [`MAX_DEPTH`], `n` classes and 8 priorities: enqueue is O(d log n) (the
-//! backlog walk and the unsatisfied sets); a dequeue that sends from an underlimit or borrowing
+//! backlog walk and the unsatisfied sets: a class joining or changing its key is a push on a
+//! lazy min-heap, O(1) for the usual later key, O(log n) at worst; "is a class at this height
+//! unsatisfied" is O(1), `unsat.rs`); a dequeue that sends from an underlimit or borrowing
 //! class costs O(d log n) for the charge plus O(d + levels) for the permission check; each
 //! suspension costs O(log n) and is caused by an earlier charge (amortised O(1) per packet).
 //! Leaves refused by the guideline are parked, so a scan does not revisit them (ALTQ rescans its
@@ -56,7 +58,8 @@
 //! This file holds the records and the [`Discipline`] hooks (the dequeue loop); by concern:
 //! `build` (checks, derivation, allotments), `queue` (leaf queues, enqueue, victims), `rings`
 //! (rings, sleepers, parked leaves, cutoff), `share` (estimators, the guidelines, the delay
-//! action, the charge), `serve` (the general scheduler), `adopt`, `stats`, `estimator`, `spec`.
+//! action, the charge), `serve` (the general scheduler), `unsat` (the unsatisfied set of a
+//! height), `adopt`, `stats`, `estimator`, `spec`.
 //! Statistics and dropped packets are kept by the provided [`Qdisc`] methods around the hooks
 //! ([`crate::qdisc::discipline`]); the class tree is validated by [`crate::tree`].
 //!
