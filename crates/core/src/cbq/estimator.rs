@@ -63,6 +63,23 @@ pub fn tx_ns(bytes: u64, rate: u64) -> u64 {
     ns.min(u64::MAX as u128 / 4) as u64
 }
 
+/// `⌊x·l / d⌋` (`d > 0`, `0 ≤ l ≤ d`, so the result fits), in 64 bits when `x·l` fits and in 128
+/// otherwise: the same value either way, one hardware division on the per-packet path.
+fn mul_div_floor(x: i64, l: i64, d: i64) -> i64 {
+    match x.checked_mul(l) {
+        Some(p) => p.div_euclid(d),
+        None => (x as i128 * l as i128).div_euclid(d as i128) as i64,
+    }
+}
+
+/// `⌊x·n / d⌋` for `n ≤ d`, `d > 0` (the result fits), as [`mul_div_floor`].
+fn mul_div_down(x: u64, n: u64, d: u64) -> u64 {
+    match x.checked_mul(n) {
+        Some(p) => p / d,
+        None => (x as u128 * n as u128 / d as u128) as u64,
+    }
+}
+
 /// The derived estimator parameters of one class, all in ns (unscaled).
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub struct Derived {
@@ -189,10 +206,7 @@ impl Estimator {
         // Weighted decay: (A·L/a) >> 5, L capped at 32·a (one step cannot decay more than all).
         let l = (len as i64).min(a32);
         let decay = if bytes_mode {
-            match self.avgidle.checked_mul(l) {
-                Some(p) => p.div_euclid(a32),
-                None => (self.avgidle as i128 * l as i128).div_euclid(a32 as i128) as i64,
-            }
+            mul_div_floor(self.avgidle, l, a32)
         } else {
             self.avgidle >> FILTER_GAIN
         };
@@ -207,19 +221,12 @@ impl Estimator {
             self.avgidle = avg;
             // Next idle that brings avgidle back to 0: ALTQ's ((1 − 2^5)·A) >> 5 = 31·|avg|;
             // byte-weighted: |avg|·(32 − L/a).
-            let mag = avg.unsigned_abs();
-            let (num, den) = ((a32 - l) as u64, a32 as u64);
-            let extra = if bytes_mode {
-                match mag.checked_mul(num) {
-                    Some(p) => p / den,
-                    None => (mag as u128 * num as u128 / den as u128).min(u64::MAX as u128) as u64,
-                }
+            let (num, den) = if bytes_mode {
+                ((a32 - l) as u64, a32 as u64)
             } else {
-                match mag.checked_mul(POWER as u64 - 1) {
-                    Some(p) => p >> FILTER_GAIN,
-                    None => ((mag as u128 * (POWER as u128 - 1)) >> FILTER_GAIN) as u64,
-                }
+                (POWER as u64 - 1, POWER as u64)
             };
+            let extra = mul_div_down(avg.unsigned_abs(), num, den);
             Verdict::Over(pkt_time.saturating_add(extra.min(u64::MAX / 4)))
         } else {
             self.avgidle = avg.min(self.maxidle);
@@ -279,51 +286,6 @@ mod tests {
         assert_eq!(d.minburst, 4);
     }
 
-    /// The 128-bit arithmetic the 64-bit fast paths must reproduce bit for bit.
-    fn update_128(
-        e: &mut Estimator,
-        ifnow: u64,
-        len: u32,
-        pkt_time: u64,
-        avgpkt: u32,
-        bytes_mode: bool,
-    ) -> Verdict {
-        let gap = match e.last {
-            Some(l) => ifnow.saturating_sub(l).min(IDLE_RESET_NS as u64) as i64,
-            None => IDLE_RESET_NS,
-        };
-        if gap >= IDLE_RESET_NS {
-            e.avgidle = e.maxidle;
-        }
-        let idle = gap - pkt_time.min(i64::MAX as u64 / 4) as i64;
-        let a = avgpkt.max(1) as i128;
-        let l = (len as i128).min(a * POWER as i128);
-        let decay = if bytes_mode {
-            (e.avgidle as i128 * l).div_euclid(a * POWER as i128) as i64
-        } else {
-            e.avgidle >> FILTER_GAIN
-        };
-        let mut avg = e.avgidle.saturating_add(idle).saturating_sub(decay);
-        e.last = Some(ifnow);
-        e.last_pkt_time = pkt_time;
-        e.last_len = len;
-        if avg <= 0 {
-            avg = avg.max(e.minidle);
-            e.avgidle = avg;
-            let mag = (-(avg as i128)) as u128;
-            let a = a as u128;
-            let extra = if bytes_mode {
-                mag * (a * POWER as u128 - l as u128) / (a * POWER as u128)
-            } else {
-                (mag * (POWER as u128 - 1)) >> FILTER_GAIN
-            };
-            Verdict::Over(pkt_time.saturating_add(extra.min(u64::MAX as u128 / 4) as u64))
-        } else {
-            e.avgidle = avg.min(e.maxidle);
-            Verdict::Under
-        }
-    }
-
     #[test]
     fn fast_paths_match_128_bit_arithmetic() {
         let mut s = 0x2545_F491_4F6C_DD1Du64;
@@ -333,38 +295,30 @@ mod tests {
             s ^= s << 17;
             s
         };
-        for i in 0..200_000u32 {
-            // Magnitudes from tiny to the clamps, so both the 64-bit and the 128-bit branches run.
-            let shift = (next() % 64) as u32;
-            let bytes = next() >> shift;
-            let rate = (next() >> (next() % 64)).max(1);
+        for _ in 0..200_000 {
+            // Magnitudes from tiny to the limits, so both the 64-bit and the 128-bit branches run.
+            let mut draw = || next() >> (next() % 64);
+            let (bytes, rate) = (draw(), draw().max(1));
             let want = (bytes as u128 * 8 * NS_PER_SEC as u128)
                 .div_ceil(rate as u128)
                 .min(u64::MAX as u128 / 4) as u64;
             assert_eq!(tx_ns(bytes, rate), want, "tx_ns({bytes}, {rate})");
 
-            let bound = (i64::MAX / 4) >> (next() % 63);
-            let d = Derived {
-                maxburst: 16,
-                minburst: 2,
-                maxidle_ns: (bound as u64 / POWER as u64).max(1),
-                minidle_ns: (next() % (bound as u64 / POWER as u64 + 1)),
-                offtime_ns: 1,
-                cptime_ns: 0,
+            let d = draw().max(1) >> 1;
+            let (d, n) = (d.max(1), draw() % (d.max(1) + 1));
+            let x = draw();
+            let want = (x as u128 * n as u128 / d as u128) as u64;
+            assert_eq!(mul_div_down(x, n, d), want, "{x}·{n}/{d}");
+            let xi = if next() % 2 == 0 {
+                x as i64
+            } else {
+                -((x >> 1) as i64)
             };
-            let mut a = Estimator::new(&d, None, None, None);
-            a.avgidle = (next() as i64 % (bound + 1)).clamp(a.minidle, a.maxidle);
-            a.last = (i % 3 != 0).then(|| next() >> 2);
-            let mut b = a;
-            let ifnow = next() >> 2;
-            let len = (next() >> (next() % 64)) as u32;
-            let avgpkt = (next() >> (next() % 64)) as u32;
-            let pt = next() >> (next() % 64);
-            let bytes_mode = i % 2 == 0;
-            let got = a.update(ifnow, len, pt, avgpkt, bytes_mode);
-            let want = update_128(&mut b, ifnow, len, pt, avgpkt, bytes_mode);
-            assert_eq!(got, want, "update at step {i}");
-            assert_eq!(a.avgidle, b.avgidle, "avgidle at step {i}");
+            let (di, li) = (d as i64 & i64::MAX, n as i64 & i64::MAX);
+            if di > 0 && li <= di {
+                let want = (xi as i128 * li as i128).div_euclid(di as i128) as i64;
+                assert_eq!(mul_div_floor(xi, li, di), want, "{xi}·{li}/{di}");
+            }
         }
     }
 
