@@ -86,6 +86,10 @@ impl<P: Packet> Cbq<P> {
             return Err("sleep sets out of step".into());
         }
         let mut unsat_len = 0;
+        // The heaps' entries, once per height: the check stays O(n + entries).
+        let heaps: Vec<std::collections::HashSet<(u64, u32)>> =
+            self.unsat.iter().map(|s| s.filed().1.collect()).collect();
+        let mut zeros = vec![0usize; self.unsat.len()];
         for (i, cl) in self.classes.iter().enumerate() {
             if active[i] != cl.active {
                 return Err(format!(
@@ -95,13 +99,20 @@ impl<P: Packet> Cbq<P> {
             }
             let (k, h) = (cl.undertime.unwrap_or(0), cl.height as usize);
             if cl.active > 0 {
-                if !self.unsat[h].files(k, i as u32) {
+                let (Some(z), Some(heap)) = (zeros.get_mut(h), heaps.get(h)) else {
+                    return Err(format!("{}: height {h} has no unsatisfied set", cl.name));
+                };
+                if k == 0 {
+                    *z += 1;
+                } else if !heap.contains(&(k, i as u32)) {
                     return Err(format!("{}: not in its unsatisfied set", cl.name));
                 }
                 unsat_len += 1;
             }
         }
-        if unsat_len != self.unsat.iter().map(|s| s.len()).sum::<usize>() {
+        if unsat_len != self.unsat.iter().map(|s| s.len()).sum::<usize>()
+            || (0..self.unsat.len()).any(|h| self.unsat[h].filed().0 != zeros[h])
+        {
             return Err("unsatisfied sets count other members".into());
         }
         let classes = &self.classes;

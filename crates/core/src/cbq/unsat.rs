@@ -89,13 +89,10 @@ impl Unsat {
         self.zero + self.keyed
     }
 
-    /// Whether `(k, c)` is filed: counted (key 0) or in the heap. O(m); for the invariant check.
-    pub(super) fn files(&self, k: u64, c: u32) -> bool {
-        if k == 0 {
-            self.zero > 0
-        } else {
-            self.heap.iter().any(|Reverse(e)| *e == (k, c))
-        }
+    /// Members counted with key 0, and the heap's entries (current and stale): for the invariant
+    /// check, which matches them against the class records in one pass.
+    pub(super) fn filed(&self) -> (usize, impl Iterator<Item = (u64, u32)> + '_) {
+        (self.zero, self.heap.iter().map(|Reverse(e)| *e))
     }
 
     /// Whether the top entry is current (the invariant [`Self::any_due`] relies on).
