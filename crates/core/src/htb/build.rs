@@ -129,8 +129,6 @@ impl<P: Packet> Htb<P> {
             books: Books::new(),
             deferred: tokens::Deferred::NONE,
             warmth: warmth::Warmth::new(n),
-            #[cfg(test)]
-            eager_unhook: false,
         })
     }
 }

@@ -9,30 +9,15 @@
 //! [`super::idtree`], rows in [`super::rowbits`]) with a cursor; the leaf at the cursor sends
 //! until its deficit goes negative (DRR among classes of one prio). A class that leaves a feed at
 //! the cursor keeps its turn if it is back by the next lookup (`last_ptr_id`, `htb_lookup_leaf`);
-//! one that leaves a row at the cursor passes it on (`htb_remove_class_from_row`). In a feed of
-//! n members hooking, unhooking and a cursor move are O(log n) (expected; a cursor move is O(1)
-//! amortised over a round); in a row a cursor move and unhooking are O(1) (a doubly linked list)
-//! and hooking a few word operations in the row's bitmap (O(log₆₄) of the class count); a lookup
-//! is O(depth) plus one O(log n) search after a class left a feed at its cursor. Rows of level 0
-//! hold leaves only (node id = class id, link in the record), so a leaf is hooked into and
-//! unhooked from its row without asking which kind of node each neighbour is, and a lookup whose
-//! row cursor is on a leaf returns it at once.
-//!
-//! Lazy unhooking in rows of leaves: a leaf that runs empty while served from its row is
-//! *parked* — marked inactive but left in the row — and the cursor moves on as the unhooking
-//! would have moved it. If a packet arrives before the cursor comes round, the leaf is active
-//! again with no list work (re-hooking would put it back in the same place: rows are in id
-//! order); if the cursor reaches it still empty, it is unhooked then. The round robin is exactly
-//! that of eager unhooking because the cursor never rests on a parked leaf (every move of a
-//! row's cursor skips and unhooks parked members, `row_skip_parked`), so the next leaf served is
-//! always the first active member at or after where an eager list's cursor would be. A parked
-//! leaf is always `CanSend`: one whose mode changes is unhooked first (`unpark`). A leaf is
-//! parked only where the row is dense (the next member at most `PARK_GAP` ids on), as under a
-//! standing backlog: there a leaf often gets a packet within one round of the row and keeps its
-//! place; in a sparse row the cursor would only meet it again once its record has left the
-//! cache, so it is unhooked at once, while the record is at hand (`worth_parking`) — unless the
-//! traffic's working set is in cache anyway, as with a thousand busy leaves spread over a
-//! million, where parking in a sparse row is on while it is measured to pay (`warmth`).
+//! one that leaves a row at the cursor passes it on (`htb_remove_class_from_row`): the cursor
+//! moves to the next member at once, so a class that comes back in between waits for the next
+//! round, as in Linux. In a feed of n members hooking, unhooking and a cursor move are O(log n)
+//! (expected; a cursor move is O(1) amortised over a round); a row is its bitmap alone, so
+//! hooking and unhooking set or clear a bit and a cursor move is a find-first-set, each
+//! O(log₆₄ n) word operations and usually one, touching no other class's record; a lookup is
+//! O(depth) plus one O(log n) search after a class left a feed at its cursor. Rows of level 0
+//! hold leaves only (node id = class id), so a lookup whose row cursor is on a leaf returns it at
+//! once.
 use super::*;
 
 impl<P: Packet> Htb<P> {
@@ -85,52 +70,21 @@ impl<P: Packet> Htb<P> {
     }
 
     /// Hook `node` into list `lid` at its place in class-id order (`htb_add_to_id_tree`); the
-    /// cursor does not move. In a row the bitmap gives the member before it, and the node is
-    /// spliced in after that one.
+    /// cursor does not move. In a row that is setting the class's bit.
     pub(super) fn list_push(&mut self, lid: usize, node: u32) {
         if lid >= ROWS {
             self.id_insert(lid, node);
             return;
         }
         let k = self.owner_of(node);
-        if lid < NUM_PRIO {
-            self.row_push::<true>(lid, node, k);
-        } else {
-            self.row_push::<false>(lid, node, k);
-        }
+        self.row_push(lid, k);
     }
 
-    /// The link of `node`, a member of a row; `LEAVES` for a row of level 0, whose members are
-    /// all leaves (node id = class id, link in the record): no test of which kind of node it is.
-    #[inline(always)]
-    fn row_link_mut<const LEAVES: bool>(&mut self, node: u32) -> &mut Link {
-        if LEAVES {
-            &mut self.classes[node as usize].link
-        } else {
-            self.link_mut(node)
-        }
-    }
-
-    /// [`Self::list_push`] into row `lid` of `node`, which belongs to class `k` (`LEAVES`: see
-    /// [`Self::row_link_mut`]).
+    /// [`Self::list_push`] into row `lid` of class `k`.
     #[inline]
-    fn row_push<const LEAVES: bool>(&mut self, lid: usize, node: u32, k: u32) {
+    fn row_push(&mut self, lid: usize, k: u32) {
         let n = self.classes.len();
-        let bits = &mut self.row_bits[lid];
-        let pk = bits.insert_prev(k, n);
-        let pred = if LEAVES { pk } else { self.row_node(lid, pk) };
-        let next = if pred == NIL {
-            std::mem::replace(&mut self.lists[lid].head, node)
-        } else {
-            std::mem::replace(&mut self.row_link_mut::<LEAVES>(pred).right, node)
-        };
-        if next != NIL {
-            self.row_link_mut::<LEAVES>(next).left = node;
-        }
-        *self.row_link_mut::<LEAVES>(node) = Link {
-            left: pred,
-            right: next,
-        };
+        self.row_bits[lid].insert(k, n);
         self.row_mask[lid / NUM_PRIO] |= 1 << (lid % NUM_PRIO);
     }
 
@@ -147,151 +101,49 @@ impl<P: Packet> Htb<P> {
             return;
         }
         let k = self.owner_of(node);
-        if lid < NUM_PRIO {
-            self.row_remove::<true>(lid, node, k);
-        } else {
-            self.row_remove::<false>(lid, node, k);
-        }
+        self.row_remove(lid, node, k);
     }
 
-    /// [`Self::list_remove`] from row `lid` of `node`, which belongs to class `k` (`LEAVES`: see
-    /// [`Self::row_link_mut`]).
+    /// [`Self::list_remove`] from row `lid` of `node`, which belongs to class `k`: its bit
+    /// cleared, and the cursor, if it was on it, moved to the next member.
     #[inline]
-    fn row_remove<const LEAVES: bool>(&mut self, lid: usize, node: u32, k: u32) {
-        let next = self.row_unlink::<LEAVES>(lid, node, k);
+    fn row_remove(&mut self, lid: usize, node: u32, k: u32) {
+        let bits = &mut self.row_bits[lid];
         if self.lists[lid].cursor == node {
-            self.lists[lid].cursor = next;
-            if LEAVES {
-                self.row_skip_parked(lid);
-            }
-        }
-    }
-
-    /// Take `node` (of class `k`) out of row `lid`'s list and bitmap, leaving the cursor alone;
-    /// returns the member that followed it.
-    #[inline]
-    fn row_unlink<const LEAVES: bool>(&mut self, lid: usize, node: u32, k: u32) -> u32 {
-        let Link {
-            left: prev,
-            right: next,
-        } = *self.row_link_mut::<LEAVES>(node);
-        let list = &mut self.lists[lid];
-        if prev == NIL {
-            list.head = next;
-            if next == NIL {
-                self.row_mask[lid / NUM_PRIO] &= !(1 << (lid % NUM_PRIO));
-            }
+            let next = bits.remove_next(k);
+            self.lists[lid].cursor = self.row_node(lid, next);
         } else {
-            self.row_link_mut::<LEAVES>(prev).right = next;
+            bits.remove(k);
         }
-        if next != NIL {
-            self.row_link_mut::<LEAVES>(next).left = prev;
+        if self.row_bits[lid].is_empty() {
+            self.row_mask[lid / NUM_PRIO] &= !(1 << (lid % NUM_PRIO));
         }
-        *self.row_link_mut::<LEAVES>(node) = Link::NONE;
-        self.row_bits[lid].remove(k);
-        next
     }
 
-    /// Is leaf `c`, which has no packet, still in its row of level 0 (parked)? A leaf in no list
-    /// has no links ([`Self::row_unlink`], `id_remove`), so a link or the row's head says so
-    /// without reading the row's bitmap.
+    /// Whether list `lid` has no member.
     #[inline(always)]
-    pub(super) fn is_parked(&self, c: u32, row: usize) -> bool {
-        let cl = &self.classes[c as usize];
-        cl.active == 0 && (cl.link.left != NIL || cl.link.right != NIL || self.lists[row].head == c)
+    fn list_is_empty(&self, lid: usize) -> bool {
+        if lid < ROWS {
+            self.row_mask[lid / NUM_PRIO] & (1 << (lid % NUM_PRIO)) == 0
+        } else {
+            self.lists[lid].head == NIL
+        }
     }
 
-    /// A leaf of level 0 at the cursor of its row `lid` ran empty: it stays in the row, parked
-    /// (inactive), and the cursor moves on as if it had been unhooked. It is unhooked when the
-    /// cursor comes to it still empty, or hooked again for free if a packet comes first: it
-    /// would go back into the same place, since rows are in class-id order.
+    /// The first member of list `lid` in class-id order, or NIL.
     #[inline]
-    pub(super) fn park_leaf(&mut self, c: u32, lid: usize) {
-        let cl = &mut self.classes[c as usize];
-        cl.active = 0;
-        let next = cl.link.right;
-        if self.lists[lid].cursor == c {
-            self.lists[lid].cursor = next;
-            self.row_skip_parked(lid);
+    fn list_first(&self, lid: usize) -> u32 {
+        if lid < ROWS {
+            self.row_node(lid, self.row_bits[lid].first())
+        } else {
+            self.lists[lid].head
         }
     }
 
-    /// Whether leaf `c`, at the cursor of its row of leaves and running empty, should be parked
-    /// rather than unhooked (either is exact; this is only about cost). Parking pays when the
-    /// leaf is likely to get a packet before the cursor comes round, i.e. in a dense row; in a
-    /// sparse one the cursor would come to it when its record has left the cache, and unhooking
-    /// it then costs a miss that unhooking now, with the record at hand, does not. The distance
-    /// to the next member in class ids tells which. When the traffic's working set is in the
-    /// caches, the record is at hand either way, and whether parking pays in a sparse row is
-    /// measured instead (`warmth`: how many leaves parked there got a packet in time).
+    /// The node of the first member of row `lid` after class `k`, or NIL.
     #[inline(always)]
-    fn worth_parking(&mut self, c: u32, lid: usize) -> bool {
-        if self.unhook_at_once() {
-            return false;
-        }
-        Self::dense_at(c, self.classes[c as usize].link.right) || self.warmth.park_sparse(lid as u8)
-    }
-
-    /// Whether a leaf `c` followed by member `next` in its row sits in a dense stretch of it.
-    #[inline(always)]
-    fn dense_at(c: u32, next: u32) -> bool {
-        next.wrapping_sub(c) <= PARK_GAP
-    }
-
-    /// Whether leaves are unhooked as soon as they run empty (the tests' reference) rather
-    /// than parked.
-    #[inline(always)]
-    fn unhook_at_once(&self) -> bool {
-        #[cfg(test)]
-        return self.eager_unhook;
-        #[cfg(not(test))]
-        false
-    }
-
-    /// Move the cursor of row of leaves `lid` past parked members, unhooking each: the cursor
-    /// is always NIL or on an active member, so the round robin sees exactly the members an
-    /// eager unhooking would have left.
-    #[inline(always)]
-    fn row_skip_parked(&mut self, lid: usize) {
-        let cur = self.lists[lid].cursor;
-        if self
-            .classes
-            .get(cur as usize)
-            .is_some_and(|cl| cl.active == 0)
-        {
-            self.row_skip_parked_slow(lid);
-        }
-    }
-
-    /// [`Self::row_skip_parked`] when the cursor is on a parked member.
-    #[inline(never)]
-    fn row_skip_parked_slow(&mut self, lid: usize) {
-        loop {
-            let cur = self.lists[lid].cursor;
-            match self.classes.get(cur as usize) {
-                Some(cl) if cl.active == 0 => {
-                    if !Self::dense_at(cur, cl.link.right) {
-                        self.warmth.sparse_parked(lid as u8, false);
-                    }
-                    let next = self.row_unlink::<true>(lid, cur, cur);
-                    self.lists[lid].cursor = next;
-                }
-                _ => return,
-            }
-        }
-    }
-
-    /// Leaf `c` changes mode or is dropped from the lists: if it is parked in its row,
-    /// unhook it now (a parked leaf is always `CanSend`, in its row of level 0).
-    pub(super) fn unpark(&mut self, c: u32) {
-        let cl = &self.classes[c as usize];
-        if cl.kind == LeafKind::None || cl.level != 0 {
-            return;
-        }
-        let row = Self::row_id(0, self.profiles[cl.profile as usize].prio);
-        if self.is_parked(c, row) {
-            self.row_remove::<true>(row, c, c);
-        }
+    fn row_next(&self, lid: usize, k: u32) -> u32 {
+        self.row_node(lid, self.row_bits[lid].next_ge(k.saturating_add(1)))
     }
 
     /// The node of class `c` (or NIL) in row `lid`.
@@ -305,12 +157,12 @@ impl<P: Packet> Htb<P> {
         }
     }
 
-    /// The member after `node` in list `lid`, in class-id order, or NIL: O(1) in a row,
-    /// O(log n) in a feed.
+    /// The member after `node` in list `lid`, in class-id order, or NIL: O(log₆₄ n) word
+    /// operations in a row (usually one), O(log n) in a feed.
     #[inline]
     pub(super) fn next_of(&self, lid: usize, node: u32) -> u32 {
         if lid < ROWS {
-            self.link(node).right
+            self.row_next(lid, self.owner_of(node))
         } else {
             self.id_next_after(lid, node)
         }
@@ -326,39 +178,24 @@ impl<P: Packet> Htb<P> {
         }
     }
 
-    /// Check list `lid`'s order and structure (see [`Self::id_check`] for feeds): a row is a
-    /// doubly linked list in strictly increasing id order holding exactly its bitmap's members.
+    /// Check list `lid`'s order and structure (see [`Self::id_check`] for feeds): a row's mask
+    /// bit says whether its bitmap has a member. Returns the number of members.
     pub(super) fn list_check(&self, lid: usize) -> Result<usize, String> {
         if lid >= ROWS {
             return self.id_check(lid);
         }
-        let head = self.lists[lid].head;
-        if (head != NIL) != (self.row_mask[lid / NUM_PRIO] & (1 << (lid % NUM_PRIO)) != 0) {
-            return Err(format!("row {lid}: row mask does not match head {head}"));
+        let bits = &self.row_bits[lid];
+        if self.list_is_empty(lid) != bits.is_empty() {
+            return Err(format!("row {lid}: row mask does not match its bitmap"));
         }
         let mut len = 0;
-        let mut prev = NIL;
-        let mut x = head;
-        let mut want = self.row_bits[lid].next_ge(0);
-        while x != NIL {
+        let mut k = bits.next_ge(0);
+        while k != NIL {
             len += 1;
-            if len > self.classes.len() + self.links.len() {
-                return Err(format!("row {lid}: cycle"));
+            if len > self.classes.len() {
+                return Err(format!("row {lid}: more members than classes"));
             }
-            let k = self.owner_of(x);
-            if k != want {
-                return Err(format!("row {lid}: member {k} where the bitmap has {want}"));
-            }
-            let l = self.link(x);
-            if l.left != prev {
-                return Err(format!("row {lid}: node {x} links back to {}", l.left));
-            }
-            want = self.row_bits[lid].next_ge(k + 1);
-            prev = x;
-            x = l.right;
-        }
-        if want != NIL {
-            return Err(format!("row {lid}: bitmap member {want} not in the list"));
+            k = bits.next_ge(k + 1);
         }
         Ok(len)
     }
@@ -368,9 +205,6 @@ impl<P: Packet> Htb<P> {
         let cur = self.lists[lid].cursor;
         if cur != NIL {
             self.lists[lid].cursor = self.next_of(lid, cur);
-            if lid < NUM_PRIO {
-                self.row_skip_parked(lid);
-            }
         }
     }
 
@@ -381,18 +215,8 @@ impl<P: Packet> Htb<P> {
         if cl.mode == ClassMode::CanSend {
             // Straight into its row (what `activate_prios` does for a class that can send); a
             // leaf's node id is its class id.
-            let level = cl.level;
-            if level == 0 {
-                let row = Self::row_id(0, prio);
-                // Parked (still in its row since it ran empty): it is in its place already.
-                if cl.link.left == NIL && cl.link.right == NIL && self.lists[row].head != c {
-                    self.row_push::<true>(row, c, c);
-                } else if !Self::dense_at(c, cl.link.right) {
-                    self.warmth.sparse_parked(prio, true);
-                }
-            } else {
-                self.row_push::<false>(Self::row_id(level, prio), c, c);
-            }
+            let row = Self::row_id(cl.level, prio);
+            self.row_push(row, c);
         } else {
             self.activate_prios(c, 1 << prio);
         }
@@ -407,12 +231,7 @@ impl<P: Packet> Htb<P> {
         if cl.mode == ClassMode::CanSend && mask.is_power_of_two() {
             // Out of its row (as `deactivate_prios` for a class that can send).
             let prio = mask.trailing_zeros() as u8;
-            let level = cl.level;
-            if level == 0 {
-                self.row_remove::<true>(Self::row_id(0, prio), c, c);
-            } else {
-                self.row_remove::<false>(Self::row_id(level, prio), c, c);
-            }
+            self.row_remove(Self::row_id(cl.level, prio), c, c);
         } else {
             self.deactivate_prios(c, mask);
         }
@@ -498,20 +317,14 @@ impl<P: Packet> Htb<P> {
     pub(super) fn lookup_leaf(&mut self, level: u8, prio: u8) -> Option<(u32, usize)> {
         let row = Self::row_id(level, prio);
         if level == 0 {
-            // A row of leaves: its cursor is NIL or on an active leaf (`row_skip_parked`);
-            // at the right end it wraps to the first active member, unhooking parked ones.
+            // A row of leaves: the leaf at the cursor, or at the right end the first member.
             let mut cur = self.lists[row].cursor;
             if cur == NIL {
-                cur = self.lists[row].head;
+                cur = self.row_bits[row].first();
                 if cur == NIL {
                     return None;
                 }
                 self.lists[row].cursor = cur;
-                self.row_skip_parked(row);
-                cur = self.lists[row].cursor;
-                if cur == NIL {
-                    return None;
-                }
             }
             return Some((cur, row));
         }
@@ -525,7 +338,7 @@ impl<P: Packet> Htb<P> {
         stack[0] = row;
         for _ in 0..(4 * MAX_DEPTH + 8) {
             let lid = stack[sp];
-            if self.lists[lid].head == NIL {
+            if self.list_is_empty(lid) {
                 return None;
             }
             // The class at the cursor left this feed: resume at it, or at the next id.
@@ -538,7 +351,7 @@ impl<P: Packet> Htb<P> {
             }
             if self.lists[lid].cursor == NIL {
                 // At the right end: rewind, and move the cursor of the list above.
-                self.lists[lid].cursor = self.lists[lid].head;
+                self.lists[lid].cursor = self.list_first(lid);
                 if sp > 0 {
                     sp -= 1;
                     self.advance_cursor(stack[sp]);
@@ -567,7 +380,24 @@ impl<P: Packet> Htb<P> {
     /// when they differ, and its parent; and the leaf served now its parent.
     #[inline(always)]
     fn prefetch_next(&self, leaf: u32, lid: usize) {
-        let n1 = self.next_of(lid, leaf);
+        // In a row of leaves the next members are class ids, found in the bitmap's words at
+        // hand (a hint: where the row is sparse, nothing); elsewhere the list's order.
+        let [n1, n2, n3] = if lid < NUM_PRIO {
+            self.row_bits[lid].next_three_near(leaf)
+        } else {
+            let n1 = self.next_of(lid, leaf);
+            let n2 = if n1 == NIL {
+                NIL
+            } else {
+                self.next_of(lid, n1)
+            };
+            let n3 = if n2 == NIL {
+                NIL
+            } else {
+                self.next_of(lid, n2)
+            };
+            [n1, n2, n3]
+        };
         if let Some(c1) = self.classes.get(n1 as usize) {
             if c1.kind != LeafKind::Boxed && c1.q.len > 1 {
                 if let Some(last) = self.pool.get(c1.q.tail as usize) {
@@ -577,14 +407,13 @@ impl<P: Packet> Htb<P> {
                 }
             }
             self.prefetch_class(c1.parent);
-            let n2 = self.next_of(lid, n1);
             if let Some(c2) = self.classes.get(n2 as usize) {
                 if c2.kind != LeafKind::Boxed {
                     if let Some(slot) = self.pool.get(c2.q.tail as usize) {
                         prefetch(slot);
                     }
                 }
-                self.prefetch_class(self.next_of(lid, n2));
+                self.prefetch_class(n3);
             }
         }
         self.prefetch_class(self.classes[leaf as usize].parent);
@@ -634,11 +463,7 @@ impl<P: Packet> Htb<P> {
                         self.advance_cursor(lid);
                     }
                     if now_empty {
-                        if lid < NUM_PRIO && self.worth_parking(leaf, lid) {
-                            self.park_leaf(leaf, lid);
-                        } else {
-                            self.deactivate_leaf(leaf);
-                        }
+                        self.deactivate_leaf(leaf);
                     }
                     self.charge(leaf, level, len, now.0);
                     return Some(pkt);

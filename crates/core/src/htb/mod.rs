@@ -70,11 +70,9 @@
 //! With `n` classes, depth `d ≤ 8`, 8 priorities, `a` active (backlogged) leaves and `w` throttled
 //! classes (not `CanSend`):
 //! * enqueue: O(1) into the leaf's FIFO, plus O(d) list insertions when the leaf becomes active
-//!   (lists are kept in class-id order, as Linux's rb-trees are): into a row, a few word
-//!   operations in its bitmap to find the place (one word when a smaller member shares the
-//!   class's word, else one climb that sets the upper levels' bits and finds the predecessor
-//!   together) and an O(1) splice, or nothing if the leaf is still parked in its row
-//!   (below); into a feed, O(log a);
+//!   (lists are kept in class-id order, as Linux's rb-trees are): into a row, setting the
+//!   class's bit in the row's bitmap (O(log₆₄ n) words, usually one; no other record is
+//!   touched); into a feed, O(log a);
 //! * dequeue: one bit scan for the level and prio, O(d) for the descent through the feeds, O(d)
 //!   for the charge (64-bit arithmetic, no division unless a class is throttled; a class that
 //!   is and stays `CanSend` takes a short path with no clamp and no mode logic, and one already
@@ -84,10 +82,8 @@
 //!   are summed while they provably stay `CanSend` and applied at the burst's end, exactly as
 //!   per-packet charging would store them — `tokens::Deferred` gives the argument — so a
 //!   packet after the first of a burst writes the leaf and its parent and adds to one sum:
-//!   O(2) records instead of O(d)), O(1) when the
-//!   leaf runs empty in a row of leaves (it is *parked*: left in the row, unhooked only if the
-//!   row's cursor reaches it still empty — each parked leaf at most once, amortised O(1) —
-//!   with the same round robin as unhooking at once, `feed`), O(log w) per
+//!   O(2) records instead of O(d)), O(log₆₄ n) bit operations (usually one word) to move a
+//!   row's cursor or to unhook a leaf that runs empty from its row (`feed`), O(log w) per
 //!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level, and O(log a) to
 //!   hook it into its parent's feed), and O(log w) per
 //!   due mode change applied (amortised: each is caused by an earlier charge; at most
@@ -95,7 +91,7 @@
 //!
 //! Idle classes sit in no list, row or wait queue: nothing per packet depends on them, and on `a`
 //! and `n` only through the O(log a) feed operations and the O(log₆₄ n) steps in a row's bitmap
-//! (a row's cursor moves in O(1)). Flows are not a dimension of HTB itself: a leaf's queue is
+//! (usually one word: the climb is taken only where the row is sparse). Flows are not a dimension of HTB itself: a leaf's queue is
 //! a FIFO or a boxed qdisc (SFQ, FQ-CoDel), whose own complexity applies per leaf. What does grow
 //! with `n` is the memory touched at random. Per packet: at enqueue, the leaf's hot record and
 //! its queue's tail slot; at dequeue, the hot record and counters of the leaf and of each
@@ -127,10 +123,8 @@
 //!   class configured alike (a million subscribers on ten plans: ten profiles);
 //! * an inner class has 8 list links and 8 lists (one per prio) and its entry in `inner`:
 //!   196 bytes more; a row in use, a bitmap of one bit per class (plus 1/64 of that), allocated
-//!   at its first use (a leaf's 8-byte link serves both list kinds: previous and next member in
-//!   a row, treap children in a feed);
-//! * nothing for parking (a parked leaf is told by its `active` and its link) or for the
-//!   charges deferred within a burst (one 48-byte sum per scheduler);
+//!   at its first use (a leaf's 8-byte link is its treap children when it is in a feed);
+//! * nothing for the charges deferred within a burst (one 48-byte sum per scheduler);
 //! * the name, front coded in blocks of 16 (`names`): two or three bytes for names given in
 //!   sequence (the depth-first order is recomputed by `stat` rather than kept);
 //! * per queued packet, one slot of the shared pool (`size_of::<P>()` + 4 bytes, rounded).
@@ -193,27 +187,21 @@ const NBITS_PER_BYTE: i64 = 8 * NS_PER_SEC as i64;
 const TOKEN_BOUND: i64 = i64::MAX / 4;
 /// Longest idle time credited at once (Linux's `mbuffer`): 60 s.
 const MAX_IDLE_NS: u64 = 60 * NS_PER_SEC;
-/// Trees of at least this many classes (16 MB of class records and more: beyond the caches)
-/// prefetch the row neighbours a leaf's hooking and unhooking will write; smaller trees find
-/// them in cache often enough that the hint only costs its instructions (measured: 1,024 leaves
-/// +4–6 %, 65,536 leaves +4–9 %, 1,048,576 leaves −6 to −17 %, BENCHMARKS.md).
-const PREFETCH_NEIGHBOURS_MIN: usize = 1 << 18;
+/// Trees of at least this many classes (a row bitmap of 32 KB and more: beyond a core's L1
+/// cache) prefetch the word of a row's bitmap that hooking a leaf into its row will write.
+const PREFETCH_ROW_WORDS_MIN: usize = 1 << 18;
 /// Trees of at least this many classes (≈ 800 KB of class records and counters and more: beyond
 /// a core's L2 cache) may prefetch — a burst's records at enqueue, the next leaves' records and
 /// queue slots at dequeue — when their traffic's working set is out of the caches too (`warmth`).
 /// A smaller tree's records stay in L2, where the hints only cost their instructions (≈ 70 a
 /// packet at 1,024 leaves with a standing backlog, BENCHMARKS.md).
 const PREFETCH_MIN: usize = 1 << 13;
-/// A leaf that runs empty in its row of leaves is parked when the next member is at most this
-/// many class ids further (a dense row), unhooked at once otherwise (`feed::worth_parking`).
-const PARK_GAP: u32 = 16;
 /// Mode changes applied per level per dequeue call.
 pub const MAX_EVENTS_PER_LEVEL: usize = 64;
 
 /// One row or feed: its members in class-id order, with the round-robin cursor. A feed's members
-/// are a treap under `root` over their [`Link`]s (`idtree`); a row's a doubly linked list over
-/// them from `head`, indexed by the row's bitmap `Htb::row_bits` (`rowbits`; `root` unused).
-/// `head` is the first member. `cursor == NIL` means
+/// are a treap under `root` over their [`Link`]s (`idtree`), `head` the first of them; a row's
+/// are its bitmap `Htb::row_bits` (`rowbits`; `head` and `root` unused). `cursor == NIL` means
 /// the cursor ran off the end (it wraps at the next lookup) or, with `last != NIL`, that the
 /// class at the cursor left this feed: the next lookup resumes at the first member whose id is
 /// ≥ `last` — the class itself if it came back (Linux's `ptr` and `last_ptr_id`).
@@ -235,8 +223,8 @@ impl List {
     };
 }
 
-/// A node's place in its list (a node is in one list at a time): in a feed its two treap
-/// children (`idtree`), in a row the previous (`left`) and next (`right`) member.
+/// A node's place in a feed (a node is in one list at a time; rows need no link): its two
+/// treap children (`idtree`).
 #[derive(Copy, Clone, Debug)]
 struct Link {
     left: u32,
@@ -325,9 +313,9 @@ struct Class {
     /// The inline FIFO; for a boxed leaf `q.tail` is the index into `Htb::boxed`, for an inner
     /// class the index into `Htb::inner`.
     q: LeafQ,
-    /// A leaf's node in the row or feed it is in (a leaf's node id is its class id): in the
-    /// record, so hooking and unhooking a leaf touches no
-    /// other line of its own. Inner classes have one node per prio, in `Htb::links`.
+    /// A leaf's node in the feed it is in (a leaf's node id is its class id): in the record, so
+    /// hooking and unhooking a leaf touches no other line of its own. Inner classes have one
+    /// node per prio, in `Htb::links`.
     link: Link,
     level: u8,
     kind: LeafKind,
@@ -463,9 +451,6 @@ pub struct Htb<P: Packet> {
     deferred: tokens::Deferred,
     /// Whether the traffic's working set is out of the caches, so prefetching pays (`warmth`).
     warmth: warmth::Warmth,
-    /// Tests only: unhook leaves at once instead of parking them (the reference behaviour).
-    #[cfg(test)]
-    eager_unhook: bool,
 }
 
 const ROWS: usize = MAX_DEPTH * NUM_PRIO;

@@ -135,7 +135,7 @@ impl<P: Packet> Htb<P> {
                 prefetch(cl);
             }
         }
-        let far = self.classes.len() >= PREFETCH_NEIGHBOURS_MIN;
+        let far = self.classes.len() >= PREFETCH_ROW_WORDS_MIN;
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
                 if cl.active == 0 {
@@ -145,18 +145,15 @@ impl<P: Packet> Htb<P> {
                         prefetch(k);
                     }
                     self.prefetch_class(cl.parent);
-                    let parked = cl.link.left != NIL || cl.link.right != NIL;
-                    if far && cl.mode == ClassMode::CanSend && cl.level == 0 && !parked {
-                        // Hooking it into its row writes the links of its neighbours there:
-                        // those its bitmap word names (a parked leaf is in its place already).
+                    if far && cl.mode == ClassMode::CanSend && cl.level == 0 {
+                        // Hooking it into its row sets its bit: that word of the row's bitmap.
                         let prio = self.profiles.get(cl.profile as usize).map_or(0, |p| p.prio);
-                        if let Some(bits) = self.row_bits.get(Self::row_id(0, prio)) {
-                            let (p, n) = bits.word_neighbours(c);
-                            for x in [p, n] {
-                                if let Some(x) = self.classes.get(x as usize) {
-                                    prefetch(x);
-                                }
-                            }
+                        if let Some(w) = self
+                            .row_bits
+                            .get(Self::row_id(0, prio))
+                            .and_then(|b| b.word_of(c))
+                        {
+                            prefetch(w);
                         }
                     }
                 }

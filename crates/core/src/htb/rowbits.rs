@@ -1,18 +1,17 @@
-//! The members of one HTB row as a set of class ids: a hierarchical bitmap with successor and
-//! predecessor queries (the row's index: where a class that comes back goes in its list).
+//! One HTB row: its members as a set of class ids, a hierarchical bitmap with a successor query.
 //!
 //! Principles: a row `row[level][prio]` can hold a large part of the tree (every leaf that sends
-//! on its own rate sits in `row[0][prio]`), and Linux keeps it ordered by class id
-//! (net/sched/sch_htb.c `htb_add_class_to_row`, `htb_add_to_id_tree`, `htb_next_rb_node`). A
-//! bitmap over class indexes (which follow the tc class ids, see [`super::idtree`]) finds a
-//! class's neighbours in that order with a few word operations, so the row itself can stay a
-//! doubly linked list over the links the classes already have (next member in O(1), as the
-//! dequeue's prefetch pipeline needs) and only hooking a class in asks the bitmap where: bit `k` of level 0
-//! is set iff class `k` is in the row, bit `w` of level `l + 1` iff word `w` of level `l` is not
-//! zero; the top level is one word. Inserting a class whose level-0 word already holds a
-//! smaller member also finds that member in one word read and written
-//! ([`RowBits::insert_prev`]), the usual case in a busy row. The bitmap is allocated at the first
-//! insert (n bits plus n/64 and so on), so rows that are never used cost nothing.
+//! on its own rate sits in `row[0][prio]`), and Linux keeps it ordered by class id, its cursor
+//! moving to the next id (net/sched/sch_htb.c `htb_add_class_to_row`, `htb_add_to_id_tree`,
+//! `htb_next_rb_node`). A bitmap over class indexes (which follow the tc class ids, see
+//! [`super::idtree`]) is that order with nothing else: bit `k` of level 0 is set iff class `k` is
+//! in the row, bit `w` of level `l + 1` iff word `w` of level `l` is not zero; the top level is
+//! one word. Hooking a class in or out sets or clears its bit (and the bits above it when its
+//! word fills or empties: O(log₆₄ n), usually one word) and touches no other class's record;
+//! the next member is a find-first-set in the same word, climbing only where the row is sparse.
+//! This is how librte_sched marks its active queues (`rte_bitmap`). The bitmap is allocated at
+//! the first insert (n bits plus n/64 and so on: ≈ 1/8 byte a class), so rows that are never used
+//! cost nothing.
 
 /// "No member": the same sentinel as the lists' `NIL`.
 const NONE: u32 = u32::MAX;
@@ -68,9 +67,9 @@ impl RowBits {
         }
     }
 
-    /// Add class `k` (< `n`, the number of classes). (The scheduler inserts through
-    /// [`Self::insert_prev`]; the tests check it against this.)
-    #[cfg(test)]
+    /// Add class `k` (< `n`, the number of classes): its bit, and the bits above it that were
+    /// clear (one word written in a row that already has a member near `k`).
+    #[inline]
     pub(super) fn insert(&mut self, k: u32, n: usize) {
         self.ensure(n);
         let mut i = k as usize;
@@ -88,105 +87,98 @@ impl RowBits {
         }
     }
 
-    /// Add class `k` (< `n`) and return the largest member below it, or `u32::MAX`: what
-    /// [`Self::insert`] then [`Self::prev_lt`] give, in one pass up the levels. When a member
-    /// below `k` shares its word (the usual case in a row of many members) this is one word read
-    /// and written; otherwise the climb that sets the upper levels' bits also looks, in the same
-    /// words, for the nearest non-empty word before `k`'s, and descends from there along the
-    /// highest members. The descent reads only words off `k`'s path, which the insertion does
-    /// not change.
+    /// Up to three members after `k`, in order, found in `k`'s level-0 word and the next one
+    /// (`u32::MAX` for the rest): a hint for prefetching the leaves served next, which never
+    /// climbs the levels.
     #[inline]
-    pub(super) fn insert_prev(&mut self, k: u32, n: usize) -> u32 {
-        self.ensure(n);
-        let i = k as usize;
-        debug_assert!(i / 64 < self.off[1], "class {k} beyond the row's {n} ids");
-        let Some(w) = self.words.get_mut(i / 64) else {
-            return NONE;
-        };
-        let was = *w;
-        *w = was | (1 << (i % 64));
-        let below = was & ((1u64 << (i % 64)) - 1);
-        if below != 0 {
-            // Level 0 starts the array; a word that held a member is marked above already.
-            return ((i / 64) * 64 + 63 - below.leading_zeros() as usize) as u32;
-        }
-        // Up: `pos` is the position of `k`'s word at level `l` (a bit of that level).
-        let mut set = was == 0;
-        let mut pos = i / 64;
-        let mut found = NONE as usize;
-        let mut at = 0;
-        for l in 1..self.depth {
-            let Some(w) = self.words.get_mut(self.off[l] + pos / 64) else {
+    pub(super) fn next_three_near(&self, k: u32) -> [u32; 3] {
+        let mut out = [NONE; 3];
+        let i = k as usize + 1;
+        let mut n = 0;
+        for w in [i / 64, i / 64 + 1] {
+            if w >= self.off[1] {
+                break;
+            }
+            let Some(&word) = self.words.get(w) else {
                 break;
             };
-            let old = *w;
-            if set {
-                *w = old | (1 << (pos % 64));
-                set = old == 0;
+            let mut m = if w == i / 64 {
+                word & (!0u64 << (i % 64))
+            } else {
+                word
+            };
+            while m != 0 && n < 3 {
+                out[n] = (w * 64 + m.trailing_zeros() as usize) as u32;
+                m &= m - 1;
+                n += 1;
             }
-            if found == NONE as usize {
-                let m = old & ((1u64 << (pos % 64)) - 1);
-                if m != 0 {
-                    found = (pos / 64) * 64 + 63 - m.leading_zeros() as usize;
-                    at = l;
-                }
-            }
-            if found != NONE as usize && !set {
-                break;
-            }
-            pos /= 64;
         }
-        if found == NONE as usize {
-            return NONE;
-        }
-        // Down along the highest members, from word `found` of level `at - 1`.
-        let mut i = found;
-        for l in (0..at).rev() {
-            let word = self.word(l, i).unwrap_or(0);
-            i = i * 64 + 63 - word.leading_zeros() as usize;
-        }
-        i as u32
+        out
     }
 
-    /// The members next to class `k` below and above it within its level-0 word, `u32::MAX`
-    /// where that word holds none: one word read, a hint for prefetching their links.
+    /// The level-0 word that holds class `k`'s bit, if the row has one (a hint for
+    /// prefetching: hooking `k` in writes it).
     #[inline]
-    pub(super) fn word_neighbours(&self, k: u32) -> (u32, u32) {
-        let i = k as usize;
-        let Some(&w) = self.words.get(i / 64) else {
-            return (NONE, NONE);
-        };
-        let b = i % 64;
-        let below = w & ((1u64 << b) - 1);
-        let above = w & (!1u64 << b);
-        let base = (i / 64) * 64;
-        let p = if below != 0 {
-            (base + 63 - below.leading_zeros() as usize) as u32
+    pub(super) fn word_of(&self, k: u32) -> Option<&u64> {
+        let w = k as usize / 64;
+        if w < self.off[1] {
+            self.words.get(w)
         } else {
-            NONE
-        };
-        let n = if above != 0 {
-            (base + above.trailing_zeros() as usize) as u32
-        } else {
-            NONE
-        };
-        (p, n)
+            None
+        }
     }
 
-    /// Take class `k` out (nothing if it is not there).
+    /// Take class `k` out (nothing if it is not there); returns whether the row is now empty.
     #[inline]
-    pub(super) fn remove(&mut self, k: u32) {
+    pub(super) fn remove(&mut self, k: u32) -> bool {
         let mut i = k as usize;
         for l in 0..self.depth {
             let Some(w) = self.words.get_mut(self.off[l] + i / 64) else {
-                return;
+                return self.is_empty();
             };
             *w &= !(1 << (i % 64));
             if *w != 0 {
-                break;
+                return false;
             }
             i /= 64;
         }
+        true
+    }
+
+    /// Take class `k` out and return the smallest member after it, or `u32::MAX`: what
+    /// [`Self::remove`] then [`Self::next_ge`]`(k + 1)` give, in one climb (the words that
+    /// clearing `k` reads are those the search starts from).
+    #[inline]
+    pub(super) fn remove_next(&mut self, k: u32) -> u32 {
+        let mut i = k as usize;
+        let mut clearing = true;
+        for l in 0..self.depth {
+            let Some(w) = self.words.get_mut(self.off[l] + i / 64) else {
+                return NONE;
+            };
+            if clearing {
+                *w &= !(1 << (i % 64));
+                clearing = *w == 0;
+            }
+            let above = *w & (!1u64 << (i % 64));
+            if above != 0 {
+                // Down along the lowest members, from word `j` of level `l - 1`.
+                let mut j = (i / 64) * 64 + above.trailing_zeros() as usize;
+                for d in (0..l).rev() {
+                    let word = self.word(d, j).unwrap_or(0);
+                    j = j * 64 + word.trailing_zeros() as usize;
+                }
+                return j as u32;
+            }
+            i /= 64;
+        }
+        NONE
+    }
+
+    /// Whether the row has no member.
+    #[inline]
+    pub(super) fn is_empty(&self) -> bool {
+        self.depth == 0 || self.words.last().is_none_or(|&w| w == 0)
     }
 
     pub(super) fn contains(&self, k: u32) -> bool {
@@ -198,10 +190,49 @@ impl RowBits {
             .is_some_and(|w| w & (1 << (i % 64)) != 0)
     }
 
-    /// The smallest member ≥ `k`, or `u32::MAX`.
+    /// The smallest member, or `u32::MAX`: one word read per level, down from the top.
+    #[inline]
+    pub(super) fn first(&self) -> u32 {
+        let mut i = 0;
+        for l in (0..self.depth).rev() {
+            let w = self.word(l, i).unwrap_or(0);
+            if w == 0 {
+                return NONE;
+            }
+            i = i * 64 + w.trailing_zeros() as usize;
+        }
+        if self.depth == 0 {
+            NONE
+        } else {
+            i as u32
+        }
+    }
+
+    /// The smallest member ≥ `k`, or `u32::MAX`: one word when `k`'s word holds it (level 0
+    /// starts the array, and its words are the first `off[1]`).
+    #[inline(always)]
     pub(super) fn next_ge(&self, k: u32) -> u32 {
-        let mut i = k as usize;
-        let mut l = 0;
+        let i = k as usize;
+        if i / 64 < self.off[1] {
+            if let Some(&w) = self.words.get(i / 64) {
+                let m = w & (!0u64 << (i % 64));
+                if m != 0 {
+                    return ((i & !63) + m.trailing_zeros() as usize) as u32;
+                }
+            }
+        }
+        self.next_ge_climb(k)
+    }
+
+    /// [`Self::next_ge`] beyond `k`'s word: up the levels, then down along the lowest members.
+    #[inline(never)]
+    fn next_ge_climb(&self, k: u32) -> u32 {
+        if self.is_empty() {
+            return NONE;
+        }
+        // `k`'s word at level 0 holds nothing at or after `k`: from the next word, one level up.
+        let mut i = k as usize / 64 + 1;
+        let mut l = 1;
         // Up until a word holds a member at or after position `i`.
         loop {
             if l >= self.depth {
@@ -223,41 +254,6 @@ impl RowBits {
             l -= 1;
             let word = self.word(l, i).unwrap_or(0);
             i = i * 64 + word.trailing_zeros() as usize;
-        }
-        i as u32
-    }
-
-    /// The largest member < `k`, or `u32::MAX`.
-    #[cfg(test)]
-    pub(super) fn prev_lt(&self, k: u32) -> u32 {
-        if k == 0 || self.depth == 0 {
-            return NONE;
-        }
-        // Position `i` and below are candidates.
-        let mut i = (k as usize - 1).min((self.off[1] - self.off[0]) * 64 - 1);
-        let mut l = 0;
-        // Up until a word holds a member at or before position `i`.
-        loop {
-            if l >= self.depth {
-                return NONE;
-            }
-            let word = self.word(l, i / 64).unwrap_or(0);
-            let m = word & (!0u64 >> (63 - i % 64));
-            if m != 0 {
-                i = (i / 64) * 64 + 63 - m.leading_zeros() as usize;
-                break;
-            }
-            if i < 64 {
-                return NONE;
-            }
-            i = i / 64 - 1;
-            l += 1;
-        }
-        // Down along the highest members.
-        while l > 0 {
-            l -= 1;
-            let word = self.word(l, i).unwrap_or(0);
-            i = i * 64 + 63 - word.leading_zeros() as usize;
         }
         i as u32
     }
@@ -284,28 +280,38 @@ mod tests {
                 x ^= x << 17;
                 let k = (x % n as u64) as u32;
                 if x & (1 << 40) == 0 {
-                    if x & (1 << 41) == 0 {
-                        bits.insert(k, n);
-                    } else {
-                        let below = set.range(..k).next_back().copied().unwrap_or(NONE);
-                        assert_eq!(bits.insert_prev(k, n), below, "n {n} insert_prev({k})");
-                    }
+                    bits.insert(k, n);
                     set.insert(k);
-                } else {
-                    bits.remove(k);
+                } else if x & (1 << 41) == 0 {
                     set.remove(&k);
+                    assert_eq!(bits.remove(k), set.is_empty(), "n {n} remove({k})");
+                } else {
+                    set.remove(&k);
+                    let after = set.range(k + 1..).next().copied().unwrap_or(NONE);
+                    assert_eq!(bits.remove_next(k), after, "n {n} remove_next({k})");
                 }
+                assert_eq!(bits.is_empty(), set.is_empty());
+                assert_eq!(bits.first(), set.first().copied().unwrap_or(NONE));
                 let q = ((x >> 20) % (n as u64 + 2)) as u32;
                 let want = set.range(q..).next().copied().unwrap_or(NONE);
                 assert_eq!(bits.next_ge(q), want, "n {n} next_ge({q})");
-                let below = set.range(..q).next_back().copied().unwrap_or(NONE);
-                assert_eq!(bits.prev_lt(q), below, "n {n} prev_lt({q})");
                 assert_eq!(bits.contains(k), set.contains(&k));
-                let (wp, wn) = bits.word_neighbours(q.min(n as u32 - 1));
                 let q0 = q.min(n as u32 - 1);
-                let in_word = |m: Option<u32>| m.filter(|&m| m / 64 == q0 / 64).unwrap_or(NONE);
-                assert_eq!(wp, in_word(set.range(..q0).next_back().copied()));
-                assert_eq!(wn, in_word(set.range(q0 + 1..).next().copied()));
+                let mut near = [NONE; 3];
+                let ahead = set.range(q0 + 1..(q0 + 1) / 64 * 64 + 128);
+                for (slot, &m) in near.iter_mut().zip(ahead) {
+                    *slot = m;
+                }
+                assert_eq!(
+                    bits.next_three_near(q0),
+                    near,
+                    "n {n} next_three_near({q0})"
+                );
+                let word = bits.word_of(q0).copied().unwrap_or(0);
+                let in_word = set
+                    .range(q0 / 64 * 64..(q0 / 64 + 1) * 64)
+                    .fold(0u64, |w, &m| w | 1 << (m % 64));
+                assert_eq!(word, in_word, "n {n} word_of({q0})");
             }
             assert_eq!(bits.next_ge(0), set.first().copied().unwrap_or(NONE));
         }

@@ -70,16 +70,14 @@ impl<P: Packet> Htb<P> {
     pub fn check_invariants(&self) -> Result<(), String> {
         // Every list: in id order, its treap or bitmap consistent, its cursor a member or
         // cleared, a remembered id only in a feed whose cursor is cleared.
+        let mut in_rows = 0;
         for (lid, list) in self.lists.iter().enumerate() {
-            self.list_check(lid)?;
+            let len = self.list_check(lid)?;
+            if lid < ROWS {
+                in_rows += len;
+            }
             if list.cursor != NIL && !self.list_member(lid, list.cursor) {
                 return Err(format!("list {lid}: cursor {} not a member", list.cursor));
-            }
-            if lid < NUM_PRIO
-                && list.cursor != NIL
-                && self.classes[list.cursor as usize].active == 0
-            {
-                return Err(format!("row {lid}: cursor on parked leaf {}", list.cursor));
             }
             if list.last != NIL && (lid < ROWS || list.cursor != NIL) {
                 return Err(format!(
@@ -95,6 +93,7 @@ impl<P: Packet> Htb<P> {
             ));
         }
         let mut sum = Backlog::default();
+        let mut in_rows_expected = 0;
         for (i, cl) in self.classes.iter().enumerate() {
             let c = i as u32;
             let name = self.name(c);
@@ -147,21 +146,14 @@ impl<P: Packet> Htb<P> {
                     }
                 }
             }
-            // A leaf with nothing to send is in no list, or parked in its row of level 0
-            // (`feed::park_leaf`), which only a `CanSend` leaf may be.
+            // A leaf with nothing to send is in no list.
             if cl.is_leaf() && cl.active == 0 {
-                let row = Self::row_id(cl.level, self.prof(c).prio);
-                let found = self.list_contains_any(c);
-                let parked = self.is_parked(c, row);
-                if parked != found.is_some()
-                    || found
-                        .is_some_and(|l| l != row || cl.level != 0 || cl.mode != ClassMode::CanSend)
-                {
-                    return Err(format!(
-                        "idle leaf {name}: in list {found:?}, parked {parked}, mode {:?}",
-                        cl.mode
-                    ));
+                if let Some(l) = self.list_contains_any(c) {
+                    return Err(format!("idle leaf {name}: in list {l}"));
                 }
+            }
+            if cl.mode == ClassMode::CanSend {
+                in_rows_expected += cl.active.count_ones() as usize;
             }
             // Membership: where is each active node?
             for p in bits(cl.active) {
@@ -180,6 +172,13 @@ impl<P: Packet> Htb<P> {
                     ));
                 }
             }
+        }
+        // Each active prio of a class that can send is one row member, found above; so the rows
+        // hold nothing else.
+        if in_rows != in_rows_expected {
+            return Err(format!(
+                "rows hold {in_rows} members, {in_rows_expected} expected"
+            ));
         }
         if sum != self.books.backlog() {
             return Err(format!(

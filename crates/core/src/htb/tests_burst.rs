@@ -1,9 +1,9 @@
-//! The dequeue burst against packet-by-packet dequeues, and lazy unhooking against its
-//! invariants: over random trees (rates that bind, several prios, leaves at several depths) and
+//! The dequeue burst against packet-by-packet dequeues, and a row's cursor against Linux's: over
+//! random trees (rates that bind, several prios, leaves at several depths) and
 //! random traffic, an `Htb` driven by `dequeue_burst` and one driven by as many `dequeue` calls
 //! at the same instant must send the same packets in the same order and hold, after every
 //! burst, the same state in every class record and counter — the deferred ancestor charges
-//! (`tokens::Deferred`) and parked leaves (`feed::park_leaf`) change nothing observable.
+//! (`tokens::Deferred`) change nothing observable.
 
 use super::*;
 use crate::classify::{Classifier, FilterSpec};
@@ -118,12 +118,9 @@ proptest! {
     ) {
         let (mut a, leaves) = build(&specs);
         let (mut b, _) = build(&specs);
-        // The reference: per-packet dequeues, leaves unhooked as soon as they run empty.
-        let (mut e, _) = build(&specs);
-        e.eager_unhook = true;
         let mut now = 0u64;
         let mut id = 0u16;
-        let (mut out_a, mut out_b, mut out_e) = (Vec::new(), Vec::new(), Vec::new());
+        let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
         for (dt, arrivals, k) in steps {
             now += dt;
             for (leaf, len) in arrivals {
@@ -132,28 +129,21 @@ proptest! {
                 id = id.wrapping_add(1);
                 let ra = a.enqueue_to(c, p, Time(now)).is_ok();
                 let rb = b.enqueue_to(c, p, Time(now)).is_ok();
-                let re = e.enqueue_to(c, p, Time(now)).is_ok();
                 prop_assert_eq!(ra, rb);
-                prop_assert_eq!(ra, re);
             }
             out_a.clear();
             let ga = a.dequeue_burst(Time(now), k, &mut out_a);
             let gb = one_by_one(&mut b, now, k, &mut out_b);
-            let ge = one_by_one(&mut e, now, k, &mut out_e);
             prop_assert_eq!(&ga, &gb);
-            prop_assert_eq!(&ga, &ge);
             let ids = |v: &Vec<PacketMeta>| -> Vec<(u16, u32)> {
                 v.iter().map(|p| (p.src_port, p.len)).collect()
             };
             prop_assert_eq!(ids(&out_a), ids(&out_b));
-            prop_assert_eq!(ids(&out_a), ids(&out_e));
             for c in 0..specs.len() {
                 prop_assert_eq!(state(&a, c), state(&b, c), "class {}", c);
-                prop_assert_eq!(state(&a, c), state(&e, c), "class {}", c);
             }
             a.check_invariants().map_err(TestCaseError::fail)?;
             b.check_invariants().map_err(TestCaseError::fail)?;
-            e.check_invariants().map_err(TestCaseError::fail)?;
         }
     }
 }
@@ -221,11 +211,11 @@ fn a_burst_defers_and_applies_the_ancestors_charges() {
 }
 
 #[test]
-fn a_parked_leaf_keeps_its_place_and_leaves_when_its_mode_changes() {
-    // Three leaves of one prio under a root. Leaf 1 runs empty when served and is parked; a
-    // packet brings it back in its place with no list work. Leaf 2 (8 kbit/s) is then served
-    // alone, one packet at a time, so that it runs empty on every send: the send that puts it
-    // into debt finds it parked, and its mode change must take it out of the row.
+fn a_leaf_that_runs_empty_at_the_cursor_passes_its_turn_on_and_leaves_when_throttled() {
+    // Three leaves of one prio under a root. Leaf 1 runs empty when served: it leaves the row
+    // and the cursor moves on to leaf 3 (`htb_remove_class_from_row`), so a packet that brings
+    // leaf 1 back before the next dequeue waits for leaf 3's turn. Leaf 2 (8 kbit/s) is then
+    // served alone, one packet at a time, until its mode change keeps it out of the row.
     let specs: Vec<Spec> = vec![
         (None, 10_000_000, 10_000_000, 0),
         (Some(0), 3_000_000, 10_000_000, 0),
@@ -243,19 +233,18 @@ fn a_parked_leaf_keeps_its_place_and_leaves_when_its_mode_changes() {
     h.enqueue_to(1, p(1), Time(0)).unwrap();
     h.enqueue_to(3, p(3), Time(0)).unwrap();
     assert_eq!(h.dequeue(Time(0)).packet().unwrap().src_port, 1);
-    assert!(h.is_parked(1, row));
-    assert!(h.row_bits[row].contains(1));
+    assert!(!h.row_bits[row].contains(1));
+    assert_eq!(h.lists[row].cursor, 3);
     h.check_invariants().unwrap();
     h.enqueue_to(1, p(11), Time(0)).unwrap();
-    assert!(!h.is_parked(1, row));
+    assert!(h.row_bits[row].contains(1));
     h.check_invariants().unwrap();
     let mut sent = Vec::new();
     for _ in 0..2 {
         sent.push(h.dequeue(Time(0)).packet().unwrap().src_port);
         h.check_invariants().unwrap();
     }
-    sent.sort();
-    assert_eq!(sent, vec![3, 11]);
+    assert_eq!(sent, vec![3, 11], "leaf 3's turn first");
     let mut n = 0;
     while h.classes[2].mode == ClassMode::CanSend {
         n += 1;
@@ -264,99 +253,11 @@ fn a_parked_leaf_keeps_its_place_and_leaves_when_its_mode_changes() {
         assert_eq!(h.dequeue(Time(0)).packet().unwrap().src_port, 2);
         h.check_invariants().unwrap();
     }
-    assert!(!h.row_bits[row].contains(2));
-    assert!(!h.is_parked(2, row));
-    assert_eq!(h.classes[2].active, 0);
-}
-
-#[test]
-fn a_large_tree_with_few_busy_leaves_parks_in_sparse_rows_exactly() {
-    // 16,449 classes (a large tree: `warmth` applies): root → 64 pipes → 256 leaves each,
-    // nothing binds. 443 busy leaves 37 ids apart (every row of leaves sparse). A standing
-    // backlog refills most leaves before the cursor returns, so sparse parking is measured to
-    // pay and turns on in the row that holds it; then trickling traffic refills almost none, and it turns off. Through
-    // both, a burst-driven, parking `Htb` must send what an eager one sends, packet for packet,
-    // and hold the same state.
-    let rate = 100_000_000_000u64;
-    let mut specs: Vec<Spec> = vec![(None, rate, rate, 0)];
-    for _ in 0..64 {
-        specs.push((Some(0), rate, rate, 0));
-    }
-    for p in 0..64usize {
-        for q in 0..256usize {
-            specs.push((Some(1 + p), rate, rate, (q % 3) as u8));
-        }
-    }
-    let (mut a, leaves) = build(&specs);
-    let (mut e, _) = build(&specs);
-    e.eager_unhook = true;
-    assert!(a.warmth.large() && a.warmth.prefetch());
-    let busy: Vec<u32> = leaves.iter().copied().step_by(37).collect();
-    let mut watch: Vec<usize> = busy.iter().map(|&c| c as usize).collect();
-    watch.extend(0..65);
-    let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-    let mut pick = |n: usize| {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        (x % n as u64) as usize
-    };
-    let (mut now, mut id) = (0u64, 0u16);
-    let (mut out_a, mut out_e) = (Vec::new(), Vec::new());
-    let mut parked_on = false;
-    for step in 0..900 {
-        now += 5_000;
-        // Phase 1 (steps < 450): 32 arrivals a step on top of a standing backlog of 2 a leaf.
-        // Phase 2: 2 arrivals a step, the backlog drained.
-        let arrivals = match step {
-            0 => busy.len() * 2,
-            s if s < 450 => 32,
-            _ => 2,
-        };
-        for i in 0..arrivals {
-            let c = if step == 0 {
-                busy[i % busy.len()]
-            } else {
-                busy[pick(busy.len())]
-            };
-            let p = PacketMeta {
-                len: 64,
-                src_port: id,
-                ..Default::default()
-            };
-            id = id.wrapping_add(1);
-            assert_eq!(
-                a.enqueue_to(c, p, Time(now)).is_ok(),
-                e.enqueue_to(c, p, Time(now)).is_ok()
-            );
-        }
-        let k = if step < 450 { 32 } else { 4 };
-        out_a.clear();
-        let ga = a.dequeue_burst(Time(now), k, &mut out_a);
-        let ge = one_by_one(&mut e, now, k, &mut out_e);
-        assert_eq!(ga, ge, "step {step}");
-        let ids = |v: &Vec<PacketMeta>| -> Vec<u16> { v.iter().map(|p| p.src_port).collect() };
-        assert_eq!(ids(&out_a), ids(&out_e), "step {step}");
-        for &c in &watch {
-            assert_eq!(state(&a, c), state(&e, c), "class {c}, step {step}");
-        }
-        if step % 150 == 149 {
-            a.check_invariants().unwrap();
-            e.check_invariants().unwrap();
-        }
-        if step == 449 {
-            assert!(!a.warmth.prefetch(), "443 busy leaves fit the caches");
-            // The lowest prio holds the standing backlog (strict priority drains the others).
-            parked_on = a.warmth.park_sparse(2);
-            assert!(
-                parked_on,
-                "a standing backlog refills parked leaves in time"
-            );
-        }
-    }
-    assert!(parked_on);
+    h.enqueue_to(2, p(2), Time(0)).unwrap();
     assert!(
-        (0..3).all(|prio| !a.warmth.park_sparse(prio) || !a.warmth.park_sparse(prio)),
-        "trickling traffic: sparse parking back off (probing only)"
+        !h.row_bits[row].contains(2),
+        "a throttled leaf is not in its row"
     );
+    assert_eq!(h.classes[2].active, 1);
+    h.check_invariants().unwrap();
 }

@@ -47,9 +47,6 @@ impl<P: Packet> Htb<P> {
         let active = self.classes[c as usize].active;
         if active != 0 {
             self.deactivate_prios(c, active);
-        } else {
-            // A parked leaf (`feed::park_leaf`) may sit in a row only while `CanSend`.
-            self.unpark(c);
         }
         self.classes[c as usize].mode = new;
         if active != 0 {

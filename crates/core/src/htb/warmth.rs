@@ -1,4 +1,4 @@
-//! Whether prefetching and parking pay: judged from the traffic's working set, not the tree.
+//! Whether prefetching pays: judged from the traffic's working set, not the tree.
 //!
 //! Principles. Prefetch hints change no result; they only trade instructions (≈ 70–110 a packet
 //! here) for cache misses overlapped instead of waited for. They pay when the leaves being sent
@@ -21,33 +21,11 @@
 //! skip the count. Cost: a compare and two adds a packet, an epoch's end every `EPOCH` packets;
 //! no memory per class (O(1) in classes and flows).
 //!
-//! A related question decides whether a leaf that runs empty in a *sparse* row of leaves is
-//! parked (left in its row, `feed::park_leaf`) or unhooked at once. Parking pays when a packet
-//! comes before the row's cursor returns (the leaf is back with no list work) and costs when it
-//! does not (the cursor unhooks it then, touching its record a second time). In a dense row the
-//! old rule stands (always park). In a sparse one it never pays while the working set is out of
-//! the caches (the second touch is a miss), nor in a tree of fewer than `PREFETCH_MIN` classes
-//! (the old rule: measured there, the bookkeeping cost ≈ 11 instructions a packet more than it
-//! saved at 1,024 leaves); otherwise it depends on the traffic — a standing backlog over a
-//! thousand leaves refills most parked leaves in time, a thousand leaves with a few packets
-//! each refill almost none — so it is measured: every leaf parked in a sparse row
-//! counts as refilled or not when its fate is known, and after [`PARK_SAMPLES`] of them sparse
-//! parking is on when at least half were refilled. While off, one sparse candidate in
-//! [`PARK_PROBE`] is parked anyway, so the measure goes on. Each prio's row is measured apart:
-//! under strict priority a high prio's row is served as soon as a packet comes (its cursor is
-//! back at once: parking there rarely pays) while the lowest's holds the standing backlog.
-//!
 //! It reads only `now`, `t_c` and the calls' order, so, like the rest of the core, it is a pure
-//! function of the calls made: the same calls prefetch and park the same way.
-
-use super::NUM_PRIO;
+//! function of the calls made: the same calls prefetch the same way.
 
 /// Packets per epoch.
 pub(super) const EPOCH: u32 = 2048;
-/// Outcomes of sparse parking per decision.
-pub(super) const PARK_SAMPLES: u32 = 32;
-/// While sparse parking is off, one candidate in this many is parked to keep measuring.
-pub(super) const PARK_PROBE: u32 = 8;
 
 /// The estimate and the decision (see the module docs).
 #[derive(Copy, Clone, Debug)]
@@ -62,18 +40,6 @@ pub(super) struct Warmth {
     /// Packets counted in this epoch, and how many of them found their leaf cold.
     count: u32,
     cold: u32,
-    /// Sparse parking, per prio's row of leaves.
-    rows: [RowPark; NUM_PRIO],
-}
-
-/// Sparse parking in one row of leaves: the decision, candidates seen while off, and the
-/// outcomes counted.
-#[derive(Copy, Clone, Debug, Default)]
-struct RowPark {
-    park: bool,
-    probe: u32,
-    parked: u32,
-    refilled: u32,
 }
 
 impl Warmth {
@@ -88,36 +54,6 @@ impl Warmth {
             prev: 0,
             count: 0,
             cold: 0,
-            rows: [RowPark::default(); NUM_PRIO],
-        }
-    }
-
-    /// A leaf runs empty at the cursor of a sparse row of leaves: park it? (See the module
-    /// docs.) O(1).
-    #[inline]
-    pub(super) fn park_sparse(&mut self, prio: u8) -> bool {
-        if self.prefetch || !self.large {
-            return false;
-        }
-        let r = &mut self.rows[prio as usize % NUM_PRIO];
-        if r.park {
-            return true;
-        }
-        r.probe = r.probe.wrapping_add(1);
-        r.probe.is_multiple_of(PARK_PROBE)
-    }
-
-    /// The fate of a leaf parked in a sparse row: a packet came before the cursor (`refilled`),
-    /// or the cursor unhooked it. O(1).
-    #[inline]
-    pub(super) fn sparse_parked(&mut self, prio: u8, refilled: bool) {
-        let r = &mut self.rows[prio as usize % NUM_PRIO];
-        r.parked += 1;
-        r.refilled += u32::from(refilled);
-        if r.parked >= PARK_SAMPLES {
-            r.park = r.refilled * 2 >= r.parked;
-            r.parked = 0;
-            r.refilled = 0;
         }
     }
 
@@ -214,45 +150,9 @@ mod tests {
     }
 
     #[test]
-    fn sparse_parking_follows_how_often_it_pays() {
-        let mut w = Warmth::new(1 << 20);
-        // A working set in cache (as after a run over few leaves).
-        w.prefetch = false;
-        // Off at first, but probing: one candidate in PARK_PROBE is parked.
-        let probes = (0..PARK_PROBE * 4).filter(|_| w.park_sparse(3)).count();
-        assert_eq!(probes, 4);
-        // Parked leaves that mostly come back in time turn it on...
-        for i in 0..PARK_SAMPLES {
-            w.sparse_parked(3, i % 4 != 0);
-        }
-        assert!(w.park_sparse(3) && w.park_sparse(3));
-        assert!(!w.rows[2].park, "each row is measured apart");
-        // ...and mostly in vain, off again.
-        for i in 0..PARK_SAMPLES {
-            w.sparse_parked(3, i % 4 == 0);
-        }
-        assert!(!w.rows[3].park);
-    }
-
-    #[test]
-    fn a_cold_working_set_never_parks_in_sparse_rows() {
-        let mut w = Warmth::new(1 << 20);
-        assert!(w.prefetch());
-        for _ in 0..PARK_SAMPLES {
-            w.sparse_parked(0, true);
-        }
-        assert!(w.rows[0].park, "the outcomes alone say it pays");
-        assert!(!w.park_sparse(0), "but the second touch would be a miss");
-    }
-
-    #[test]
     fn a_small_tree_never_prefetches() {
         let mut w = Warmth::new(1000);
         assert!(!w.prefetch());
-        assert!(
-            (0..PARK_PROBE * 4).all(|_| !w.park_sparse(0)),
-            "nor parks in sparse rows"
-        );
         run(&mut w, 1000, 100_000);
         assert!(!w.prefetch());
         assert_eq!(w.count, 0, "a small tree skips the count");
