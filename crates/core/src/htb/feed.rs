@@ -383,7 +383,14 @@ impl<P: Packet> Htb<P> {
         // In a row of leaves the next members are class ids, found in the bitmap's words at
         // hand (a hint: where the row is sparse, nothing); elsewhere the list's order.
         let [n1, n2, n3] = if lid < NUM_PRIO {
-            self.row_bits[lid].next_three_near(leaf)
+            let mut near = self.row_bits[lid].next_three_near(leaf);
+            if near[0] == NIL && self.classes.len() >= PREFETCH_ROW_WORDS_MIN {
+                // A sparse stretch of a row too large for the caches: the next member is
+                // further on; its record and counters.
+                near[0] = self.next_of(lid, leaf);
+                self.prefetch_class(near[0]);
+            }
+            near
         } else {
             let n1 = self.next_of(lid, leaf);
             let n2 = if n1 == NIL {
