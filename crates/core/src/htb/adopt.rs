@@ -23,6 +23,11 @@ impl<P: Packet> Htb<P> {
     /// O(n + q) for `n` classes and `q` queued packets; meant for the control path.
     pub fn adopt(&mut self, old: &mut Htb<P>, now: Time) -> AdoptReport {
         let mut report = AdoptReport::default();
+        // What every class sent, kept by name (a class added starts from nothing, as in Linux):
+        // an inner class's total is its subtree's sum (`Counters`), so it is set once the tree
+        // is known rather than copied.
+        let old_sent = old.sent_totals();
+        let mut sent = vec![Counter::default(); self.classes.len()];
         let (old_names, new_names) = (old.names.all(), self.names.all());
         let (old_to_new, added) = crate::tree::match_names(
             old_names.iter().map(String::as_str),
@@ -54,6 +59,7 @@ impl<P: Packet> Htb<P> {
             cl.ctokens = clamp_debt(refill(ctokens, idle, ceil, np.cbuffer), np.ceil);
             cl.t_c = now.0;
             self.cold[n as usize] = counters;
+            sent[n as usize] = old_sent[c];
             match old.giants.get(&(c as u32)) {
                 Some(&g) => self.giants.insert(n, g),
                 None => self.giants.remove(&n),
@@ -66,6 +72,7 @@ impl<P: Packet> Htb<P> {
         for c in added {
             report.added.push(new_names[c as usize].clone());
         }
+        self.set_sent_totals(&sent);
         // Counters continue; the moved packets are already counted as enqueued and as backlog.
         // What `old` dropped and still holds is ours to hand out.
         self.books.take_over(&mut old.books);

@@ -377,7 +377,7 @@ impl<P: Packet> Htb<P> {
     /// only lines an earlier dequeue prefetched. The leaf three ahead gets its record (and
     /// counters) prefetched; the leaf two ahead, whose record is in, its queue's last slot (the
     /// first too when it holds one packet); the next leaf, whose last slot is in, its first slot
-    /// when they differ, and its parent; and the leaf served now its parent.
+    /// when they differ, and its parent's record; and the leaf served now its parent's record.
     #[inline(always)]
     fn prefetch_next(&self, leaf: u32, lid: usize) {
         // In a row of leaves the next members are class ids, found in the bitmap's words at
@@ -413,7 +413,7 @@ impl<P: Packet> Htb<P> {
                     }
                 }
             }
-            self.prefetch_class(c1.parent);
+            self.prefetch_record(c1.parent);
             if let Some(c2) = self.classes.get(n2 as usize) {
                 if c2.kind != LeafKind::Boxed {
                     if let Some(slot) = self.pool.get(c2.q.tail as usize) {
@@ -423,7 +423,7 @@ impl<P: Packet> Htb<P> {
                 self.prefetch_class(n3);
             }
         }
-        self.prefetch_class(self.classes[leaf as usize].parent);
+        self.prefetch_record(self.classes[leaf as usize].parent);
     }
 
     /// Serve one packet from `row[level][prio]`, if any leaf there has one to give.

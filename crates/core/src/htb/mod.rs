@@ -94,8 +94,9 @@
 //! (usually one word: the climb is taken only where the row is sparse). Flows are not a dimension of HTB itself: a leaf's queue is
 //! a FIFO or a boxed qdisc (SFQ, FQ-CoDel), whose own complexity applies per leaf. What does grow
 //! with `n` is the memory touched at random. Per packet: at enqueue, the leaf's hot record and
-//! its queue's tail slot; at dequeue, the hot record and counters of the leaf and of each
-//! ancestor charged (`d` of each), the head slot, and the profiles (few, shared, so cached). With
+//! its queue's tail slot; at dequeue, the hot record and counters of the leaf, the hot record
+//! of each ancestor charged (`d`; an inner class's counters are written only when it lends or
+//! borrows: what it sent is its leaves' sum, computed when read), the head slot, and the profiles (few, shared, so cached). With
 //! a million classes the leaf's lines are cache (and TLB) misses; [`Htb::enqueue_burst_to`]
 //! prefetches a whole burst's records before touching them (and the counters of the idle
 //! leaves among them, which are served soon), dequeue prefetches the next leaves of the list
@@ -116,7 +117,9 @@
 //!   active prios) — what enqueue, dequeue and the charge read and write;
 //! * **cold**: 32 bytes of counters ([`Counters`]: bytes and packets sent, drops, overlimits,
 //!   lends, borrows; aligned so that one line holds them), written by the charge, read by
-//!   `stat`, carried over by adopt; `giants` (packets bigger than the burst, rare) in a map
+//!   `stat`, carried over by adopt; what an inner class sent is not counted per packet but
+//!   summed over its leaves when read, so a packet's charge writes one counters line, its
+//!   leaf's; `giants` (packets bigger than the burst, rare) in a map
 //!   holding only the classes that had one;
 //! * **per profile**: 56 bytes ([`Profile`]: rate, ceil, burst and cburst in bytes and
 //!   nano-bits, quantum, FIFO limit, prio), one per distinct configuration, shared by every
@@ -328,12 +331,22 @@ struct Class {
 const _: () = assert!(std::mem::size_of::<Class>() == 64);
 const _: () = assert!(std::mem::size_of::<Profile>() == 56);
 
-/// The cold per-class state: counters, written once per packet by the charge and read by `stat`.
-/// 32 bytes, aligned to 32 so that the charge's writes stay within one cache line. (`giants`,
-/// counted at enqueue and only for packets bigger than the burst, is kept apart: `Htb::giants`.)
+/// The cold per-class state: counters, written by the charge and read by `stat`. 32 bytes,
+/// aligned to 32 so that the charge's writes stay within one cache line. (`giants`, counted at
+/// enqueue and only for packets bigger than the burst, is kept apart: `Htb::giants`.)
+///
+/// `sent_bytes` and `sent_packets` are a leaf's own, counted per packet. An inner class's are
+/// not counted: every packet it sends is sent by one of its leaves, so what it sent is the sum
+/// over its subtree, computed when read (`stats::sent_totals`), and the charge of a packet
+/// writes the counters of the leaf alone — one line a packet instead of one per class of the
+/// path. In an inner class the two fields hold what its subtree's sum does not: sends of
+/// classes that are no longer below it, or minus what its children had sent when it was
+/// created, so that a reload keeps every class's total as it was (`adopt`); wrapping, like the
+/// sums.
 #[repr(C, align(32))]
 #[derive(Copy, Clone, Default)]
 struct Counters {
+    /// A leaf's own; an inner class's offset (see above).
     sent_bytes: u64,
     sent_packets: u64,
     /// 32-bit, wrapping, like Linux's `tc_stats` and `tc_htb_xstats`.
@@ -367,13 +380,23 @@ fn prefetch_ptr(x: *const u8) {
 }
 
 impl<P: Packet> Htb<P> {
-    /// Bring in what the charge of class `c` touches: its record and its counters. Nothing for
+    /// Bring in what the charge of leaf `c` touches: its record and its counters. Nothing for
     /// an id out of range (NIL).
     #[inline(always)]
     fn prefetch_class(&self, c: u32) {
         if let (Some(cl), Some(k)) = (self.classes.get(c as usize), self.cold.get(c as usize)) {
             prefetch(cl);
             prefetch(k);
+        }
+    }
+
+    /// Bring in what the charge of an inner class `c` touches on its short path: its record
+    /// alone (its counters are written only when it lends or borrows; what it sent is its
+    /// leaves' sum, `stats::sent_totals`). Nothing for an id out of range (NIL).
+    #[inline(always)]
+    fn prefetch_record(&self, c: u32) {
+        if let Some(cl) = self.classes.get(c as usize) {
+            prefetch(cl);
         }
     }
 }

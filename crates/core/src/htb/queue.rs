@@ -122,7 +122,7 @@ impl<P: Packet> Htb<P> {
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
                 if cl.active == 0 {
-                    self.prefetch_class(cl.parent);
+                    self.prefetch_record(cl.parent);
                 }
             }
         }
@@ -144,7 +144,7 @@ impl<P: Packet> Htb<P> {
                     if let Some(k) = self.cold.get(c as usize) {
                         prefetch(k);
                     }
-                    self.prefetch_class(cl.parent);
+                    self.prefetch_record(cl.parent);
                     if far && cl.mode == ClassMode::CanSend && cl.level == 0 {
                         // Hooking it into its row sets its bit: that word of the row's bitmap.
                         let prio = self.profiles.get(cl.profile as usize).map_or(0, |p| p.prio);

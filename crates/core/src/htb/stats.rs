@@ -2,7 +2,8 @@
 //! the internal invariants the tests check.
 //!
 //! Principles: reading never changes state; the views are built in tree order (parents before
-//! children) with each inner class's backlog the sum of its subtree's, in one O(n · depth) pass;
+//! children) with each inner class's backlog and sends the sums of its subtree's (the charge
+//! counts a packet's sends at its leaf alone, `Counters`), in one O(n · depth) pass;
 //! the per-class counters are 32-bit and wrap like Linux's `tc_htb_xstats` (net/sched/sch_htb.c
 //! `htb_dump_class_stats`), while the qdisc-wide ones come from the books.
 use super::*;
@@ -50,11 +51,51 @@ impl<P: Packet> Htb<P> {
         ]
     }
 
-    /// The counters of one class.
+    /// The counters of one class. O(1) for a leaf; O(n · depth) for an inner class, whose sends
+    /// are its leaves' sum ([`Self::sent_totals`]).
     pub fn class_stats(&self, id: ClassId) -> Option<ClassStats> {
-        self.classes
-            .get(id as usize)
-            .map(|c| self.cold[id as usize].stats(self.giants_of(id), self.leaf_marked(c)))
+        let cl = self.classes.get(id as usize)?;
+        let mut s = self.cold[id as usize].stats(self.giants_of(id), self.leaf_marked(cl));
+        if !cl.is_leaf() {
+            s.sent = self.sent_totals()[id as usize];
+        }
+        Some(s)
+    }
+
+    /// What every class sent: a leaf's own counters, and for an inner class the sum over its
+    /// subtree of the leaves' and of the inner classes' offsets (`Counters`), wrapping. One
+    /// pass, O(n · depth).
+    pub(super) fn sent_totals(&self) -> Vec<Counter> {
+        let mut sent = vec![Counter::default(); self.classes.len()];
+        for (i, k) in self.cold.iter().enumerate().take(self.classes.len()) {
+            if k.sent_packets == 0 && k.sent_bytes == 0 {
+                continue;
+            }
+            let mut x = i as u32;
+            while let Some(s) = sent.get_mut(x as usize) {
+                s.packets = s.packets.wrapping_add(k.sent_packets);
+                s.bytes = s.bytes.wrapping_add(k.sent_bytes);
+                x = self.classes[x as usize].parent;
+            }
+        }
+        sent
+    }
+
+    /// Set the stored sends so that every class's total ([`Self::sent_totals`]) is `target`:
+    /// a leaf stores its own, an inner class its target less its children's (`adopt`). O(n).
+    pub(super) fn set_sent_totals(&mut self, target: &[Counter]) {
+        let mut below = vec![Counter::default(); self.classes.len()];
+        for (i, cl) in self.classes.iter().enumerate() {
+            if let (Some(b), Some(t)) = (below.get_mut(cl.parent as usize), target.get(i)) {
+                b.packets = b.packets.wrapping_add(t.packets);
+                b.bytes = b.bytes.wrapping_add(t.bytes);
+            }
+        }
+        for (i, k) in self.cold.iter_mut().enumerate().take(self.classes.len()) {
+            let (t, b) = (target.get(i).copied().unwrap_or_default(), below[i]);
+            k.sent_packets = t.packets.wrapping_sub(b.packets);
+            k.sent_bytes = t.bytes.wrapping_sub(b.bytes);
+        }
     }
 
     /// ECN marks of a class's leaf qdisc (inline FIFOs never mark).
@@ -200,6 +241,7 @@ impl<P: Packet> Htb<P> {
     }
 
     pub(super) fn visit(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
+        let sent = self.sent_totals();
         // Backlog of every class (a subtree's for inner classes): one pass, O(n · depth).
         let mut backlogs = vec![Backlog::default(); self.classes.len()];
         for (i, cl) in self.classes.iter().enumerate() {
@@ -246,6 +288,8 @@ impl<P: Packet> Htb<P> {
                 LeafKind::None => {}
             }
             let backlog = backlogs[c as usize];
+            let mut stats = k.stats(self.giants_of(c), self.leaf_marked(cl));
+            stats.sent = sent[c as usize];
             f(&ClassView {
                 name: &self.name(c),
                 parent: (cl.parent != NIL).then_some(cl.parent),
@@ -258,7 +302,7 @@ impl<P: Packet> Htb<P> {
                 mode: cl.mode,
                 tokens: Self::nbits_to_bytes(cl.tokens),
                 ctokens: Self::nbits_to_bytes(cl.ctokens),
-                stats: k.stats(self.giants_of(c), self.leaf_marked(cl)),
+                stats,
                 backlog,
                 avgidle_ns: None,
                 leaf_drops,

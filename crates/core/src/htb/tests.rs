@@ -738,3 +738,150 @@ fn adopt_keeps_debt_so_a_reload_is_not_a_free_burst() {
         other => panic!("a reload must not reset the bucket: {other:?}"),
     }
 }
+
+// ---- what inner classes sent: their leaves' sum --------------------------------------------
+
+/// Sends per class name, by `visit_classes` and by `class_stats`, which must agree.
+fn sent_by_name(h: &Htb<PacketMeta>) -> HashMap<String, (u64, u64)> {
+    let mut m = HashMap::new();
+    h.visit_classes(&mut |v| {
+        m.insert(
+            v.name.to_string(),
+            (v.stats.sent.packets, v.stats.sent.bytes),
+        );
+    });
+    for (name, &s) in &m {
+        let id = h.class_id(name).unwrap();
+        let c = h.class_stats(id).unwrap().sent;
+        assert_eq!((c.packets, c.bytes), s, "{name}");
+    }
+    m
+}
+
+/// A class of a test tree: (name, parent, rate, ceil, prio), as `build` takes them.
+type Spec = (&'static str, Option<&'static str>, u64, u64, u8);
+
+/// A packet of `len` bytes sent by `leaf`: counted for it and each of its ancestors in `tree`.
+fn count_sent(expect: &mut HashMap<String, (u64, u64)>, leaf: &str, len: u32, tree: &[Spec]) {
+    let mut c = Some(leaf);
+    while let Some(name) = c {
+        let e = expect.entry(name.to_string()).or_default();
+        e.0 += 1;
+        e.1 += u64::from(len);
+        c = tree.iter().find(|s| s.0 == name).and_then(|s| s.1);
+    }
+}
+
+/// Send `n` packets of varied sizes to the named leaves, dequeuing one by one and in bursts at
+/// times that make classes borrow and wait; add every packet sent to its leaf and each ancestor
+/// in `expect` (what Linux's per-packet charge counts).
+fn send_and_count(
+    h: &mut Htb<PacketMeta>,
+    leaves: &[&str],
+    tree: &[Spec],
+    now: &mut u64,
+    n: u32,
+    expect: &mut HashMap<String, (u64, u64)>,
+) {
+    let ids: Vec<u32> = leaves.iter().map(|l| h.class_id(l).unwrap()).collect();
+    let mut out = Vec::new();
+    for i in 0..n {
+        let k = (i as usize * 7 + i as usize / 3) % ids.len();
+        let p = PacketMeta {
+            len: 60 + (i * 37) % 1400,
+            src_port: k as u16,
+            ..Default::default()
+        };
+        h.enqueue_to(ids[k], p, Time(*now)).unwrap();
+        if i % 5 == 4 {
+            *now += 2_000_000;
+            out.clear();
+            if i % 2 == 0 {
+                h.dequeue_burst(Time(*now), 8, &mut out);
+            } else if let Dequeued::Packet(p) = h.dequeue(Time(*now)) {
+                out.push(p);
+            }
+            for p in &out {
+                count_sent(expect, leaves[usize::from(p.src_port)], p.len, tree);
+            }
+        }
+        h.check_invariants().unwrap();
+    }
+}
+
+#[test]
+fn inner_classes_sent_what_their_leaves_sent_through_bursts_borrowing_and_a_reload() {
+    let old_tree: [Spec; 6] = [
+        ("root", None, 8_000_000, 8_000_000, 0),
+        ("mid1", Some("root"), 2_000_000, 8_000_000, 0),
+        ("mid2", Some("root"), 2_000_000, 8_000_000, 1),
+        ("a", Some("mid1"), 500_000, 8_000_000, 0),
+        ("b", Some("mid1"), 500_000, 4_000_000, 1),
+        ("c", Some("mid2"), 1_000_000, 8_000_000, 0),
+    ];
+    let mut old = build(&old_tree, "a").htb;
+    let mut expect = HashMap::new();
+    let mut now = 0;
+    send_and_count(
+        &mut old,
+        &["a", "b", "c"],
+        &old_tree,
+        &mut now,
+        600,
+        &mut expect,
+    );
+    let got = sent_by_name(&old);
+    for (name, e) in &expect {
+        assert_eq!(got[name], *e, "{name}");
+    }
+    assert!(
+        got["mid1"].0 > 50 && got["mid2"].0 > 50 && got["root"].0 > 200,
+        "{got:?}"
+    );
+    assert!(old.class_stats(old.class_id("a").unwrap()).unwrap().borrows > 0);
+
+    // The reload: `b` and `mid2` go, `c` moves under `mid1`, a new inner class `mid3` takes
+    // `a` and a new leaf `d`. Kept classes keep their totals, new ones start at zero.
+    let new_tree: [Spec; 6] = [
+        ("root", None, 8_000_000, 8_000_000, 0),
+        ("mid1", Some("root"), 2_000_000, 8_000_000, 0),
+        ("mid3", Some("root"), 2_000_000, 8_000_000, 1),
+        ("c", Some("mid1"), 1_000_000, 8_000_000, 0),
+        ("a", Some("mid3"), 500_000, 8_000_000, 0),
+        ("d", Some("mid3"), 500_000, 8_000_000, 1),
+    ];
+    let mut new = build(&new_tree, "a").htb;
+    new.adopt(&mut old, Time(now));
+    new.check_invariants().unwrap();
+    expect.remove("b");
+    expect.remove("mid2");
+    // The adopted packets are still to be sent; count them as the new tree sends them.
+    let after = sent_by_name(&new);
+    for name in ["root", "mid1", "a", "c"] {
+        assert_eq!(after[name], expect[name], "{name} keeps its total");
+    }
+    assert_eq!((after["mid3"], after["d"]), ((0, 0), (0, 0)));
+    expect.insert("mid3".into(), (0, 0));
+    expect.insert("d".into(), (0, 0));
+    // Drain what was moved over, counting it under the new tree.
+    let leaves = ["c", "a", "d"];
+    loop {
+        match new.dequeue(Time(now)) {
+            Dequeued::Packet(p) => {
+                let leaf = ["a", "b", "c"][usize::from(p.src_port)];
+                // A packet of `b` (gone) was classified again, to the default `a`.
+                let leaf = if leaf == "b" { "a" } else { leaf };
+                count_sent(&mut expect, leaf, p.len, &new_tree);
+            }
+            Dequeued::NotBefore(t) => now = t.0,
+            Dequeued::Empty => break,
+        }
+    }
+    send_and_count(&mut new, &leaves, &new_tree, &mut now, 600, &mut expect);
+    let got = sent_by_name(&new);
+    assert_eq!(got.len(), expect.len());
+    for (name, e) in &expect {
+        assert_eq!(got[name], *e, "{name}");
+    }
+    assert!(got["mid3"].0 > 50 && got["d"].0 > 10, "{got:?}");
+}

@@ -122,8 +122,6 @@ impl<P: Packet> Htb<P> {
                     if cost <= d.room {
                         d.room -= cost;
                         d.cost += cost;
-                        d.bytes += len as u64;
-                        d.packets += 1;
                         return;
                     }
                     self.flush_deferred();
@@ -180,8 +178,11 @@ impl<P: Packet> Htb<P> {
                             cl.tokens = t;
                             cl.ctokens = ct;
                             cl.t_c = now.max(cl.t_c);
-                            k.sent_bytes += len as u64;
-                            k.sent_packets += 1;
+                            if c == leaf {
+                                // An inner class's sends are its leaves' (`Counters`).
+                                k.sent_bytes += len as u64;
+                                k.sent_packets += 1;
+                            }
                             true
                         } else {
                             false
@@ -191,7 +192,7 @@ impl<P: Packet> Htb<P> {
                 }
             };
             if !fast {
-                self.charge_class(c, level, len, cost, now);
+                self.charge_class(c, level, len, cost, now, c == leaf);
             }
             c = parent;
         }
@@ -234,8 +235,6 @@ impl<P: Packet> Htb<P> {
                 now,
                 room,
                 cost: 0,
-                bytes: 0,
-                packets: 0,
             };
         }
     }
@@ -250,22 +249,18 @@ impl<P: Packet> Htb<P> {
             ..Deferred::NONE
         };
         let mut c = d.base;
-        while let (Some(cl), Some(k)) = (
-            self.classes.get_mut(c as usize),
-            self.cold.get_mut(c as usize),
-        ) {
+        while let Some(cl) = self.classes.get_mut(c as usize) {
             cl.tokens -= d.cost;
             cl.ctokens -= d.cost;
-            k.sent_bytes += d.bytes;
-            k.sent_packets += d.packets;
             c = cl.parent;
         }
     }
 
-    /// Charge one class (see [`Self::charge`]): both buckets, the counters, and the mode change
-    /// with its wait-queue entry when the mode is or becomes other than `CanSend`.
+    /// Charge one class (see [`Self::charge`]): both buckets, the counters (what was sent only
+    /// for the `leaf` itself: an inner class's is its leaves' sum, `Counters`), and the mode
+    /// change with its wait-queue entry when the mode is or becomes other than `CanSend`.
     #[inline(never)]
-    fn charge_class(&mut self, c: u32, level: u8, len: u32, cost: i64, now: u64) {
+    fn charge_class(&mut self, c: u32, level: u8, len: u32, cost: i64, now: u64, leaf: bool) {
         let old_key = self.wait_key(c);
         let cl = &mut self.classes[c as usize];
         let pr = &self.profiles[cl.profile as usize];
@@ -284,8 +279,10 @@ impl<P: Packet> Htb<P> {
         let ct = refill(cl.ctokens, idle, pr.ceil, pr.cbuffer);
         cl.ctokens = clamp_debt(ct.saturating_sub(cost), pr.ceil);
         cl.t_c = now.max(cl.t_c);
-        k.sent_bytes += len as u64;
-        k.sent_packets += 1;
+        if leaf {
+            k.sent_bytes += len as u64;
+            k.sent_packets += 1;
+        }
         // The buckets are as of `t_c` now, so the mode follows from their signs; `mode_at`
         // would compute the same. A class that was and stays `CanSend` is in no wait queue
         // and needs no re-hooking.
@@ -326,7 +323,7 @@ impl<P: Packet> Htb<P> {
 /// and non-negative), and `room` is the smallest of those buckets. A later packet of the burst
 /// served from a row of level 0 (so no class above the leaf lends or borrows) whose walk reaches
 /// `base` would, class by class, take the short path of [`Htb::charge`]: no refill (charged at
-/// this instant), both buckets less `cost`, `sent_bytes` and `sent_packets` up — as long as
+/// this instant), both buckets less `cost` (inner classes count no sends of their own) — as long as
 /// both buckets stay non-negative, which `cost ≤ room` guarantees for every class of the chain at
 /// once. Nothing else reads or changes these classes meanwhile: their mode stays `CanSend` (so
 /// they are in no wait queue and `do_events` never looks at them), lists only read modes, and
@@ -346,10 +343,8 @@ pub(super) struct Deferred {
     now: u64,
     /// How much more cost the chain can take with every bucket non-negative.
     room: i64,
-    /// Summed cost (nano-bits), bytes and packets.
-    cost: i64,
-    pub(super) bytes: u64,
-    pub(super) packets: u64,
+    /// Summed cost (nano-bits).
+    pub(super) cost: i64,
 }
 
 impl Deferred {
@@ -360,8 +355,6 @@ impl Deferred {
         now: 0,
         room: 0,
         cost: 0,
-        bytes: 0,
-        packets: 0,
     };
 }
 
