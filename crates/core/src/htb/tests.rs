@@ -797,7 +797,7 @@ fn send_and_count(
             *now += 2_000_000;
             out.clear();
             if i % 2 == 0 {
-                h.dequeue_burst(Time(*now), 8, &mut out);
+                let _ = h.dequeue_burst(Time(*now), 8, &mut out);
             } else if let Dequeued::Packet(p) = h.dequeue(Time(*now)) {
                 out.push(p);
             }
