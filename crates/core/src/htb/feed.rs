@@ -379,15 +379,20 @@ impl<P: Packet> Htb<P> {
     /// first too when it holds one packet); the next leaf, whose last slot is in, its first slot
     /// when they differ, and its parent's record; and the leaf served now its parent's record.
     #[inline(always)]
-    fn prefetch_next(&self, leaf: u32, lid: usize) {
+    fn prefetch_next(&mut self, leaf: u32, lid: usize) {
         // In a row of leaves the next members are class ids, found in the bitmap's words at
         // hand (a hint: where the row is sparse, nothing); elsewhere the list's order.
         let [n1, n2, n3] = if lid < NUM_PRIO {
-            let mut near = self.row_bits[lid].next_three_near(leaf);
-            if near[0] == NIL && self.classes.len() >= PREFETCH_ROW_WORDS_MIN {
+            let far = self.classes.len() >= PREFETCH_ROW_WORDS_MIN;
+            let bits = &mut self.row_bits[lid];
+            let mut near = bits.next_three_near(leaf);
+            if near[0] != NIL {
+                // The served leaf's successor, for its removal if it runs empty now.
+                bits.remember(leaf, near[0]);
+            } else if far {
                 // A sparse stretch of a row too large for the caches: the next member is
-                // further on; its record and counters.
-                near[0] = self.next_of(lid, leaf);
+                // further on (remembered for the same removal); its record and counters.
+                near[0] = bits.successor(leaf);
                 self.prefetch_class(near[0]);
             }
             near

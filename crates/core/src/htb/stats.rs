@@ -107,15 +107,20 @@ impl<P: Packet> Htb<P> {
     }
 
     /// Check the internal invariants (tests): activity matches backlog, list membership matches
-    /// mode, wait queue matches mode, backlog equals the sum of leaf backlogs.
+    /// mode, wait queue matches mode, backlog equals the sum of leaf backlogs. O(n log n) for n
+    /// classes (each expected membership looked up in its list, then the lists' sizes against
+    /// the count expected; the wait queues counted in one pass), so it runs on trees of a
+    /// million classes.
     pub fn check_invariants(&self) -> Result<(), String> {
         // Every list: in id order, its treap or bitmap consistent, its cursor a member or
         // cleared, a remembered id only in a feed whose cursor is cleared.
-        let mut in_rows = 0;
+        let (mut in_rows, mut in_feeds) = (0, 0);
         for (lid, list) in self.lists.iter().enumerate() {
             let len = self.list_check(lid)?;
             if lid < ROWS {
                 in_rows += len;
+            } else {
+                in_feeds += len;
             }
             if list.cursor != NIL && !self.list_member(lid, list.cursor) {
                 return Err(format!("list {lid}: cursor {} not a member", list.cursor));
@@ -133,8 +138,25 @@ impl<P: Packet> Htb<P> {
                 self.deferred.base
             ));
         }
+        // How often each class is filed in the wait queue of its level (in one pass), and
+        // which leaves wait on their own qdisc.
+        let mut filed = vec![0u32; self.classes.len()];
+        for (l, q) in self.wait.iter().enumerate() {
+            for &(_, x) in q {
+                match self.classes.get(x as usize) {
+                    Some(cl) if cl.level as usize == l => filed[x as usize] += 1,
+                    _ => return Err(format!("class {x} in the wait queue of level {l}")),
+                }
+            }
+        }
+        let mut leaf_waits = vec![false; self.classes.len()];
+        for &(_, l) in &self.leaf_wait {
+            if let Some(w) = leaf_waits.get_mut(l as usize) {
+                *w = true;
+            }
+        }
         let mut sum = Backlog::default();
-        let mut in_rows_expected = 0;
+        let (mut in_rows_expected, mut in_feeds_expected) = (0, 0);
         for (i, cl) in self.classes.iter().enumerate() {
             let c = i as u32;
             let name = self.name(c);
@@ -142,7 +164,7 @@ impl<P: Packet> Htb<P> {
                 let b = self.leaf_backlog(c);
                 sum.packets += b.packets;
                 sum.bytes += b.bytes;
-                let throttled_leaf = self.leaf_wait.iter().any(|&(_, l)| l == c);
+                let throttled_leaf = leaf_waits[i];
                 if (b.packets > 0) != (cl.active != 0) && !throttled_leaf {
                     return Err(format!(
                         "leaf {name}: backlog {} but active {:#x}",
@@ -161,10 +183,7 @@ impl<P: Packet> Htb<P> {
             let in_wait = self
                 .wait_key(c)
                 .is_some_and(|k| self.wait[cl.level as usize].contains(&(k, c)));
-            let filed = self.wait[cl.level as usize]
-                .iter()
-                .filter(|&&(_, x)| x == c)
-                .count();
+            let filed = filed[i] as usize;
             if filed > usize::from(in_wait) {
                 return Err(format!(
                     "class {name}: filed {filed} times in the wait queue"
@@ -187,16 +206,9 @@ impl<P: Packet> Htb<P> {
                     }
                 }
             }
-            // A leaf with nothing to send is in no list.
-            if cl.is_leaf() && cl.active == 0 {
-                if let Some(l) = self.list_contains_any(c) {
-                    return Err(format!("idle leaf {name}: in list {l}"));
-                }
-            }
-            if cl.mode == ClassMode::CanSend {
-                in_rows_expected += cl.active.count_ones() as usize;
-            }
-            // Membership: where is each active node?
+            // Membership: each active node is in the list its mode names. That every other
+            // node (an idle leaf's, a throttled class's) is in none, and no node in two, follows
+            // from the counts below: the lists hold exactly the memberships expected.
             for p in bits(cl.active) {
                 let node = self.node_of(c, p);
                 let expect = match cl.mode {
@@ -206,19 +218,28 @@ impl<P: Packet> Htb<P> {
                     }
                     _ => None,
                 };
-                let found = self.list_contains_any(node);
-                if found != expect {
-                    return Err(format!(
-                        "class {name} prio {p}: in list {found:?}, expected {expect:?}"
-                    ));
+                if let Some(l) = expect {
+                    if !self.list_member(l, node) {
+                        return Err(format!(
+                            "class {name} prio {p}: not in list {l}, found in {:?}",
+                            self.list_contains_any(node)
+                        ));
+                    }
+                    if l < ROWS {
+                        in_rows_expected += 1;
+                    } else {
+                        in_feeds_expected += 1;
+                    }
                 }
             }
         }
-        // Each active prio of a class that can send is one row member, found above; so the rows
-        // hold nothing else.
-        if in_rows != in_rows_expected {
+        // Every expected membership was found above; so the lists hold nothing else. O(n) in
+        // all: a search of every list for every node would be O(n²) at a million classes.
+        if (in_rows, in_feeds) != (in_rows_expected, in_feeds_expected) {
+            let stray = (0..self.classes.len() as u32).find_map(|c| self.stray_membership(c));
             return Err(format!(
-                "rows hold {in_rows} members, {in_rows_expected} expected"
+                "rows hold {in_rows} members and feeds {in_feeds}, {in_rows_expected} and \
+                 {in_feeds_expected} expected (a class not active there: {stray:?})"
             ));
         }
         if sum != self.books.backlog() {
@@ -229,6 +250,31 @@ impl<P: Packet> Htb<P> {
             ));
         }
         self.books.stats().check_conservation()
+    }
+
+    /// A list that holds a node of class `c` it should not (an idle leaf, a prio the class is
+    /// not active at), for the message of a failed [`Self::check_invariants`]: O(lists).
+    fn stray_membership(&self, c: u32) -> Option<String> {
+        let cl = &self.classes[c as usize];
+        let prios: Vec<u8> = if cl.is_leaf() {
+            // A leaf has one node whatever its prio.
+            if cl.active != 0 {
+                return None;
+            }
+            vec![0]
+        } else {
+            (0..NUM_PRIO as u8)
+                .filter(|p| cl.active & (1 << p) == 0)
+                .collect()
+        };
+        prios.into_iter().find_map(|p| {
+            let l = self.list_contains_any(self.node_of(c, p))?;
+            Some(format!(
+                "{} (active {:#x}) in list {l}",
+                self.name(c),
+                cl.active
+            ))
+        })
     }
 
     pub(super) fn list_contains_any(&self, node: u32) -> Option<usize> {

@@ -885,3 +885,75 @@ fn inner_classes_sent_what_their_leaves_sent_through_bursts_borrowing_and_a_relo
     }
     assert!(got["mid3"].0 > 50 && got["d"].0 > 10, "{got:?}");
 }
+
+// ---- hints change nothing ------------------------------------------------------------------
+
+#[test]
+fn the_dequeue_prefetch_and_its_remembered_successors_change_nothing() {
+    // A tree beyond `PREFETCH_ROW_WORDS_MIN` classes and random leaves without a backlog: the
+    // working set is cold, so one copy prefetches (and remembers each served leaf's successor
+    // in its row, `RowBits::successor`, checked in debug builds by `remember`); the other never
+    // does. Same packets out, in the same order, same state.
+    use crate::benchkit::{build_htb, BenchPacket, Shape};
+    let shape = Shape {
+        levels: 3,
+        leaves: 1 << 18,
+        subports: 4,
+    };
+    let (mut a, leaves) = build_htb(&shape).unwrap();
+    let (mut b, _) = build_htb(&shape).unwrap();
+    assert!(a.classes.len() >= PREFETCH_ROW_WORDS_MIN);
+    b.warmth = warmth::Warmth::new(0);
+    let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
+    let mut refused = Vec::new();
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut id = 0;
+    for round in 0..600u64 {
+        let now = Time(round * 2_000);
+        let mut classes = Vec::new();
+        let mut pkts = Vec::new();
+        for _ in 0..32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            classes.push(leaves[(x % leaves.len() as u64) as usize]);
+            pkts.push(BenchPacket { len: 64, id });
+            id += 1;
+        }
+        let mut pkts_b = pkts.clone();
+        a.enqueue_burst_to(&classes, &mut pkts, now, &mut refused);
+        b.enqueue_burst_to(&classes, &mut pkts_b, now, &mut refused);
+        assert!(refused.is_empty());
+        let _ = a.dequeue_burst(now, 32, &mut out_a);
+        let _ = b.dequeue_burst(now, 32, &mut out_b);
+    }
+    assert!(a.warmth.prefetch(), "the copy with hints gave them");
+    assert_eq!(out_a.len(), 600 * 32);
+    assert!(out_a == out_b, "same packets in the same order");
+    for &c in leaves.iter().step_by(997) {
+        assert_eq!(a.class_stats(c), b.class_stats(c));
+    }
+    a.check_invariants().unwrap();
+    b.check_invariants().unwrap();
+}
+
+#[test]
+fn check_invariants_finds_a_membership_nothing_expects() {
+    let classes = [
+        ("root", None, 10_000_000, 10_000_000, 0),
+        ("a", Some("root"), 5_000_000, 10_000_000, 0),
+        ("b", Some("root"), 5_000_000, 10_000_000, 1),
+    ];
+    let mut t = build(&classes, "a");
+    t.htb.enqueue_to(2, pkt(100), Time(0)).unwrap();
+    t.htb.check_invariants().unwrap();
+    // `a` is idle: hooking it into its row is what the counts must catch.
+    let n = t.htb.classes.len();
+    t.htb.row_bits[Htb::<PacketMeta>::row_id(0, 0)].insert(1, n);
+    t.htb.row_mask[0] |= 1;
+    let e = t.htb.check_invariants().unwrap_err();
+    assert!(
+        e.contains("rows hold 2 members") && e.contains("a (active 0x0)"),
+        "{e}"
+    );
+}
