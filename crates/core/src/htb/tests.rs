@@ -890,24 +890,44 @@ fn inner_classes_sent_what_their_leaves_sent_through_bursts_borrowing_and_a_relo
 
 #[test]
 fn the_dequeue_prefetch_and_its_remembered_successors_change_nothing() {
-    // A tree beyond `PREFETCH_ROW_WORDS_MIN` classes and random leaves without a backlog: the
-    // working set is cold, so one copy prefetches (and remembers each served leaf's successor
-    // in its row, `RowBits::successor`, checked in debug builds by `remember`); the other never
-    // does. Same packets out, in the same order, same state.
-    use crate::benchkit::{build_htb, BenchPacket, Shape};
-    let shape = Shape {
-        levels: 3,
-        leaves: 1 << 18,
-        subports: 4,
+    // A tree beyond `PREFETCH_ROW_WORDS_MIN` classes (root, 4 classes, 16,384 below them, 16
+    // leaves under each, prios by slot) and random leaves without a backlog: the working set
+    // is cold, so one copy prefetches (and remembers each served leaf's successor in its row,
+    // `RowBits::successor`, checked in debug builds by `remember`); the other never does. Same
+    // packets out, in the same order, same state.
+    let rate = Rate(10_000 * MBIT);
+    let leaves: Vec<u32> = (0..1u32 << 18).map(|l| 5 + 16_384 + l).collect();
+    let tree = || {
+        let params = HtbParams::default();
+        let mut specs = vec![HtbClassSpec::new("r", None, rate, rate, &params)];
+        for k in 0..4u32 {
+            specs.push(HtbClassSpec::new(
+                &format!("s{k}"),
+                Some(0),
+                rate,
+                rate,
+                &params,
+            ));
+        }
+        for p in 0..16_384u32 {
+            let s = HtbClassSpec::new(&format!("p{p}"), Some(1 + p % 4), rate, rate, &params);
+            specs.push(s);
+        }
+        for l in 0..(1u32 << 18) {
+            let mut s = HtbClassSpec::new(&format!("l{l}"), Some(5 + l / 16), rate, rate, &params);
+            s.prio = (l % 16).min(7) as u8;
+            specs.push(s);
+        }
+        let none = Classifier::new(Vec::<FilterSpec>::new(), leaves[0]);
+        Htb::<PacketMeta>::new(params, specs, none).unwrap()
     };
-    let (mut a, leaves) = build_htb(&shape).unwrap();
-    let (mut b, _) = build_htb(&shape).unwrap();
+    let (mut a, mut b) = (tree(), tree());
     assert!(a.classes.len() >= PREFETCH_ROW_WORDS_MIN);
     b.warmth = warmth::Warmth::new(0);
     let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
     let mut refused = Vec::new();
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-    let mut id = 0;
+    let mut id = 0u16;
     for round in 0..600u64 {
         let now = Time(round * 2_000);
         let mut classes = Vec::new();
@@ -917,8 +937,12 @@ fn the_dequeue_prefetch_and_its_remembered_successors_change_nothing() {
             x ^= x >> 7;
             x ^= x << 17;
             classes.push(leaves[(x % leaves.len() as u64) as usize]);
-            pkts.push(BenchPacket { len: 64, id });
-            id += 1;
+            pkts.push(PacketMeta {
+                len: 64,
+                src_port: id,
+                ..Default::default()
+            });
+            id = id.wrapping_add(1);
         }
         let mut pkts_b = pkts.clone();
         a.enqueue_burst_to(&classes, &mut pkts, now, &mut refused);
