@@ -55,7 +55,12 @@ impl<P: Packet> Htb<P> {
             let mut q = LeafQ::EMPTY;
             let (kind, limit) = if is_inner {
                 q.tail = inner.len() as u32;
-                inner.push(Inner { class: i as u32 });
+                inner.push(Inner {
+                    class: i as u32,
+                    first: 0,
+                    count: 0,
+                    big: NIL,
+                });
                 (LeafKind::None, 0)
             } else {
                 match s.leaf {
@@ -94,7 +99,7 @@ impl<P: Packet> Htb<P> {
                 profile: pid,
                 deficit: [0; 2],
                 q,
-                link: Link::NONE,
+                rank: 0,
                 level,
                 kind,
                 mode: ClassMode::CanSend,
@@ -103,6 +108,27 @@ impl<P: Packet> Htb<P> {
         }
         crate::hugepages::collapse(&classes);
         let n_inner = inner.len();
+        // Families and ranks for the feeds (`feedbits`).
+        let parent_inner: Vec<u32> = classes
+            .iter()
+            .map(|c: &Class| match classes.get(c.parent as usize) {
+                Some(p) => p.inner(),
+                None => NIL,
+            })
+            .collect();
+        let fam = feedbits::Families::new(&parent_inner, n_inner);
+        for (c, r) in classes.iter_mut().zip(&fam.rank) {
+            c.rank = *r;
+        }
+        let mut n_big = 0u32;
+        for (i, inn) in inner.iter_mut().enumerate() {
+            inn.first = fam.first[i];
+            inn.count = fam.count[i];
+            if inn.count > feedbits::SMALL_FAMILY {
+                inn.big = n_big;
+                n_big += 1;
+            }
+        }
         names.shrink();
         profiles.shrink_to_fit();
         inner.shrink_to_fit();
@@ -118,7 +144,9 @@ impl<P: Packet> Htb<P> {
             boxed,
             inner,
             lists: crate::hugepages::filled(ROWS + n_inner * NUM_PRIO, List::EMPTY),
-            links: crate::hugepages::filled(n_inner * NUM_PRIO, Link::NONE),
+            children: fam.children,
+            feed_words: crate::hugepages::filled(n_inner * NUM_PRIO, 0u64),
+            feed_big: vec![rowbits::RowBits::default(); n_big as usize * NUM_PRIO],
             row_bits: vec![rowbits::RowBits::default(); ROWS],
             row_mask: [0; MAX_DEPTH],
             wait: (0..MAX_DEPTH).map(|_| BTreeSet::new()).collect(),

@@ -6,16 +6,16 @@
 //! `htb_lookup_leaf`, `htb_dequeue_tree`): a class is in exactly one place per active prio — the
 //! row of its level when it can send, the feed of its parent when it may borrow, nowhere when it
 //! cannot send. Lists are kept in class-id order (Linux's rb-trees keyed by classid: feeds in
-//! [`super::idtree`], rows in [`super::rowbits`]) with a cursor; the leaf at the cursor sends
+//! [`super::feedbits`], rows in [`super::rowbits`]) with a cursor; the leaf at the cursor sends
 //! until its deficit goes negative (DRR among classes of one prio). A class that leaves a feed at
 //! the cursor keeps its turn if it is back by the next lookup (`last_ptr_id`, `htb_lookup_leaf`);
 //! one that leaves a row at the cursor passes it on (`htb_remove_class_from_row`): the cursor
 //! moves to the next member at once, so a class that comes back in between waits for the next
-//! round, as in Linux. In a feed of n members hooking, unhooking and a cursor move are O(log n)
-//! (expected; a cursor move is O(1) amortised over a round); a row is its bitmap alone, so
-//! hooking and unhooking set or clear a bit and a cursor move is a find-first-set, each
-//! O(log₆₄ n) word operations and usually one, touching no other class's record; a lookup is
-//! O(depth) plus one O(log n) search after a class left a feed at its cursor. Rows of level 0
+//! round, as in Linux. A row is its bitmap over class ids alone, a feed
+//! its bitmap over its class's children by rank, so hooking and unhooking set or clear a bit
+//! and a cursor move is a find-first-set, each O(log₆₄ n) word operations (one word for a
+//! family of up to 64) and usually one, touching no other class's record; a lookup is
+//! O(depth). Rows of level 0
 //! hold leaves only (node id = class id), so a lookup whose row cursor is on a leaf returns it at
 //! once.
 use super::*;
@@ -39,27 +39,6 @@ impl<P: Packet> Htb<P> {
         }
     }
 
-    /// The link of list node `node`: in the record of a leaf, in `links` for an inner class.
-    #[inline(always)]
-    pub(super) fn link(&self, node: u32) -> Link {
-        let n = self.classes.len() as u32;
-        if node < n {
-            self.classes[node as usize].link
-        } else {
-            self.links[(node - n) as usize]
-        }
-    }
-
-    #[inline(always)]
-    pub(super) fn link_mut(&mut self, node: u32) -> &mut Link {
-        let n = self.classes.len() as u32;
-        if node < n {
-            &mut self.classes[node as usize].link
-        } else {
-            &mut self.links[(node - n) as usize]
-        }
-    }
-
     pub(super) fn owner_of(&self, node: u32) -> u32 {
         let n = self.classes.len() as u32;
         if node < n {
@@ -73,7 +52,7 @@ impl<P: Packet> Htb<P> {
     /// cursor does not move. In a row that is setting the class's bit.
     pub(super) fn list_push(&mut self, lid: usize, node: u32) {
         if lid >= ROWS {
-            self.id_insert(lid, node);
+            self.feed_insert(lid, node);
             return;
         }
         let k = self.owner_of(node);
@@ -97,7 +76,7 @@ impl<P: Packet> Htb<P> {
                 self.lists[lid].cursor = NIL;
                 self.lists[lid].last = self.owner_of(node);
             }
-            self.id_remove(lid, node);
+            self.feed_remove(lid, node);
             return;
         }
         let k = self.owner_of(node);
@@ -126,7 +105,7 @@ impl<P: Packet> Htb<P> {
         if lid < ROWS {
             self.row_mask[lid / NUM_PRIO] & (1 << (lid % NUM_PRIO)) == 0
         } else {
-            self.lists[lid].head == NIL
+            self.feed_is_empty(lid)
         }
     }
 
@@ -136,7 +115,7 @@ impl<P: Packet> Htb<P> {
         if lid < ROWS {
             self.row_node(lid, self.row_bits[lid].first())
         } else {
-            self.lists[lid].head
+            self.feed_next_ge(lid, 0)
         }
     }
 
@@ -164,7 +143,7 @@ impl<P: Packet> Htb<P> {
         if lid < ROWS {
             self.row_next(lid, self.owner_of(node))
         } else {
-            self.id_next_after(lid, node)
+            self.feed_next_after(lid, node)
         }
     }
 
@@ -174,7 +153,7 @@ impl<P: Packet> Htb<P> {
         if lid < ROWS {
             self.row_bits[lid].contains(k) && self.node_of(k, (lid % NUM_PRIO) as u8) == node
         } else {
-            self.id_next_upper(lid, k) == node
+            self.feed_next_upper(lid, k) == node
         }
     }
 
@@ -182,7 +161,7 @@ impl<P: Packet> Htb<P> {
     /// bit says whether its bitmap has a member. Returns the number of members.
     pub(super) fn list_check(&self, lid: usize) -> Result<usize, String> {
         if lid >= ROWS {
-            return self.id_check(lid);
+            return self.feed_check(lid);
         }
         let bits = &self.row_bits[lid];
         if self.list_is_empty(lid) != bits.is_empty() {
@@ -261,7 +240,7 @@ impl<P: Packet> Htb<P> {
                     let mut newly = 0u8;
                     for p in bits(mask) {
                         let fid = Self::feed_id(pin, p);
-                        if self.lists[fid].head == NIL {
+                        if self.feed_is_empty(fid) {
                             newly |= 1 << p;
                         }
                         let node = self.node_of(c, p);
@@ -300,7 +279,7 @@ impl<P: Packet> Htb<P> {
                         let fid = Self::feed_id(pin, p);
                         let node = self.node_of(c, p);
                         self.list_remove(fid, node);
-                        if self.lists[fid].head == NIL {
+                        if self.feed_is_empty(fid) {
                             emptied |= 1 << p;
                         }
                     }
@@ -345,7 +324,7 @@ impl<P: Packet> Htb<P> {
             let last = self.lists[lid].last;
             if last != NIL {
                 if self.lists[lid].cursor == NIL {
-                    self.lists[lid].cursor = self.id_next_upper(lid, last);
+                    self.lists[lid].cursor = self.feed_next_upper(lid, last);
                 }
                 self.lists[lid].last = NIL;
             }

@@ -36,7 +36,7 @@
 //! above it have both buckets charged (the lender counts a `lend`).
 //!
 //! Round robin inside a list uses a cursor. As in Linux, every list is ordered by class id, not
-//! by arrival (`feed`, `idtree`, `rowbits`), so a class that flips modes and re-enters a list
+//! by arrival (`feed`, `feedbits`, `rowbits`), so a class that flips modes and re-enters a list
 //! finds its old place. The leaf at the cursor keeps sending until its deficit
 //! goes negative, then gets `quantum` more and the cursor moves on; when a feed's cursor runs off
 //! the end of its list it wraps and the cursor of the list above moves on, so subtrees that borrow
@@ -72,7 +72,8 @@
 //! * enqueue: O(1) into the leaf's FIFO, plus O(d) list insertions when the leaf becomes active
 //!   (lists are kept in class-id order, as Linux's rb-trees are): into a row, setting the
 //!   class's bit in the row's bitmap (O(log₆₄ n) words, usually one; no other record is
-//!   touched); into a feed, O(log a);
+//!   touched); into a feed, setting the bit of the class's rank among its siblings (one word
+//!   for a family of up to 64, O(log₆₄ k) words for `k` children; `feedbits`);
 //! * dequeue: one bit scan for the level and prio, O(d) for the descent through the feeds, O(d)
 //!   for the charge (64-bit arithmetic, no division unless a class is throttled; a class that
 //!   is and stays `CanSend` takes a short path with no clamp and no mode logic, and one already
@@ -84,14 +85,14 @@
 //!   packet after the first of a burst writes the leaf and its parent and adds to one sum:
 //!   O(2) records instead of O(d)), O(log₆₄ n) bit operations (usually one word) to move a
 //!   row's cursor or to unhook a leaf that runs empty from its row (`feed`), O(log w) per
-//!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level, and O(log a) to
-//!   hook it into its parent's feed), and O(log w) per
+//!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level, and a bit set or
+//!   cleared in its parent's feed), O(log₆₄ k) to move a feed's cursor, and O(log w) per
 //!   due mode change applied (amortised: each is caused by an earlier charge; at most
 //!   [`MAX_EVENTS_PER_LEVEL`] per level per call, the rest on the next call, as Linux does).
 //!
 //! Idle classes sit in no list, row or wait queue: nothing per packet depends on them, and on `a`
-//! and `n` only through the O(log a) feed operations and the O(log₆₄ n) steps in a row's bitmap
-//! (usually one word: the climb is taken only where the row is sparse). Flows are not a dimension of HTB itself: a leaf's queue is
+//! and `n` only through the O(log₆₄ n) steps in a row's bitmap and O(log₆₄ k) in a feed's
+//! (usually one word: the climb is taken only where the bitmap is sparse). Flows are not a dimension of HTB itself: a leaf's queue is
 //! a FIFO or a boxed qdisc (SFQ, FQ-CoDel), whose own complexity applies per leaf. What does grow
 //! with `n` is the memory touched at random. Per packet: at enqueue, the leaf's hot record and
 //! its queue's tail slot; at dequeue, the hot record and counters of the leaf, the hot record
@@ -113,8 +114,8 @@
 //! Hot, cold and shared, as librte_sched splits its pipes from their profiles:
 //! * **hot**: 64 bytes, one cache line ([`Class`]: buckets, time of the last charge, parent,
 //!   profile index, DRR deficits, the leaf's FIFO (last slot, length, bytes; the slot field holds
-//!   the inner or boxed index of other classes), the leaf's own list link, level, kind, mode,
-//!   active prios) — what enqueue, dequeue and the charge read and write;
+//!   the inner or boxed index of other classes), its rank among its siblings, level, kind,
+//!   mode, active prios) — what enqueue, dequeue and the charge read and write;
 //! * **cold**: 32 bytes of counters ([`Counters`]: bytes and packets sent, drops, overlimits,
 //!   lends, borrows; aligned so that one line holds them), written by the charge, read by
 //!   `stat`, carried over by adopt; what an inner class sent is not counted per packet but
@@ -124,20 +125,21 @@
 //! * **per profile**: 56 bytes ([`Profile`]: rate, ceil, burst and cburst in bytes and
 //!   nano-bits, quantum, FIFO limit, prio), one per distinct configuration, shared by every
 //!   class configured alike (a million subscribers on ten plans: ten profiles);
-//! * an inner class has 8 list links and 8 lists (one per prio) and its entry in `inner`:
-//!   196 bytes more; a row in use, a bitmap of one bit per class (plus 1/64 of that), allocated
-//!   at its first use (a leaf's 8-byte link is its treap children when it is in a feed);
+//! * an inner class has 8 feeds (one per prio: a word of bits each for a family of up to 64,
+//!   `feedbits`), 8 round-robin cursors and its entry in `inner`: 144 bytes more; every class
+//!   but the root its 4-byte entry in its parent's family (`children`); a row in use, a bitmap
+//!   of one bit per class (plus 1/64 of that), allocated at its first use;
 //! * nothing for the charges deferred within a burst (one 48-byte sum per scheduler);
 //! * the name, front coded in blocks of 16 (`names`): two or three bytes for names given in
 //!   sequence (the depth-first order is recomputed by `stat` rather than kept);
 //! * per queued packet, one slot of the shared pool (`size_of::<P>()` + 4 bytes, rounded).
 //!
 //! A librte_sched-shaped tree of 1,048,576 leaves (1,114,114 classes, 16 leaves per inner class,
-//! names `c0`…`c1114113`) is ≈ 111 bytes per class (64 + 32 + 11.5 of lists and links for the
-//! inner classes + 3.7 of name): 124 MB, measured by a counting allocator in
-//! `tests/htb_memory.rs` (it was 131 bytes with the leaf's link in a separate array, a FIFO head
-//! index, `giants` for every class and names whole with a 4-byte index; 163 before the hot/cold
-//! split). The large per-class arrays and the packet pool are in transparent huge pages
+//! names `c0`…`c1114113`) is ≈ 112 bytes per class (64 + 32, 12.5 of feeds, families and
+//! cursors, 3.7 of name), 125 MB, measured by a counting allocator in `tests/htb_memory.rs` (111
+//! with the feeds as treaps through their members' records; 131 with the leaf's link in a
+//! separate array, a FIFO head index, `giants` for every class and names whole with a 4-byte
+//! index; 163 before the hot/cold split). The large per-class arrays and the packet pool are in transparent huge pages
 //! (`crate::hugepages`: advised before they are written, collapsed after), so that a few active
 //! leaves spread over a million classes, or a million queued packets, do not each cost a TLB
 //! miss.
@@ -157,7 +159,7 @@
 mod adopt;
 mod build;
 mod feed;
-mod idtree;
+mod feedbits;
 mod names;
 mod queue;
 mod rowbits;
@@ -202,16 +204,14 @@ const PREFETCH_MIN: usize = 1 << 13;
 /// Mode changes applied per level per dequeue call.
 pub const MAX_EVENTS_PER_LEVEL: usize = 64;
 
-/// One row or feed: its members in class-id order, with the round-robin cursor. A feed's members
-/// are a treap under `root` over their [`Link`]s (`idtree`), `head` the first of them; a row's
-/// are its bitmap `Htb::row_bits` (`rowbits`; `head` and `root` unused). `cursor == NIL` means
-/// the cursor ran off the end (it wraps at the next lookup) or, with `last != NIL`, that the
-/// class at the cursor left this feed: the next lookup resumes at the first member whose id is
-/// ≥ `last` — the class itself if it came back (Linux's `ptr` and `last_ptr_id`).
+/// The round-robin state of one row or feed; its members are elsewhere: a row's in its bitmap
+/// `Htb::row_bits` (`rowbits`), a feed's in `Htb::feed_words` or `Htb::feed_big` by rank among
+/// siblings (`feedbits`), both in class-id order. `cursor == NIL` means the cursor ran off the
+/// end (it wraps at the next lookup) or, with `last != NIL`, that the class at the cursor left
+/// this feed: the next lookup resumes at the first member whose id is ≥ `last` — the class
+/// itself if it came back (Linux's `ptr` and `last_ptr_id`).
 #[derive(Copy, Clone, Debug)]
 struct List {
-    head: u32,
-    root: u32,
     cursor: u32,
     /// Class id of the class that left this feed at the cursor, until the next lookup.
     last: u32,
@@ -219,25 +219,8 @@ struct List {
 
 impl List {
     const EMPTY: List = List {
-        head: NIL,
-        root: NIL,
         cursor: NIL,
         last: NIL,
-    };
-}
-
-/// A node's place in a feed (a node is in one list at a time; rows need no link): its two
-/// treap children (`idtree`).
-#[derive(Copy, Clone, Debug)]
-struct Link {
-    left: u32,
-    right: u32,
-}
-
-impl Link {
-    const NONE: Link = Link {
-        left: NIL,
-        right: NIL,
     };
 }
 
@@ -316,10 +299,9 @@ struct Class {
     /// The inline FIFO; for a boxed leaf `q.tail` is the index into `Htb::boxed`, for an inner
     /// class the index into `Htb::inner`.
     q: LeafQ,
-    /// A leaf's node in the feed it is in (a leaf's node id is its class id): in the record, so
-    /// hooking and unhooking a leaf touches no other line of its own. Inner classes have one
-    /// node per prio, in `Htb::links`.
-    link: Link,
+    /// The class's place among its siblings in class-id order: its bit in its parent's feeds
+    /// (`feedbits`); fixed when the tree is built.
+    rank: u32,
     level: u8,
     kind: LeafKind,
     mode: ClassMode,
@@ -429,9 +411,14 @@ struct Slot<P> {
     next: u32,
 }
 
-/// Per inner class: the feeds, one per prio.
+/// Per inner class: its class, its children (`Htb::children[first..first + count]`, in
+/// class-id order) and, for a family larger than [`feedbits::SMALL_FAMILY`], the index of its
+/// eight feed bitmaps in `Htb::feed_big` (`feedbits`).
 struct Inner {
     class: u32,
+    first: u32,
+    count: u32,
+    big: u32,
 }
 
 /// The HTB qdisc. See the module documentation.
@@ -455,10 +442,14 @@ pub struct Htb<P: Packet> {
     inner: Vec<Inner>,
     /// All lists: rows first (`level * NUM_PRIO + prio`), then feeds (`ROWS + inner * NUM_PRIO + prio`).
     lists: Vec<List>,
-    /// List nodes of inner classes, `NUM_PRIO` each: node id `n + inner * NUM_PRIO + prio` is
-    /// `links[inner * NUM_PRIO + prio]` (`n` classes; node ids below `n` are leaves, whose link
-    /// is in their record).
-    links: Vec<Link>,
+    /// Every inner class's children, family by family, each in class-id order (`feedbits`).
+    children: Vec<u32>,
+    /// The feeds of families of up to 64: one word per feed (`inner * NUM_PRIO + prio`), bit
+    /// `r` set iff the child of rank `r` is a member (`feedbits`).
+    feed_words: Vec<u64>,
+    /// The feeds of larger families, `NUM_PRIO` per family (`Inner::big`), their bitmaps
+    /// allocated at first use.
+    feed_big: Vec<rowbits::RowBits>,
     /// Per row: its members by class id (`rowbits`), allocated at a row's first use.
     row_bits: Vec<rowbits::RowBits>,
     /// Bit `p` of `row_mask[level]` set iff `row[level][p]` is non-empty.

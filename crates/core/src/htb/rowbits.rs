@@ -4,7 +4,7 @@
 //! on its own rate sits in `row[0][prio]`), and Linux keeps it ordered by class id, its cursor
 //! moving to the next id (net/sched/sch_htb.c `htb_add_class_to_row`, `htb_add_to_id_tree`,
 //! `htb_next_rb_node`). A bitmap over class indexes (which follow the tc class ids, see
-//! [`super::idtree`]) is that order with nothing else: bit `k` of level 0 is set iff class `k` is
+//! [`super::feedbits`]) is that order with nothing else: bit `k` of level 0 is set iff class `k` is
 //! in the row, bit `w` of level `l + 1` iff word `w` of level `l` is not zero; the top level is
 //! one word. Hooking a class in or out sets or clears its bit (and the bits above it when its
 //! word fills or empties: O(log₆₄ n), usually one word) and touches no other class's record;

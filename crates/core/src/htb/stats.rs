@@ -42,7 +42,7 @@ impl<P: Packet> Htb<P> {
                 "inner lists",
                 self.inner.capacity() * size_of::<Inner>()
                     + self.lists.capacity() * size_of::<List>()
-                    + self.links.capacity() * size_of::<Link>(),
+                    + self.feed_bytes(),
             ),
             (
                 "row bitmaps",
@@ -112,7 +112,7 @@ impl<P: Packet> Htb<P> {
     /// the count expected; the wait queues counted in one pass), so it runs on trees of a
     /// million classes.
     pub fn check_invariants(&self) -> Result<(), String> {
-        // Every list: in id order, its treap or bitmap consistent, its cursor a member or
+        // Every list: in id order, its bitmap consistent, its cursor a member or
         // cleared, a remembered id only in a feed whose cursor is cleared.
         let (mut in_rows, mut in_feeds) = (0, 0);
         for (lid, list) in self.lists.iter().enumerate() {
@@ -197,7 +197,7 @@ impl<P: Packet> Htb<P> {
             }
             if cl.inner() != NIL {
                 for p in 0..NUM_PRIO as u8 {
-                    let nonempty = self.lists[Self::feed_id(cl.inner(), p)].head != NIL;
+                    let nonempty = !self.feed_is_empty(Self::feed_id(cl.inner(), p));
                     if nonempty != (cl.active & (1 << p) != 0) {
                         return Err(format!(
                             "inner {name}: feed {p} non-empty {nonempty} vs active {:#x}",
