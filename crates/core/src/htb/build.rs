@@ -149,7 +149,7 @@ impl<P: Packet> Htb<P> {
             feed_big: vec![rowbits::RowBits::default(); n_big as usize * NUM_PRIO],
             row_bits: vec![rowbits::RowBits::default(); ROWS],
             row_mask: [0; MAX_DEPTH],
-            wait: (0..MAX_DEPTH).map(|_| BTreeSet::new()).collect(),
+            wait: vec![waitq::WaitQ::default(); MAX_DEPTH],
             leaf_wait: BTreeSet::new(),
             classifier,
             default,

@@ -24,7 +24,7 @@
 //!   borrow from it.
 //!
 //! A class in `CantSend`/`MayBorrow` mode also sits in the **wait queue** of its level, keyed by
-//! the instant its mode will change. Levels are numbered as in Linux: leaves are level 0, a root
+//! the instant its mode will change (`waitq`: a heap whose outdated entries are dropped lazily). Levels are numbered as in Linux: leaves are level 0, a root
 //! class is level `MAX_DEPTH − 1` and each child one below its parent.
 //!
 //! `dequeue(now)` walks the levels from 0 upwards. At each level it first applies the mode changes
@@ -84,11 +84,14 @@
 //!   per-packet charging would store them — `tokens::Deferred` gives the argument — so a
 //!   packet after the first of a burst writes the leaf and its parent and adds to one sum:
 //!   O(2) records instead of O(d)), O(log₆₄ n) bit operations (usually one word) to move a
-//!   row's cursor or to unhook a leaf that runs empty from its row (`feed`), O(log w) per
-//!   class whose mode changes (its wait-queue entry, a `BTreeSet` per level, and a bit set or
-//!   cleared in its parent's feed), O(log₆₄ k) to move a feed's cursor, and O(log w) per
-//!   due mode change applied (amortised: each is caused by an earlier charge; at most
-//!   [`MAX_EVENTS_PER_LEVEL`] per level per call, the rest on the next call, as Linux does).
+//!   row's cursor or to unhook a leaf that runs empty from its row (`feed`), per class whose
+//!   mode changes or whose wait key moves a push into its level's wait queue (a 4-ary heap
+//!   whose stale entries are dropped when they reach the top, `waitq`: O(1) expected for the
+//!   usual later key, O(log₄ w) worst case, plus one O(log₄ w) pop when the entry is due or
+//!   stale) and a bit set or cleared in its parent's feed, O(log₆₄ k) to move a feed's cursor,
+//!   and O(log₄ w) per due mode change applied (amortised: each is caused by an earlier
+//!   charge; at most [`MAX_EVENTS_PER_LEVEL`] per level per call, the rest on the next call,
+//!   as Linux does).
 //!
 //! Idle classes sit in no list, row or wait queue: nothing per packet depends on them, and on `a`
 //! and `n` only through the O(log₆₄ n) steps in a row's bitmap and O(log₆₄ k) in a feed's
@@ -166,6 +169,7 @@ mod rowbits;
 mod spec;
 mod stats;
 mod tokens;
+mod waitq;
 mod warmth;
 pub use crate::qdisc::adopt::AdoptReport;
 pub use spec::*;
@@ -454,7 +458,8 @@ pub struct Htb<P: Packet> {
     row_bits: Vec<rowbits::RowBits>,
     /// Bit `p` of `row_mask[level]` set iff `row[level][p]` is non-empty.
     row_mask: [u8; MAX_DEPTH],
-    wait: Vec<BTreeSet<(u64, u32)>>,
+    /// Per level, the classes that are not `CanSend` (`waitq`).
+    wait: Vec<waitq::WaitQ>,
     /// Leaves whose own qdisc is throttled (non-work-conserving leaves such as TBF).
     leaf_wait: BTreeSet<(u64, u32)>,
     classifier: Classifier,

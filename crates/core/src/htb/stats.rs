@@ -138,15 +138,32 @@ impl<P: Packet> Htb<P> {
                 self.deferred.base
             ));
         }
-        // How often each class is filed in the wait queue of its level (in one pass), and
+        // Which classes have a current entry in the wait queue of their level (in one pass:
+        // stale entries are allowed, `waitq`), how many are not `CanSend` at each level, and
         // which leaves wait on their own qdisc.
-        let mut filed = vec![0u32; self.classes.len()];
+        let mut filed = vec![false; self.classes.len()];
+        let mut waiting = [0usize; MAX_DEPTH];
+        for cl in self.classes.iter() {
+            if cl.mode != ClassMode::CanSend {
+                waiting[cl.level as usize] += 1;
+            }
+        }
         for (l, q) in self.wait.iter().enumerate() {
-            for &(_, x) in q {
+            for &(k, x) in q.entries() {
                 match self.classes.get(x as usize) {
-                    Some(cl) if cl.level as usize == l => filed[x as usize] += 1,
+                    Some(cl) if cl.level as usize == l => {
+                        filed[x as usize] |= tokens::is_current(&self.classes, &self.profiles, k, x)
+                    }
                     _ => return Err(format!("class {x} in the wait queue of level {l}")),
                 }
+            }
+            if q.members() != waiting[l] || !q.bounded() {
+                return Err(format!(
+                    "wait queue of level {l}: {} members counted, {} classes not CanSend, {} entries",
+                    q.members(),
+                    waiting[l],
+                    q.entries().len()
+                ));
             }
         }
         let mut leaf_waits = vec![false; self.classes.len()];
@@ -180,15 +197,7 @@ impl<P: Packet> Htb<P> {
                     cl.tokens, cl.ctokens, pr.buffer, pr.cbuffer
                 ));
             }
-            let in_wait = self
-                .wait_key(c)
-                .is_some_and(|k| self.wait[cl.level as usize].contains(&(k, c)));
-            let filed = filed[i] as usize;
-            if filed > usize::from(in_wait) {
-                return Err(format!(
-                    "class {name}: filed {filed} times in the wait queue"
-                ));
-            }
+            let in_wait = filed[i];
             if (cl.mode != ClassMode::CanSend) != in_wait {
                 return Err(format!(
                     "class {name}: mode {:?} but in wait queue: {in_wait}",

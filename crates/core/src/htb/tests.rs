@@ -981,3 +981,43 @@ fn check_invariants_finds_a_membership_nothing_expects() {
         "{e}"
     );
 }
+
+#[test]
+fn check_invariants_finds_a_throttled_class_the_wait_queue_lost() {
+    // `a` at 1 Mbit/s with a small burst and ceil: two 1500-byte packets put it in debt, so it
+    // waits (`CantSend`) with an entry in the wait queue of level 0.
+    let classes = [
+        ("root", None, 10_000_000, 10_000_000, 0),
+        ("a", Some("root"), 1_000_000, 1_000_000, 0),
+    ];
+    let mut t = build(&classes, "a");
+    for _ in 0..4 {
+        t.htb.enqueue_to(1, pkt(1500), Time(0)).unwrap();
+    }
+    let mut sent = 0;
+    while let Dequeued::Packet(_) = t.htb.dequeue(Time(0)) {
+        sent += 1;
+    }
+    assert!(sent < 4, "the class never waited");
+    assert_ne!(t.htb.classes[1].mode, ClassMode::CanSend);
+    t.htb.check_invariants().unwrap();
+    // Its entry goes stale (another key): nothing would wake it.
+    let (k, c) = t.htb.wait[0].top().unwrap();
+    assert_eq!(c, 1);
+    t.htb.wait[0] = waitq::WaitQ::default();
+    t.htb.wait[0].joined();
+    t.htb.wait[0].push(k + 1, c, |_, _| true);
+    let e = t.htb.check_invariants().unwrap_err();
+    assert!(
+        e.contains("class a: mode") && e.contains("in wait queue: false"),
+        "{e}"
+    );
+    // A member count that is off is caught too.
+    t.htb.wait[0] = waitq::WaitQ::default();
+    t.htb.wait[0].push(k, c, |_, _| true);
+    let e = t.htb.check_invariants().unwrap_err();
+    assert!(
+        e.contains("0 members counted, 1 classes not CanSend"),
+        "{e}"
+    );
+}

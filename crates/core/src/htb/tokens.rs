@@ -31,45 +31,45 @@ impl<P: Packet> Htb<P> {
         let cl = &self.classes[c as usize];
         let old = cl.mode;
         let level = cl.level as usize;
-        if let Some(key) = old_key {
-            self.wait[level].remove(&(key, c));
+        // The entry filed under `old_key` goes stale by itself once the record changes (`waitq`).
+        match (old_key.is_some(), new != ClassMode::CanSend) {
+            (true, false) => self.wait[level].left(),
+            (false, true) => self.wait[level].joined(),
+            _ => {}
+        }
+        if old != new {
+            if new != ClassMode::CanSend {
+                let k = &mut self.cold[c as usize];
+                k.overlimits = k.overlimits.wrapping_add(1);
+            }
+            let active = self.classes[c as usize].active;
+            if active != 0 {
+                self.deactivate_prios(c, active);
+            }
+            self.classes[c as usize].mode = new;
+            if active != 0 {
+                self.activate_prios(c, active);
+            }
         }
         if new != ClassMode::CanSend {
-            self.wait[level].insert((wait_until, c));
+            debug_assert_eq!(self.wait_key(c), Some(wait_until));
+            let (classes, profiles) = (&self.classes, &self.profiles);
+            self.wait[level].push(wait_until, c, |k, x| is_current(classes, profiles, k, x));
         }
-        if old == new {
-            return;
-        }
-        if new != ClassMode::CanSend {
-            let k = &mut self.cold[c as usize];
-            k.overlimits = k.overlimits.wrapping_add(1);
-        }
-        let active = self.classes[c as usize].active;
-        if active != 0 {
-            self.deactivate_prios(c, active);
-        }
-        self.classes[c as usize].mode = new;
-        if active != 0 {
-            self.activate_prios(c, active);
-        }
+    }
+
+    /// Drop the stale entries at the top of level `level`'s wait queue.
+    #[inline]
+    fn settle_wait(&mut self, level: usize) {
+        let (classes, profiles) = (&self.classes, &self.profiles);
+        self.wait[level].settle(|k, x| is_current(classes, profiles, k, x));
     }
 
     /// The wait-queue key of a class that is not `CanSend`: the instant its current mode ends.
     /// A pure function of the buckets as of `t_c` (the key does not depend on when it is
     /// computed, because tokens grow linearly), so it need not be stored.
     pub(super) fn wait_key(&self, c: u32) -> Option<u64> {
-        let cl = &self.classes[c as usize];
-        match cl.mode {
-            ClassMode::CanSend => None,
-            ClassMode::CantSend => {
-                let ceil = self.prof(c).ceil;
-                Some(cl.t_c.saturating_add(ceil_div(-cl.ctokens, ceil)))
-            }
-            ClassMode::MayBorrow => {
-                let rate = self.prof(c).rate;
-                Some(cl.t_c.saturating_add(ceil_div(-cl.tokens, rate)))
-            }
-        }
+        key_of(&self.classes[c as usize], self.prof(c))
     }
 
     /// Mode of class `c` at `now` from its buckets, and when that mode ends if not `CanSend`.
@@ -302,17 +302,43 @@ impl<P: Packet> Htb<P> {
 
     /// Apply due mode changes at `level`; returns the next pending change there, if any.
     pub(super) fn do_events(&mut self, level: usize, now: u64) -> Option<u64> {
+        if self.wait[level].is_empty() {
+            return None;
+        }
         for _ in 0..MAX_EVENTS_PER_LEVEL {
-            let &(key, c) = self.wait[level].first()?;
+            self.settle_wait(level);
+            let (key, c) = self.wait[level].top()?;
             if key > now {
                 return Some(key);
             }
+            self.wait[level].pop();
             let (mode, until) = self.mode_at(c, now);
             self.change_mode(c, Some(key), mode, until);
         }
         // Budget spent: more may be due; ask to be called again right away.
-        self.wait[level].first().map(|&(k, _)| k.max(now))
+        self.settle_wait(level);
+        self.wait[level].top().map(|(k, _)| k.max(now))
     }
+}
+
+/// The wait-queue key of a class (see [`Htb::wait_key`]) from its record and profile.
+#[inline]
+fn key_of(cl: &Class, pr: &Profile) -> Option<u64> {
+    match cl.mode {
+        ClassMode::CanSend => None,
+        ClassMode::CantSend => Some(cl.t_c.saturating_add(ceil_div(-cl.ctokens, pr.ceil))),
+        ClassMode::MayBorrow => Some(cl.t_c.saturating_add(ceil_div(-cl.tokens, pr.rate))),
+    }
+}
+
+/// Whether wait-queue entry `(k, x)` is current: class `x` is not `CanSend` and its key is `k`
+/// (`waitq`).
+#[inline]
+pub(super) fn is_current(classes: &[Class], profiles: &[Profile], k: u64, x: u32) -> bool {
+    classes
+        .get(x as usize)
+        .and_then(|cl| key_of(cl, profiles.get(cl.profile as usize)?))
+        == Some(k)
 }
 
 /// The charges of a chain of ancestors — a class `base` and every class above it — summed
