@@ -162,6 +162,7 @@ impl WaitQ {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use rand::{Rng, SeedableRng};
     use std::cell::RefCell;
     use std::collections::{BTreeSet, HashMap};
 
@@ -172,13 +173,8 @@ mod tests {
         let truth: RefCell<HashMap<u32, u64>> = RefCell::new(HashMap::new());
         let mut set = BTreeSet::new();
         let mut q = WaitQ::default();
-        let mut x: u64 = 0x2545_f491_4f6c_dd1d;
-        let mut rnd = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
+        let mut rng = rand_pcg::Pcg64::seed_from_u64(14);
+        let mut rnd = move |m: u64| rng.gen_range(0..m);
         let mut now = 0u64;
         let mut max_len = 0;
         for step in 0..200_000 {
