@@ -149,7 +149,7 @@ impl<P: Packet> Htb<P> {
             }
         }
         for (l, q) in self.wait.iter().enumerate() {
-            for &(k, x) in q.entries() {
+            for (k, x) in q.entries() {
                 match self.classes.get(x as usize) {
                     Some(cl) if cl.level as usize == l => {
                         filed[x as usize] |= tokens::is_current(&self.classes, &self.profiles, k, x)
@@ -162,7 +162,7 @@ impl<P: Packet> Htb<P> {
                     "wait queue of level {l}: {} members counted, {} classes not CanSend, {} entries",
                     q.members(),
                     waiting[l],
-                    q.entries().len()
+                    q.len()
                 ));
             }
         }

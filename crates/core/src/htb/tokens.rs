@@ -19,8 +19,9 @@ use super::*;
 impl<P: Packet> Htb<P> {
     /// The one place a class's mode changes. Re-hooks it if active and keeps the wait queue in step.
     ///
-    /// Must be called with the key the class was filed under (`old_key`, from [`Self::wait_key`]
-    /// before its buckets changed) so it can be taken out of the wait queue.
+    /// Must be called with the key the class is filed under (`old_key`, from [`Self::wait_key`]
+    /// before its buckets changed; `None` if it has no entry: `CanSend`, or just taken out by
+    /// `do_events`), so that the wait queue counts its members and files a new key only.
     pub(super) fn change_mode(
         &mut self,
         c: u32,
@@ -51,7 +52,9 @@ impl<P: Packet> Htb<P> {
                 self.activate_prios(c, active);
             }
         }
-        if new != ClassMode::CanSend {
+        // A charge that leaves the key where it was (a class that borrowed: its own tokens are
+        // only refilled) keeps the entry it has.
+        if new != ClassMode::CanSend && old_key != Some(wait_until) {
             debug_assert_eq!(self.wait_key(c), Some(wait_until));
             let (classes, profiles) = (&self.classes, &self.profiles);
             self.wait[level].push(wait_until, c, |k, x| is_current(classes, profiles, k, x));
@@ -311,9 +314,12 @@ impl<P: Packet> Htb<P> {
             if key > now {
                 return Some(key);
             }
-            self.wait[level].pop();
+            let (classes, profiles) = (&self.classes, &self.profiles);
+            self.wait[level].pop(|k, x| is_current(classes, profiles, k, x));
+            // Its entry is gone: it is filed again if it still waits.
+            self.wait[level].left();
             let (mode, until) = self.mode_at(c, now);
-            self.change_mode(c, Some(key), mode, until);
+            self.change_mode(c, None, mode, until);
         }
         // Budget spent: more may be due; ask to be called again right away.
         self.settle_wait(level);

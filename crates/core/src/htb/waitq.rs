@@ -12,12 +12,14 @@
 //!   the class is not `CanSend` and its key — a pure function of its buckets, `tokens::key_of` —
 //!   is the entry's. So the set of current entries is exactly what the ordered set held, and
 //!   the smallest current entry is the same;
-//! * a change is a push: O(log₄ w) worst case and O(1) expected for the usual later key (it
-//!   stops where its parent is smaller). Stale entries are dropped when they reach the top
-//!   ([`WaitQ::settle`], called by every reader of the top), each once, O(log₄ w);
-//! * a push that finds the heap above twice the current members plus [`SLACK`] rebuilds it from
-//!   its current entries (O(w), a heapify), so it never holds more than about twice the most
-//!   members it had;
+//! * a change of key is a push: O(log₄ w) worst case and O(1) expected for the usual later key
+//!   (it stops where its parent is smaller); a charge that leaves the key where it was (a class
+//!   that borrowed: its own tokens are only refilled) pushes nothing (`Htb::change_mode`). Stale
+//!   entries are dropped when they reach the top ([`WaitQ::settle`], called by every reader of
+//!   the top), each once, O(log₄ w);
+//! * a push that finds the heap at twice the current members plus [`SLACK`] rebuilds it from its
+//!   current entries, sorted (O(w log w), amortised over the w or more pushes since the last
+//!   rebuild), so it never holds more than about twice the most members it had;
 //! * four children a node: a node's children are 64 bytes, one cache line, so a sift down over
 //!   a heap larger than the caches misses once a level, over half as many levels as a binary
 //!   heap's.
@@ -65,8 +67,13 @@ impl WaitQ {
     }
 
     /// Entries, current and stale (for the invariant check).
-    pub(super) fn entries(&self) -> &[(u64, u32)] {
-        &self.heap
+    pub(super) fn entries(&self) -> impl Iterator<Item = (u64, u32)> + '_ {
+        self.heap.iter().copied()
+    }
+
+    /// Number of entries, current and stale.
+    pub(super) fn len(&self) -> usize {
+        self.heap.len()
     }
 
     /// Whether the heap is within its bound (for the invariant check): every push finds it
@@ -105,12 +112,12 @@ impl WaitQ {
             if current(k, c) {
                 return;
             }
-            self.pop();
+            self.pop(&current);
         }
     }
 
-    /// Take the top entry out.
-    pub(super) fn pop(&mut self) {
+    /// Take the top entry out (call [`Self::settle`] first).
+    pub(super) fn pop(&mut self, _current: impl Fn(u64, u32) -> bool) {
         let Some(last) = self.heap.pop() else {
             return;
         };
@@ -209,7 +216,7 @@ mod tests {
                         assert_eq!(q.top(), want, "step {step}");
                         match want {
                             Some((k, c)) if k <= now => {
-                                q.pop();
+                                q.pop(|k, c| truth.borrow().get(&c) == Some(&k));
                                 set.remove(&(k, c));
                                 truth.borrow_mut().remove(&c);
                                 q.left();
@@ -223,10 +230,10 @@ mod tests {
             assert!(
                 q.bounded(),
                 "step {step}: {} entries for {}",
-                q.entries().len(),
+                q.len(),
                 set.len()
             );
-            max_len = max_len.max(q.entries().len());
+            max_len = max_len.max(q.len());
         }
         // Above twice the members plus the slack at times: rebuilds happened.
         assert!(max_len > 600, "the test never filled the heap ({max_len})");
