@@ -205,3 +205,26 @@ impl<P: Packet> Htb<P> {
             + self.feed_big.iter().map(|b| b.bytes()).sum::<usize>()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_list_children_in_class_id_order_whatever_the_order_of_the_specs() {
+        // Classes 0..8; inner classes (by inner index): 0 = class 5, 1 = class 2, 2 = class 7.
+        // Parents come after children and families interleave.
+        let parent_inner = [0, NIL, 0, 1, 2, NIL, 1, 0];
+        let f = Families::new(&parent_inner, 3);
+        assert_eq!(f.count, vec![3, 2, 1]);
+        assert_eq!(f.first, vec![0, 3, 5]);
+        assert_eq!(f.children, vec![0, 2, 7, 3, 6, 4]);
+        assert_eq!(f.rank, vec![0, 0, 1, 0, 0, 0, 1, 2]);
+        for (c, &p) in parent_inner.iter().enumerate() {
+            if p != NIL {
+                let at = (f.first[p as usize] + f.rank[c]) as usize;
+                assert_eq!(f.children[at], c as u32);
+            }
+        }
+    }
+}

@@ -122,6 +122,47 @@ fn exactly_periodic_cbr_splits_spare_by_quantum() {
     }
 }
 
+/// Random sizes and bursts into leaves `leaves` for 20,000 steps, `check_invariants` after each.
+fn churn(htb: &mut Htb<PacketMeta>, leaves: &[u32]) {
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move |m: u64| {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x % m
+    };
+    let mut now = 0u64;
+    let mut sent = 0u64;
+    for _ in 0..20_000 {
+        for _ in 0..rnd(4) {
+            let c = leaves[rnd(leaves.len() as u64) as usize];
+            let len = 64 + rnd(1437) as u32;
+            let _ = htb.enqueue_to(
+                c,
+                PacketMeta {
+                    len,
+                    ..Default::default()
+                },
+                Time(now),
+            );
+        }
+        match htb.dequeue(Time(now)) {
+            Dequeued::Packet(p) => {
+                sent += 1;
+                now += Rate(10 * MBIT).tx_time(p.len as u64).unwrap().0;
+            }
+            Dequeued::NotBefore(w) => now = w.0.max(now + 1),
+            Dequeued::Empty => now += 100_000,
+        }
+        htb.check_invariants().unwrap();
+    }
+    assert!(
+        sent > 10_000,
+        "{} leaves: only {sent} packets sent",
+        leaves.len()
+    );
+}
+
 #[test]
 fn lists_stay_in_id_order_under_churn() {
     // Leaves with rates from 50 kbit/s up under a 10 Mbit/s root, random sizes and bursts:
@@ -132,40 +173,40 @@ fn lists_stay_in_id_order_under_churn() {
     for n in [48u64, 150] {
         let kids: Vec<(u64, u64)> = (1..=n).map(|i| (i * 50_000, 10 * MBIT)).collect();
         let mut htb = tree(&kids);
-        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut rnd = move |m: u64| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x % m
-        };
-        let mut now = 0u64;
-        let mut sent = 0u64;
-        for _ in 0..20_000 {
-            for _ in 0..rnd(4) {
-                let c = 1 + rnd(n) as u32;
-                let len = 64 + rnd(1437) as u32;
-                let _ = htb.enqueue_to(
-                    c,
-                    PacketMeta {
-                        len,
-                        ..Default::default()
-                    },
-                    Time(now),
-                );
-            }
-            match htb.dequeue(Time(now)) {
-                Dequeued::Packet(p) => {
-                    sent += 1;
-                    now += Rate(10 * MBIT).tx_time(p.len as u64).unwrap().0;
-                }
-                Dequeued::NotBefore(w) => now = w.0.max(now + 1),
-                Dequeued::Empty => now += 100_000,
-            }
-            htb.check_invariants().unwrap();
-        }
-        assert!(sent > 10_000, "{n} leaves: only {sent} packets sent");
+        let leaves: Vec<u32> = (1..=n as u32).collect();
+        churn(&mut htb, &leaves);
     }
+    // The root given last, after its 70 leaves, and a second family under an inner class given
+    // between them: ranks follow class ids within a family, wherever the parent is.
+    let params = HtbParams::default();
+    let mut specs = Vec::new();
+    for i in 0..70u64 {
+        let parent = if i % 3 == 0 { 71 } else { 70 };
+        specs.push(HtbClassSpec::new(
+            &format!("l{i}"),
+            Some(parent),
+            Rate((i + 1) * 20_000),
+            Rate(10 * MBIT),
+            &params,
+        ));
+    }
+    specs.push(HtbClassSpec::new(
+        "root",
+        None,
+        Rate(10 * MBIT),
+        Rate(10 * MBIT),
+        &params,
+    ));
+    specs.push(HtbClassSpec::new(
+        "mid",
+        Some(70),
+        Rate(MBIT),
+        Rate(10 * MBIT),
+        &params,
+    ));
+    let mut htb = Htb::new(params, specs, Classifier::new(Vec::<FilterSpec>::new(), 0)).unwrap();
+    let leaves: Vec<u32> = (0..70).collect();
+    churn(&mut htb, &leaves);
 }
 
 #[test]
