@@ -314,8 +314,7 @@ impl<P: Packet> Htb<P> {
             if key > now {
                 return Some(key);
             }
-            let (classes, profiles) = (&self.classes, &self.profiles);
-            self.wait[level].pop(|k, x| is_current(classes, profiles, k, x));
+            self.wait[level].pop();
             // Its entry is gone: it is filed again if it still waits.
             self.wait[level].left();
             let (mode, until) = self.mode_at(c, now);

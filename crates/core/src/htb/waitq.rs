@@ -112,12 +112,12 @@ impl WaitQ {
             if current(k, c) {
                 return;
             }
-            self.pop(&current);
+            self.pop();
         }
     }
 
     /// Take the top entry out (call [`Self::settle`] first).
-    pub(super) fn pop(&mut self, _current: impl Fn(u64, u32) -> bool) {
+    pub(super) fn pop(&mut self) {
         let Some(last) = self.heap.pop() else {
             return;
         };
@@ -216,7 +216,7 @@ mod tests {
                         assert_eq!(q.top(), want, "step {step}");
                         match want {
                             Some((k, c)) if k <= now => {
-                                q.pop(|k, c| truth.borrow().get(&c) == Some(&k));
+                                q.pop();
                                 set.remove(&(k, c));
                                 truth.borrow_mut().remove(&c);
                                 q.left();
