@@ -20,6 +20,14 @@
 //! once.
 use super::*;
 
+/// How many leaves ahead of the one served the dequeue prefetches a record and counters
+/// (`prefetch_next`). Deeper pipelines (a record 4–6 leaves ahead, the slot 2–4) measured the
+/// same on a million leaves with a standing backlog (BENCHMARKS.md, "Both ends of a leaf's FIFO").
+const AHEAD: usize = 3;
+/// How many leaves ahead it prefetches the first slot of a leaf's FIFO (its record is in by
+/// then: it was prefetched `AHEAD - SLOT_AHEAD` dequeues earlier).
+const SLOT_AHEAD: usize = 2;
+
 impl<P: Packet> Htb<P> {
     pub(super) fn row_id(level: u8, prio: u8) -> usize {
         level as usize * NUM_PRIO + prio as usize
@@ -354,17 +362,17 @@ impl<P: Packet> Htb<P> {
     /// The dequeue's prefetch pipeline (when `warmth` says it pays): the next
     /// leaves of this list are likely served next, a three-stage pipeline, each stage reading
     /// only lines an earlier dequeue prefetched. The leaf three ahead gets its record (and
-    /// counters) prefetched; the leaf two ahead, whose record is in, its queue's last slot (the
-    /// first too when it holds one packet); the next leaf, whose last slot is in, its first slot
-    /// when they differ, and its parent's record; and the leaf served now its parent's record.
+    /// counters) prefetched; the leaf two ahead, whose record is in, its queue's first slot (the
+    /// packet it will give); the next leaf its parent's record, and the leaf served now its
+    /// parent's record.
     #[inline(always)]
     fn prefetch_next(&mut self, leaf: u32, lid: usize) {
         // In a row of leaves the next members are class ids, found in the bitmap's words at
         // hand (a hint: where the row is sparse, nothing); elsewhere the list's order.
-        let [n1, n2, n3] = if lid < NUM_PRIO {
+        let near: [u32; AHEAD] = if lid < NUM_PRIO {
             let far = self.classes.len() >= PREFETCH_ROW_WORDS_MIN;
             let bits = &mut self.row_bits[lid];
-            let mut near = bits.next_three_near(leaf);
+            let mut near = bits.next_near::<AHEAD>(leaf);
             if near[0] != NIL {
                 // The served leaf's successor, for its removal if it runs empty now.
                 bits.remember(leaf, near[0]);
@@ -376,37 +384,30 @@ impl<P: Packet> Htb<P> {
             }
             near
         } else {
-            let n1 = self.next_of(lid, leaf);
-            let n2 = if n1 == NIL {
-                NIL
-            } else {
-                self.next_of(lid, n1)
-            };
-            let n3 = if n2 == NIL {
-                NIL
-            } else {
-                self.next_of(lid, n2)
-            };
-            [n1, n2, n3]
-        };
-        if let Some(c1) = self.classes.get(n1 as usize) {
-            if c1.kind != LeafKind::Boxed && c1.q.len > 1 {
-                if let Some(last) = self.pool.get(c1.q.tail as usize) {
-                    if let Some(first) = self.pool.get(last.next as usize) {
-                        prefetch(first);
-                    }
+            let mut near = [NIL; AHEAD];
+            let mut n = leaf;
+            for x in near.iter_mut() {
+                n = self.next_of(lid, n);
+                if n == NIL {
+                    break;
                 }
+                *x = n;
             }
+            near
+        };
+        // Each stage reads only what an earlier dequeue prefetched: the record `AHEAD` leaves on,
+        // the first slot `SLOT_AHEAD` on (its record came in since), the parent of the next.
+        if let Some(c1) = self.classes.get(near[0] as usize) {
             self.prefetch_record(c1.parent);
-            if let Some(c2) = self.classes.get(n2 as usize) {
-                if c2.kind != LeafKind::Boxed {
-                    if let Some(slot) = self.pool.get(c2.q.tail as usize) {
-                        prefetch(slot);
-                    }
+        }
+        if let Some(c) = self.classes.get(near[SLOT_AHEAD - 1] as usize) {
+            if c.kind != LeafKind::Boxed {
+                if let Some(slot) = self.pool.get(c.q.head as usize) {
+                    prefetch(slot);
                 }
-                self.prefetch_class(n3);
             }
         }
+        self.prefetch_class(near[AHEAD - 1]);
         self.prefetch_record(self.classes[leaf as usize].parent);
     }
 

@@ -116,8 +116,8 @@
 //! ## Memory per class
 //! Hot, cold and shared, as librte_sched splits its pipes from their profiles:
 //! * **hot**: 64 bytes, one cache line ([`Class`]: buckets, time of the last charge, parent,
-//!   profile index, DRR deficits, the leaf's FIFO (last slot, length, bytes; the slot field holds
-//!   the inner or boxed index of other classes), its rank among its siblings, level, kind,
+//!   profile index, DRR deficits, the leaf's FIFO (first and last slot, length, bytes; the last-slot field
+//!   holds the inner or boxed index of other classes), its rank among its siblings, level, kind,
 //!   mode, active prios) — what enqueue, dequeue and the charge read and write;
 //! * **cold**: 32 bytes of counters ([`Counters`]: bytes and packets sent, drops, overlimits,
 //!   lends, borrows; aligned so that one line holds them), written by the charge, read by
@@ -243,12 +243,15 @@ enum LeafKind {
 }
 
 /// The queue state of a leaf: an inline FIFO threaded through the shared packet pool (no
-/// allocation per class) as a circle: `tail` is its last slot (NIL when empty) and that slot's
-/// `next` is the first, so one index serves both ends. Its kind is in the class record, its limit
-/// in the class's [`Profile`]. A class without an inline FIFO reuses `tail` for another index
-/// (see [`Class::boxed`] and [`Class::inner`]); `len` and `bytes` are then 0.
+/// allocation per class): `head` is its first slot and `tail` its last (both NIL when empty),
+/// linked first to last through `Slot::next`. Both ends are in the record so that a dequeue reads
+/// only the slot it takes and an enqueue only the slot it links after: neither waits for one
+/// slot to learn where another is. Its kind is in the class record, its limit in the class's
+/// [`Profile`]. A class without an inline FIFO reuses `tail` for another index (see
+/// [`Class::boxed`] and [`Class::inner`]); `head` is then NIL and `len` and `bytes` are 0.
 #[derive(Copy, Clone, Debug)]
 struct LeafQ {
+    head: u32,
     tail: u32,
     len: u32,
     bytes: u32,
@@ -256,6 +259,7 @@ struct LeafQ {
 
 impl LeafQ {
     const EMPTY: LeafQ = LeafQ {
+        head: NIL,
         tail: NIL,
         len: 0,
         bytes: 0,
@@ -655,3 +659,5 @@ mod tests;
 mod tests_burst;
 #[cfg(test)]
 mod tests_cbr;
+#[cfg(test)]
+mod tests_fifo;

@@ -2,8 +2,8 @@
 //! pool, boxed leaf qdiscs and the collection of what they drop.
 //!
 //! Principles: a leaf's queue is an inline FIFO (no allocation per class: its packets live in one
-//! pool shared by every leaf, linked through `Slot::next` as a circle, so the leaf keeps only
-//! its last slot) or a boxed [`Qdisc`]; a leaf is
+//! pool shared by every leaf, linked first to last through `Slot::next`, the leaf's record
+//! holding both ends) or a boxed [`Qdisc`]; a leaf is
 //! activated when it gets its first packet and deactivated when it runs empty, which is all the
 //! rest of the scheduler needs to know about queues (Linux net/sched/sch_htb.c `htb_enqueue`,
 //! `htb_activate`, `htb_deactivate`). Packets a boxed leaf drops after accepting them are
@@ -262,13 +262,11 @@ impl<P: Packet> Htb<P> {
             });
             (self.pool.len() - 1) as u32
         };
-        // The circle: the new slot follows the last and leads back to the first.
+        // The new slot follows the last (or is the first of an empty queue).
         let q = &mut self.classes[c as usize].q;
         if q.tail == NIL {
-            self.pool[slot as usize].next = slot;
+            q.head = slot;
         } else {
-            let first = self.pool[q.tail as usize].next;
-            self.pool[slot as usize].next = first;
             self.pool[q.tail as usize].next = slot;
         }
         q.tail = slot;
@@ -277,21 +275,21 @@ impl<P: Packet> Htb<P> {
         Ok(())
     }
 
-    /// Dequeue from a leaf's inline FIFO. O(1).
+    /// Dequeue from a leaf's inline FIFO: reads and frees the first slot alone. O(1).
     pub(super) fn fifo_pop(&mut self, c: u32) -> Option<P> {
         let cl = &mut self.classes[c as usize];
-        if cl.q.tail == NIL || !matches!(cl.kind, LeafKind::Pfifo | LeafKind::Bfifo) {
+        if cl.q.head == NIL || !matches!(cl.kind, LeafKind::Pfifo | LeafKind::Bfifo) {
             return None;
         }
         let q = &mut cl.q;
-        let last = q.tail;
-        let first = self.pool[last as usize].next;
+        let first = q.head;
         let pkt = self.pool[first as usize].pkt.take()?;
-        if first == last {
+        if first == q.tail {
+            q.head = NIL;
             q.tail = NIL;
         } else {
             let next = self.pool[first as usize].next;
-            self.pool[last as usize].next = next;
+            q.head = next;
             // The leaf's next packet, likely the next one served (a leaf sends until its
             // deficit runs out): its slot was written when it arrived, long ago under a backlog.
             if self.warmth.prefetch() {
@@ -305,6 +303,58 @@ impl<P: Packet> Htb<P> {
         self.pool[first as usize].next = self.free;
         self.free = first;
         Some(pkt)
+    }
+
+    /// Check leaf `c`'s inline FIFO (for `check_invariants`): `len` slots from `head`, each
+    /// holding a packet, their bytes `bytes`, the last of them `tail`; both ends NIL iff empty.
+    /// Returns the number of slots. O(len).
+    pub(super) fn fifo_check(&self, c: u32) -> Result<u32, String> {
+        let q = self.classes[c as usize].q;
+        if (q.head == NIL) != (q.len == 0) || (q.tail == NIL) != (q.len == 0) {
+            return Err(format!(
+                "leaf {c}: head {} tail {} with {} packets",
+                q.head, q.tail, q.len
+            ));
+        }
+        let (mut s, mut last, mut bytes) = (q.head, NIL, 0u64);
+        for i in 0..q.len {
+            let Some(slot) = self.pool.get(s as usize) else {
+                return Err(format!(
+                    "leaf {c}: slot {i} of its FIFO is {s}, outside the pool"
+                ));
+            };
+            let Some(p) = &slot.pkt else {
+                return Err(format!("leaf {c}: slot {s} of its FIFO holds no packet"));
+            };
+            bytes += p.len() as u64;
+            last = s;
+            s = slot.next;
+        }
+        if last != q.tail || bytes != q.bytes as u64 {
+            return Err(format!(
+                "leaf {c}: its FIFO ends at slot {last} with {bytes} bytes, tail {} and {} bytes kept",
+                q.tail, q.bytes
+            ));
+        }
+        Ok(q.len)
+    }
+
+    /// Slots on the free list (for `check_invariants`), or an error if it loops. O(pool).
+    pub(super) fn free_slots(&self) -> Result<usize, String> {
+        let (mut n, mut s) = (0usize, self.free);
+        while s != NIL {
+            let Some(slot) = self.pool.get(s as usize) else {
+                return Err(format!("free list reaches slot {s}, outside the pool"));
+            };
+            if slot.pkt.is_some() || n >= self.pool.len() {
+                return Err(format!(
+                    "free list: slot {s} holds a packet or the list loops"
+                ));
+            }
+            n += 1;
+            s = slot.next;
+        }
+        Ok(n)
     }
 
     /// Count a packet bigger than class `c`'s burst.

@@ -106,12 +106,12 @@ impl RowBits {
         }
     }
 
-    /// Up to three members after `k`, in order, found in `k`'s level-0 word and the next one
+    /// Up to `N` members after `k`, in order, found in `k`'s level-0 word and the next one
     /// (`u32::MAX` for the rest): a hint for prefetching the leaves served next, which never
     /// climbs the levels.
     #[inline]
-    pub(super) fn next_three_near(&self, k: u32) -> [u32; 3] {
-        let mut out = [NONE; 3];
+    pub(super) fn next_near<const N: usize>(&self, k: u32) -> [u32; N] {
+        let mut out = [NONE; N];
         let i = k as usize + 1;
         let mut n = 0;
         for w in [i / 64, i / 64 + 1] {
@@ -126,7 +126,7 @@ impl RowBits {
             } else {
                 word
             };
-            while m != 0 && n < 3 {
+            while m != 0 && n < N {
                 out[n] = (w * 64 + m.trailing_zeros() as usize) as u32;
                 m &= m - 1;
                 n += 1;
@@ -176,7 +176,7 @@ impl RowBits {
     }
 
     /// Remember that `next` is the smallest member after `k` (found by the caller in the words
-    /// at hand, [`Self::next_three_near`]).
+    /// at hand, [`Self::next_near`]).
     #[inline]
     pub(super) fn remember(&mut self, k: u32, next: u32) {
         debug_assert_eq!(next, self.next_ge(k.saturating_add(1)));
@@ -361,11 +361,7 @@ mod tests {
                 for (slot, &m) in near.iter_mut().zip(ahead) {
                     *slot = m;
                 }
-                assert_eq!(
-                    bits.next_three_near(q0),
-                    near,
-                    "n {n} next_three_near({q0})"
-                );
+                assert_eq!(bits.next_near::<3>(q0), near, "n {n} next_near({q0})");
                 let word = bits.word_of(q0).copied().unwrap_or(0);
                 let in_word = set
                     .range(q0 / 64 * 64..(q0 / 64 + 1) * 64)

@@ -174,9 +174,14 @@ impl<P: Packet> Htb<P> {
         }
         let mut sum = Backlog::default();
         let (mut in_rows_expected, mut in_feeds_expected) = (0, 0);
+        // Every slot of the pool is in one leaf's FIFO or on the free list.
+        let mut in_fifos = 0usize;
         for (i, cl) in self.classes.iter().enumerate() {
             let c = i as u32;
             let name = self.name(c);
+            if matches!(cl.kind, LeafKind::Pfifo | LeafKind::Bfifo) {
+                in_fifos += self.fifo_check(c)? as usize;
+            }
             if cl.is_leaf() {
                 let b = self.leaf_backlog(c);
                 sum.packets += b.packets;
@@ -249,6 +254,13 @@ impl<P: Packet> Htb<P> {
             return Err(format!(
                 "rows hold {in_rows} members and feeds {in_feeds}, {in_rows_expected} and \
                  {in_feeds_expected} expected (a class not active there: {stray:?})"
+            ));
+        }
+        let free = self.free_slots()?;
+        if in_fifos + free != self.pool.len() {
+            return Err(format!(
+                "packet pool: {} slots, {in_fifos} in FIFOs and {free} free",
+                self.pool.len()
             ));
         }
         if sum != self.books.backlog() {
