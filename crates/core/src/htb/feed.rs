@@ -21,8 +21,9 @@
 use super::*;
 
 /// How many leaves ahead of the one served the dequeue prefetches a record and counters
-/// (`prefetch_next`). Deeper pipelines (a record 4–6 leaves ahead, the slot 2–4) measured the
-/// same on a million leaves with a standing backlog (BENCHMARKS.md, "Both ends of a leaf's FIFO").
+/// (`prefetch_next`). Deeper pipelines (a record 4–12 leaves ahead, the slot 2–8) measured no
+/// better on a million leaves with a standing backlog (BENCHMARKS.md, "Both ends of a leaf's
+/// FIFO").
 const AHEAD: usize = 3;
 /// How many leaves ahead it prefetches the first slot of a leaf's FIFO (its record is in by
 /// then: it was prefetched `AHEAD - SLOT_AHEAD` dequeues earlier).

@@ -116,9 +116,10 @@
 //! ## Memory per class
 //! Hot, cold and shared, as librte_sched splits its pipes from their profiles:
 //! * **hot**: 64 bytes, one cache line ([`Class`]: buckets, time of the last charge, parent,
-//!   profile index, DRR deficits, the leaf's FIFO (first and last slot, length, bytes; the last-slot field
-//!   holds the inner or boxed index of other classes), its rank among its siblings, level, kind,
-//!   mode, active prios) — what enqueue, dequeue and the charge read and write;
+//!   profile index, DRR deficits, the leaf's FIFO (first and last slot, length, bytes; the
+//!   last-slot field holds the inner or boxed index of other classes), its rank among its
+//!   siblings, level, kind, mode, active prios) — what enqueue, dequeue and the charge read and
+//!   write;
 //! * **cold**: 32 bytes of counters ([`Counters`]: bytes and packets sent, drops, overlimits,
 //!   lends, borrows; aligned so that one line holds them), written by the charge, read by
 //!   `stat`, carried over by adopt; what an inner class sent is not counted per packet but
