@@ -1,0 +1,162 @@
+//! From the raw document to a checked [`Scenario`]: the top-level keys, the `[link]` table, the
+//! policy (a path or inline) and the flows in order, with their default endpoints.
+//!
+//! Rule: the first bad value is the error, located by `Doc::err`; a flow's own keys are checked
+//! in `flow`, single values in `value`.
+
+use std::net::{IpAddr, Ipv4Addr};
+use std::path::{Path, PathBuf};
+
+use linkshare_core::Duration;
+
+use super::error::{toml_error, Doc, ScenarioError};
+use super::flow::flow_from_raw;
+use super::raw::{RawPolicy, RawScenario};
+use super::spec::{
+    FlowSpec, LinkSpec, Scenario, DEFAULT_DPORT_BASE, DEFAULT_DURATION, DEFAULT_MTU, DEFAULT_QUEUE,
+    DEFAULT_SAMPLE, DEFAULT_SPORT_BASE, MAX_DURATION,
+};
+use super::value::{opt_dur, opt_int, opt_size, rate_val};
+use crate::policy::PolicySource;
+
+impl Scenario {
+    /// Parse a scenario without its `[sweep]` (the section is accepted and left to
+    /// [`crate::load`], which the public `Scenario::parse*` go through); `base` resolves
+    /// `policy = "path"`, `default_name` names a file without `name`.
+    pub(crate) fn parse_base(
+        text: &str,
+        origin: &str,
+        base: &Path,
+        default_name: &str,
+    ) -> Result<Scenario, ScenarioError> {
+        let doc = Doc { text, origin };
+        let raw: RawScenario = toml::from_str(text).map_err(|e| toml_error(&doc, &e))?;
+        Self::from_raw(raw, &doc, base, default_name)
+    }
+
+    fn from_raw(
+        raw: RawScenario,
+        doc: &Doc<'_>,
+        base: &Path,
+        default_name: &str,
+    ) -> Result<Scenario, ScenarioError> {
+        let name = raw
+            .name
+            .map(|n| n.into_inner())
+            .unwrap_or_else(|| default_name.to_string());
+        let duration = opt_dur(doc, raw.duration.as_ref(), DEFAULT_DURATION)?;
+        if duration.0 == 0 || duration > MAX_DURATION {
+            let span = raw.duration.as_ref().map(|d| d.span()).unwrap_or(0..0);
+            return Err(doc.err(span, "`duration` must be above 0 and at most 24h", None));
+        }
+        let seed = match raw.seed {
+            None => 1,
+            Some(s) if *s.get_ref() >= 0 => *s.get_ref() as u64,
+            Some(s) => return Err(doc.err(s.span(), "`seed` must not be negative", None)),
+        };
+        let sample = opt_dur(doc, raw.sample.as_ref(), DEFAULT_SAMPLE)?;
+        if sample.0 < 1_000_000 {
+            let span = raw.sample.as_ref().map(|d| d.span()).unwrap_or(0..0);
+            return Err(doc.err(span, "`sample` must be at least 1ms", None));
+        }
+        let link_span = raw.link.span();
+        let rl = raw.link.into_inner();
+        let Some(rate_v) = rl.rate.as_ref() else {
+            return Err(doc.err(
+                link_span,
+                "[link] needs a `rate`",
+                Some("e.g. rate = \"10mbit\"".into()),
+            ));
+        };
+        let rate = rate_val(doc, rate_v)?;
+        if rate.0 == 0 {
+            return Err(doc.err(rate_v.span(), "the link rate must be above 0", None));
+        }
+        let mtu = opt_int(doc, rl.mtu.as_ref(), DEFAULT_MTU as i64, 68, 65535)? as u32;
+        let link = LinkSpec {
+            rate,
+            delay: opt_dur(doc, rl.delay.as_ref(), Duration::ZERO)?,
+            mtu,
+            device_buffer: opt_size(doc, rl.device_buffer.as_ref(), 0)?,
+            timer_hz: opt_int(doc, rl.timer_hz.as_ref(), 0, 0, 1_000_000)? as u32,
+            clock_hz: opt_int(doc, rl.clock_hz.as_ref(), 0, 0, 1_000_000)? as u32,
+            overhead: opt_int(doc, rl.overhead.as_ref(), 0, 0, 1024)? as u32,
+            queue: opt_int(doc, rl.queue.as_ref(), DEFAULT_QUEUE as i64, 1, 10_000_000)? as u32,
+        };
+        // Times are added up (delays, on/off periods) in u64 nanoseconds: bounded so no sum wraps.
+        if let Some(d) = rl.delay.as_ref().filter(|_| link.delay > MAX_DURATION) {
+            return Err(doc.err(
+                d.span(),
+                format!("the link `delay` {} is above {MAX_DURATION}", link.delay),
+                None,
+            ));
+        }
+        let policy = match raw.policy {
+            None => None,
+            Some(p) => {
+                let span = p.span();
+                Some(match p.into_inner() {
+                    RawPolicy::Path(path) => {
+                        let full: PathBuf = base.join(&path);
+                        if !full.is_file() {
+                            return Err(doc.err(
+                                span,
+                                format!("policy file `{}` not found", full.display()),
+                                Some("`policy = \"...\"` is relative to the scenario file's directory".into()),
+                            ));
+                        }
+                        PolicySource::load(&full)?
+                    }
+                    RawPolicy::Inline(inline) => {
+                        PolicySource::inline(inline, doc.text, doc.origin)?
+                    }
+                })
+            }
+        };
+
+        let mut flows = Vec::new();
+        let mut names = std::collections::BTreeSet::new();
+        for rf in raw.flow {
+            let span = rf.span();
+            let rf = rf.into_inner();
+            let expanded = flow_from_raw(doc, rf, span.clone(), duration, &link)?;
+            for mut f in expanded {
+                let i = flows.len() as u32;
+                if !names.insert(f.name.clone()) {
+                    return Err(doc.err(span, format!("two flows are named `{}`", f.name), None));
+                }
+                default_endpoints(&mut f, i);
+                flows.push(f);
+            }
+        }
+        Ok(Scenario {
+            name,
+            duration,
+            seed,
+            sample,
+            link,
+            policy,
+            workers: 0,
+            flows,
+            origin: doc.origin.to_string(),
+            sweep: None,
+        })
+    }
+}
+
+/// Fill in defaults for endpoints that were not given: unique per flow.
+fn default_endpoints(f: &mut FlowSpec, i: u32) {
+    let n = i + 1;
+    if f.src.is_unspecified() {
+        f.src = IpAddr::V4(Ipv4Addr::new(10, 1, (n >> 8) as u8, (n & 0xff) as u8));
+    }
+    if f.dst.is_unspecified() {
+        f.dst = IpAddr::V4(Ipv4Addr::new(10, 2, (n >> 8) as u8, (n & 0xff) as u8));
+    }
+    if f.sport == 0 {
+        f.sport = ((DEFAULT_SPORT_BASE + i) % 65536).max(1) as u16;
+    }
+    if f.dport == 0 {
+        f.dport = ((DEFAULT_DPORT_BASE + i) % 65536).max(1) as u16;
+    }
+}

@@ -1,0 +1,85 @@
+//! Tests of the scenario format: defaults and `count` expansion, located errors, UDP sizes and
+//! patterns.
+
+use linkshare_core::Duration;
+
+use super::*;
+
+const BASE: &str = "name = \"t\"\nduration = \"1s\"\n[link]\nrate = \"10mbit\"\n";
+
+#[test]
+fn defaults_and_count_expansion() {
+    let text = format!("{BASE}[[flow]]\nname = \"b\"\nkind = \"tcp\"\ncount = 3\n[[flow]]\nname = \"p\"\nkind = \"ping\"\n");
+    let s = Scenario::parse(&text, "t.toml").unwrap();
+    assert_eq!(s.duration, Duration::from_secs(1));
+    assert_eq!(s.sample, DEFAULT_SAMPLE);
+    let names: Vec<_> = s.flows.iter().map(|f| f.name.as_str()).collect();
+    assert_eq!(names, ["b.1", "b.2", "b.3", "p"]);
+    let mut tuples: Vec<_> = s
+        .flows
+        .iter()
+        .map(|f| (f.src, f.dst, f.sport, f.dport))
+        .collect();
+    tuples.dedup();
+    assert_eq!(tuples.len(), 4, "endpoints unique per flow");
+    assert_eq!(s.flows[0].stop, Duration::from_secs(1));
+    assert!(matches!(&s.flows[3].kind, FlowKind::Ping(p) if p.size == DEFAULT_PING_SIZE));
+}
+
+#[test]
+fn errors_point_at_the_value() {
+    let text = format!("{BASE}[[flow]]\nname = \"b\"\nkind = \"tpc\"\n");
+    let e = Scenario::parse(&text, "t.toml").unwrap_err();
+    let d = e.first().unwrap();
+    assert_eq!((d.line, d.col), (7, 8), "{e}");
+    assert!(d.message.contains("unknown flow kind `tpc`"));
+
+    let text = format!("{BASE}bogus = 1\n");
+    let e = Scenario::parse(&text, "t.toml").unwrap_err();
+    let d = e.first().unwrap();
+    assert_eq!(d.line, 5, "{e}");
+    assert!(d.message.contains("unknown field"), "{e}");
+
+    let text = format!(
+        "{BASE}[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\nwindow = \"64k\"\n"
+    );
+    let e = Scenario::parse(&text, "t.toml").unwrap_err();
+    let d = e.first().unwrap();
+    assert_eq!(d.line, 9, "{e}");
+    assert!(
+        d.message.contains("`window` does not apply to udp flows"),
+        "{e}"
+    );
+
+    let text = format!("{BASE}[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1 furlong\"\n");
+    let e = Scenario::parse(&text, "t.toml").unwrap_err();
+    let d = e.first().unwrap();
+    assert_eq!((d.line, d.col), (8, 8), "{e}");
+
+    let text = "duration = \"5\"\n[link]\nrate = \"1mbit\"\n";
+    let e = Scenario::parse(text, "t.toml").unwrap_err();
+    assert!(e.first().unwrap().message.contains("no time unit"), "{e}");
+    assert!(e.to_string().starts_with("t.toml:1:12: error:"), "{e}");
+}
+
+#[test]
+fn udp_sizes_and_patterns() {
+    let text = format!(
+        "{BASE}[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\nsize = \"imix\"\npattern = \"onoff\"\non = \"1s\"\noff = \"500ms\"\n"
+    );
+    let s = Scenario::parse(&text, "t.toml").unwrap();
+    let FlowKind::Udp(u) = &s.flows[0].kind else {
+        panic!()
+    };
+    assert_eq!(u.size, SizeMix::imix());
+    assert_eq!(
+        u.pattern,
+        Pattern::OnOff {
+            on: Duration::from_secs(1),
+            off: Duration::from_millis(500)
+        }
+    );
+    let text =
+        format!("{BASE}[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\nsize = 1600\n");
+    assert!(Scenario::parse(&text, "t.toml").is_err());
+}
