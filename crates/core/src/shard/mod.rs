@@ -56,7 +56,7 @@
 //! `R·T` or the cap clips it (`C`, counted) and a busy shard borrows less than the whole root.
 //! The default `P`, the root's `cburst`, is at least 1 ms of `R` ([`crate::htb::default_burst`]):
 //! drivers poll idle shards at least every millisecond (the router: `GATE_TICK_NS` in
-//! router/src/lib.rs; the simulator polls every shard at every dequeue).
+//! router/src/run.rs; the simulator polls every shard at every dequeue).
 //!
 //! ## Differences from one HTB, on purpose
 //! * Spare bandwidth is split between **shards** equally (through `ρ_s`) and then by whoever

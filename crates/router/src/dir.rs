@@ -1,0 +1,292 @@
+//! A direction's state: its scheduler ([`Sched`]), the device model it drains into, its
+//! emulated link and live rates ([`Dir`]), and what the shaper counts per interface ([`IfStats`]).
+//!
+//! Direction 0 is what arrives on IN and leaves on OUT, direction 1 the reverse. A direction's
+//! device model follows its policy's root rate and the line rate ([`Dir::drain_bps`]); a reload
+//! goes through [`Dir::install`], which adopts the running scheduler's state. The loop that
+//! drives a direction is the shaper's (lib.rs, run.rs).
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use linkshare_core::egress::{Egress, EgressConfig};
+use linkshare_core::htb::Htb;
+use linkshare_core::qdisc::ClassView;
+use linkshare_core::{Qdisc, Time};
+
+use crate::options::Options;
+use crate::{adopt_state, control, emulate, sys, Frame, PortCounters};
+
+/// A scheduler built from a policy.
+pub enum Sched {
+    Htb(Box<Htb<Frame>>),
+    /// One worker's shard of a sharded HTB (`--workers N`, workers/).
+    Shard(Box<linkshare_core::shard::Shard<Frame>>),
+    Other(Box<dyn Qdisc<Frame>>),
+}
+
+impl Sched {
+    pub(crate) fn q(&mut self) -> &mut dyn Qdisc<Frame> {
+        match self {
+            Sched::Htb(h) => h.as_mut(),
+            Sched::Shard(h) => h.as_mut(),
+            Sched::Other(b) => b.as_mut(),
+        }
+    }
+    pub(crate) fn qr(&self) -> &dyn Qdisc<Frame> {
+        match self {
+            Sched::Htb(h) => h.as_ref(),
+            Sched::Shard(h) => h.as_ref(),
+            Sched::Other(b) => b.as_ref(),
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Live {
+    pub(crate) bytes: u64,
+    pub(crate) packets: u64,
+    pub(crate) bps: f64,
+    pub(crate) pps: f64,
+}
+
+/// What the shaper counts per interface, beyond the port's own counters.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct IfStats {
+    /// Frames received on this interface (own transmissions excluded).
+    pub(crate) rx_packets: u64,
+    pub(crate) rx_bytes: u64,
+    /// Non-IP frames (ARP, LLDP, …) passed unshaped to the other interface.
+    pub(crate) non_ip: u64,
+    /// IP fragments received (shaped like any packet; later fragments have no ports).
+    pub(crate) fragments: u64,
+    /// Frames that did not parse, by `ParseError::name()`; dropped.
+    pub(crate) malformed: HashMap<&'static str, u64>,
+    /// IP packets with a parse issue that still were classified (`truncated_l4`, …).
+    pub(crate) issues: HashMap<&'static str, u64>,
+    /// Frames that could not be queued for transmit on this interface, by reason.
+    pub(crate) tx_ring_full: u64,
+    pub(crate) tx_too_big: u64,
+    /// The port's own counters, refreshed by the loop.
+    pub(crate) port: PortCounters,
+}
+
+pub(crate) struct Dir {
+    pub(crate) to: usize,
+    pub(crate) sched: Option<Sched>,
+    pub(crate) policy_path: Option<PathBuf>,
+    /// Text and origin of the policy running in this direction.
+    pub(crate) policy_text: Option<(String, String)>,
+    /// Link rate for device pacing (bits/s), 0 = unpaced.
+    pub(crate) link_bps: u64,
+    /// The outgoing interface's line rate (bits/s; 0 = unknown): the device buffer drains at
+    /// the faster of this and `link_bps`.
+    pub(crate) line_bps: u64,
+    pub(crate) device_buffer: u64,
+    /// `--device-buffer` as given (`None`: derived from the rate, again on every reload).
+    pub(crate) device_buffer_opt: Option<u64>,
+    /// The device model shared with the simulator (`linkshare_core::egress`), in the
+    /// scheduler's time (ns since the shaper's epoch).
+    pub(crate) egress: Egress,
+    /// The instant (absolute ns) the next departure was told to wait for: the scheduler's
+    /// `NotBefore`, or the end of the modelled wire's packet when the device buffer is full.
+    pub(crate) eligible: Option<u64>,
+    /// Absolute CLOCK_MONOTONIC instant this direction wants to run again.
+    pub(crate) deadline: Option<u64>,
+    pub(crate) live: HashMap<String, Live>,
+    pub(crate) emu: Option<emulate::Emulator>,
+    /// The policy's link layer (tc-stab): a frame is charged `link.size(frame length)`.
+    pub(crate) link: linkshare_core::linklayer::LinkLayer,
+}
+
+fn root_rate(s: &Sched) -> u64 {
+    let mut r = 0u64;
+    s.qr().visit_classes(&mut |c: &ClassView<'_>| {
+        if c.parent.is_none() {
+            r = r.saturating_add(c.ceil.bits_per_sec());
+        }
+    });
+    r
+}
+
+/// Default device buffer (bytes waiting behind the frame on the modelled wire): two full
+/// frames, or 1 ms of the link rate plus a frame when that is more (so a slow loop turn does not
+/// cap a fast link at one buffer per turn). The frames in flight (wire and buffer) peak at the
+/// same 1 ms + 1 frame (or 3 frames) as before the shared model, which stopped pulling at
+/// `in_flight ≥ max(2 frames, 1 ms)` counting the wire.
+pub fn default_device_buffer(link_bps: u64) -> u64 {
+    (2 * FULL_FRAME).max(link_bps / 8 / 1000) + FULL_FRAME
+}
+
+/// The router's device model: drains at `drain_bps` (0 = unpaced), `device_buffer` bytes behind
+/// the wire, room for one [`FULL_FRAME`]; its timer and clock are exact (no ticks). The same
+/// model as a simulated `[link]` of that rate, buffer and `mtu + overhead = 1514`.
+pub fn device_model(drain_bps: u64, device_buffer: u64) -> EgressConfig {
+    EgressConfig {
+        rate_bps: drain_bps,
+        device_buffer,
+        full_packet: FULL_FRAME,
+        timer_hz: 0,
+        clock_hz: 0,
+    }
+}
+
+/// A full untagged Ethernet frame at MTU 1500: the room the pull rule asks for (frames are
+/// charged their whole length, see [`frame`](crate::frame)).
+pub const FULL_FRAME: u64 = 1514;
+
+pub(crate) fn min_deadline(d: &mut Option<u64>, t: u64) {
+    *d = Some(d.map_or(t, |x| x.min(t)));
+}
+
+impl Dir {
+    pub(crate) fn new(
+        sched: Option<Sched>,
+        path: Option<PathBuf>,
+        to: usize,
+        buf: Option<u64>,
+    ) -> Dir {
+        let link_bps = sched.as_ref().map(root_rate).unwrap_or(0);
+        let mut d = Dir {
+            to,
+            sched,
+            policy_path: path,
+            policy_text: None,
+            link_bps,
+            line_bps: 0,
+            device_buffer: buf.unwrap_or(default_device_buffer(link_bps)),
+            device_buffer_opt: buf,
+            egress: Egress::new(EgressConfig::default()),
+            eligible: None,
+            deadline: None,
+            live: HashMap::new(),
+            emu: None,
+            link: Default::default(),
+        };
+        d.sync_egress();
+        d
+    }
+
+    /// The device model of this direction: drains at [`Dir::drain_bps`], `device_buffer` bytes
+    /// behind the wire; the router's timers and clock are exact (no ticks).
+    fn egress_config(&self) -> EgressConfig {
+        device_model(self.drain_bps(), self.device_buffer)
+    }
+
+    /// Apply a changed rate, line rate or buffer to the device model (frames in it keep their
+    /// place).
+    pub(crate) fn sync_egress(&mut self) {
+        let cfg = self.egress_config();
+        self.egress.reconfigure(cfg);
+    }
+
+    /// How fast the device buffer empties. With HTB, which holds its root to its ceil by
+    /// itself: the line rate when the interface is faster than the root (shaping below line
+    /// rate, the NIC sends at its own speed, so queued frames wait on the scheduler, not in the
+    /// ring), else the root rate (shaping at line rate, the NIC is the bottleneck and the buffer
+    /// keeps its queue short). CBQ's estimator measures the link itself (its root is never
+    /// regulated, the link's transmission time spaces the packets), so with CBQ and every other
+    /// root the buffer drains at the root rate. 0 = unpaced.
+    pub(crate) fn drain_bps(&self) -> u64 {
+        match &self.sched {
+            _ if self.link_bps == 0 => 0,
+            Some(Sched::Htb(_)) | Some(Sched::Shard(_)) => self.link_bps.max(self.line_bps),
+            _ => self.link_bps,
+        }
+    }
+
+    /// Run `new` from now on: it adopts the running scheduler's state (`adopt_state`), and the
+    /// device model follows its root rate. Used by every reload path (the loop's, a worker's).
+    pub(crate) fn install(
+        &mut self,
+        mut new: Sched,
+        link: linkshare_core::linklayer::LinkLayer,
+        text: (String, String),
+        path: Option<PathBuf>,
+        now: Time,
+    ) -> control::ReloadReport {
+        let report = match self.sched.take() {
+            Some(mut o) => adopt_state(&mut new, &mut o, now),
+            None => control::ReloadReport::default(),
+        };
+        self.link_bps = root_rate(&new);
+        self.device_buffer = self
+            .device_buffer_opt
+            .unwrap_or(default_device_buffer(self.link_bps));
+        self.sched = Some(new);
+        self.link = link;
+        self.sync_egress();
+        self.live.clear();
+        self.eligible = None;
+        self.policy_text = Some(text);
+        if let Some(p) = path {
+            self.policy_path = Some(p);
+        }
+        report
+    }
+
+    pub(crate) fn update_live(&mut self, dt: f64) {
+        let Some(s) = &self.sched else { return };
+        let alpha = 1.0 - (-dt).exp();
+        let live = &mut self.live;
+        s.qr().visit_classes(&mut |c: &ClassView<'_>| {
+            let e = live.entry(c.name.to_string()).or_insert(Live {
+                bytes: c.stats.sent.bytes,
+                packets: c.stats.sent.packets,
+                ..Live::default()
+            });
+            let db = c.stats.sent.bytes.saturating_sub(e.bytes) as f64 * 8.0 / dt;
+            let dp = c.stats.sent.packets.saturating_sub(e.packets) as f64 / dt;
+            e.bps += (db - e.bps) * alpha;
+            e.pps += (dp - e.pps) * alpha;
+            e.bytes = c.stats.sent.bytes;
+            e.packets = c.stats.sent.packets;
+        });
+    }
+}
+
+/// Direction `d`'s emulated link from `--emulate` and `--path-delay` (`key` says which: `Src` is
+/// the forward direction), or `None` when it would do nothing.
+pub(crate) fn emulator(
+    opts: &Options,
+    d: &Dir,
+    key: emulate::AddrKey,
+) -> Option<emulate::Emulator> {
+    let e = opts.emulate.clone().unwrap_or_default();
+    let fwd = key == emulate::AddrKey::Src;
+    let mut spec = emulate::LineSpec {
+        rate: if fwd { e.rate } else { None },
+        delay: if fwd { e.delay } else { e.reverse_delay },
+        loss: if fwd { e.loss } else { 0.0 },
+        seed: e.seed,
+        paths: opts.path_delays.clone(),
+        key,
+        limit_bytes: 0,
+    };
+    let idle = spec.rate.is_none() && spec.loss == 0.0 && spec.max_delay().0 == 0;
+    if idle && !(fwd && opts.emulate.is_some()) {
+        return None;
+    }
+    // The bound: the emulated rate, else the faster of the policy's root and the line rate.
+    let bps = spec
+        .rate
+        .map(|r| r.0)
+        .or_else(|| Some(d.link_bps.max(d.line_bps)).filter(|b| *b > 0))
+        .unwrap_or(emulate::FALLBACK_LINE_BPS);
+    spec.limit_bytes = emulate::line_limit(bps, spec.max_delay());
+    Some(emulate::Emulator::new(spec))
+}
+
+/// The device buffers drain at the interfaces' line rates (as given, or as the drivers report
+/// them): direction 0 leaves on OUT, direction 1 on IN.
+pub(crate) fn set_line_rates(opts: &Options, d0: &mut Dir, d1: &mut Dir) {
+    let line = |dev: &str| {
+        opts.line_rate
+            .or_else(|| sys::link_speed_bps(dev))
+            .unwrap_or(0)
+    };
+    d0.line_bps = line(&opts.dev_out);
+    d1.line_bps = line(&opts.dev_in);
+    d0.sync_egress();
+    d1.sync_egress();
+}
