@@ -82,7 +82,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
     /// Run only these measurements (comma separated): throughput, rr, forwarding, classes, sfq,
-    /// accuracy, priority, pacing, workers, shared-parent
+    /// accuracy, priority, pacing, cpu, workers, shared-parent
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Also write every figure as JSON to this file

@@ -1,6 +1,6 @@
 //! The testbeds `lab bench` measures through: how router B forwards ([`Via`]), the policies the
-//! measurements load, and the counters read around a run (interfaces from `ip -s`, CPU from
-//! /proc).
+//! measurements load, and the interface counters read around a run (from `ip -s`; CPU time:
+//! `cpu`).
 
 use std::net::Ipv4Addr;
 use std::process::Command;
@@ -260,40 +260,6 @@ pub(super) fn n_classes(kind: &str, n: usize, rate_mbit: u64, leaf: &str) -> Str
 }
 
 pub(super) const BASE_PORT: u16 = 9000;
-
-/// CPU time (user + system) of process `pid` in seconds.
-pub(super) fn proc_cpu(pid: u32) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Fields after the command name, which is in parentheses and may contain spaces.
-    let rest = &stat[stat.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let ticks = f.get(11)?.parse::<f64>().ok()? + f.get(12)?.parse::<f64>().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64;
-    Some(ticks / hz)
-}
-
-/// Busy CPU time of the whole machine in seconds (all cores: user, system, irq, softirq).
-pub(super) fn machine_busy() -> f64 {
-    let text = std::fs::read_to_string("/proc/stat").unwrap_or_default();
-    let Some(line) = text.lines().next() else {
-        return 0.0;
-    };
-    let v: Vec<f64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    // user nice system idle iowait irq softirq steal
-    let busy: f64 = v
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != 3 && *i != 4 && *i < 8)
-        .map(|(_, x)| x)
-        .sum();
-    // SAFETY: sysconf has no preconditions.
-    busy / unsafe { libc::sysconf(libc::_SC_CLK_TCK) } as f64
-}
 
 /// Counters of one interface in a namespace: (rx packets, rx bytes).
 pub(super) fn rx_counters(ns: &str, dev: &str) -> anyhow::Result<(u64, u64)> {

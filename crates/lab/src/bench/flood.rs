@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, Context};
 
-use super::bed::{machine_busy, proc_cpu, rx_counters, Bed, BASE_PORT};
+use super::bed::{rx_counters, Bed, BASE_PORT};
+use super::cpu::{proc_cpu, MachineClock};
 use crate::testbed::{in_ns, interrupted};
 
 /// A UDP flood: payload size, destination ports, source sockets, pace and TOS.
@@ -181,13 +182,13 @@ pub(super) fn measure_flood_once(bed: &Bed, f: Flood, secs: f64) -> anyhow::Resu
     std::thread::sleep(Duration::from_secs_f64(warm));
     let (p0, b0) = rx_counters(bed.ns_c(), bed.dev_c())?;
     let c0 = bed.router_pid().and_then(proc_cpu);
-    let m0 = machine_busy();
+    let m0 = MachineClock::now();
     let t0 = Instant::now();
     std::thread::sleep(Duration::from_secs_f64(secs));
     let (p1, b1) = rx_counters(bed.ns_c(), bed.dev_c())?;
     let el = t0.elapsed().as_secs_f64();
     let c1 = bed.router_pid().and_then(proc_cpu);
-    let m1 = machine_busy();
+    let m1 = MachineClock::now();
     let sent = h
         .join()
         .map_err(|_| anyhow!("the traffic thread panicked"))?;
@@ -197,7 +198,7 @@ pub(super) fn measure_flood_once(bed: &Bed, f: Flood, secs: f64) -> anyhow::Resu
         bytes: b1 - b0,
         secs: el,
         shaper_cpu: c0.zip(c1).map(|(a, b)| b - a),
-        machine_cpu: m1 - m0,
+        machine_cpu: m1.busy_since(&m0),
     })
 }
 

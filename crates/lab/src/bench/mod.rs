@@ -17,6 +17,7 @@ use anyhow::{bail, Context};
 use serde_json::{json, Value};
 
 mod bed;
+mod cpu;
 mod flood;
 mod floor;
 mod latency;
@@ -27,7 +28,7 @@ mod workers;
 use flood::REPEAT;
 use latency::{priority, request_response, throughput};
 use pacing::pacing;
-use rates::{accuracy, classes, forwarding, sfq_flood};
+use rates::{accuracy, classes, cpu_per_frame, forwarding, sfq_flood};
 use workers::{shared_parent, workers};
 
 /// The measurements, by the name `--only` takes.
@@ -40,6 +41,7 @@ const SUITES: &[(&str, &str)] = &[
     ("accuracy", "issue 6 (a): rate accuracy per class for 64/512/1500-byte packets at 1, 10, 100 Mbit/s"),
     ("priority", "issue 6 (b): priority-class RTT under a saturating bulk flow"),
     ("pacing", "issue 14 §5: how late paced departures leave after their eligible instant"),
+    ("cpu", "issue 14 targets: machine CPU per 60-byte frame against the kernel's HTB, 1 and 100 classes"),
     ("workers", "issue 14 §4: forwarding rate and CPU per frame with one and two datapath threads"),
     ("shared-parent", "issue 14 §4: the rate of a parent shared by classes on two workers"),
 ];
@@ -50,7 +52,7 @@ pub struct BenchOptions {
     /// Seconds of traffic per figure
     pub seconds: f64,
     /// Run only these measurements (comma separated): throughput, rr, forwarding, classes, sfq,
-    /// accuracy, priority, pacing, workers, shared-parent
+    /// accuracy, priority, pacing, cpu, workers, shared-parent
     pub only: Vec<String>,
     /// Also write every figure as JSON to this file
     pub json: Option<PathBuf>,
@@ -110,6 +112,7 @@ pub fn run(args: &BenchOptions, mut emit: impl FnMut(&str)) -> anyhow::Result<()
             "rr" => request_response(secs)?,
             "forwarding" => forwarding(secs)?,
             "classes" => classes(secs)?,
+            "cpu" => cpu_per_frame(secs)?,
             "sfq" => sfq_flood(secs)?,
             "accuracy" => accuracy(secs)?,
             "priority" => priority(secs)?,

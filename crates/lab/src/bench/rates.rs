@@ -222,3 +222,65 @@ pub(super) fn accuracy(secs: f64) -> anyhow::Result<Table> {
     }
     Ok(t)
 }
+
+/// Issue 14's CPU target as it is written: machine CPU per forwarded 60-byte frame through an
+/// HTB of 1 and of 100 classes, each linkshare row over the kernel's HTB with the same classes
+/// and flood in the same run, beside the floor (no router: the sender and the sink alone).
+pub(super) fn cpu_per_frame(secs: f64) -> anyhow::Result<Table> {
+    let mut t = Table::new(
+        &[
+            "classes",
+            "router B",
+            "forwarded (kpps)",
+            "shaper CPU (ns/pkt)",
+            "machine CPU (ns/pkt)",
+            "machine CPU / kernel HTB's",
+        ],
+        "60-byte frames from one UDP sender as fast as it can, spread round robin over one \
+         destination port per class (one filter and one class per port under a 10 Gbit/s root, \
+         as in `classes`), counted at C's interface, median of `--repeat` runs. Machine CPU is \
+         the busy time of all CPUs (wall time minus idle, iowait and steal: not the tick-sampled \
+         user and system counters, which miss a ring drained between two ticks; crates/lab/src/\
+         bench/cpu.rs) per forwarded frame; the last column is over the kernel's HTB row with \
+         the same classes. Targets (issue 14): ≤ 1.0 with AF_PACKET, ≤ 0.5 with `--io xdp`. \
+         The first row has no router: what the sender and the sink cost alone.",
+    );
+    let floor = measure_flood(&bed(Via::Direct, "")?, small_flood(1, 1), secs)?;
+    let mut rows = vec![(
+        "–".to_string(),
+        Via::Direct.name().to_string(),
+        floor,
+        None,
+    )];
+    for n in [1usize, 100] {
+        let policy = n_classes("htb", n, 10_000, PFIFO);
+        let flood = || small_flood(n as u16, 1);
+        let kernel = measure_flood(&bed(Via::Kernel, &policy)?, flood(), secs)?;
+        let k = kernel.machine_ns_per_pkt();
+        rows.push((n.to_string(), "kernel HTB".into(), kernel, Some(k)));
+        for (label, via) in [
+            ("linkshare HTB, AF_PACKET", Via::Linkshare),
+            ("linkshare HTB, AF_PACKET --rx-ring v3", Via::LinkshareV3),
+            ("linkshare HTB, --io xdp", Via::LinkshareXdp),
+        ] {
+            let m = measure_flood(&bed(via, &policy)?, flood(), secs)?;
+            rows.push((n.to_string(), label.into(), m, Some(k)));
+        }
+    }
+    let kernel_1 = rows.get(1).map(|r| r.2.machine_ns_per_pkt());
+    for (classes, label, m, kernel) in rows {
+        let ratio = kernel
+            .or(kernel_1)
+            .map(|k| m.machine_ns_per_pkt() / k)
+            .filter(|r| r.is_finite());
+        t.row(vec![
+            classes,
+            label,
+            format!("{:.0}", m.kpps()),
+            fmt_opt(m.shaper_ns_per_pkt(), 0),
+            format!("{:.0}", m.machine_ns_per_pkt()),
+            fmt_opt(ratio, 2),
+        ]);
+    }
+    Ok(t)
+}
