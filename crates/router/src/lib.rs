@@ -57,7 +57,7 @@ use dir::{emulator, min_deadline, set_line_rates, Dir, IfStats, Live};
 const RX_BUDGET: usize = 256;
 /// … in chunks of this many, each offered to the scheduler as one burst, the clock looked at
 /// between chunks (a receive turn stops at the guard before a departure).
-const RX_CHUNK: usize = 32;
+pub(crate) const RX_CHUNK: usize = 32;
 /// When the transmit ring is full or the kernel asked to retry, look again this much later.
 const TX_RETRY_NS: u64 = 20_000;
 /// A loop later than this for the instant it waited for replays the missed stretch
@@ -80,6 +80,9 @@ pub struct Shaper {
     /// Spare frame buffers.
     pool: Vec<Vec<u8>>,
     rx_scratch: Vec<Vec<u8>>,
+    /// Frames received in the current loop turn (reset at its start): whether receive
+    /// coalescing applies (`Options::rx_coalesce_ns`).
+    turn_rx: usize,
     /// Frames taken from a scheduler in one turn, before they are sent.
     tx_scratch: Vec<Frame>,
     /// Frames received this turn for one direction's scheduler, offered as one burst.
@@ -185,6 +188,7 @@ impl Shaper {
             late_pending: [Vec::new(), Vec::new()],
             pool: Vec::new(),
             rx_scratch: Vec::new(),
+            turn_rx: 0,
             tx_scratch: Vec::new(),
             rx_batch: Vec::new(),
             refused: Vec::new(),
@@ -496,6 +500,7 @@ impl Shaper {
         while taken < RX_BUDGET {
             let n = self.rx(i, RX_CHUNK);
             taken += n;
+            self.turn_rx += n;
             if n < RX_CHUNK {
                 return false;
             }

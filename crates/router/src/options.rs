@@ -34,6 +34,13 @@ pub struct Options {
     /// How much of a late wake-up's missed time the scheduler is replayed over
     /// (`--catch-up-ms`; 0: none, a late loop loses the rate like the kernel's watchdog).
     pub catch_up_ns: u64,
+    /// Receive coalescing (`--rx-coalesce-us`, 0: off): after a loop turn that received a few
+    /// frames but fewer than a chunk, sleep this long (never past the next departure's
+    /// margin) before the next turn, so frames arrive in batches and each turn's system calls
+    /// are paid once per batch instead of once per frame or two: a NIC's `rx-usecs` for the
+    /// rings. Adds up to this much (plus the timer's lateness) to the wait of a frame that
+    /// arrives while traffic flows; a frame after a quiet spell is taken at once.
+    pub rx_coalesce_ns: u64,
     /// The kind of receive ring on both interfaces (AF_PACKET).
     pub rx_ring: RxRingKind,
     /// AF_XDP or AF_PACKET ([`xdp::open_port`](crate::xdp::open_port)).

@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 use anyhow::Context;
 
 use crate::dir::{min_deadline, Sched};
-use crate::{affinity, control, http, notify, sys, Shaper, TX_RETRY_NS};
+use crate::{affinity, control, http, notify, sys, Shaper, RX_CHUNK, TX_RETRY_NS};
 
 /// No receive turn starts this close to a departure (nor closer than the spin's margin): the
 /// loop spins on the clock alone and sends. A turn of RX_CHUNK frames costs ~5-15 µs.
@@ -81,6 +81,30 @@ impl Shaper {
         Ok(sig)
     }
 
+    /// Receive coalescing (`Options::rx_coalesce_ns`), at the end of a turn that would now wait
+    /// for events: if it received some frames but less than a chunk, traffic flows thinly
+    /// enough that the next frame would wake the loop for a turn of its own; sleep the
+    /// coalescing time instead (never past the margin before the next departure) so that the
+    /// next turn takes what gathered meanwhile. Returns whether it slept (the events are then
+    /// looked at without waiting). A turn that received nothing never sleeps here, so the first
+    /// frame after a quiet spell is taken at once; a full chunk means the rings have a backlog
+    /// already. The sleep is bounded (≤ 1 ms, checked by the cli), so control clients and
+    /// signals wait at most that long more.
+    fn coalesce(&self, now: u64, deadline: Option<u64>) -> bool {
+        let c = self.opts.rx_coalesce_ns;
+        if c == 0 || self.turn_rx == 0 || self.turn_rx >= RX_CHUNK {
+            return false;
+        }
+        let until = deadline
+            .map_or(u64::MAX, |t| t.saturating_sub(self.wake.margin_ns()))
+            .min(now.saturating_add(c));
+        if until <= now {
+            return false;
+        }
+        sys::sleep_until_ns(until);
+        true
+    }
+
     /// Run until SIGTERM/SIGINT. Returns the exit code.
     pub fn run(&mut self) -> anyhow::Result<i32> {
         sys::set_min_timer_slack()?;
@@ -121,6 +145,7 @@ impl Shaper {
         let mut gate_tick = 0u64;
         loop {
             let mut more_rx = false;
+            self.turn_rx = 0;
             // The last stretch before a departure (within the spin's margin and RX_GUARD_NS):
             // no receive turn, which can take tens of µs, but the clock alone and then the
             // departure. A receive turn is owed after it, so arrivals wait at most one guard.
@@ -209,6 +234,12 @@ impl Shaper {
             };
             // A spin (a departure due within the margin) polls the rings without a system
             // call; events (control, signals, peers) are still looked at every SPIN_POLL_NS.
+            let timeout =
+                if timeout != 0 && !retry && stopping.is_none() && self.coalesce(now, deadline) {
+                    0
+                } else {
+                    timeout
+                };
             let spinning = timeout == 0 && !more_rx && !retry && deadline.is_some();
             if spinning && now.saturating_sub(last_poll) < SPIN_POLL_NS {
                 continue;

@@ -405,6 +405,25 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// Sleep until CLOCK_MONOTONIC reaches `at_ns` (at once if it has). A signal cuts the sleep
+/// short, which is harmless here: the caller's loop looks at its events next.
+pub fn sleep_until_ns(at_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (at_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null with
+    // TIMER_ABSTIME.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
 /// Put the calling thread under `SCHED_FIFO` at `prio` (1–99): it then runs as soon as it
 /// wakes, ahead of every ordinary task (the kernel's RT throttling, 95 % of each second by
 /// default, still leaves the others a share if it spins).

@@ -10,6 +10,9 @@ use serde_json::Value;
 
 use crate::testbed::{interrupted, KernelRouter, LinkshareRouter, Router, Testbed};
 
+/// The receive coalescing of the `--rx-coalesce-us` rows (µs).
+const COALESCE_US: &str = "50";
+
 /// How router B forwards (or, for [`Via::Direct`], that there is no B).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) enum Via {
@@ -27,6 +30,10 @@ pub(super) enum Via {
     LinkshareXdp,
     /// `linkshare run --io xdp-generic` (AF_XDP on generic, skb-mode XDP).
     LinkshareXdpGeneric,
+    /// `linkshare run --io packet --rx-coalesce-us 50` (receive coalescing).
+    LinkshareCoalesce,
+    /// `linkshare run --io xdp --rx-coalesce-us 50`.
+    LinkshareXdpCoalesce,
     /// `linkshare run --io packet --realtime 10` (SCHED_FIFO datapath).
     LinkshareRealtime,
     /// `linkshare run --io xdp --realtime 10`.
@@ -60,6 +67,8 @@ impl Via {
             Via::LinkshareV3 => "linkshare --rx-ring v3",
             Via::LinkshareXdp => "linkshare --io xdp",
             Via::LinkshareXdpGeneric => "linkshare --io xdp-generic",
+            Via::LinkshareCoalesce => "linkshare --rx-coalesce-us 50",
+            Via::LinkshareXdpCoalesce => "linkshare --io xdp --rx-coalesce-us 50",
             Via::LinkshareRealtime => "linkshare --realtime 10",
             Via::LinkshareXdpRealtime => "linkshare --io xdp --realtime 10",
             Via::LinkshareNice => "linkshare --nice -10",
@@ -151,6 +160,18 @@ pub(super) fn bed(via: Via, policy: &str) -> anyhow::Result<Bed> {
         ]))?),
         Via::LinkshareXdp => Box::new(LinkshareRouter::new(args(&["--io", "xdp"]))?),
         Via::LinkshareXdpGeneric => Box::new(LinkshareRouter::new(args(&["--io", "xdp-generic"]))?),
+        Via::LinkshareCoalesce => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "packet",
+            "--rx-coalesce-us",
+            COALESCE_US,
+        ]))?),
+        Via::LinkshareXdpCoalesce => Box::new(LinkshareRouter::new(args(&[
+            "--io",
+            "xdp",
+            "--rx-coalesce-us",
+            COALESCE_US,
+        ]))?),
         Via::LinkshareRealtime => Box::new(LinkshareRouter::new(args(&[
             "--io",
             "packet",

@@ -169,7 +169,10 @@ mod tests {
         }
         let (c1, m1) = (proc_cpu(pid), MachineClock::now());
         let ran = c1.zip(c0).map(|(b, a)| b - a);
-        assert!(ran.is_some_and(|s| s >= 0.049), "the spin's run time: {ran:?}");
+        assert!(
+            ran.is_some_and(|s| s >= 0.049),
+            "the spin's run time: {ran:?}"
+        );
         let busy = m1.busy_since(&m0);
         assert!(busy > 0.025, "machine busy: {busy}");
     }

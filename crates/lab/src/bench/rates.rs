@@ -246,12 +246,7 @@ pub(super) fn cpu_per_frame(secs: f64) -> anyhow::Result<Table> {
          The first row has no router: what the sender and the sink cost alone.",
     );
     let floor = measure_flood(&bed(Via::Direct, "")?, small_flood(1, 1), secs)?;
-    let mut rows = vec![(
-        "–".to_string(),
-        Via::Direct.name().to_string(),
-        floor,
-        None,
-    )];
+    let mut rows = vec![("–".to_string(), Via::Direct.name().to_string(), floor, None)];
     for n in [1usize, 100] {
         let policy = n_classes("htb", n, 10_000, PFIFO);
         let flood = || small_flood(n as u16, 1);
@@ -262,6 +257,14 @@ pub(super) fn cpu_per_frame(secs: f64) -> anyhow::Result<Table> {
             ("linkshare HTB, AF_PACKET", Via::Linkshare),
             ("linkshare HTB, AF_PACKET --rx-ring v3", Via::LinkshareV3),
             ("linkshare HTB, --io xdp", Via::LinkshareXdp),
+            (
+                "linkshare HTB, AF_PACKET --rx-coalesce-us 50",
+                Via::LinkshareCoalesce,
+            ),
+            (
+                "linkshare HTB, --io xdp --rx-coalesce-us 50",
+                Via::LinkshareXdpCoalesce,
+            ),
         ] {
             let m = measure_flood(&bed(via, &policy)?, flood(), secs)?;
             rows.push((n.to_string(), label.into(), m, Some(k)));
