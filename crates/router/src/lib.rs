@@ -17,6 +17,7 @@
 
 pub mod affinity;
 mod builder;
+mod coalesce;
 pub mod conn;
 pub mod control;
 mod dir;
@@ -83,6 +84,7 @@ pub struct Shaper {
     /// Frames received in the current loop turn (reset at its start): whether receive
     /// coalescing applies (`Options::rx_coalesce_ns`).
     turn_rx: usize,
+    coalesce: coalesce::Coalesce,
     /// Frames taken from a scheduler in one turn, before they are sent.
     tx_scratch: Vec<Frame>,
     /// Frames received this turn for one direction's scheduler, offered as one burst.
@@ -99,6 +101,8 @@ pub struct Shaper {
     reloads: control::snapshot::ReloadCounts,
     /// Turns replayed to catch up a late wake-up ([`Shaper::service`]).
     catch_up_turns: u64,
+    /// Loop turns that slept for receive coalescing (`stat`'s `rx_coalesced`).
+    rx_coalesced: u64,
     /// The thread that builds reloaded policies off the loop (`None` on a worker of
     /// `--workers N`: the control thread has it).
     builder: Option<builder::Builder>,
@@ -179,6 +183,7 @@ impl Shaper {
     ) -> Shaper {
         Shaper {
             names: [opts.dev_in.clone(), opts.dev_out.clone()],
+            coalesce: coalesce::Coalesce::new(opts.rx_coalesce_ns),
             opts,
             ports,
             ifs: Default::default(),
@@ -198,6 +203,7 @@ impl Shaper {
             web: None,
             reloads: Default::default(),
             catch_up_turns: 0,
+            rx_coalesced: 0,
             builder,
             hangups_pending: 0,
             wake,

@@ -81,27 +81,24 @@ impl Shaper {
         Ok(sig)
     }
 
-    /// Receive coalescing (`Options::rx_coalesce_ns`), at the end of a turn that would now wait
-    /// for events: if it received some frames but less than a chunk, traffic flows thinly
-    /// enough that the next frame would wake the loop for a turn of its own; sleep the
-    /// coalescing time instead (never past the margin before the next departure) so that the
-    /// next turn takes what gathered meanwhile. Returns whether it slept (the events are then
-    /// looked at without waiting). A turn that received nothing never sleeps here, so the first
-    /// frame after a quiet spell is taken at once; a full chunk means the rings have a backlog
-    /// already. The sleep is bounded (≤ 1 ms, checked by the cli), so control clients and
-    /// signals wait at most that long more.
-    fn coalesce(&self, now: u64, deadline: Option<u64>) -> bool {
-        let c = self.opts.rx_coalesce_ns;
-        if c == 0 || self.turn_rx == 0 || self.turn_rx >= RX_CHUNK {
+    /// Receive coalescing (`--rx-coalesce-us`, coalesce.rs), at the end of a turn that would
+    /// now wait for events: sleep what [`crate::coalesce::Coalesce`] says, never past the margin
+    /// before the next departure. Returns whether it slept (the events are then looked at
+    /// without waiting). The sleep is bounded (≤ 1 ms, checked by the cli), so control clients
+    /// and signals wait at most that long more.
+    fn coalesce(&mut self, now: u64, deadline: Option<u64>) -> bool {
+        let sleep = self.coalesce.after_turn(now, self.turn_rx, RX_CHUNK);
+        if sleep == 0 {
             return false;
         }
         let until = deadline
             .map_or(u64::MAX, |t| t.saturating_sub(self.wake.margin_ns()))
-            .min(now.saturating_add(c));
+            .min(now.saturating_add(sleep));
         if until <= now {
             return false;
         }
         sys::sleep_until_ns(until);
+        self.rx_coalesced += 1;
         true
     }
 

@@ -30,7 +30,7 @@ pub(super) fn throughput(secs: f64) -> anyhow::Result<Table> {
     let mut base = None;
     let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
     let two = n_classes("htb", 2, 10_000, PFIFO);
-    let rows: [(&str, Via, String); 11] = [
+    let rows: [(&str, Via, String); 12] = [
         (Via::None.name(), Via::None, String::new()),
         ("kernel HTB, 1 class", Via::Kernel, unlimited(PFIFO)),
         ("linkshare HTB, 1 class", Via::Linkshare, unlimited(PFIFO)),
@@ -45,6 +45,11 @@ pub(super) fn throughput(secs: f64) -> anyhow::Result<Table> {
             unlimited(PFIFO),
         ),
         ("linkshare CBQ, 3 classes", Via::Linkshare, cbq3),
+        (
+            "linkshare HTB, 1 class, --rx-coalesce-us 50",
+            Via::LinkshareCoalesce,
+            unlimited(PFIFO),
+        ),
         (
             "linkshare HTB, --rx-ring v3",
             Via::LinkshareV3,
@@ -219,6 +224,7 @@ pub(super) fn request_response(secs: f64) -> anyhow::Result<Table> {
             "CBQ overhead per transaction (µs)",
             "linkshare HTB --rx-ring v3: trans/s (RTT µs)",
             "linkshare HTB --io xdp: trans/s (RTT µs)",
+            "linkshare HTB --rx-coalesce-us 50: trans/s (RTT µs)",
         ],
         "One UDP request/response at a time A ↔ C (netperf UDP_RR style); RTT = 1 / rate. Both \
          directions cross router B: the request through the shaped direction, the response \
@@ -228,13 +234,14 @@ pub(super) fn request_response(secs: f64) -> anyhow::Result<Table> {
     );
     let mut cols: Vec<Vec<f64>> = Vec::new();
     let cbq3 = n_classes("cbq", 3, 10_000, PFIFO);
-    let cols_spec: [(Via, String); 6] = [
+    let cols_spec: [(Via, String); 7] = [
         (Via::None, String::new()),
         (Via::Kernel, unlimited(PFIFO)),
         (Via::Linkshare, unlimited(PFIFO)),
         (Via::Linkshare, cbq3),
         (Via::LinkshareV3, unlimited(PFIFO)),
         (Via::LinkshareXdp, unlimited(PFIFO)),
+        (Via::LinkshareCoalesce, unlimited(PFIFO)),
     ];
     for (via, policy) in cols_spec {
         let b = bed(via, &policy)?;
@@ -256,6 +263,7 @@ pub(super) fn request_response(secs: f64) -> anyhow::Result<Table> {
             format!("{over:.1}"),
             cell(cols[4][i]),
             cell(cols[5][i]),
+            cell(cols[6][i]),
         ]);
     }
     Ok(t)

@@ -49,6 +49,10 @@ pub struct Snapshot {
     /// Scheduler turns replayed to catch up late wake-ups (`--catch-up-ms`).
     #[serde(default)]
     pub catch_up_turns: u64,
+    /// Loop turns that slept to let frames gather before the next receive turn
+    /// (`--rx-coalesce-us`, router/src/coalesce.rs).
+    #[serde(default)]
+    pub rx_coalesced: u64,
     /// With `--workers N`: one row per datapath thread (empty with one).
     #[serde(default)]
     pub workers: Vec<WorkerSnapshot>,

@@ -177,6 +177,7 @@ impl Shaper {
             early_wake_learnt: self.wake.is_learning(),
             timer_wake_ns: quantiles_ns(self.wake.timer_hist()),
             catch_up_turns: self.catch_up_turns,
+            rx_coalesced: self.rx_coalesced,
             ..Snapshot::default()
         };
         fill_lateness(&mut snap, &self.lateness);

@@ -173,6 +173,7 @@ pub(crate) fn merge(mut parts: Vec<Part>) -> Snapshot {
                 }
                 o.early_wake_ns = o.early_wake_ns.max(p.snap.early_wake_ns);
                 o.catch_up_turns += p.snap.catch_up_turns;
+                o.rx_coalesced += p.snap.rx_coalesced;
             }
         }
     }
