@@ -5,9 +5,9 @@
 //! the transmit kick, the clock): at 350,000 frames a second a loop that turns for every frame
 //! or two spends more on those than on the frames (BENCHMARKS.md, "Receive coalescing"). A
 //! NIC solves the same problem with interrupt coalescing (`ethtool -C rx-usecs`), NAPI by
-//! polling while traffic lasts. Here, after a turn that took some frames but less than a chunk
-//! (more than that, and the rings hold a backlog already), the loop sleeps up to the
-//! coalescing time, never past the margin before its next departure (run.rs), and the next
+//! polling while traffic lasts. Here, after a turn that took some frames and emptied the rings
+//! (one that stopped at its budget leaves a backlog, and the next turn follows at once), the
+//! loop sleeps up to the coalescing time, never past the margin before its next departure (run.rs), and the next
 //! turn takes what gathered meanwhile.
 //!
 //! A sleep delays the frames that arrive during it, so it is taken only where it pays: when the
@@ -48,10 +48,10 @@ impl Coalesce {
         }
     }
 
-    /// A loop turn that ended at `now` took `frames` frames out of at most `chunk` a ring
-    /// could give at once. Returns how long to sleep before the next turn (ns), before the
-    /// caller's cap at its next departure; 0: do not sleep.
-    pub fn after_turn(&mut self, now: u64, frames: usize, chunk: usize) -> u64 {
+    /// A loop turn that ended at `now` took `frames` frames and emptied the rings (`drained`)
+    /// or stopped at its budget. Returns how long to sleep before the next turn (ns), before
+    /// the caller's cap at its next departure; 0: do not sleep.
+    pub fn after_turn(&mut self, now: u64, frames: usize, drained: bool) -> u64 {
         if self.time_ns == 0 {
             return 0;
         }
@@ -64,7 +64,7 @@ impl Coalesce {
             self.start = now;
             self.frames = 0;
         }
-        if self.busy && frames > 0 && frames < chunk {
+        if self.busy && frames > 0 && drained {
             self.time_ns
         } else {
             0
@@ -82,7 +82,7 @@ mod tests {
         let mut now = t0;
         while now < t0 + for_ns {
             turns += 1;
-            if c.after_turn(now, per_turn, 32) > 0 {
+            if c.after_turn(now, per_turn, true) > 0 {
                 slept += 1;
             }
             now += gap;
@@ -99,7 +99,7 @@ mod tests {
             slept > 0 && turns - slept <= RATE_WINDOW_NS / 5_714 + 2,
             "{turns} {slept}"
         );
-        assert_eq!(c.after_turn(1_010_005_714, 3, 32), 50_000);
+        assert_eq!(c.after_turn(1_010_005_714, 3, true), 50_000);
     }
 
     #[test]
@@ -112,16 +112,16 @@ mod tests {
     }
 
     #[test]
-    fn a_full_chunk_an_empty_turn_or_no_coalescing_time_never_sleeps() {
+    fn a_turn_left_with_a_backlog_an_empty_turn_or_no_coalescing_time_never_sleeps() {
         let mut c = Coalesce::new(50_000);
         run(&mut c, 0, 5_000, 2, 5_000_000);
         assert_eq!(
-            c.after_turn(5_000_000, 32, 32),
+            c.after_turn(5_000_000, 256, false),
             0,
             "the rings have a backlog"
         );
         assert_eq!(
-            c.after_turn(5_005_000, 0, 32),
+            c.after_turn(5_005_000, 0, true),
             0,
             "nothing arrived: do not hold"
         );
@@ -134,10 +134,10 @@ mod tests {
     fn it_stops_when_the_flood_stops() {
         let mut c = Coalesce::new(50_000);
         run(&mut c, 0, 5_000, 2, 5_000_000);
-        assert!(c.after_turn(5_000_000, 2, 32) > 0);
+        assert!(c.after_turn(5_000_000, 2, true) > 0);
         // A slow trickle afterwards: one frame every 100 µs; within two windows it is not held.
         let (_, slept) = run(&mut c, 5_100_000, 100_000, 1, 10_000_000);
         assert!(slept <= 20, "{slept}");
-        assert_eq!(c.after_turn(16_000_000, 1, 32), 0);
+        assert_eq!(c.after_turn(16_000_000, 1, true), 0);
     }
 }

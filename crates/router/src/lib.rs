@@ -58,7 +58,7 @@ use dir::{emulator, min_deadline, set_line_rates, Dir, IfStats, Live};
 const RX_BUDGET: usize = 256;
 /// … in chunks of this many, each offered to the scheduler as one burst, the clock looked at
 /// between chunks (a receive turn stops at the guard before a departure).
-pub(crate) const RX_CHUNK: usize = 32;
+const RX_CHUNK: usize = 32;
 /// When the transmit ring is full or the kernel asked to retry, look again this much later.
 const TX_RETRY_NS: u64 = 20_000;
 /// A loop later than this for the instant it waited for replays the missed stretch

@@ -35,7 +35,7 @@ pub struct Options {
     /// (`--catch-up-ms`; 0: none, a late loop loses the rate like the kernel's watchdog).
     pub catch_up_ns: u64,
     /// Receive coalescing (`--rx-coalesce-us`, 0: off): after a loop turn that received a few
-    /// frames but fewer than a chunk, sleep this long (never past the next departure's
+    /// frames and emptied the rings, sleep this long (never past the next departure's
     /// margin) before the next turn, so frames arrive in batches and each turn's system calls
     /// are paid once per batch instead of once per frame or two: a NIC's `rx-usecs` for the
     /// rings. Adds up to this much (plus the timer's lateness) to the wait of a frame that

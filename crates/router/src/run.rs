@@ -11,7 +11,7 @@ use std::os::fd::AsRawFd;
 use anyhow::Context;
 
 use crate::dir::{min_deadline, Sched};
-use crate::{affinity, control, http, notify, sys, Shaper, RX_CHUNK, TX_RETRY_NS};
+use crate::{affinity, control, http, notify, sys, Shaper, TX_RETRY_NS};
 
 /// No receive turn starts this close to a departure (nor closer than the spin's margin): the
 /// loop spins on the clock alone and sends. A turn of RX_CHUNK frames costs ~5-15 µs.
@@ -86,8 +86,8 @@ impl Shaper {
     /// before the next departure. Returns whether it slept (the events are then looked at
     /// without waiting). The sleep is bounded (≤ 1 ms, checked by the cli), so control clients
     /// and signals wait at most that long more.
-    fn coalesce(&mut self, now: u64, deadline: Option<u64>) -> bool {
-        let sleep = self.coalesce.after_turn(now, self.turn_rx, RX_CHUNK);
+    fn coalesce(&mut self, now: u64, deadline: Option<u64>, drained: bool) -> bool {
+        let sleep = self.coalesce.after_turn(now, self.turn_rx, drained);
         if sleep == 0 {
             return false;
         }
@@ -231,12 +231,16 @@ impl Shaper {
             };
             // A spin (a departure due within the margin) polls the rings without a system
             // call; events (control, signals, peers) are still looked at every SPIN_POLL_NS.
-            let timeout =
-                if timeout != 0 && !retry && stopping.is_none() && self.coalesce(now, deadline) {
-                    0
-                } else {
-                    timeout
-                };
+            // (A turn that stopped at its budget has `timeout` 0: it never coalesces.)
+            let timeout = if timeout != 0
+                && !retry
+                && stopping.is_none()
+                && self.coalesce(now, deadline, !more_rx)
+            {
+                0
+            } else {
+                timeout
+            };
             let spinning = timeout == 0 && !more_rx && !retry && deadline.is_some();
             if spinning && now.saturating_sub(last_poll) < SPIN_POLL_NS {
                 continue;
