@@ -145,6 +145,13 @@ pub fn render(st: &Snapshot) -> String {
             );
         }
     }
+    if st.rx_coalesced > 0 {
+        let _ = writeln!(
+            out,
+            "  receive coalescing: {} sleeps (--rx-coalesce-us)",
+            st.rx_coalesced
+        );
+    }
     for i in &st.interfaces {
         interface(&mut out, i);
     }
@@ -203,6 +210,20 @@ mod tests {
         // b1 comes after B, not after a1's parent A: rows follow the tree.
         let pos = |n: &str| text.find(&format!("class {n} ")).unwrap_or(usize::MAX);
         assert!(pos("B") < pos("b1") && pos("a1") < pos("B"), "{text}");
+    }
+
+    /// The coalescing sleeps are shown once there are any (a shaper without
+    /// `--rx-coalesce-us` never has).
+    #[test]
+    fn coalescing_sleeps_are_shown_when_there_are_some() {
+        let mut s = Snapshot::default();
+        assert!(!render(&s).contains("receive coalescing"));
+        s.rx_coalesced = 6104;
+        assert!(
+            render(&s).contains("receive coalescing: 6104 sleeps (--rx-coalesce-us)"),
+            "{}",
+            render(&s)
+        );
     }
 
     /// The timer's floor is shown once the loop has slept for a departure, not before.

@@ -84,8 +84,8 @@ impl Shaper {
     /// Receive coalescing (`--rx-coalesce-us`, coalesce.rs), at the end of a turn that would
     /// now wait for events: sleep what [`crate::coalesce::Coalesce`] says, never past the margin
     /// before the next departure. Returns whether it slept (the events are then looked at
-    /// without waiting). The sleep is bounded (≤ 1 ms, checked by the cli), so control clients
-    /// and signals wait at most that long more.
+    /// without waiting). The sleep is bounded (≤ 1 ms, checked by the cli), so control clients,
+    /// signals and frames handed over by another worker wait at most that long more.
     fn coalesce(&mut self, now: u64, deadline: Option<u64>, drained: bool) -> bool {
         let sleep = self.coalesce.after_turn(now, self.turn_rx, drained);
         if sleep == 0 {
