@@ -5,7 +5,7 @@
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -163,6 +163,16 @@ impl Lab {
         };
         assert!(status.success(), "{status:?}");
         assert!(!self.control().exists(), "control socket left behind");
+    }
+
+    /// `linkshare run` with policy `p` on `lo` and the `extra` options, expected to be refused
+    /// before anything starts: its exit code and stderr.
+    fn run_refused(&self, p: &Path, extra: &[&str]) -> (i32, String) {
+        let policy = p.to_str().unwrap();
+        let mut args = vec!["run", "--policy", policy, "--dev", "lo", "--dev", "lo"];
+        args.extend_from_slice(extra);
+        let (code, _, err) = self.cli(&args);
+        (code, err)
     }
 
     fn stat(&self) -> Value {
@@ -437,17 +447,7 @@ fn proc_stat(lab: &Lab) -> (String, impl Fn(usize) -> String) {
 fn nice_datapath_runs_at_its_nice_value() {
     let Some(mut lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", ONE_CLASS);
-    let (code, _, err) = lab.cli(&[
-        "run",
-        "--policy",
-        p.to_str().unwrap(),
-        "--dev",
-        "lo",
-        "--dev",
-        "lo",
-        "--nice",
-        "30",
-    ]);
+    let (code, err) = lab.run_refused(&p, &["--nice", "30"]);
     assert_eq!(code, 1, "{err}");
     assert!(err.contains("--nice"), "{err}");
     lab.start_with(&p, &["--nice", "-5"]);
@@ -812,17 +812,7 @@ fn a_worker_per_direction_shares_the_root_rate_and_borrows_across_shards() {
 fn receive_coalescing_keeps_the_rates_and_the_borrowing() {
     let Some(lab) = Lab::new() else { return };
     let p = lab.write_policy("p.toml", THREE_CLASSES);
-    let (code, _, err) = lab.cli(&[
-        "run",
-        "--policy",
-        p.to_str().unwrap(),
-        "--dev",
-        "lo",
-        "--dev",
-        "lo",
-        "--rx-coalesce-us",
-        "5000",
-    ]);
+    let (code, err) = lab.run_refused(&p, &["--rx-coalesce-us", "5000"]);
     assert_ne!(code, 0, "{err}");
     assert!(err.contains("--rx-coalesce-us"), "{err}");
     drop(lab);
