@@ -159,6 +159,13 @@ pub(super) fn flow_from_raw(
                     None,
                 ));
             }
+            // Where an error about the pattern points: the key, else the flow.
+            let pattern_span = || {
+                rf.pattern
+                    .as_ref()
+                    .map(|p| p.span())
+                    .unwrap_or(span.clone())
+            };
             let pattern = match rf.pattern.as_ref().map(|p| p.get_ref().as_str()) {
                 None | Some("cbr") => {
                     deny_for!(doc, "cbr", rf.on => "on", rf.off => "off");
@@ -170,13 +177,8 @@ pub(super) fn flow_from_raw(
                 }
                 Some("onoff") => {
                     let (Some(on), Some(off)) = (rf.on.as_ref(), rf.off.as_ref()) else {
-                        let sp = rf
-                            .pattern
-                            .as_ref()
-                            .map(|p| p.span())
-                            .unwrap_or(span.clone());
                         return Err(doc.err(
-                            sp,
+                            pattern_span(),
                             "pattern \"onoff\" needs `on` and `off` durations",
                             Some("e.g. on = \"1s\", off = \"2s\"".into()),
                         ));
@@ -203,13 +205,8 @@ pub(super) fn flow_from_raw(
                     }
                 }
                 Some(other) => {
-                    let sp = rf
-                        .pattern
-                        .as_ref()
-                        .map(|p| p.span())
-                        .unwrap_or(span.clone());
                     return Err(doc.err(
-                        sp,
+                        pattern_span(),
                         format!("unknown pattern `{other}`"),
                         Some("pattern = \"cbr\", \"poisson\" or \"onoff\"".into()),
                     ));
