@@ -48,9 +48,11 @@ impl Coalesce {
         }
     }
 
-    /// A loop turn that ended at `now` took `frames` frames and emptied the rings (`drained`)
-    /// or stopped at its budget. Returns how long to sleep before the next turn (ns), before
-    /// the caller's cap at its next departure; 0: do not sleep.
+    /// A loop turn that ended at `now` took `frames` frames; `drained`: it emptied the rings and
+    /// the loop would now wait for events (not: it stopped at its budget, or has frames to
+    /// retry or a stop to finish). Called for every turn, so the rate counts every frame.
+    /// Returns how long to sleep before the next turn (ns), before the caller's cap at its
+    /// next departure; 0: do not sleep.
     pub fn after_turn(&mut self, now: u64, frames: usize, drained: bool) -> u64 {
         if self.time_ns == 0 {
             return 0;

@@ -81,13 +81,14 @@ impl Shaper {
         Ok(sig)
     }
 
-    /// Receive coalescing (`--rx-coalesce-us`, coalesce.rs), at the end of a turn that would
-    /// now wait for events: sleep what [`crate::coalesce::Coalesce`] says, never past the margin
-    /// before the next departure. Returns whether it slept (the events are then looked at
-    /// without waiting). The sleep is bounded (≤ 1 ms, checked by the cli), so control clients,
-    /// signals and frames handed over by another worker wait at most that long more.
-    fn coalesce(&mut self, now: u64, deadline: Option<u64>, drained: bool) -> bool {
-        let sleep = self.coalesce.after_turn(now, self.turn_rx, drained);
+    /// Receive coalescing (`--rx-coalesce-us`, coalesce.rs), at the end of every turn; `wait`:
+    /// the turn emptied the rings and the loop would now wait for events. Sleeps what
+    /// [`crate::coalesce::Coalesce`] says, never past the margin before the next departure.
+    /// Returns whether it slept (the events are then looked at without waiting). The sleep is
+    /// bounded (≤ 1 ms, checked by the cli), so control clients, signals and frames handed
+    /// over by another worker wait at most that long more.
+    fn coalesce(&mut self, now: u64, deadline: Option<u64>, wait: bool) -> bool {
+        let sleep = self.coalesce.after_turn(now, self.turn_rx, wait);
         if sleep == 0 {
             return false;
         }
@@ -229,18 +230,17 @@ impl Shaper {
                     100
                 }
             };
-            // A spin (a departure due within the margin) polls the rings without a system
-            // call; events (control, signals, peers) are still looked at every SPIN_POLL_NS.
-            // (A turn that stopped at its budget has `timeout` 0: it never coalesces.)
-            let timeout = if timeout != 0
-                && !retry
-                && stopping.is_none()
-                && self.coalesce(now, deadline, !more_rx)
-            {
+            // Receive coalescing sees every turn (its rate counts them all) and may sleep
+            // after one that would now wait: a turn that stopped at its budget has `timeout`
+            // 0 and goes on at once.
+            let wait = timeout != 0 && !retry && stopping.is_none();
+            let timeout = if self.coalesce(now, deadline, wait) {
                 0
             } else {
                 timeout
             };
+            // A spin (a departure due within the margin) polls the rings without a system
+            // call; events (control, signals, peers) are still looked at every SPIN_POLL_NS.
             let spinning = timeout == 0 && !more_rx && !retry && deadline.is_some();
             if spinning && now.saturating_sub(last_poll) < SPIN_POLL_NS {
                 continue;
