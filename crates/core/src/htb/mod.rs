@@ -657,8 +657,14 @@ impl<P: Packet> Discipline<P> for Htb<P> {
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
+mod tests_adopt;
+#[cfg(test)]
 mod tests_burst;
 #[cfg(test)]
 mod tests_cbr;
 #[cfg(test)]
 mod tests_fifo;
+#[cfg(test)]
+mod tests_invariants;
+#[cfg(test)]
+mod tests_limits;
