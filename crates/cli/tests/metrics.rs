@@ -1,4 +1,4 @@
-//! `linkshare run --metrics` on real interfaces (the namespace testbed of router.rs: a, r, c
+//! `linkshare run --metrics` on real interfaces (the namespace testbed of router/: a, r, c
 //! joined by veths, the shaper in r): /metrics is scraped over loopback inside r while UDP flows
 //! from a to c, parsed by a real parser (`promtool check metrics`, Debian's `prometheus`
 //! package; scripts/test installs it as root), and a class's sent-bytes counter must grow
