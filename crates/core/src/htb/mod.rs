@@ -104,8 +104,9 @@
 //! a million classes the leaf's lines are cache (and TLB) misses; [`Htb::enqueue_burst_to`]
 //! prefetches a whole burst's records before touching them (and the counters of the idle
 //! leaves among them, which are served soon), dequeue prefetches the next leaves of the list
-//! being served, and taking a packet from a leaf prefetches the slot of the leaf's next one
-//! (a leaf sends several in a row), so those misses overlap instead of adding up
+//! being served (records, first slots and, a leaf ahead, second slots), and taking a packet
+//! from a leaf prefetches the slot of the leaf's next one (a leaf sends several in a row), so
+//! those misses overlap instead of adding up
 //! (`linkshare bench sched`, BENCHMARKS.md). The hints only pay when the leaves the traffic
 //! touches are out of the caches, so whether to give them is judged from the traffic
 //! (`warmth`: the share of enqueues whose leaf went unserved for an epoch of 2,048 packets), not
