@@ -47,8 +47,31 @@ fn the_dequeue_prefetch_and_its_remembered_successors_change_nothing() {
     b.warmth = warmth::Warmth::new(0);
     let (mut out_a, mut out_b) = (Vec::new(), Vec::new());
     let mut refused = Vec::new();
-    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut id = 0u16;
+    // First a standing backlog of three packets in each of 512 leaves, half of it served
+    // within the first epoch (a large tree starts prefetching): the pipeline's second-slot
+    // stage reads the first slot's link of every leaf it passes that holds two or more.
+    let backlogged: Vec<u32> = leaves.iter().copied().step_by(512).collect();
+    for &c in &backlogged {
+        for _ in 0..3 {
+            let p = PacketMeta {
+                len: 64,
+                src_port: id,
+                ..Default::default()
+            };
+            id = id.wrapping_add(1);
+            a.enqueue_to(c, p.clone(), Time(0)).unwrap();
+            b.enqueue_to(c, p, Time(0)).unwrap();
+        }
+    }
+    assert!(a.warmth.prefetch(), "the copy with hints gives them from the start");
+    for _ in 0..24 {
+        let _ = a.dequeue_burst(Time(0), 32, &mut out_a);
+        let _ = b.dequeue_burst(Time(0), 32, &mut out_b);
+    }
+    assert_eq!(out_a.len(), 24 * 32);
+    assert!(out_a == out_b, "same packets in the same order from the backlog");
+    let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     for round in 0..600u64 {
         let now = Time(round * 2_000);
         let mut classes = Vec::new();
@@ -73,7 +96,7 @@ fn the_dequeue_prefetch_and_its_remembered_successors_change_nothing() {
         let _ = b.dequeue_burst(now, 32, &mut out_b);
     }
     assert!(a.warmth.prefetch(), "the copy with hints gave them");
-    assert_eq!(out_a.len(), 600 * 32);
+    assert_eq!(out_a.len(), (24 + 600) * 32);
     assert!(out_a == out_b, "same packets in the same order");
     for &c in leaves.iter().step_by(997) {
         assert_eq!(a.class_stats(c), b.class_stats(c));
