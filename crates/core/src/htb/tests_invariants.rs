@@ -64,13 +64,19 @@ fn the_dequeue_prefetch_and_its_remembered_successors_change_nothing() {
             b.enqueue_to(c, p, Time(0)).unwrap();
         }
     }
-    assert!(a.warmth.prefetch(), "the copy with hints gives them from the start");
+    assert!(
+        a.warmth.prefetch(),
+        "the copy with hints gives them from the start"
+    );
     for _ in 0..24 {
         let _ = a.dequeue_burst(Time(0), 32, &mut out_a);
         let _ = b.dequeue_burst(Time(0), 32, &mut out_b);
     }
     assert_eq!(out_a.len(), 24 * 32);
-    assert!(out_a == out_b, "same packets in the same order from the backlog");
+    assert!(
+        out_a == out_b,
+        "same packets in the same order from the backlog"
+    );
     let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
     for round in 0..600u64 {
         let now = Time(round * 2_000);
