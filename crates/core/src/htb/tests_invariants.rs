@@ -60,7 +60,7 @@ fn the_dequeue_prefetch_and_its_remembered_successors_change_nothing() {
                 ..Default::default()
             };
             id = id.wrapping_add(1);
-            a.enqueue_to(c, p.clone(), Time(0)).unwrap();
+            a.enqueue_to(c, p, Time(0)).unwrap();
             b.enqueue_to(c, p, Time(0)).unwrap();
         }
     }
