@@ -23,18 +23,14 @@ use super::*;
 /// How many leaves ahead of the one served the dequeue prefetches a record and counters
 /// (`prefetch_next`). Deeper pipelines (a record 5–12 leaves ahead, the slots 2–8) measured no
 /// better on a million leaves with a standing backlog (BENCHMARKS.md, "Both ends of a leaf's
-/// FIFO", "A leaf's second packet").
+/// FIFO", "A leaf's second packet", "A leaf's packets side by side").
 const AHEAD: usize = 4;
 /// How many leaves ahead it prefetches the first slot of a leaf's FIFO (its record is in by
 /// then: it was prefetched `AHEAD - SLOT_AHEAD` dequeues earlier).
 const SLOT_AHEAD: usize = 3;
-/// How many leaves ahead it prefetches the second slot of a leaf that holds two packets or
-/// more: the first slot's link, read from a line prefetched `SLOT_AHEAD - SECOND_AHEAD`
-/// dequeues earlier. A leaf sends until its deficit runs out, so its second packet follows
-/// its first at once, too soon for the prefetch `fifo_pop` gives when it takes the first;
-/// under a standing backlog of a packet a queue, random arrivals give many leaves a second
-/// (a million leaves: 106 → 98 ns a packet, BENCHMARKS.md).
-const SECOND_AHEAD: usize = 1;
+// A stage that prefetched, a leaf ahead, the second slot of a leaf holding two packets (1M
+// leaves with a backlog: 106 → 98 ns) measured nothing once a leaf's packets share a line
+// (`pool`; 78.8 ns with and without it), so it went.
 
 impl<P: Packet> Htb<P> {
     pub(super) fn row_id(level: u8, prio: u8) -> usize {
@@ -368,12 +364,11 @@ impl<P: Packet> Htb<P> {
     }
 
     /// The dequeue's prefetch pipeline (when `warmth` says it pays): the next
-    /// leaves of this list are likely served next, a four-stage pipeline, each stage reading
+    /// leaves of this list are likely served next, a three-stage pipeline, each stage reading
     /// only lines an earlier dequeue prefetched. The leaf `AHEAD` on gets its record (and
     /// counters) prefetched; the leaf `SLOT_AHEAD` on, whose record is in, its queue's first
-    /// slot (the packet it will give); the next leaf, if it holds two packets or more, the
-    /// second slot (through the first slot's link) and its parent's record; the leaf served
-    /// now its parent's record.
+    /// slot (the packet it will give, and the line its next ones share, `pool`); the next
+    /// leaf its parent's record; the leaf served now its parent's record.
     #[inline(always)]
     fn prefetch_next(&mut self, leaf: u32, lid: usize) {
         // In a row of leaves the next members are class ids, found in the bitmap's words at
@@ -405,24 +400,14 @@ impl<P: Packet> Htb<P> {
             near
         };
         // Each stage reads only what an earlier dequeue prefetched: the record `AHEAD` leaves on,
-        // the first slot `SLOT_AHEAD` on (its record came in since), the parent and the second
-        // slot of the next (its first slot came in since).
+        // the first slot `SLOT_AHEAD` on (its record came in since), the parent of the next.
         if let Some(c1) = self.classes.get(near[0] as usize) {
             self.prefetch_record(c1.parent);
         }
         if let Some(c) = self.classes.get(near[SLOT_AHEAD - 1] as usize) {
             if c.kind != LeafKind::Boxed {
-                if let Some(slot) = self.pool.get(c.q.head as usize) {
+                if let Some(slot) = self.pool.get(c.q.head) {
                     prefetch(slot);
-                }
-            }
-        }
-        if let Some(c) = self.classes.get(near[SECOND_AHEAD - 1] as usize) {
-            if c.kind != LeafKind::Boxed && c.q.len >= 2 {
-                if let Some(first) = self.pool.get(c.q.head as usize) {
-                    if let Some(slot) = self.pool.get(first.next as usize) {
-                        prefetch(slot);
-                    }
                 }
             }
         }

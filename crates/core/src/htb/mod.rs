@@ -104,9 +104,11 @@
 //! a million classes the leaf's lines are cache (and TLB) misses; [`Htb::enqueue_burst_to`]
 //! prefetches a whole burst's records before touching them (and the counters of the idle
 //! leaves among them, which are served soon), dequeue prefetches the next leaves of the list
-//! being served (records, first slots and, a leaf ahead, second slots), and taking a packet
-//! from a leaf prefetches the slot of the leaf's next one (a leaf sends several in a row), so
-//! those misses overlap instead of adding up
+//! being served (records and first slots), and taking a packet from a leaf prefetches the
+//! slot of the leaf's next one (a leaf sends several in a row), so those misses overlap
+//! instead of adding up; the pool hands out its slots by the cache line, a line to one leaf
+//! at a time (`pool`), so that a leaf's packets that arrived while it was backlogged sit side
+//! by side and a visit of the round robin misses on one line, not once per packet
 //! (`linkshare bench sched`, BENCHMARKS.md). The hints only pay when the leaves the traffic
 //! touches are out of the caches, so whether to give them is judged from the traffic
 //! (`warmth`: the share of enqueues whose leaf went unserved for an epoch of 2,048 packets), not
@@ -137,7 +139,10 @@
 //! * nothing for the charges deferred within a burst (one 48-byte sum per scheduler);
 //! * the name, front coded in blocks of 16 (`names`): two or three bytes for names given in
 //!   sequence (the depth-first order is recomputed by `stat` rather than kept);
-//! * per queued packet, one slot of the shared pool (`size_of::<P>()` + 4 bytes, rounded).
+//! * per queued packet, one slot of the shared pool (`size_of::<P>()` + 4 bytes, rounded; 16
+//!   for an 8-byte packet handle), the slots given out four at a time in a 64-byte-aligned
+//!   line to one leaf (`pool`): a slot per packet for leaves that hold many, up to a line per
+//!   packet for leaves that hold one each.
 //!
 //! A librte_sched-shaped tree of 1,048,576 leaves (1,114,114 classes, 16 leaves per inner class,
 //! names `c0`…`c1114113`) is ≈ 112 bytes per class (64 + 32, 12.5 of feeds, families and
@@ -166,6 +171,7 @@ mod build;
 mod feed;
 mod feedbits;
 mod names;
+mod pool;
 mod queue;
 mod rowbits;
 mod spec;
@@ -414,13 +420,6 @@ impl Class {
     }
 }
 
-/// A slot of the shared packet pool: a packet and the next slot of its leaf's FIFO (or of the
-/// free list).
-struct Slot<P> {
-    pkt: Option<P>,
-    next: u32,
-}
-
 /// Per inner class: its class, its children (`Htb::children[first..first + count]`, in
 /// class-id order) and, for a family larger than [`feedbits::SMALL_FAMILY`], the index of its
 /// eight feed bitmaps in `Htb::feed_big` (`feedbits`).
@@ -444,8 +443,8 @@ pub struct Htb<P: Packet> {
     profiles: Vec<Profile>,
     /// All class names, front coded.
     names: names::Names,
-    pool: Vec<Slot<P>>,
-    free: u32,
+    /// The slots of every inline FIFO, handed out by the line (`pool`).
+    pool: pool::Pool<P>,
     boxed: Vec<Box<dyn Qdisc<P>>>,
     /// Per boxed leaf: its `marked` count already added to ours (marks add up like drops).
     marks_seen: Vec<u64>,

@@ -158,7 +158,7 @@ impl<P: Packet> Htb<P> {
                     }
                 }
                 if cl.kind != LeafKind::Boxed {
-                    if let Some(slot) = self.pool.get(cl.q.tail as usize) {
+                    if let Some(slot) = self.pool.get(cl.q.tail) {
                         prefetch(slot);
                     }
                 }
@@ -211,20 +211,6 @@ impl<P: Packet> Htb<P> {
         }
     }
 
-    /// Double the packet pool into a new allocation advised huge before it is written
-    /// (`crate::hugepages`): the slots are read at random, and a vector grown in place keeps the
-    /// small pages its old part was faulted in with (a reallocation moves them as they are).
-    /// Amortised O(1) per slot, as `Vec::push`.
-    #[cold]
-    #[inline(never)]
-    fn grow_pool(&mut self) {
-        let cap = (self.pool.capacity() * 2).max(1024);
-        let mut pool = crate::hugepages::with_capacity(cap);
-        pool.append(&mut self.pool);
-        crate::hugepages::collapse(&pool);
-        self.pool = pool;
-    }
-
     /// Tail-drop enqueue into a leaf's inline FIFO. O(1).
     pub(super) fn fifo_push(&mut self, c: u32, pkt: P) -> Result<(), Dropped<P>> {
         let len = pkt.len();
@@ -244,30 +230,12 @@ impl<P: Packet> Htb<P> {
                 reason,
             });
         }
-        let slot = if self.free != NIL {
-            let s = self.free;
-            self.free = self.pool[s as usize].next;
-            self.pool[s as usize] = Slot {
-                pkt: Some(pkt),
-                next: NIL,
-            };
-            s
-        } else {
-            if self.pool.len() == self.pool.capacity() {
-                self.grow_pool();
-            }
-            self.pool.push(Slot {
-                pkt: Some(pkt),
-                next: NIL,
-            });
-            (self.pool.len() - 1) as u32
-        };
-        // The new slot follows the last (or is the first of an empty queue).
+        // The new slot follows the last (or is the first of an empty queue), in its line if
+        // there is room (`pool`).
         let q = &mut self.classes[c as usize].q;
+        let slot = self.pool.push_after(q.tail, pkt);
         if q.tail == NIL {
             q.head = slot;
-        } else {
-            self.pool[q.tail as usize].next = slot;
         }
         q.tail = slot;
         q.len += 1;
@@ -282,26 +250,23 @@ impl<P: Packet> Htb<P> {
             return None;
         }
         let q = &mut cl.q;
-        let first = q.head;
-        let pkt = self.pool[first as usize].pkt.take()?;
-        if first == q.tail {
+        let (pkt, next) = self.pool.pop(q.head)?;
+        if next == NIL {
             q.head = NIL;
             q.tail = NIL;
         } else {
-            let next = self.pool[first as usize].next;
             q.head = next;
             // The leaf's next packet, likely the next one served (a leaf sends until its
-            // deficit runs out): its slot was written when it arrived, long ago under a backlog.
+            // deficit runs out): its slot was written when it arrived, long ago under a backlog
+            // (in the same line as this one when it came while this one waited, `pool`).
             if self.warmth.prefetch() {
-                if let Some(s) = self.pool.get(next as usize) {
+                if let Some(s) = self.pool.get(next) {
                     prefetch(s);
                 }
             }
         }
         q.len -= 1;
         q.bytes -= pkt.len();
-        self.pool[first as usize].next = self.free;
-        self.free = first;
         Some(pkt)
     }
 
@@ -318,7 +283,7 @@ impl<P: Packet> Htb<P> {
         }
         let (mut s, mut last, mut bytes) = (q.head, NIL, 0u64);
         for i in 0..q.len {
-            let Some(slot) = self.pool.get(s as usize) else {
+            let Some(slot) = self.pool.get(s) else {
                 return Err(format!(
                     "leaf {c}: slot {i} of its FIFO is {s}, outside the pool"
                 ));
@@ -337,24 +302,6 @@ impl<P: Packet> Htb<P> {
             ));
         }
         Ok(q.len)
-    }
-
-    /// Slots on the free list (for `check_invariants`), or an error if it loops. O(pool).
-    pub(super) fn free_slots(&self) -> Result<usize, String> {
-        let (mut n, mut s) = (0usize, self.free);
-        while s != NIL {
-            let Some(slot) = self.pool.get(s as usize) else {
-                return Err(format!("free list reaches slot {s}, outside the pool"));
-            };
-            if slot.pkt.is_some() || n >= self.pool.len() {
-                return Err(format!(
-                    "free list: slot {s} holds a packet or the list loops"
-                ));
-            }
-            n += 1;
-            s = slot.next;
-        }
-        Ok(n)
     }
 
     /// Count a packet bigger than class `c`'s burst.

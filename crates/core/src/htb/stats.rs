@@ -32,7 +32,7 @@ impl<P: Packet> Htb<P> {
             ("giants", giants),
             ("profiles", self.profiles.capacity() * size_of::<Profile>()),
             ("names", self.names.heap_bytes()),
-            ("packet pool", self.pool.capacity() * size_of::<Slot<P>>()),
+            ("packet pool", self.pool.heap_bytes()),
             (
                 "boxed leaves",
                 self.boxed.capacity() * size_of::<Box<dyn Qdisc<P>>>()
@@ -175,7 +175,7 @@ impl<P: Packet> Htb<P> {
         }
         let mut sum = Backlog::default();
         let (mut in_rows_expected, mut in_feeds_expected) = (0, 0);
-        // Every slot of the pool is in one leaf's FIFO or on the free list.
+        // As many slots of the pool hold a packet as the FIFOs hold (`pool`).
         let mut in_fifos = 0usize;
         for (i, cl) in self.classes.iter().enumerate() {
             let c = i as u32;
@@ -257,13 +257,7 @@ impl<P: Packet> Htb<P> {
                  {in_feeds_expected} expected (a class not active there: {stray:?})"
             ));
         }
-        let free = self.free_slots()?;
-        if in_fifos + free != self.pool.len() {
-            return Err(format!(
-                "packet pool: {} slots, {in_fifos} in FIFOs and {free} free",
-                self.pool.len()
-            ));
-        }
+        self.pool.check(in_fifos)?;
         if sum != self.books.backlog() {
             return Err(format!(
                 "backlog {:?} != sum of leaves {:?}",

@@ -126,9 +126,15 @@ fn check_invariants_finds_a_broken_fifo_or_free_list() {
     htb.classes[1].q = q;
     htb.check_invariants().unwrap_or_else(|e| panic!("{e}"));
 
-    // A freed slot lost from the free list.
-    assert_ne!(htb.free, NIL, "a dequeue freed a slot");
-    htb.free = NIL;
+    // A vacant line lost from the pool's stack: leaf 2's only packet had a line to itself.
+    while htb.leaf_backlog(2).packets > 0 {
+        assert!(matches!(htb.dequeue(Time(0)), Dequeued::Packet(_)));
+    }
+    htb.check_invariants().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        htb.pool.lose_vacant_line().is_some(),
+        "a dequeue freed a line"
+    );
     let e = htb.check_invariants().unwrap_err();
-    assert!(e.contains("in FIFOs and 0 free"), "{e}");
+    assert!(e.contains("is vacant but not stacked"), "{e}");
 }

@@ -49,8 +49,8 @@ fn the_dequeue_prefetch_and_its_remembered_successors_change_nothing() {
     let mut refused = Vec::new();
     let mut id = 0u16;
     // First a standing backlog of three packets in each of 512 leaves, half of it served
-    // within the first epoch (a large tree starts prefetching): the pipeline's second-slot
-    // stage reads the first slot's link of every leaf it passes that holds two or more.
+    // within the first epoch (a large tree starts prefetching): the pipeline then reads the
+    // first slot of leaves holding several packets, and taking one prefetches the next.
     let backlogged: Vec<u32> = leaves.iter().copied().step_by(512).collect();
     for &c in &backlogged {
         for _ in 0..3 {
