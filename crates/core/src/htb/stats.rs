@@ -108,10 +108,11 @@ impl<P: Packet> Htb<P> {
 
     /// Check the internal invariants (tests): activity matches backlog, list membership matches
     /// mode, wait queue matches mode, backlog equals the sum of leaf backlogs, every inline FIFO
-    /// is well linked and every pool slot is in one FIFO or on the free list. O(n log n + s) for
-    /// n classes and s pool slots (each expected membership looked up in its list, then the
-    /// lists' sizes against the count expected; the wait queues counted in one pass; each FIFO
-    /// and the free list walked once), so it runs on trees of a million classes.
+    /// is well linked, the pool holds as many packets as the FIFOs and its stack of vacant lines
+    /// is right (`pool`). O(n log n + s) for n classes and s pool slots (each expected
+    /// membership looked up in its list, then the lists' sizes against the count expected; the
+    /// wait queues counted in one pass; each FIFO and the pool walked once), so it runs on trees
+    /// of a million classes.
     pub fn check_invariants(&self) -> Result<(), String> {
         // Every list: in id order, its bitmap consistent, its cursor a member or
         // cleared, a remembered id only in a feed whose cursor is cleared.

@@ -1,8 +1,8 @@
 //! The leaves' inline FIFOs (`queue.rs`): both ends in the class record, the slots linked first
 //! to last through the shared pool. Packets leave each leaf in the order they arrived, across
-//! the pool's growth and the reuse of freed slots, with `check_invariants` (which walks every
-//! FIFO and the free list) holding after every step; and a FIFO or free list broken on purpose
-//! is named.
+//! the pool's growth and the reuse of freed lines, with `check_invariants` (which walks every
+//! FIFO and the pool) holding after every step; and a FIFO or the pool's stack of vacant lines
+//! broken on purpose is named.
 
 use super::*;
 use crate::classify::{Classifier, FilterSpec};
@@ -97,7 +97,7 @@ fn each_leaf_sends_in_arrival_order_across_pool_growth_and_slot_reuse() {
 }
 
 #[test]
-fn check_invariants_finds_a_broken_fifo_or_free_list() {
+fn check_invariants_finds_a_broken_fifo_or_vacant_line_stack() {
     let mut htb = leaves(2);
     for i in 0..4 {
         htb.enqueue_to(1, tagged(0, i, 100), Time(0))
