@@ -3,7 +3,7 @@
 //!
 //! Principles. Each loop turn pays a few system calls whatever it carries (the wait for events,
 //! the transmit kick, the clock): at 350,000 frames a second a loop that turns for every frame
-//! or two spends more on those than on the frames (BENCHMARKS.md, "Receive coalescing"). A
+//! or two spends more on those than on the frames (docs/benchmarks-history.md, "Receive coalescing"). A
 //! NIC solves the same problem with interrupt coalescing (`ethtool -C rx-usecs`), NAPI by
 //! polling while traffic lasts. Here, after a turn that took some frames and emptied the rings
 //! (one that stopped at its budget leaves a backlog, and the next turn follows at once), the

@@ -23,7 +23,8 @@
 //!   (`tpacket_snd`: `copylen = hdr_len`) instead of attaching the ring's page as a fragment.
 //!   A fragment of a user mapping cannot cross into another namespace: `veth_xmit` →
 //!   `__dev_forward_skb` then copies it into a freshly allocated page per frame
-//!   (`skb_copy_ubufs`): 8 % of the shaper's profile in a 60-byte flood (BENCHMARKS.md).
+//!   (`skb_copy_ubufs`): 8 % of the shaper's profile in a 60-byte flood
+//!   (docs/benchmarks-history.md, "Linear skbs on AF_PACKET transmit").
 //!   Kernels without the option keep the fragment path.
 //!
 //! Loss accounting: nothing is dropped silently. A frame that does not fit the TX ring slot or the

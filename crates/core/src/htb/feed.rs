@@ -22,7 +22,7 @@ use super::*;
 
 /// How many leaves ahead of the one served the dequeue prefetches a record and counters
 /// (`prefetch_next`). Deeper pipelines (a record 5–12 leaves ahead, the slots 2–8) measured no
-/// better on a million leaves with a standing backlog (BENCHMARKS.md, "Both ends of a leaf's
+/// better on a million leaves with a standing backlog (docs/benchmarks-history.md, "Both ends of a leaf's
 /// FIFO", "A leaf's second packet", "A leaf's packets side by side").
 const AHEAD: usize = 4;
 /// How many leaves ahead it prefetches the first slot of a leaf's FIFO (its record is in by

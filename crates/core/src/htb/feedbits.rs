@@ -21,7 +21,7 @@
 //! O(1) for a family of up to 64 and O(log₆₄ k) word operations for `k` children, touching no
 //! record but the feed's own word. (Linux walks a red-black tree, and an earlier version here a
 //! treap threaded through the members' records: O(log k) records visited, each a cache miss
-//! once a family is larger than the caches; BENCHMARKS.md, "Feeds as bitmaps".)
+//! once a family is larger than the caches; docs/benchmarks-history.md, "Feeds as bitmaps".)
 //!
 //! Memory: per inner class 8 words, 16 bytes of `Inner` and the 4-byte entries of its children
 //! in `Htb::children` (so 4 bytes a class); per family larger than 64, eight `RowBits` whose

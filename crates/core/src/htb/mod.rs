@@ -210,8 +210,9 @@ const PREFETCH_ROW_WORDS_MIN: usize = 1 << 18;
 /// Trees of at least this many classes (≈ 800 KB of class records and counters and more: beyond
 /// a core's L2 cache) may prefetch — a burst's records at enqueue, the next leaves' records and
 /// queue slots at dequeue — when their traffic's working set is out of the caches too (`warmth`).
-/// A smaller tree's records stay in L2, where the hints only cost their instructions (≈ 70 a
-/// packet at 1,024 leaves with a standing backlog, BENCHMARKS.md).
+/// A smaller tree's records stay in L2, where the hints only cost their instructions (≈ 109 a
+/// packet at 1,024 leaves with a standing backlog; docs/benchmarks-history.md, "Prefetching only
+/// where it pays").
 const PREFETCH_MIN: usize = 1 << 13;
 /// Mode changes applied per level per dequeue call.
 pub const MAX_EVENTS_PER_LEVEL: usize = 64;

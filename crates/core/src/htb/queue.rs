@@ -117,7 +117,7 @@ impl<P: Packet> Htb<P> {
     /// large tree even when the traffic's leaves are in L2, for a thousand busy leaves in a
     /// thousand different pipes whose records miss L1 (1M configured, 1,024 active, spread, no
     /// backlog: 96.7 against 108.9 ns without it, minimum of 5 interleaved runs; the other
-    /// layouts within the VM's noise; BENCHMARKS.md).
+    /// layouts within the VM's noise; docs/benchmarks-history.md, "Prefetching only where it pays").
     fn prefetch_parents(&self, classes: &[ClassId]) {
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {

@@ -8,7 +8,8 @@
 //! That is exactly what a `TPACKET_V3` ring makes: its block-retire timer is a jiffies timer
 //! (`prb_retire_rx_blk_timer`), so the shaper wakes on a tick, drains the block and sleeps
 //! again before the next — measured with the tick counters, the `--rx-ring v3` row once cost
-//! less CPU than the floor row, which has no router at all (BENCHMARKS.md).
+//! less CPU than the floor row, which has no router at all (docs/benchmarks-history.md, "How to
+//! measure on a shared VM").
 //!
 //! So both figures come from clocks instead:
 //! * a process: the sum over its threads of the scheduler's run time
