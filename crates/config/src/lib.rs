@@ -517,6 +517,8 @@ impl Policy {
         };
         // ALTQ's 16-MTU clamp on its link model (seed 001 §6.1) comes with `altq_compat` too.
         p.clamp_ifnow = o.altq_compat;
+        // ALTQ's runaway offtime for large minbursts (validate/cbq.rs warns) is kept only there.
+        p.bound_offtime = !o.altq_compat;
         Some(p)
     }
 

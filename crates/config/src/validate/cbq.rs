@@ -8,7 +8,8 @@
 
 use std::collections::HashMap;
 
-use linkshare_core::units::Rate;
+use linkshare_core::cbq;
+use linkshare_core::units::{Duration, Rate};
 
 use crate::params::Params;
 use crate::source::Sink;
@@ -180,4 +181,58 @@ pub(super) fn read_cbq_options(sink: &mut Sink, e: &Entries) -> Option<CbqOption
     );
     o.altq_compat = compat;
     Some(o)
+}
+
+/// A `minburst` in the hundreds makes ALTQ's derived `offtime` grow as `(32/31)^minburst`: years
+/// at 950, where a class that goes overlimit once is suspended for the rest of the run. By default
+/// the scheduler uses its first-order term instead (`CbqParams::bound_offtime`); under
+/// `altq_compat` it does not. Either
+/// way the user is told, with the figure, on the class's line.
+pub(super) fn warn_runaway_offtime(
+    sink: &mut Sink,
+    classes: &[ClassDraft],
+    infos: &[crate::ClassInfo],
+    opts: &CbqOptions,
+    mtu: u32,
+) {
+    let link: u64 = infos
+        .iter()
+        .filter(|c| c.parent_id.is_none())
+        .map(|c| c.rate.0)
+        .sum();
+    for (draft, info) in classes.iter().zip(infos) {
+        let Some(k) = &info.cbq else { continue };
+        if k.offtime.is_some() || info.rate.0 == 0 || link == 0 {
+            continue;
+        }
+        let d = cbq::derive(link, info.rate.0, k.avgpkt, mtu, k.maxburst, k.minburst);
+        if d.offtime(true) == d.offtime_ns {
+            continue;
+        }
+        let formula = Duration(d.offtime_ns);
+        let (what, help) = if opts.altq_compat {
+            (
+                format!("with `altq_compat` it is used as is: once overlimit, the class is suspended for {formula}"),
+                format!(
+                    "lower `minburst` (at most about 40 keeps ALTQ's formula sane), set `offtime` \
+                     explicitly, or drop `altq_compat` to use its first-order term, {}",
+                    Duration(d.offtime_first_order_ns)
+                ),
+            )
+        } else {
+            (
+                format!("its first-order term, {}, is used instead", Duration(d.offtime_first_order_ns)),
+                "lower `minburst` (at most about 40 keeps ALTQ's formula sane) or set `offtime` explicitly"
+                    .to_string(),
+            )
+        };
+        sink.warn(
+            &draft.header,
+            format!(
+                "class `{}`: minburst {} gives an ALTQ offtime of {formula}; {what}",
+                info.name, k.minburst
+            ),
+            help,
+        );
+    }
 }

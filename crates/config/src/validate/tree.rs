@@ -19,7 +19,7 @@ use crate::source::Sink;
 use crate::values;
 use crate::{Policy, QdiscKind};
 
-use super::cbq::{read_cbq_options, resolve_shares, CBQ_TOP_KEYS};
+use super::cbq::{read_cbq_options, resolve_shares, warn_runaway_offtime, CBQ_TOP_KEYS};
 use super::rates::{check_capacity, check_child_ceils, class_infos};
 use super::read::{get, read_class, read_filter, sink_line, tables, ClassDraft, FilterDraft};
 use super::routing::{resolve_default, resolve_filters};
@@ -79,6 +79,9 @@ pub(super) fn tree(
     shape.check_roots(sink);
     let default_id = resolve_default(sink, doc, &shape, default, default_name.as_deref());
     let filter_infos = resolve_filters(sink, &shape, filters);
+    if let (Some(o), Some(mtu)) = (&cbq_opts, mtu) {
+        warn_runaway_offtime(sink, &classes, &infos, o, mtu);
+    }
 
     let (Some(r2q), Some(mtu), Some(default_id)) = (r2q, mtu, default_id) else {
         return None;

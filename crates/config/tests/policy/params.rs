@@ -204,3 +204,39 @@ fn a_zero_rate_is_one_error_without_a_quantum_warning() {
     assert_eq!(e.diagnostics.len(), 1, "{e}");
     assert!(e.diagnostics[0].message.contains("rate is zero"), "{e}");
 }
+
+/// CBQ's `minburst = 950` makes ALTQ's derived offtime run away (years): a warning on the class's
+/// line with both figures, the bound by default and ALTQ's figure under `altq_compat`; ordinary
+/// minbursts get none.
+#[test]
+fn cbq_runaway_offtime_is_warned_and_bounded() {
+    let policy = |minburst: u32, compat: bool| {
+        format!(
+            "qdisc = \"cbq\"\n{}default = \"a\"\n\n[[class]]\nname = \"root\"\nrate = \"10mbit\"\n\n\
+             [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"1mbit\"\nborrow = false\n\
+             maxburst = 1024\nminburst = {minburst}\n",
+            if compat { "altq_compat = true\n" } else { "" }
+        )
+    };
+    for compat in [false, true] {
+        let text = policy(950, compat);
+        let p = Policy::parse(&text, "p.toml").unwrap();
+        assert_eq!(p.warnings().len(), 1, "{:?}", p.warnings());
+        let w = &p.warnings()[0];
+        assert_eq!(w.line, pos(&text, "[[class]]\nname = \"a\"").0);
+        assert!(w.message.contains("minburst 950"), "{}", w.message);
+        let help = w.help.as_deref().unwrap();
+        assert!(help.contains("minburst"), "{help}");
+        assert_eq!(w.message.contains("altq_compat"), compat, "{}", w.message);
+        assert_eq!(
+            w.message.contains("first-order term"),
+            !compat,
+            "{}",
+            w.message
+        );
+        assert!(Policy::parse(&policy(16, compat), "p.toml")
+            .unwrap()
+            .warnings()
+            .is_empty());
+    }
+}

@@ -140,7 +140,7 @@ impl<P: Packet> Cbq<P> {
                 &d,
                 s.maxidle.map(|x| x.0),
                 s.minidle.map(|x| x.0),
-                s.offtime.map(|x| x.0),
+                Some(s.offtime.map_or(d.offtime(params.bound_offtime), |x| x.0)),
             );
             let leaf = if tree.is_inner(i) {
                 Leaf::Inner

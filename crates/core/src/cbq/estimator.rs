@@ -36,6 +36,15 @@ pub const IDLE_RESET_NS: i64 = 2 * NS_PER_SEC as i64;
 
 const FP: u32 = 60;
 
+/// Derived times are saturated here (about 9 years): far beyond any meaningful idle time, and
+/// small enough that the estimator's scaled (×32) values and sums stay inside `i64`.
+pub const DERIVED_MAX_NS: u64 = u64::MAX / 64;
+
+/// `a·b`, saturating at `u128::MAX` (the operands of the derivation can reach 2^62 · 2^120).
+fn sat_mul(a: u128, b: u128) -> u128 {
+    a.checked_mul(b).unwrap_or(u128::MAX)
+}
+
 /// `(32/31)^n − 1` in 2^-60 fixed point, saturating.
 fn inv_g_pow_minus_one(n: u32) -> u128 {
     let one: u128 = 1 << FP;
@@ -88,6 +97,8 @@ pub struct Derived {
     pub maxidle_ns: u64,
     pub minidle_ns: u64,
     pub offtime_ns: u64,
+    /// [`offtime_first_order`] for this class.
+    pub offtime_first_order_ns: u64,
     /// `cptime`, for reference.
     pub cptime_ns: u64,
 }
@@ -115,20 +126,50 @@ pub fn derive(
         maxburst
     };
     let minburst = minburst.clamp(1, maxburst.max(1));
+    // Every product saturates: with maxburst or minburst in the hundreds, (32/31)^n alone is
+    // 2^40 and more, and cptime·(32/31)^n no longer fits any integer — nor means anything.
     let rn = inv_g_pow_minus_one(maxburst);
-    let a = (cptime as u128 * rn) >> FP;
+    let a = sat_mul(cptime as u128, rn) >> FP;
     let b = ptime as u128 / POWER as u128;
-    let maxidle = a.max(b).min(u64::MAX as u128 / 64) as u64;
+    let maxidle = a.max(b).min(DERIVED_MAX_NS as u128) as u64;
     let rm = inv_g_pow_minus_one(minburst - 1);
-    let off = cptime as u128 + ((cptime as u128 * rm * POWER as u128) >> FP);
-    let offtime = off.min(u64::MAX as u128 / 64) as u64;
+    let off =
+        (cptime as u128).saturating_add(sat_mul(sat_mul(cptime as u128, rm), POWER as u128) >> FP);
+    let offtime = off.min(DERIVED_MAX_NS as u128) as u64;
     Derived {
         maxburst,
         minburst,
         maxidle_ns: maxidle.max(1),
         minidle_ns: tx_ns(mtu as u64, rate),
         offtime_ns: offtime.max(1),
+        offtime_first_order_ns: offtime_first_order(cptime, minburst),
         cptime_ns: cptime,
+    }
+}
+
+/// The first-order term of ALTQ's `offtime`, `cptime · (1 + (minburst − 1) · 32/31)`: about
+/// `minburst · cptime`, the gap after which `minburst` packets at link rate keep the class at its
+/// rate. ALTQ's formula equals it at the default `minburst = 2` and stays below twice it up to
+/// `minburst` = 41, where the estimator's memory makes up the difference; beyond, it grows as
+/// `(32/31)^minburst` — at 950, decades, and a class that goes overlimit once never sends again.
+/// Past twice this term [`CbqParams::bound_offtime`] uses this term instead.
+///
+/// [`CbqParams::bound_offtime`]: super::CbqParams::bound_offtime
+pub fn offtime_first_order(cptime: u64, minburst: u32) -> u64 {
+    let n = minburst.max(1) as u128 - 1;
+    let t = cptime as u128 + (cptime as u128 * n * POWER as u128).div_ceil(POWER as u128 - 1);
+    t.min(DERIVED_MAX_NS as u128).max(1) as u64
+}
+
+impl Derived {
+    /// The `offtime` in effect: ALTQ's, or with `bound` its first-order term where ALTQ's runs
+    /// away (above twice that term).
+    pub fn offtime(&self, bound: bool) -> u64 {
+        if bound && self.offtime_ns / 2 > self.offtime_first_order_ns {
+            self.offtime_first_order_ns
+        } else {
+            self.offtime_ns
+        }
     }
 }
 
@@ -320,6 +361,83 @@ mod tests {
                 assert_eq!(mul_div_floor(xi, li, di), want, "{xi}·{li}/{di}");
             }
         }
+    }
+
+    /// The whole documented range (maxburst and minburst 1–1024, avgpkt 16–65536, rates from
+    /// 1 bit/s to 10 Tbit/s): no overflow (the test profile checks it), every time positive and
+    /// saturated, the bound holding, and offtime never falling as minburst grows.
+    #[test]
+    fn derivation_saturates_over_the_documented_range() {
+        let rates = [
+            1,
+            1_000,
+            64_000,
+            1_000_000,
+            3_000_000,
+            1_000_000_000,
+            10u64.pow(13),
+        ];
+        let bursts = [1, 2, 16, 40, 41, 100, 500, 950, 1023, 1024];
+        for link in rates {
+            for rate in rates.iter().copied().filter(|&r| r <= link) {
+                for avgpkt in [16, 1000, 1500, 65536] {
+                    let mut last_off = 0;
+                    for &minburst in &bursts {
+                        for &maxburst in bursts.iter().filter(|&&m| m >= minburst) {
+                            let d = derive(link, rate, avgpkt, 1500, maxburst, minburst);
+                            assert!((1..=DERIVED_MAX_NS).contains(&d.maxidle_ns));
+                            assert!((1..=DERIVED_MAX_NS).contains(&d.offtime_ns));
+                            assert!(d.offtime_first_order_ns >= 1);
+                            let e = Estimator::new(&d, None, None, None);
+                            assert!(e.maxidle > 0 && e.minidle <= 0);
+                        }
+                        let d = derive(link, rate, avgpkt, 1500, 1024, minburst);
+                        assert!(
+                            d.offtime_ns >= last_off,
+                            "{link} {rate} {avgpkt} {minburst}"
+                        );
+                        last_off = d.offtime_ns;
+                    }
+                }
+            }
+        }
+    }
+
+    /// ALTQ's offtime stays under twice its first-order term for ordinary minbursts (so the
+    /// default leaves them alone) and runs away from it for large ones, where the bound takes the
+    /// first-order term.
+    #[test]
+    fn offtime_bound_only_cuts_the_runaway_range() {
+        for (link, rate) in [
+            (100_000_000, 50_000_000),
+            (10_000_000, 1_000_000),
+            (10u64.pow(9), 64_000),
+        ] {
+            for minburst in 1..=41 {
+                let d = derive(link, rate, 1000, 1500, 1024, minburst);
+                assert!(
+                    d.offtime_ns >= d.offtime_first_order_ns.saturating_sub(1),
+                    "{rate} {minburst}"
+                );
+                assert_eq!(d.offtime(true), d.offtime_ns, "{rate} {minburst}");
+            }
+            // ALTQ's formula asks for decades at 950.
+            let d = derive(link, rate, 1000, 1500, 950, 950);
+            assert!(d.offtime_ns > 1_000 * d.offtime_first_order_ns, "{rate}");
+            assert_eq!(d.offtime(true), d.offtime_first_order_ns);
+            assert_eq!(d.offtime(false), d.offtime_ns);
+        }
+        // 1 Mbit/s class of a 10 Mbit/s link, 1000 B: cptime = 8 ms − 0.8 ms = 7.2 ms; the first
+        // order term is 7.2 ms · (1 + 949 · 32/31) = 7.06 s.
+        let d = derive(10_000_000, 1_000_000, 1000, 1500, 950, 950);
+        assert_eq!(d.cptime_ns, 7_200_000);
+        assert_eq!(
+            d.offtime_first_order_ns,
+            7_200_000 + (7_200_000u64 * 949 * 32).div_ceil(31)
+        );
+        // At the defaults the two agree.
+        let d = derive(100_000_000, 50_000_000, 1500, 1500, 16, 2);
+        assert!(d.offtime_ns.abs_diff(d.offtime_first_order_ns) <= 1);
     }
 
     #[test]

@@ -81,7 +81,7 @@ mod spec;
 mod stats;
 mod unsat;
 pub use build::wrr_allotments;
-pub use estimator::{derive, tx_ns, Derived, Estimator, Verdict, FILTER_GAIN};
+pub use estimator::{derive, offtime_first_order, tx_ns, Derived, Estimator, Verdict, FILTER_GAIN};
 pub use spec::*;
 
 use std::collections::{BTreeSet, VecDeque};

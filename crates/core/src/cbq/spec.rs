@@ -98,6 +98,12 @@ pub struct CbqParams {
     /// times, the root looks overlimit and a borrowing class is suspended while the link is not
     /// full (seed 001 §6.1). Off: `ifnow` is the exact finish time of a FIFO draining at `link`.
     pub clamp_ifnow: bool,
+    /// Where ALTQ's derived `offtime` runs away (a `minburst` above about 41: it grows as
+    /// `(32/31)^minburst` and, in the hundreds, suspends a class that went overlimit for
+    /// years), use its first-order term, about `minburst · cptime`
+    /// ([`super::estimator::offtime_first_order`]). Off: ALTQ's formula as it stands
+    /// (saturated, never wrapped). An explicit `offtime` is kept either way.
+    pub bound_offtime: bool,
 }
 
 impl CbqParams {
@@ -115,6 +121,7 @@ impl CbqParams {
             timer_hz: 0,
             min_suspend_ticks: 0,
             clamp_ifnow: false,
+            bound_offtime: true,
         }
     }
 
@@ -133,6 +140,7 @@ impl CbqParams {
             timer_hz,
             min_suspend_ticks: ALTQ_MIN_SUSPEND_TICKS,
             clamp_ifnow: true,
+            bound_offtime: false,
         }
     }
 

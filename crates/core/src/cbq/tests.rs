@@ -711,3 +711,34 @@ fn ifnow_clamp_wastes_the_link_behind_a_large_device_buffer() {
     assert!(mbit(got[0]) < 9.0, "clamped: {}", mbit(got[0]));
     assert!(mbit(got[1]) > 9.9, "not clamped: {}", mbit(got[1]));
 }
+
+/// A non-borrowing 1 Mbit/s class with `maxburst = minburst = 950` (inside the documented range):
+/// ALTQ's formula gives it an offtime of decades, so after its first suspension it never sends
+/// again. Bounded by default, it keeps its rate; with the bound off (ALTQ's behaviour, as
+/// `altq_compat`) the runaway suspension is reproduced.
+#[test]
+fn large_minburst_does_not_suspend_a_class_for_ever() {
+    for bound in [true, false] {
+        let mut p = CbqParams::new(Rate(10 * M));
+        p.bound_offtime = bound;
+        let mut q = build(
+            p,
+            &[
+                ("root", None, 10 * M, 0, false),
+                ("a", Some("root"), M, 0, false),
+                ("b", Some("root"), 9 * M, 0, true),
+            ],
+            |s| {
+                s.maxburst = 950;
+                s.minburst = 950;
+            },
+        );
+        // Past the first burst (950 packets at link rate take under a second).
+        let r = run(&mut q, 10 * M, 1, 0, &[sat(1, 1000)], 3 * SEC, 20 * SEC);
+        if bound {
+            assert!(pct(r[1], 1e6) < 5.0, "bounded: {} Mbit/s", mbit(r[1]));
+        } else {
+            assert!(r[1] < 1e4, "ALTQ's offtime: {} Mbit/s", mbit(r[1]));
+        }
+    }
+}
