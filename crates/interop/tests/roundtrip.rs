@@ -248,6 +248,7 @@ fn a_tree_over_the_class_limit_is_split_over_mq_and_reads_back() {
     let p = Policy::parse(&text, "mq.toml").unwrap();
     let opts = export::ExportOptions {
         htb_class_limit: 300,
+        ..Default::default()
     };
     let script = export::tc_script_with(&p, "eth0", &opts).unwrap();
     assert!(script.contains("root handle 1: mq"), "{script}");
@@ -267,6 +268,7 @@ fn a_tree_over_the_class_limit_is_split_over_mq_and_reads_back() {
     // which, the limit and what to do.
     let opts = export::ExportOptions {
         htb_class_limit: 200,
+        ..Default::default()
     };
     let e = export::tc_script_with(&p, "eth0", &opts)
         .unwrap_err()

@@ -89,12 +89,16 @@ pub struct ExportOptions {
     /// The most classes one HTB gets before the tree is split over `mq` and one HTB per
     /// transmit queue: 65,533 (16-bit minor class ids, 0 and the leaf handles taken).
     pub htb_class_limit: usize,
+    /// Write runs of single-address filters as u32 hash tables (`u32_hash.rs`); `false` gives
+    /// one priority per filter, the linear form, for comparison.
+    pub hash_filters: bool,
 }
 
 impl Default for ExportOptions {
     fn default() -> Self {
         ExportOptions {
             htb_class_limit: HTB_CLASS_LIMIT,
+            hash_filters: true,
         }
     }
 }
@@ -199,6 +203,7 @@ fn htb(
         dev,
         parent: "1:".into(),
         classid: &classid,
+        hash: opts.hash_filters,
     };
     filters(policy, &list, &target, out)
 }

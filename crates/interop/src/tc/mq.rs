@@ -207,6 +207,7 @@ pub(super) fn htb_per_queue(
             dev,
             parent: format!("{:x}:", htb_major(q)),
             classid: &id,
+            hash: opts.hash_filters,
         };
         filters(policy, &list, &target, out)?;
     }

@@ -23,6 +23,8 @@ pub(super) struct Target<'a> {
     pub dev: &'a str,
     pub parent: String,
     pub classid: &'a dyn Fn(usize) -> String,
+    /// Runs of single-address filters as hash tables (else one priority each).
+    pub hash: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -172,7 +174,7 @@ pub(super) fn filters(
     let mut at = 0;
     while at < list.len() {
         let run = u32_hash::run_len(&list[at..]);
-        if run >= u32_hash::MIN_RUN {
+        if t.hash && run >= u32_hash::MIN_RUN {
             u32_hash::write_run(policy, &list[at..at + run], t, &mut prio, &mut tables, out)?;
             at += run;
             continue;
