@@ -178,12 +178,10 @@ pub fn flatten(defs: Vec<FilterDef>, file: &str) -> Result<Vec<FilterDef>, Vec<D
         .collect();
     unlinked.sort_by_key(|(_, (_, line))| *line);
     for ((_, t), (_, line)) in unlinked {
-        {
-            out.push(FilterDef::Skipped(
-                *line,
-                format!("u32 table {t:x}: is never linked to: its rules never match"),
-            ));
-        }
+        out.push(FilterDef::Skipped(
+            *line,
+            format!("u32 table {t:x}: is never linked to: its rules never match"),
+        ));
     }
     if errors.is_empty() {
         Ok(out)

@@ -144,8 +144,8 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
          `tc -s class show`; `scrapes` gives how many and the mean time of one). Machine CPU: \
          60-byte frames as fast as one sender can, round robin over 10,000 subscriber \
          addresses. Rate change: `linkshare class change sub0 --rate 2mbit` / `tc class change` \
-         until the command returns, with echo probes every 1 ms across it (lost: no answer \
-         within 200 ms). The kernel is loaded up to 60,000 subscribers (16-bit class ids), the \
+         until the command returns, with echo probes every 1 ms across it, from a third of \
+         `--seconds` (0.2-1 s) before it to twice that after (lost: no answer within 200 ms). The kernel is loaded up to 60,000 subscribers (16-bit class ids), the \
          linear filter form up to 10,000.",
     );
     let mut per_sub_rss: Option<f64> = None;
@@ -277,7 +277,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
     bed.t.wait_reachable()?;
     let setup = t0.elapsed().as_secs_f64();
     bed.pid = bed.t.router().and_then(|r| r.pid());
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_millis(500));
     let rss = bed.pid.and_then(rss_bytes);
     let kernel_mem = match (kind, mem0, (meminfo("MemAvailable"), meminfo("Slab"))) {
         (Kind::Linkshare, _, _) => None,
@@ -306,7 +306,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         hosts: Some((subscriber(1), SPREAD.min(n.saturating_sub(1)).max(1) as u32)),
     };
     let cpu = measure_flood(&bed, flood, secs)?;
-    let (change, lost) = rate_change(&bed, kind, &policy_text)?;
+    let (change, lost) = rate_change(&bed, kind, &policy_text, secs)?;
     Ok(Row {
         setup,
         rss,
@@ -328,7 +328,7 @@ fn scrape_loop(
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<std::thread::JoinHandle<String>> {
     let (ns, dev) = (bed.t.ns_r.clone(), bed.t.dev_rc.clone());
-    spawn_in_ns(&bed.t.ns_r.clone(), move || {
+    spawn_in_ns(&bed.t.ns_r, move || {
         let (mut n, mut total, mut err) = (0u32, 0.0f64, None);
         while !stop.load(Ordering::Relaxed) {
             let t0 = Instant::now();
@@ -395,19 +395,22 @@ fn rate_change(
     bed: &Bed,
     kind: Kind,
     policy: &str,
+    secs: f64,
 ) -> anyhow::Result<(Result<f64, String>, (u64, u64))> {
     let cmd = change_command(bed, kind, policy)?;
     let hosts = bed.hosts();
+    // Probes from `before` ahead of the change to twice as long after it.
+    let before = (secs / 3.0).clamp(0.2, 1.0);
     let probing = std::thread::spawn(move || {
         probes(
             &hosts,
             0,
             Duration::from_millis(1),
-            3.0,
+            before * 3.0,
             Duration::from_millis(200),
         )
     });
-    std::thread::sleep(Duration::from_secs(1));
+    std::thread::sleep(Duration::from_secs_f64(before));
     let t0 = Instant::now();
     let out = Command::new(&cmd[0])
         .args(&cmd[1..])
