@@ -279,3 +279,20 @@ fn a_tree_over_the_class_limit_is_split_over_mq_and_reads_back() {
     );
     assert!(e.contains("split it into top-level classes"), "{e}");
 }
+
+#[test]
+fn more_u32_priorities_than_the_kernel_takes_is_an_error_that_says_what_to_do() {
+    // 1,100 port filters without an address: an IPv4 and an IPv6 priority each, 2,200 in all.
+    let mut text = String::from(
+        "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n",
+    );
+    for k in 0..1100 {
+        text.push_str(&format!(
+            "[[filter]]\nprotocol = \"udp\"\ndst_port = {}\nclass = \"a\"\n",
+            10000 + k
+        ));
+    }
+    let p = Policy::parse(&text, "many.toml").unwrap();
+    let e = export::tc_script(&p, "eth0").unwrap_err().to_string();
+    assert!(e.contains("2047") && e.contains("hash table"), "{e}");
+}

@@ -172,14 +172,16 @@ pub fn flatten(defs: Vec<FilterDef>, file: &str) -> Result<Vec<FilterDef>, Vec<D
             }
         }
     }
-    let mut unlinked: Vec<(&(u32, u32), &(u32, usize))> = tables
+    // (line, table) of every table nothing links to, in file order.
+    let mut unlinked: Vec<(usize, u32)> = tables
         .iter()
         .filter(|(k, _)| !linked.contains_key(k))
+        .map(|((_, t), (_, line))| (*line, *t))
         .collect();
-    unlinked.sort_by_key(|(_, (_, line))| *line);
-    for ((_, t), (_, line)) in unlinked {
+    unlinked.sort_unstable();
+    for (line, t) in unlinked {
         out.push(FilterDef::Skipped(
-            *line,
+            line,
             format!("u32 table {t:x}: is never linked to: its rules never match"),
         ));
     }

@@ -43,6 +43,10 @@ pub const BUCKET_MAX: usize = 0xfff;
 /// The highest table id written; the kernel numbers the priorities' root tables from 0x800.
 const TABLE_MAX: u32 = 0x7ff;
 
+/// u32 priorities one qdisc takes: each has a root table, numbered 0x800 and then from a
+/// cyclic 1-0x7fe (`gen_new_htid`); Linux 6.18 refuses the 2,048th ("Filter already exists").
+pub const PRIO_MAX: u32 = 2047;
+
 /// Which address of the packet a run matches.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Side {

@@ -238,15 +238,17 @@ pub(super) fn filters(
     Ok(())
 }
 
-/// The next tc filter priority, or the error when the 16 bits run out.
+/// The next tc filter priority, or the error when the kernel's u32 would refuse it.
 pub(super) fn next_prio(policy: &Policy, prio: &mut u32) -> anyhow::Result<()> {
     *prio += 1;
-    if *prio > 0xffff {
+    if *prio > u32_hash::PRIO_MAX {
         bail!(
-            "{}: the filters need more than 65535 tc priorities: put runs of single-address \
-             filters (dst or src of one host, nothing else) next to each other, which export as \
-             one hash table each",
-            policy.origin()
+            "{}: the filters need more than {} u32 priorities, and the kernel refuses the next \
+             one (each u32 priority takes one of its 12-bit root table ids): put single-address \
+             filters (dst or src of one host, nothing else) next to each other, 16 or more of \
+             them export as one hash table",
+            policy.origin(),
+            u32_hash::PRIO_MAX
         );
     }
     Ok(())

@@ -36,8 +36,9 @@ const SUBSCRIBERS: Ipv4Addr = Ipv4Addr::new(100, 64, 0, 0);
 /// The kernel's HTB is measured up to this many subscribers (the issue's bound; one HTB numbers
 /// at most 65,533 classes).
 const KERNEL_MAX: usize = 60_000;
-/// The linear filter form is loaded up to this many (its load time grows with the square).
-const LINEAR_MAX: usize = 10_000;
+/// The linear filter form (one u32 priority per subscriber) is loaded up to this many: the
+/// kernel refuses the 2,048th u32 priority of one qdisc (`u32_hash::PRIO_MAX`).
+const LINEAR_MAX: usize = 2_000;
 /// Addresses the CPU measurement spreads its frames over.
 const SPREAD: usize = 10_000;
 /// Where linkshare serves `/metrics` inside the router namespace.
@@ -146,7 +147,7 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
          addresses. Rate change: `linkshare class change sub0 --rate 2mbit` / `tc class change` \
          until the command returns, with echo probes every 1 ms across it, from a third of \
          `--seconds` (0.2-1 s) before it to twice that after (lost: no answer within 200 ms). The kernel is loaded up to 60,000 subscribers (16-bit class ids), the \
-         linear filter form up to 10,000.",
+         linear filter form up to 2,000 (the kernel refuses a 2,048th u32 priority on one qdisc).",
     );
     let mut per_sub_rss: Option<f64> = None;
     for &n in sizes {
