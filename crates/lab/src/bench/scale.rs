@@ -55,7 +55,7 @@ pub fn scale_policy(n: usize, leaf: &str) -> String {
     const SITES: usize = 25;
     const SITE_BIT: u64 = 390_000_000;
     let per_site = n.div_ceil(SITES).max(1) as u64;
-    let rate = (SITE_BIT / per_site).max(1000);
+    let rate = (SITE_BIT / per_site).clamp(1000, 100_000_000);
     let mut s = String::with_capacity(n * 200);
     s.push_str(
         "# lab bench --only scale: one class per subscriber\nqdisc = \"htb\"\ndefault = \"other\"\n\
