@@ -130,9 +130,9 @@ fn one_change_among_20000_classes_is_applied_in_place() {
     let t0 = Instant::now();
     // s1: 2 Mbit/s offered to a 1 Mbit/s class (a standing queue builds); s2: steady, under its
     // rate; s3: a short burst, then idle.
-    let sink = udp_sink(&lab, &[10_001, 10_002, 10_003], t0, 5.5);
-    let s1 = udp_source(&lab, 10_001, 2e6, 500, t0, 0.0, 3.0);
-    let s2 = udp_source(&lab, 10_002, 0.5e6, 500, t0, 0.0, 3.0);
+    let sink = udp_sink(&lab, &[10_001, 10_002, 10_003], t0, 10.0);
+    let s1 = udp_source(&lab, 10_001, 2e6, 500, t0, 0.0, 8.0);
+    let s2 = udp_source(&lab, 10_002, 0.5e6, 500, t0, 0.0, 8.0);
     let s3 = udp_source(&lab, 10_003, 0.5e6, 500, t0, 0.0, 0.3);
     std::thread::sleep(Duration::from_millis(1200));
     let keys = [
@@ -165,7 +165,11 @@ fn one_change_among_20000_classes_is_applied_in_place() {
     let got = sink.join().unwrap();
     // After the change s1 drains its queue at up to 4 Mbit/s: well above the 1 Mbit/s before.
     let before_rate = crate::helpers::frame_rate(&got[0], 0.5, 1.1);
-    let rate = crate::helpers::frame_rate(&got[0], change_at + 0.1, change_at + 0.6);
+    // The sources run until 8 s: the window ends before they stop however long the reload took
+    // (its build is off the datapath and may be slow on a busy machine).
+    let (from, to) = (change_at + 0.1, (change_at + 0.6).min(7.9));
+    assert!(from < to, "the reload took until {change_at:.1} s");
+    let rate = crate::helpers::frame_rate(&got[0], from, to);
     eprintln!("s1: {before_rate:.0} bit/s before, {rate:.0} bit/s after the change");
     assert!(
         rate > 1.5 * before_rate,
