@@ -277,14 +277,15 @@ pub(crate) fn build_now(source: Source) -> Result<Ready, Failure> {
 }
 
 fn build_now_on(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, Failure> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(source, base)))
-        .unwrap_or_else(|_| {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(source, base))).unwrap_or_else(
+        |_| {
             Err(Failure::Rejected(
                 "building this policy failed (a defect in linkshare: please report it with the \
                  policy); the running policy stays"
                     .to_string(),
             ))
-        })
+        },
+    )
 }
 
 fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, Failure> {
@@ -459,7 +460,10 @@ mod tests {
         );
         let added = "[[class]]\nname = \"b\"\nparent = \"r\"\nrate = \"1mbit\"\n";
         assert_eq!(
-            plans(vec![Msg::Build(job(0, 2, &two("2mbit", added)))], &mut bases),
+            plans(
+                vec![Msg::Build(job(0, 2, &two("2mbit", added)))],
+                &mut bases
+            ),
             ["rebuild"]
         );
         assert_eq!(

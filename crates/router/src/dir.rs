@@ -235,12 +235,19 @@ impl Dir {
         text: (String, String),
         path: Option<PathBuf>,
         now: Time,
-    ) -> Result<(control::ReloadReport, Option<linkshare_core::classify::Classifier>), String> {
+    ) -> Result<
+        (
+            control::ReloadReport,
+            Option<linkshare_core::classify::Classifier>,
+        ),
+        String,
+    > {
         let Some(Sched::Htb(h)) = self.sched.as_mut() else {
             return Err("the running scheduler is not an HTB; reload the policy again".into());
         };
         for (c, t) in &p.tunes {
-            h.retune(*c, t, now).map_err(|e| format!("cannot apply the change: {e}"))?;
+            h.retune(*c, t, now)
+                .map_err(|e| format!("cannot apply the change: {e}"))?;
         }
         let old = match p.classifier {
             Some(c) => Some(

@@ -198,7 +198,9 @@ mod tests {
             ));
         }
         for (class, dst) in filters {
-            s.push_str(&format!("[[filter]]\nclass = \"{class}\"\ndst = \"{dst}\"\n"));
+            s.push_str(&format!(
+                "[[filter]]\nclass = \"{class}\"\ndst = \"{dst}\"\n"
+            ));
         }
         Policy::parse(&s, "t.toml").unwrap()
     }

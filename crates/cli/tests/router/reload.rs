@@ -136,8 +136,18 @@ fn one_change_among_20000_classes_is_applied_in_place() {
     let s3 = udp_source(&lab, 10_003, 0.5e6, 500, t0, 0.0, 0.3);
     std::thread::sleep(Duration::from_millis(1200));
     let keys = [
-        "sent_bytes", "sent_packets", "drops", "overlimits", "lended", "borrowed", "giants",
-        "backlog_packets", "tokens", "ctokens", "rate_bps", "ceil_bps",
+        "sent_bytes",
+        "sent_packets",
+        "drops",
+        "overlimits",
+        "lended",
+        "borrowed",
+        "giants",
+        "backlog_packets",
+        "tokens",
+        "ctokens",
+        "rate_bps",
+        "ceil_bps",
     ];
     let row = |st: &serde_json::Value, name: &str| -> Vec<String> {
         let c = class(st, name);
@@ -181,7 +191,11 @@ fn one_change_among_20000_classes_is_applied_in_place() {
         let sent = c["sent_packets"].as_u64().unwrap();
         assert_eq!(c["drops"], 0, "{name} dropped");
         assert_eq!(c["backlog_packets"], 0, "{name} still queued");
-        assert_eq!(offered[i], sent, "{name}: offered {} sent {sent}", offered[i]);
+        assert_eq!(
+            offered[i], sent,
+            "{name}: offered {} sent {sent}",
+            offered[i]
+        );
         assert_eq!(got[i].len() as u64, sent, "{name}: sent but not received");
     }
     assert_eq!(st["reloads"]["ok"], 1);

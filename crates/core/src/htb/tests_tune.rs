@@ -140,7 +140,10 @@ fn a_throttled_class_given_more_rate_is_released_and_a_slower_one_waits() {
         later = Time(later.0 + 1_000_000);
         while let Dequeued::Packet(_) = h.dequeue(later) {}
     }
-    assert!(h.class_stats(2).unwrap().sent.packets > sent_before, "`b` was not released");
+    assert!(
+        h.class_stats(2).unwrap().sent.packets > sent_before,
+        "`b` was not released"
+    );
     h.check_invariants().unwrap();
 }
 
@@ -204,7 +207,11 @@ fn new_filters_move_an_address_and_the_old_classifier_comes_back() {
     assert_eq!(old.filters()[0].class, 1);
     h.enqueue(addr(7), Time(0)).unwrap();
     assert_eq!(h.leaf_backlog(2).packets, 1);
-    assert_eq!(h.leaf_backlog(1).packets, 1, "a queued packet stays where it is");
+    assert_eq!(
+        h.leaf_backlog(1).packets,
+        1,
+        "a queued packet stays where it is"
+    );
     // A default that is not a leaf is refused and the running filters stay.
     assert!(h.replace_classifier(Classifier::new(vec![], 0)).is_err());
     assert_eq!(h.classifier().filters()[0].class, 2);

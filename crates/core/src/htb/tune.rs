@@ -96,7 +96,10 @@ impl<P: Packet> Htb<P> {
             }
             _ => Err(HtbError::from_tree(
                 crate::tree::TreeError::DefaultNotLeaf(d as usize),
-                |i| self.class_name(i as ClassId).unwrap_or_else(|| format!("#{i}")),
+                |i| {
+                    self.class_name(i as ClassId)
+                        .unwrap_or_else(|| format!("#{i}"))
+                },
             )),
         }
     }

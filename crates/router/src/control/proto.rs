@@ -191,7 +191,11 @@ impl ReloadReport {
             if names.is_empty() {
                 return format!("0 {what}");
             }
-            let shown: Vec<&str> = names.iter().take(SUMMARY_NAMES).map(String::as_str).collect();
+            let shown: Vec<&str> = names
+                .iter()
+                .take(SUMMARY_NAMES)
+                .map(String::as_str)
+                .collect();
             let more = match names.len().saturating_sub(SUMMARY_NAMES) {
                 0 => String::new(),
                 n => format!(" and {n} more"),
@@ -200,7 +204,11 @@ impl ReloadReport {
         }
         let mut s = format!(
             "{}: {}; {}, {}, {} kept unchanged",
-            if self.in_place { "in place" } else { "new tree" },
+            if self.in_place {
+                "in place"
+            } else {
+                "new tree"
+            },
             list("changed", &self.changed),
             list("added", &self.added),
             list("removed", &self.removed),

@@ -337,9 +337,18 @@ fn a_reload_summary_counts_and_names_the_first_few_never_the_kept() {
         ..Default::default()
     };
     let s = rebuilt.summary();
-    assert!(s.starts_with("new tree: 0 changed; 0 added, 2 removed (sub0, sub1)"), "{s}");
-    assert!(s.ends_with("moved 3 queued packets (0 classified again), dropped 1"), "{s}");
+    assert!(
+        s.starts_with("new tree: 0 changed; 0 added, 2 removed (sub0, sub1)"),
+        "{s}"
+    );
+    assert!(
+        s.ends_with("moved 3 queued packets (0 classified again), dropped 1"),
+        "{s}"
+    );
     // The names kept stay off the wire.
     let line = serde_json::to_string(&r).unwrap();
-    assert!(!line.contains("kept_names") && line.contains("\"kept\":99990"), "{line}");
+    assert!(
+        !line.contains("kept_names") && line.contains("\"kept\":99990"),
+        "{line}"
+    );
 }
