@@ -87,7 +87,7 @@ fn a_new_rate_takes_effect_and_the_books_balance() {
     let mut h = tree();
     let mut now = Time(0);
     let mut sent = [0u64; 2];
-    for phase in 0..2 {
+    for (phase, total) in sent.iter_mut().enumerate() {
         if phase == 1 {
             let mut t = tune_of(&h, 1);
             t.rate = Rate(3 * MBIT);
@@ -102,7 +102,7 @@ fn a_new_rate_takes_effect_and_the_books_balance() {
                 h.enqueue_to(1, pkt(1000), now).unwrap();
             }
             while let Dequeued::Packet(p) = h.dequeue(now) {
-                sent[phase] += p.len as u64;
+                *total += p.len as u64;
             }
             now = Time(now.0 + 1_000_000);
         }
