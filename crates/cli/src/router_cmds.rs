@@ -417,10 +417,7 @@ fn reload_code(r: &Response, what: &str) -> anyhow::Result<i32> {
 fn report_reload(r: &Response, what: &str) -> anyhow::Result<i32> {
     match r {
         Response::Reloaded(rep) => {
-            println!(
-                "{what}: moved {} queued packets, dropped {}; kept {:?}, added {:?}, removed {:?}",
-                rep.moved_packets, rep.dropped_packets, rep.kept, rep.added, rep.removed
-            );
+            println!("{what} {}", rep.summary());
             Ok(0)
         }
         Response::Error(e) => {
@@ -437,9 +434,12 @@ fn report_reload(r: &Response, what: &str) -> anyhow::Result<i32> {
     }
 }
 
+/// `reload FILE`: the shaper reads the file itself (its absolute path goes over the control
+/// socket, so a policy of any size reloads, and SIGHUP reloads it again later).
 pub fn reload(a: &ReloadArgs) -> anyhow::Result<i32> {
     let control = find_control(&a.control)?;
-    let text = std::fs::read_to_string(&a.file)
+    // Refuse here what the shaper could not read either, with the caller's own path.
+    let path = std::fs::canonicalize(&a.file)
         .with_context(|| format!("cannot read {}", a.file.display()))?;
     let r = call(
         &control,
@@ -449,10 +449,7 @@ pub fn reload(a: &ReloadArgs) -> anyhow::Result<i32> {
             } else {
                 Direction::Forward
             },
-            source: PolicySource::Text {
-                text,
-                origin: a.file.display().to_string(),
-            },
+            source: PolicySource::File { path },
         },
     )?;
     let what = format!("reloaded {}", a.file.display());

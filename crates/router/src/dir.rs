@@ -197,6 +197,7 @@ impl Dir {
 
     /// Run `new` from now on: it adopts the running scheduler's state (`adopt_state`), and the
     /// device model follows its root rate. Used by every reload path (the loop's, a worker's).
+    /// The scheduler replaced is handed back, for the caller to free off the datapath.
     pub(crate) fn install(
         &mut self,
         mut new: Sched,
@@ -204,25 +205,80 @@ impl Dir {
         text: (String, String),
         path: Option<PathBuf>,
         now: Time,
-    ) -> control::ReloadReport {
-        let report = match self.sched.take() {
-            Some(mut o) => adopt_state(&mut new, &mut o, now),
+    ) -> (control::ReloadReport, Option<Sched>) {
+        let mut old = self.sched.take();
+        let report = match old.as_mut() {
+            Some(o) => adopt_state(&mut new, o, now),
             None => control::ReloadReport::default(),
         };
         self.link_bps = root_rate(&new);
-        self.device_buffer = self
-            .device_buffer_opt
-            .unwrap_or(default_device_buffer(self.link_bps));
         self.sched = Some(new);
         self.link = link;
-        self.sync_egress();
+        self.follow_link();
         self.live.clear();
         self.eligible = None;
         self.policy_text = Some(text);
         if let Some(p) = path {
             self.policy_path = Some(p);
         }
-        report
+        (report, old)
+    }
+
+    /// Apply a difference to the running HTB in place (patch.rs): only the classes changed are
+    /// touched, O(changes) plus the filters swapped by pointer. The filters replaced are handed
+    /// back, for the caller to free off the datapath. `Err` if the running scheduler is not an
+    /// HTB or refuses a change (the builder thread compares policies that `check` accepted, so
+    /// this is a defect); changes before the refused one stay applied.
+    pub(crate) fn apply(
+        &mut self,
+        p: crate::patch::Patch,
+        text: (String, String),
+        path: Option<PathBuf>,
+        now: Time,
+    ) -> Result<
+        (
+            control::ReloadReport,
+            Option<linkshare_core::classify::Classifier>,
+        ),
+        String,
+    > {
+        let Some(Sched::Htb(h)) = self.sched.as_mut() else {
+            return Err("the running scheduler is not an HTB; reload the policy again".into());
+        };
+        for (c, t) in &p.tunes {
+            h.retune(*c, t, now)
+                .map_err(|e| format!("cannot apply the change: {e}"))?;
+        }
+        let old = match p.classifier {
+            Some(c) => Some(
+                h.replace_classifier(c)
+                    .map_err(|e| format!("cannot apply the new filters: {e}"))?,
+            ),
+            None => None,
+        };
+        if let Some(r) = p.root_ceil {
+            self.link_bps = r;
+            self.follow_link();
+        }
+        self.policy_text = Some(text);
+        if let Some(path) = path {
+            self.policy_path = Some(path);
+        }
+        let report = control::ReloadReport {
+            kept: (p.classes - p.changed.len()) as u64,
+            changed: p.changed,
+            in_place: true,
+            ..Default::default()
+        };
+        Ok((report, old))
+    }
+
+    /// The device model after a new link rate (`link_bps`).
+    fn follow_link(&mut self) {
+        self.device_buffer = self
+            .device_buffer_opt
+            .unwrap_or(default_device_buffer(self.link_bps));
+        self.sync_egress();
     }
 
     pub(crate) fn update_live(&mut self, dt: f64) {

@@ -29,6 +29,7 @@ pub mod hist;
 pub mod http;
 pub mod notify;
 mod options;
+mod patch;
 pub mod port;
 mod reload;
 mod run;
@@ -135,7 +136,7 @@ impl Shaper {
                     .with_context(|| format!("cannot read {}", p.display()))?;
                 let o = p.display().to_string();
                 let (p, s) = load_sched(&t, &o).map_err(|d| anyhow::anyhow!("{d}"))?;
-                Some((s, t, o, p.link_layer()))
+                Some((s, t, o, p))
             }
             None => None,
         };
@@ -146,20 +147,25 @@ impl Shaper {
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
         d0.policy_text = Some((text, origin));
         d0.link = fwd_policy.link_layer();
-        let mut d1 = match rev {
-            Some((s, t, o, link)) => {
+        let (mut d1, rev_policy) = match rev {
+            Some((s, t, o, policy)) => {
                 let mut d = Dir::new(Some(s), opts.reverse_policy.clone(), 0, opts.device_buffer);
                 d.policy_text = Some((t, o));
-                d.link = link;
-                d
+                d.link = policy.link_layer();
+                (d, Some(policy))
             }
-            None => Dir::new(None, None, 0, opts.device_buffer),
+            None => (Dir::new(None, None, 0, opts.device_buffer), None),
         };
         set_line_rates(&opts, &mut d0, &mut d1);
         d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
         d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
-        let builder =
-            builder::Builder::start().context("cannot start the policy builder thread")?;
+        let mut builder =
+            builder::Builder::start(true).context("cannot start the policy builder thread")?;
+        // Reloads are compared with the policies running now (builder.rs, patch.rs).
+        builder.set_base(0, fwd_policy);
+        if let Some(p) = rev_policy {
+            builder.set_base(1, p);
+        }
         Ok(Shaper::assemble(
             opts,
             [p0, p1],

@@ -157,7 +157,8 @@
 //! ## Layout
 //! This file holds the records and the [`Discipline`] hooks; by concern: `tokens` (buckets,
 //! modes, the wait queue, the charge), `feed` (rows, feeds, round robin, the descent to a leaf),
-//! `queue` (leaf queues, enqueue, victims), `adopt` (taking over a predecessor), `stats`
+//! `queue` (leaf queues, enqueue, victims), `adopt` (taking over a predecessor), `tune`
+//! (a class's parameters and the filters changed in place), `stats`
 //! (views, counters, invariants), `spec` (the tree's description and its checks). Statistics
 //! and dropped packets are kept by the provided [`Qdisc`] methods around the hooks
 //! ([`crate::qdisc::discipline`]); the class tree is validated by [`crate::tree`].
@@ -177,10 +178,12 @@ mod rowbits;
 mod spec;
 mod stats;
 mod tokens;
+mod tune;
 mod waitq;
 mod warmth;
 pub use crate::qdisc::adopt::AdoptReport;
 pub use spec::*;
+pub use tune::ClassTune;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -442,6 +445,8 @@ pub struct Htb<P: Packet> {
     giants: HashMap<u32, u32>,
     /// Distinct read-only class parameters, shared.
     profiles: Vec<Profile>,
+    /// Per profile, the classes on it (`tune`: a profile no class uses is reused).
+    profile_refs: Vec<u32>,
     /// All class names, front coded.
     names: names::Names,
     /// The slots of every inline FIFO, handed out by the line (`pool`).
@@ -669,3 +674,5 @@ mod tests_fifo;
 mod tests_invariants;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_tune;
