@@ -477,6 +477,19 @@ impl Policy {
 
     /// The class tree, rates and filters as `linkshare check` prints them.
     pub fn render_tree(&self) -> String {
+        let mut out = self.render_one();
+        if let Some(line) = render::plans_line(self) {
+            out.push_str(&line);
+        }
+        if let Some(u) = &self.upload {
+            out.push_str("\nupload side (the same classes; filters match the source):\n");
+            out.push_str(&u.render_one());
+        }
+        out
+    }
+
+    /// One direction's tree and filters, with the link layer.
+    fn render_one(&self) -> String {
         let tree = render::tree(self);
         if self.link.is_identity() {
             return tree;

@@ -320,7 +320,7 @@ fn cut(s: &str, max: usize) -> String {
 }
 
 /// `39990` → `39,990`.
-fn thousands(n: usize) -> String {
+pub(crate) fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, ch) in digits.chars().enumerate() {

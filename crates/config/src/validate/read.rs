@@ -37,6 +37,7 @@ const CLASS_KEYS: &[&str] = &[
     "leaf",
     "upload_rate",
     "upload_ceil",
+    "upload_leaf",
 ];
 /// A `[[plan]]`'s keys: a class's, without `parent` (each subscriber's row gives it).
 pub(super) const PLAN_KEYS: &[&str] = &[
@@ -50,6 +51,7 @@ pub(super) const PLAN_KEYS: &[&str] = &[
     "leaf",
     "upload_rate",
     "upload_ceil",
+    "upload_leaf",
 ];
 const FILTER_KEYS: &[&str] = &[
     "class", "dscp", "tos", "protocol", "src", "dst", "src_port", "dst_port",
@@ -134,6 +136,8 @@ pub(super) struct ClassDraft {
     /// The upload direction's guaranteed rate and ceil (a policy that shapes both directions).
     pub(super) upload_rate: Option<At<Rate>>,
     pub(super) upload_ceil: Option<At<Rate>>,
+    /// The upload side's leaf (defaults to `leaf`).
+    pub(super) upload_leaf: Option<At<LeafKind>>,
     /// CBQ: the allocation as a fraction of the parent's.
     pub(super) share: Option<At<f64>>,
     /// CBQ's per-class keys.
@@ -235,6 +239,7 @@ pub(super) fn read_entry(
         leaf: None,
         upload_rate: None,
         upload_ceil: None,
+        upload_leaf: None,
         share: None,
         cbq: CbqClass::default(),
         avgpkt_span: None,
@@ -319,6 +324,12 @@ pub(super) fn read_entry(
     if let Some(v) = get(e, "upload_ceil") {
         d.upload_ceil = at(
             values::rate(sink, &format!("{ctx}: `upload_ceil`"), v),
+            v.span(),
+        );
+    }
+    if let Some(v) = get(e, "upload_leaf") {
+        d.upload_leaf = at(
+            read_leaf(sink, &format!("{ctx}: `upload_leaf`"), v),
             v.span(),
         );
     }

@@ -114,7 +114,7 @@ pub(super) fn tree(
         t.append(&mut p);
     }
     if let Some(u) = uploads {
-        p.upload = Some(Box::new(upload::derive(&p, &u)));
+        p.upload = Some(Box::new(upload::derive(&p, u)));
     }
     Some(p)
 }

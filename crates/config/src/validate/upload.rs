@@ -15,19 +15,23 @@ use linkshare_core::units::Rate;
 
 use crate::diag::Severity;
 use crate::source::Sink;
-use crate::Policy;
+use crate::{LeafKind, Policy};
 
 use super::read::ClassDraft;
 use super::subs::{row_diag, Table};
 use super::tree::Shape;
 
-/// Checks the upload side. Returns each class's upload (rate, ceil), `[[class]]`es then
-/// subscribers, when the policy shapes uploads and they are valid; `None` otherwise.
-pub(super) fn check(
-    sink: &mut Sink,
-    shape: &Shape,
-    table: Option<&Table>,
-) -> Option<Vec<(Rate, Rate)>> {
+/// One class's upload side: rate, ceil, and its leaf when it differs from the download's.
+#[derive(Clone, Debug, Default)]
+pub(super) struct Side {
+    rate: Rate,
+    ceil: Rate,
+    leaf: Option<LeafKind>,
+}
+
+/// Checks the upload side. Returns each class's upload side, `[[class]]`es then subscribers,
+/// when the policy shapes uploads and they are valid; `None` otherwise.
+pub(super) fn check(sink: &mut Sink, shape: &Shape, table: Option<&Table>) -> Option<Vec<Side>> {
     let classes = shape.classes;
     let own: Vec<Option<(Rate, Rate)>> = classes
         .iter()
@@ -56,7 +60,7 @@ pub(super) fn check(
             );
         }
     }
-    let mut per_sub: Vec<(Rate, Rate)> = Vec::new();
+    let mut per_sub: Vec<Side> = Vec::new();
     if let Some(t) = table {
         for p in &t.profiles[..t.plans] {
             if p.upload.is_none() && t.profile.iter().any(|&q| t.profiles[q as usize].name == p.name) {
@@ -72,7 +76,11 @@ pub(super) fn check(
         for (i, &q) in t.profile.iter().enumerate() {
             let p = &t.profiles[q as usize];
             match p.upload {
-                Some(u) => per_sub.push(u),
+                Some((rate, ceil)) => per_sub.push(Side {
+                    rate,
+                    ceil,
+                    leaf: p.upload_leaf.clone(),
+                }),
                 None if (q as usize) < t.plans => {} // reported at the plan
                 None => {
                     ok = false;
@@ -90,7 +98,18 @@ pub(super) fn check(
     if !ok {
         return None;
     }
-    let own: Vec<(Rate, Rate)> = own.into_iter().map(Option::unwrap_or_default).collect();
+    let own: Vec<Side> = own
+        .into_iter()
+        .zip(classes)
+        .map(|(u, c)| {
+            let (rate, ceil) = u.unwrap_or_default();
+            Side {
+                rate,
+                ceil,
+                leaf: c.upload_leaf.as_ref().map(|l| l.v.clone()),
+            }
+        })
+        .collect();
     // The guarantees below each class must fit in its upload rate.
     for (i, c) in classes.iter().enumerate() {
         let (Some(ur), sub) = (&c.upload_rate, &shape.subs[i]) else {
@@ -101,7 +120,7 @@ pub(super) fn check(
         }
         let sum = shape.children[i]
             .iter()
-            .map(|&k| own[k].0 .0)
+            .map(|&k| own[k].rate.0)
             .fold(sub.upload, u64::saturating_add);
         if sum > ur.v.0 {
             let name = shape.name_of(i);
@@ -137,10 +156,14 @@ fn uploading_reason(classes: &[ClassDraft], table: Option<&Table>) -> String {
 
 /// The upload policy: `p`'s tree with `uploads` as rates, defaults derived from them, and the
 /// filters mirrored.
-pub(super) fn derive(p: &Policy, uploads: &[(Rate, Rate)]) -> Policy {
+pub(super) fn derive(p: &Policy, uploads: Vec<Side>) -> Policy {
     let mut u = p.clone();
     u.upload = None;
-    for (c, &(rate, ceil)) in u.classes.iter_mut().zip(uploads) {
+    for (c, side) in u.classes.iter_mut().zip(uploads) {
+        let Side { rate, ceil, leaf } = side;
+        if let Some(l) = leaf {
+            c.leaf = l;
+        }
         c.rate = rate;
         c.ceil = ceil;
         c.burst = default_burst(rate, p.mtu);

@@ -35,6 +35,8 @@ pub(in crate::validate) struct Profile {
     pub(in crate::validate) leaf: LeafKind,
     /// Upload rate and ceil, for a policy that shapes both directions.
     pub(in crate::validate) upload: Option<(Rate, Rate)>,
+    /// The upload side's leaf when it differs from `leaf`.
+    pub(in crate::validate) upload_leaf: Option<LeafKind>,
 }
 
 /// The same for a row that writes its own rates (`plan` the row's plan, if any, for the leaf,
@@ -60,6 +62,7 @@ pub(super) fn own_profile(
         prio: base.map_or(0, |b| b.prio),
         leaf: base.map_or_else(super::default_leaf, |b| b.leaf.clone()),
         upload,
+        upload_leaf: base.and_then(|b| b.upload_leaf.clone()),
     }
 }
 
@@ -111,6 +114,7 @@ pub(in crate::validate) fn read_plans(
                 .as_ref()
                 .map_or_else(super::default_leaf, |l| l.v.clone()),
             upload,
+            upload_leaf: d.upload_leaf.as_ref().map(|l| l.v.clone()),
         });
     }
     out
