@@ -133,7 +133,11 @@ fn source<'f>(files: &'f [(String, String)], file: &str) -> Option<&'f str> {
 }
 
 /// An importer's warnings, then the notes of the policy it wrote, on stderr.
-pub(crate) fn print_warnings(warnings: &[linkshare_interop::Diag], toml: &str, files: &[(String, String)]) {
+pub(crate) fn print_warnings(
+    warnings: &[linkshare_interop::Diag],
+    toml: &str,
+    files: &[(String, String)],
+) {
     for w in warnings {
         eprintln!("{}\n", w.render("warning", source(files, &w.file)));
     }

@@ -103,31 +103,67 @@ fn a_synthetic_export_imports_below_its_uplink_and_checks() {
     assert_eq!(code, 0, "{err}");
     let p = Policy::load(&out).unwrap_or_else(|e| panic!("{e:?}"));
     let root = &p.classes()[0];
-    assert_eq!((root.name.as_str(), root.rate.0, root.ceil.0), ("root", 20_000_000_000, 20_000_000_000));
+    assert_eq!(
+        (root.name.as_str(), root.rate.0, root.ceil.0),
+        ("root", 20_000_000_000, 20_000_000_000)
+    );
     assert_eq!(p.upload().unwrap().classes()[0].rate.0, 4_000_000_000);
-    assert_eq!(p.classes().len() - p.subscribers().unwrap().first_class as usize, 2000);
-    assert_eq!(p.filters().len(), 4000, "an IPv4 address and an IPv6 /64 each");
+    assert_eq!(
+        p.classes().len() - p.subscribers().unwrap().first_class as usize,
+        2000
+    );
+    assert_eq!(
+        p.filters().len(),
+        4000,
+        "an IPv4 address and an IPv6 /64 each"
+    );
     // The same from --downlink/--uplink; a bad rate is refused.
     let (code, _, err) = linkshare(&[
-        "import", "libreqos", net.to_str().unwrap(), dev.to_str().unwrap(),
-        "--downlink", "20gbit", "--uplink", "4gbit", "--out", out.to_str().unwrap(),
+        "import",
+        "libreqos",
+        net.to_str().unwrap(),
+        dev.to_str().unwrap(),
+        "--downlink",
+        "20gbit",
+        "--uplink",
+        "4gbit",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
-    assert_eq!(Policy::load(&out).unwrap().classes()[0].rate.0, 20_000_000_000);
+    assert_eq!(
+        Policy::load(&out).unwrap().classes()[0].rate.0,
+        20_000_000_000
+    );
     let (code, _, err) = linkshare(&[
-        "import", "libreqos", net.to_str().unwrap(), dev.to_str().unwrap(),
-        "--downlink", "fast", "--uplink", "4gbit", "--out", out.to_str().unwrap(),
+        "import",
+        "libreqos",
+        net.to_str().unwrap(),
+        dev.to_str().unwrap(),
+        "--downlink",
+        "fast",
+        "--uplink",
+        "4gbit",
+        "--out",
+        out.to_str().unwrap(),
     ]);
     assert_eq!(code, 2);
     assert!(err.contains("--downlink `fast` is not a rate"), "{err}");
     // A subscriber table with a bad row: check names the CSV file and line.
     let table = dir.join("isp.subscribers.csv");
     let text = std::fs::read_to_string(&table).unwrap();
-    let broken = text.replacen("\nSubscriber 7,", "\nSubscriber 7,NoSuchAP,", 1).replacen(",AP_0_6,", ",", 1);
+    let broken = text
+        .replacen("\nSubscriber 7,", "\nSubscriber 7,NoSuchAP,", 1)
+        .replacen(",AP_0_6,", ",", 1);
     std::fs::write(&table, broken).unwrap();
     let (code, _, err) = linkshare(&["check", out.to_str().unwrap()]);
     assert_eq!(code, 1);
-    assert!(err.contains("isp.subscribers.csv:8:1: error: subscriber `Subscriber 7`: unknown parent `NoSuchAP`"), "{err}");
+    assert!(
+        err.contains(
+            "isp.subscribers.csv:8:1: error: subscriber `Subscriber 7`: unknown parent `NoSuchAP`"
+        ),
+        "{err}"
+    );
     std::fs::remove_dir_all(&dir).ok();
 }
 

@@ -169,7 +169,10 @@ mod tests {
         );
         assert_eq!(fields(" \"q\" ,z").unwrap(), ["q", "z"]);
         assert_eq!(fields("\"\"").unwrap(), [""]);
-        assert_eq!(fields("\"10.0.0.1, 10.0.0.2\"").unwrap(), ["10.0.0.1, 10.0.0.2"]);
+        assert_eq!(
+            fields("\"10.0.0.1, 10.0.0.2\"").unwrap(),
+            ["10.0.0.1, 10.0.0.2"]
+        );
     }
 
     #[test]

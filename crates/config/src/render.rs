@@ -1,8 +1,8 @@
 //! The human-readable view of a policy that `linkshare check` prints: the class tree with every
 //! (defaulted) parameter in aligned columns, then the filters in match order.
 
-use linkshare_core::classify::FilterSpec;
 use linkshare_core::classify::ClassId;
+use linkshare_core::classify::FilterSpec;
 use linkshare_core::units::{Rate, Size};
 
 use crate::source::thousands;
@@ -242,7 +242,11 @@ fn filters(p: &Policy, out: &mut String) {
         };
         frows.push(vec![
             format!("  {}-{}", own + 1, own + n),
-            format!("{side} = each address of {} ({} filters)", t.file, thousands(n)),
+            format!(
+                "{side} = each address of {} ({} filters)",
+                t.file,
+                thousands(n)
+            ),
             "-> its subscriber".to_string(),
         ]);
     }

@@ -411,8 +411,9 @@ impl<'a> Sink<'a> {
     /// those of the tables it names (a subscriber table), each in line order.
     pub(crate) fn finish(mut self) -> Vec<Diagnostic> {
         let origin = self.origin;
-        self.diags
-            .sort_by(|a, b| (a.file != origin, a.line, a.col).cmp(&(b.file != origin, b.line, b.col)));
+        self.diags.sort_by(|a, b| {
+            (a.file != origin, a.line, a.col).cmp(&(b.file != origin, b.line, b.col))
+        });
         self.diags
     }
 }

@@ -40,7 +40,8 @@ pub fn libreqos(data: &[u8]) {
     let Some(t) = text(data) else { return };
     let (net, csv) = t.split_once("\n---\n").unwrap_or((t, ""));
     let opts = linkshare_interop::libreqos::Options::default();
-    let r = linkshare_interop::libreqos::import(net, "network.json", csv, "ShapedDevices.csv", &opts);
+    let r =
+        linkshare_interop::libreqos::import(net, "network.json", csv, "ShapedDevices.csv", &opts);
     let Ok(i) = r else { return };
     if let Err(e) = i.toml.parse::<toml::Table>() {
         panic!("libreqos: the imported policy is not TOML: {e}\n{}", i.toml);

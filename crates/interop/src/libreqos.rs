@@ -247,7 +247,13 @@ pub fn import(
     if !errors.is_empty() {
         return Err(ImportError { errors });
     }
-    Ok(write::write(&nodes, &circuits, network_file, devices_file, opts))
+    Ok(write::write(
+        &nodes,
+        &circuits,
+        network_file,
+        devices_file,
+        opts,
+    ))
 }
 
 /// ShapedDevices.csv's rows, grouped into circuits.

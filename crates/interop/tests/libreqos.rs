@@ -71,7 +71,11 @@ fn documented_files_import_in_both_directions() {
     let c1 = class(&p, "968 Circle St., Gurnee");
     assert_eq!(c1.parent.as_deref(), Some("AP_A"));
     assert_eq!(c1.rate.bits_per_sec(), 40_000_000 * 100 / 120);
-    assert_eq!(c1.ceil.bits_per_sec(), 100_000_000, "max 155 lowered to AP_A's 100");
+    assert_eq!(
+        c1.ceil.bits_per_sec(),
+        100_000_000,
+        "max 155 lowered to AP_A's 100"
+    );
     let c4 = class(&p, "8493 Campfire Street");
     assert_eq!(
         (c4.rate.bits_per_sec(), c4.ceil.bits_per_sec()),
@@ -101,7 +105,10 @@ fn documented_files_import_in_both_directions() {
         .filters()
         .iter()
         .all(|f| f.spec.src.is_some() && f.spec.dst.is_none()));
-    assert_eq!(class(q, "8493 Campfire Street").rate.bits_per_sec(), 12_500_000);
+    assert_eq!(
+        class(q, "8493 Campfire Street").rate.bits_per_sec(),
+        12_500_000
+    );
     // Directional sqm: circuit 3 is cake down, fq_codel up; circuit 5 has none up.
     assert_eq!(class(q, "Two devices").leaf.name(), "pfifo");
     assert_eq!(class(&p, "Two devices").leaf.name(), "fq_codel");
@@ -144,8 +151,9 @@ fn bad_rows_get_file_and_line() {
     let e = import(&net, "network.json", &dev, "ShapedDevices.csv", &o).unwrap_err();
     let msgs: Vec<String> = e.errors.iter().map(|d| d.to_string()).collect();
     assert!(
-        msgs.iter().any(|m| m
-            .starts_with("ShapedDevices.csv:6: error: circuit `2`: download min mbps `4o`")),
+        msgs.iter()
+            .any(|m| m
+                .starts_with("ShapedDevices.csv:6: error: circuit `2`: download min mbps `4o`")),
         "{msgs:?}"
     );
     assert!(
@@ -173,8 +181,14 @@ fn bad_rows_get_file_and_line() {
             .contains("d.csv:1: error: the header lacks column(s)"),
         "{e}"
     );
-    let e = import("{\"x\": {\"downloadBandwidthMbps\": 5}}", "n.json", &dev, "d.csv", &o)
-        .unwrap_err();
+    let e = import(
+        "{\"x\": {\"downloadBandwidthMbps\": 5}}",
+        "n.json",
+        &dev,
+        "d.csv",
+        &o,
+    )
+    .unwrap_err();
     assert!(
         e.to_string()
             .contains("node `x` has no valid `uploadBandwidthMbps`"),
@@ -190,7 +204,14 @@ fn ten_thousand_generated_circuits_round_trip() {
     };
     let (net, csv) = generate(&s);
     let t0 = Instant::now();
-    let imp = import(&net, "network.json", &csv, "ShapedDevices.csv", &Options::default()).unwrap();
+    let imp = import(
+        &net,
+        "network.json",
+        &csv,
+        "ShapedDevices.csv",
+        &Options::default(),
+    )
+    .unwrap();
     let t_import = t0.elapsed();
     let t1 = Instant::now();
     let p = check(&imp);
@@ -205,8 +226,16 @@ fn ten_thousand_generated_circuits_round_trip() {
     // root, unshaped, 25 sites, 200 APs, then the circuits; two addresses each.
     assert_eq!(p.classes().len(), 2 + 25 + 200 + 10_000);
     assert_eq!(p.filters().len(), 20_000);
-    assert_eq!(p.subscribers().unwrap().plans.len(), 4 + 1, "4 plans + scaled rows");
-    assert!(p.warnings().is_empty(), "{:?}", &p.warnings()[..3.min(p.warnings().len())]);
+    assert_eq!(
+        p.subscribers().unwrap().plans.len(),
+        4 + 1,
+        "4 plans + scaled rows"
+    );
+    assert!(
+        p.warnings().is_empty(),
+        "{:?}",
+        &p.warnings()[..3.min(p.warnings().len())]
+    );
     // Sites hold 8 APs of 2000 Mbit/s in 10000 (down) and of 400 in 2000 (up): scaled, each;
     // APs hold 50 circuits of 46.25 Mbit/s mean minimum (9.25 up) in what the site's scaling
     // left them (1250 and 250): scaled too.
@@ -222,7 +251,10 @@ fn ten_thousand_generated_circuits_round_trip() {
     assert_eq!(count("upload", "`AP_"), 200);
     // Circuit 1234 (index 1233) keeps its address and AP.
     let c = class(&p, "Subscriber 1234");
-    assert_eq!(c.parent.as_deref(), Some(&*format!("AP_{}_{}", 1233 % 200 / 8, 1233 % 8)));
+    assert_eq!(
+        c.parent.as_deref(),
+        Some(&*format!("AP_{}_{}", 1233 % 200 / 8, 1233 % 8))
+    );
     let f: Vec<String> = p
         .filters()
         .iter()

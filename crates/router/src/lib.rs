@@ -138,7 +138,9 @@ impl Shaper {
                 let (p, s) = load_sched(&t, &o).map_err(|d| anyhow::anyhow!("{d}"))?;
                 Some((s, t, o, p.link_layer()))
             }
-            None => upload::side(&fwd_policy, &text, &origin).map_err(|d| anyhow::anyhow!("{d}"))?,
+            None => {
+                upload::side(&fwd_policy, &text, &origin).map_err(|d| anyhow::anyhow!("{d}"))?
+            }
         };
         let p0 = xdp::open_port(&opts.dev_in, opts.io, opts.rx_ring)
             .with_context(|| format!("cannot open {}", opts.dev_in))?;

@@ -60,7 +60,15 @@ pub(super) fn class_infos(
             burst,
             cburst,
             quantum,
-        } = numbers(sink, kind, &format!("class `{name}`"), c, is_leaf[i], r2q, mtu);
+        } = numbers(
+            sink,
+            kind,
+            &format!("class `{name}`"),
+            c,
+            is_leaf[i],
+            r2q,
+            mtu,
+        );
         let d = depth[i].unwrap_or(0);
         let cbq = (kind == QdiscKind::Cbq).then(|| cbq_class(sink, &name, c, mtu));
         infos.push(ClassInfo {

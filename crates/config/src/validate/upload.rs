@@ -63,11 +63,18 @@ pub(super) fn check(sink: &mut Sink, shape: &Shape, table: Option<&Table>) -> Op
     let mut per_sub: Vec<Side> = Vec::new();
     if let Some(t) = table {
         for p in &t.profiles[..t.plans] {
-            if p.upload.is_none() && t.profile.iter().any(|&q| t.profiles[q as usize].name == p.name) {
+            if p.upload.is_none()
+                && t.profile
+                    .iter()
+                    .any(|&q| t.profiles[q as usize].name == p.name)
+            {
                 ok = false;
                 sink.error(
                     &p.span,
-                    format!("plan `{}` has no `upload_rate`, but the policy shapes uploads ({why})", p.name),
+                    format!(
+                        "plan `{}` has no `upload_rate`, but the policy shapes uploads ({why})",
+                        p.name
+                    ),
                     "add `upload_rate = \"...\"` to the plan",
                 );
             }

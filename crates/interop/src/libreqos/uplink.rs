@@ -34,8 +34,12 @@ pub fn read(text: &str, file: &str) -> Result<(u64, u64), Diag> {
         };
         let v = value.trim().trim_matches('"');
         let bits = mbps(v).filter(|b| *b > 0).ok_or_else(|| {
-            Diag::new(file, i + 1, format!("`{key}` = `{v}` is not a rate in Mbps"))
-                .help("write a positive number of Mbps, e.g. 1000")
+            Diag::new(
+                file,
+                i + 1,
+                format!("`{key}` = `{v}` is not a rate in Mbps"),
+            )
+            .help("write a positive number of Mbps, e.g. 1000")
         })?;
         if let Some((_, first)) = found[d] {
             return Err(Diag::new(
@@ -63,13 +67,17 @@ mod tests {
 
     #[test]
     fn lqos_conf_and_isp_config_are_read() {
-        let conf = "[queues]\ndownlink_bandwidth_mbps = 10000\nuplink_bandwidth_mbps = 2500.5 # x\n";
+        let conf =
+            "[queues]\ndownlink_bandwidth_mbps = 10000\nuplink_bandwidth_mbps = 2500.5 # x\n";
         assert_eq!(
             read(conf, "lqos.conf").unwrap(),
             (10_000_000_000, 2_500_500_000)
         );
         let py = "upstreamBandwidthCapacityDownloadMbps = 1000\nupstreamBandwidthCapacityUploadMbps = 100\n";
-        assert_eq!(read(py, "ispConfig.py").unwrap(), (1_000_000_000, 100_000_000));
+        assert_eq!(
+            read(py, "ispConfig.py").unwrap(),
+            (1_000_000_000, 100_000_000)
+        );
     }
 
     #[test]

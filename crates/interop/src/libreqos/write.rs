@@ -81,8 +81,7 @@ pub(super) fn write(
         opts.table.as_str()
     };
     let mut d = Draft::new(Root::Htb);
-    d.title
-        .push(format!("linkshare import libreqos {nf} {df}"));
+    d.title.push(format!("linkshare import libreqos {nf} {df}"));
     d.title.push(format!(
         "{} nodes, {} circuits; both directions: `rate`/`ceil` download, `upload_rate`/`upload_ceil` upload",
         nodes.len(),
@@ -111,7 +110,11 @@ pub(super) fn write(
             let base = format!("{}/{}", rate_text(key.max[0]), rate_text(key.max[1]));
             let n = plan_names.entry(base.clone()).or_default();
             *n += 1;
-            let name = if *n == 1 { base } else { format!("{base} #{n}") };
+            let name = if *n == 1 {
+                base
+            } else {
+                format!("{base} #{n}")
+            };
             d.plans.push(plan(&name, &key));
             next
         });
@@ -222,7 +225,8 @@ fn plan(name: &str, k: &PlanKey) -> ClassDraft {
     p.fields.push(Field::rate("upload_ceil", k.max[1]));
     let (down, up) = (leaf(&k.sqm[0]), leaf(&k.sqm[1]));
     if up.kind != down.kind {
-        p.notes.extend(up.notes.iter().map(|n| format!("upload: {n}")));
+        p.notes
+            .extend(up.notes.iter().map(|n| format!("upload: {n}")));
         p.fields.push(Field::str("upload_leaf", up.kind.clone()));
     }
     p.leaf = Some(down);

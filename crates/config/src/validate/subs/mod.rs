@@ -89,7 +89,10 @@ pub(super) fn read(
     let Raw::Str(rel) = v.get_ref() else {
         sink.error(
             &v.span(),
-            format!("`subscribers` must be a file name, found {}", v.get_ref().kind()),
+            format!(
+                "`subscribers` must be a file name, found {}",
+                v.get_ref().kind()
+            ),
             "write `subscribers = \"subscribers.csv\"` (relative to the policy file)",
         );
         return None;
@@ -97,7 +100,10 @@ pub(super) fn read(
     if kind != QdiscKind::Htb {
         sink.error(
             &v.span(),
-            format!("a subscriber table needs `qdisc = \"htb\"`, this policy is {}", kind.name()),
+            format!(
+                "a subscriber table needs `qdisc = \"htb\"`, this policy is {}",
+                kind.name()
+            ),
             "write the policy with qdisc = \"htb\", or its subscribers as `[[class]]` tables",
         );
         return None;

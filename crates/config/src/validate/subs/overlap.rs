@@ -102,7 +102,10 @@ fn report(sink: &mut Sink, t: &Table, outer: (Key, u32), inner: (Key, u32)) {
             &t.file,
             il,
             Severity::Warning,
-            format!("subscriber `{}` lists an address twice: {what}", t.names[ii]),
+            format!(
+                "subscriber `{}` lists an address twice: {what}",
+                t.names[ii]
+            ),
             "list each address once".into(),
         ));
         return;
@@ -123,6 +126,8 @@ fn report(sink: &mut Sink, t: &Table, outer: (Key, u32), inner: (Key, u32)) {
         second,
         Severity::Error,
         message,
-        format!("an address belongs to one subscriber: remove it from line {first} or line {second}"),
+        format!(
+            "an address belongs to one subscriber: remove it from line {first} or line {second}"
+        ),
     ));
 }

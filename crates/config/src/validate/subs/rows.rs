@@ -171,7 +171,12 @@ pub(super) fn read_rows(
     let mut saw_header = false;
     for (line, raw) in csv::records(text) {
         if let Err(e) = csv::split(raw, &mut fields) {
-            err(sink, line, format!("malformed row: {e}"), e.help().to_string());
+            err(
+                sink,
+                line,
+                format!("malformed row: {e}"),
+                e.help().to_string(),
+            );
             continue;
         }
         let Some(l) = &layout else {
@@ -240,8 +245,9 @@ pub(super) fn read_rows(
                 continue;
             }
         };
-        let Some(profile) = row_profile(sink, file, line, name, l, &fields, &plan_at, &mut t, &mut own)
-        else {
+        let Some(profile) = row_profile(
+            sink, file, line, name, l, &fields, &plan_at, &mut t, &mut own,
+        ) else {
             continue;
         };
         let me = t.names.len() as u32;
@@ -255,7 +261,16 @@ pub(super) fn read_rows(
             match IpPrefix::parse_report(a) {
                 Ok(p) => {
                     if p.host_bits_cleared {
-                        sink.diags.push(row_diag(file, line, Severity::Warning, format!("subscriber `{name}`: prefix {a} has host bits set; it matches {}", p.prefix), format!("write {}", p.prefix)));
+                        sink.diags.push(row_diag(
+                            file,
+                            line,
+                            Severity::Warning,
+                            format!(
+                                "subscriber `{name}`: prefix {a} has host bits set; it matches {}",
+                                p.prefix
+                            ),
+                            format!("write {}", p.prefix),
+                        ));
                     }
                     t.prefixes.push((p.prefix, me));
                 }
@@ -320,13 +335,22 @@ fn row_profile(
         match plan_at.get(plan_name) {
             Some(&p) => Some(p),
             None => {
-                let names: Vec<&str> = t.profiles[..t.plans].iter().map(|p| p.name.as_str()).collect();
+                let names: Vec<&str> = t.profiles[..t.plans]
+                    .iter()
+                    .map(|p| p.name.as_str())
+                    .collect();
                 let help = match suggest(plan_name, names.iter().copied()) {
                     Some(s) => format!("did you mean `{s}`? plans: {}", names.join(", ")),
-                    None if names.is_empty() => "define it as a `[[plan]]` in the policy, or give the row its own `rate`".into(),
+                    None if names.is_empty() => {
+                        "define it as a `[[plan]]` in the policy, or give the row its own `rate`"
+                            .into()
+                    }
                     None => format!("plans: {}", names.join(", ")),
                 };
-                err(format!("subscriber `{name}`: unknown plan `{plan_name}`"), help);
+                err(
+                    format!("subscriber `{name}`: unknown plan `{plan_name}`"),
+                    help,
+                );
                 return None;
             }
         }
@@ -339,7 +363,9 @@ fn row_profile(
         row_rate(s).map(Some).map_err(|e| {
             err(
                 format!("subscriber `{name}`: {key} `{s}` is not a rate: {e}"),
-                format!("write a rate with a unit, e.g. 25mbit, or leave {key} empty for the plan's"),
+                format!(
+                    "write a rate with a unit, e.g. 25mbit, or leave {key} empty for the plan's"
+                ),
             )
         })
     };
@@ -397,7 +423,9 @@ fn row_profile(
             let uc = uc.or(up_base.map(|u| u.1.max(ur))).unwrap_or(ur);
             if ur == Rate(0) || uc < ur {
                 err(
-                    format!("subscriber `{name}`: upload_rate {ur} and upload_ceil {uc} do not fit"),
+                    format!(
+                        "subscriber `{name}`: upload_rate {ur} and upload_ceil {uc} do not fit"
+                    ),
                     "the upload rate must be above zero and at most the upload ceil".into(),
                 );
                 return None;
@@ -441,7 +469,10 @@ fn check_names(sink: &mut Sink, t: &Table, shape: &Shape) {
                     "subscriber `{}` is listed twice: lines {} and {}",
                     t.names[b], t.line[a], t.line[b]
                 ),
-                format!("names must be unique: rename or remove one (the first is at line {})", t.line[a]),
+                format!(
+                    "names must be unique: rename or remove one (the first is at line {})",
+                    t.line[a]
+                ),
             ));
         }
     }

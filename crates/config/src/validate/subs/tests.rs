@@ -52,7 +52,11 @@ upload_leaf = "pfifo"
 fn parse(policy: &str, csv: &str) -> Result<Policy, ConfigError> {
     let csv = csv.to_string();
     Policy::parse_with(policy, "dir/p.toml", &move |p: &Path| {
-        assert_eq!(p, Path::new("dir/subs.csv"), "the table is beside the policy");
+        assert_eq!(
+            p,
+            Path::new("dir/subs.csv"),
+            "the table is beside the policy"
+        );
         Ok(csv.clone())
     })
 }
@@ -83,10 +87,7 @@ fn a_table_becomes_leaf_classes_and_filters_in_both_directions() {
     let s = p.subscribers().expect("a table");
     assert_eq!(s.file, "dir/subs.csv");
     assert_eq!(s.first_class, 4);
-    assert_eq!(
-        s.plans,
-        [("basic".to_string(), 2), ("fast".to_string(), 1)]
-    );
+    assert_eq!(s.plans, [("basic".to_string(), 2), ("fast".to_string(), 1)]);
     let bob = &p.classes()[5];
     assert_eq!(
         (bob.name.as_str(), bob.parent.as_deref(), bob.line),
@@ -132,8 +133,14 @@ fn a_table_becomes_leaf_classes_and_filters_in_both_directions() {
     let tree = p.render_tree();
     assert!(tree.contains("2 subscribers"), "{tree}");
     assert!(tree.contains("upload side"), "{tree}");
-    assert!(tree.contains("subscribers: 3 from dir/subs.csv (basic 2, fast 1)"), "{tree}");
-    assert!(!tree.contains("alice"), "subscribers are not listed one by one: {tree}");
+    assert!(
+        tree.contains("subscribers: 3 from dir/subs.csv (basic 2, fast 1)"),
+        "{tree}"
+    );
+    assert!(
+        !tree.contains("alice"),
+        "subscribers are not listed one by one: {tree}"
+    );
 }
 
 #[test]
@@ -144,9 +151,15 @@ fn rows_may_give_their_own_rates() {
                c,ap1,,10.0.0.3,5mbit,6mbit,1mbit\n";
     let p = parse(POLICY, csv).unwrap_or_else(|e| panic!("{e:?}"));
     let a = &p.classes()[4];
-    assert_eq!((a.rate.0, a.ceil.0, a.leaf.name()), (15_000_000, 50_000_000, "fq_codel"));
+    assert_eq!(
+        (a.rate.0, a.ceil.0, a.leaf.name()),
+        (15_000_000, 50_000_000, "fq_codel")
+    );
     let b = &p.classes()[5];
-    assert_eq!((b.rate.0, b.ceil.0, b.leaf.name()), (5_000_000, 6_000_000, "pfifo"));
+    assert_eq!(
+        (b.rate.0, b.ceil.0, b.leaf.name()),
+        (5_000_000, 6_000_000, "pfifo")
+    );
     assert_eq!(p.upload().unwrap().classes()[5].ceil.0, 1_000_000);
     // Every row gives a rate of its own (b and c share one profile).
     assert_eq!(
@@ -159,7 +172,10 @@ fn rows_may_give_their_own_rates() {
 fn a_duplicate_address_names_both_lines() {
     let csv = format!("{HEADER}a,ap1,basic,10.0.0.1\nb,ap1,basic,10.0.0.9\nc,ap2,basic,10.0.0.1\n");
     let e = errors(POLICY, &csv);
-    has(&e, "dir/subs.csv:4: duplicate address 10.0.0.1/32: subscribers `a` (line 2) and `c` (line 4)");
+    has(
+        &e,
+        "dir/subs.csv:4: duplicate address 10.0.0.1/32: subscribers `a` (line 2) and `c` (line 4)",
+    );
 }
 
 #[test]
@@ -167,7 +183,10 @@ fn overlapping_prefixes_name_both_lines() {
     let csv = format!("{HEADER}a,ap1,basic,10.0.0.0/24\nb,ap1,basic,2001:db8::/48\nc,ap2,basic,10.0.0.7\nd,ap2,basic,2001:db8:0:1::/64\n");
     let e = errors(POLICY, &csv);
     has(&e, "dir/subs.csv:4: overlapping prefixes: 10.0.0.7/32 lies inside 10.0.0.0/24, of subscribers `c` (line 4) and `a` (line 2)");
-    has(&e, "dir/subs.csv:5: overlapping prefixes: 2001:db8:0:1::/64 lies inside 2001:db8::/48");
+    has(
+        &e,
+        "dir/subs.csv:5: overlapping prefixes: 2001:db8:0:1::/64 lies inside 2001:db8::/48",
+    );
 }
 
 #[test]
@@ -190,10 +209,18 @@ fn unknown_plan_and_parent_are_located_with_suggestions() {
     let d: Vec<_> = err.errors().collect();
     assert_eq!((d[0].file.as_str(), d[0].line), ("dir/subs.csv", 2));
     assert_eq!(d[0].message, "subscriber `a`: unknown plan `basci`");
-    assert!(d[0].help.as_deref().unwrap().contains("did you mean `basic`?"));
+    assert!(d[0]
+        .help
+        .as_deref()
+        .unwrap()
+        .contains("did you mean `basic`?"));
     assert_eq!(d[1].line, 3);
     assert_eq!(d[1].message, "subscriber `b`: unknown parent `ap3`");
-    assert!(d[1].help.as_deref().unwrap().contains("did you mean \"ap1\"?"));
+    assert!(d[1]
+        .help
+        .as_deref()
+        .unwrap()
+        .contains("did you mean \"ap1\"?"));
     assert_eq!(d[2].message, "subscriber `c` has no parent");
 }
 
@@ -211,10 +238,17 @@ fn malformed_rows_say_what_to_write() {
     };
     assert_eq!(at(2).message, "malformed row: 3 fields, the header has 4");
     assert!(at(2).help.as_deref().unwrap().contains("double quotes"));
-    assert!(at(3).message.starts_with("malformed row: the quoted field at column 13"));
-    assert!(at(4).message.contains("`10.0.0.x` is not an address or prefix"));
+    assert!(at(3)
+        .message
+        .starts_with("malformed row: the quoted field at column 13"));
+    assert!(at(4)
+        .message
+        .contains("`10.0.0.x` is not an address or prefix"));
     assert_eq!(at(5).message, "the row has no name");
-    assert_eq!(at(6).message, "subscriber `d` has neither a plan nor a rate");
+    assert_eq!(
+        at(6).message,
+        "subscriber `d` has neither a plan nor a rate"
+    );
     assert_eq!(d.len(), 5, "row 7 is fine: {d:#?}");
 }
 
@@ -224,16 +258,29 @@ fn bad_rates_in_rows_are_located() {
                a,ap1,,10.0.0.1,fast,\n\
                b,ap1,,10.0.0.2,5mbit,1mbit\n";
     let e = errors(POLICY, csv);
-    has(&e, "dir/subs.csv:2: subscriber `a`: rate `fast` is not a rate");
-    has(&e, "dir/subs.csv:3: subscriber `b`: ceil 1mbit is below rate 5mbit");
+    has(
+        &e,
+        "dir/subs.csv:2: subscriber `a`: rate `fast` is not a rate",
+    );
+    has(
+        &e,
+        "dir/subs.csv:3: subscriber `b`: ceil 1mbit is below rate 5mbit",
+    );
 }
 
 #[test]
 fn names_are_unique_across_rows_and_classes() {
-    let csv = format!("{HEADER}a,ap1,basic,10.0.0.1\nap2,ap1,basic,10.0.0.2\na,ap2,basic,10.0.0.3\n");
+    let csv =
+        format!("{HEADER}a,ap1,basic,10.0.0.1\nap2,ap1,basic,10.0.0.2\na,ap2,basic,10.0.0.3\n");
     let e = errors(POLICY, &csv);
-    has(&e, "dir/subs.csv:4: subscriber `a` is listed twice: lines 2 and 4");
-    has(&e, "dir/subs.csv:3: subscriber `ap2` has the name of a `[[class]]` of the policy (line 24)");
+    has(
+        &e,
+        "dir/subs.csv:4: subscriber `a` is listed twice: lines 2 and 4",
+    );
+    has(
+        &e,
+        "dir/subs.csv:3: subscriber `ap2` has the name of a `[[class]]` of the policy (line 24)",
+    );
 }
 
 #[test]
@@ -241,7 +288,10 @@ fn the_header_is_checked() {
     let e = errors(POLICY, "name,parent,plna,addresses\n");
     has(&e, "dir/subs.csv:1: unknown column `plna` in the header");
     let e = errors(POLICY, "name,plan\n");
-    has(&e, "dir/subs.csv:1: the header lacks column(s): parent, addresses");
+    has(
+        &e,
+        "dir/subs.csv:1: the header lacks column(s): parent, addresses",
+    );
     let e = errors(POLICY, "\n");
     has(&e, "dir/subs.csv:1: the subscriber table is empty");
 }
@@ -276,7 +326,10 @@ fn a_table_that_cannot_be_read_is_reported_at_its_key() {
     })
     .unwrap_err();
     let d = e.errors().next().unwrap();
-    assert_eq!((d.line, d.message.as_str()), (3, "cannot read the subscriber table `subs.csv`: gone"));
+    assert_eq!(
+        (d.line, d.message.as_str()),
+        (3, "cannot read the subscriber table `subs.csv`: gone")
+    );
 }
 
 #[test]
@@ -286,9 +339,13 @@ fn plans_without_a_table_and_tables_outside_htb() {
         "p.toml",
     )
     .unwrap();
-    assert!(p.warnings()[0].message.contains("used only by a subscriber table"));
+    assert!(p.warnings()[0]
+        .message
+        .contains("used only by a subscriber table"));
     let e = Policy::parse("qdisc = \"sfq\"\nsubscribers = \"s.csv\"\n", "p.toml").unwrap_err();
-    assert!(e.errors().any(|d| d.message.contains("`subscribers` does not apply")));
+    assert!(e
+        .errors()
+        .any(|d| d.message.contains("`subscribers` does not apply")));
 }
 
 #[test]
@@ -297,9 +354,13 @@ fn a_hundred_thousand_subscribers_build() {
     // per-flow tables of fq_codel leaves are the core's to size, not the table's.
     let mut policy = String::from("qdisc = \"htb\"\ndefault = \"other\"\nsubscribers = \"subs.csv\"\n[[class]]\nname = \"root\"\nrate = \"101gbit\"\n[[class]]\nname = \"other\"\nparent = \"root\"\nrate = \"1mbit\"\n");
     for s in 0..25 {
-        policy.push_str(&format!("[[class]]\nname = \"site{s}\"\nparent = \"root\"\nrate = \"4gbit\"\n"));
+        policy.push_str(&format!(
+            "[[class]]\nname = \"site{s}\"\nparent = \"root\"\nrate = \"4gbit\"\n"
+        ));
         for a in 0..8 {
-            policy.push_str(&format!("[[class]]\nname = \"ap{s}-{a}\"\nparent = \"site{s}\"\nrate = \"500mbit\"\n"));
+            policy.push_str(&format!(
+                "[[class]]\nname = \"ap{s}-{a}\"\nparent = \"site{s}\"\nrate = \"500mbit\"\n"
+            ));
         }
     }
     for (k, r) in [1, 2, 4, 8].iter().enumerate() {
