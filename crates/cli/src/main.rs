@@ -10,6 +10,7 @@ mod exit;
 mod export_tc;
 mod fidelity_doc;
 mod import_cmd;
+mod import_libreqos;
 mod lab_cmd;
 mod router_cmds;
 mod seeds_doc;

@@ -30,6 +30,7 @@
 //! Adding a scheduler kind means a new [`QdiscKind`] variant, its name in [`QdiscKind::KNOWN`],
 //! and a match arm in the validator and in [`Policy::build`].
 
+pub mod csv;
 mod diag;
 mod leaf;
 mod link;
@@ -53,7 +54,10 @@ use linkshare_core::{Packet, Qdisc};
 pub use diag::{ConfigError, Diagnostic, Severity};
 pub use leaf::LeafKind;
 pub use raw::PolicyDoc;
-pub use source::{render_report, Source, ECHO_MAX_CHARS, SHOWN_PER_KIND, SHOWN_PER_SEVERITY};
+pub use source::{
+    render_report, render_report_for, Source, ECHO_MAX_CHARS, SHOWN_PER_KIND, SHOWN_PER_SEVERITY,
+};
+pub use validate::ReadTable;
 
 /// The root scheduler of a policy (`qdisc = "..."`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -290,6 +294,19 @@ pub struct FilterInfo {
     pub line: usize,
 }
 
+/// A policy's subscriber table, once checked: its subscribers are the classes from
+/// `first_class` on (one leaf each, in row order) and the filters from `first_filter` on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscribers {
+    /// The CSV file, as diagnostics name it.
+    pub file: String,
+    pub first_class: ClassId,
+    pub first_filter: usize,
+    /// Each plan with its number of subscribers, in file order; then `("", n)` for the rows
+    /// that give their own rates, if any.
+    pub plans: Vec<(String, usize)>,
+}
+
 /// A checked policy, ready to build.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Policy {
@@ -308,13 +325,24 @@ pub struct Policy {
     warnings: Vec<Diagnostic>,
     /// `overhead`, `mpu`, `linklayer` (tc-stab).
     link: linkshare_core::linklayer::LinkLayer,
+    /// The subscriber table (`subscribers = "…"`), if any.
+    subscribers: Option<Box<Subscribers>>,
+    /// The upload side, when the policy gives upload rates.
+    upload: Option<Box<Policy>>,
 }
 
 impl Policy {
-    /// Parse and check a policy. `origin` is the file name used in diagnostics.
+    /// Parse and check a policy. `origin` is the file name used in diagnostics; a subscriber
+    /// table it names is read from the filesystem, relative to `origin`'s directory.
     pub fn parse(text: &str, origin: &str) -> Result<Policy, ConfigError> {
+        Self::parse_with(text, origin, &|p: &Path| std::fs::read_to_string(p))
+    }
+
+    /// [`Policy::parse`] with the subscriber table read by `files` (given the path the policy
+    /// names, joined to `origin`'s directory).
+    pub fn parse_with(text: &str, origin: &str, files: ReadTable) -> Result<Policy, ConfigError> {
         let doc: PolicyDoc = toml::from_str(text).map_err(|e| syntax_error(&e, text, origin))?;
-        Self::from_spanned_table(doc, text, origin)
+        validate::validate(&doc, text, origin, files)
     }
 
     /// Read, parse and check a policy file. A file that cannot be read gives one diagnostic at
@@ -343,7 +371,34 @@ impl Policy {
         text: &str,
         origin: &str,
     ) -> Result<Policy, ConfigError> {
-        validate::validate(&doc, text, origin)
+        validate::validate(&doc, text, origin, &|p: &Path| std::fs::read_to_string(p))
+    }
+
+    /// The subscriber table, when the policy has one.
+    pub fn subscribers(&self) -> Option<&Subscribers> {
+        self.subscribers.as_deref()
+    }
+
+    /// The upload side, when the policy gives upload rates: the same classes with their
+    /// upload rates, and the filters mirrored (a subscriber matched by source address). `self`
+    /// is then the download side (matched by destination).
+    pub fn upload(&self) -> Option<&Policy> {
+        self.upload.as_deref()
+    }
+
+    /// Build both directions' schedulers: the download side's, and the upload side's when
+    /// the policy has one ([`Policy::upload`]).
+    #[allow(clippy::type_complexity)]
+    pub fn build_directions<P: Packet + 'static>(
+        &self,
+        driver: &Driver,
+    ) -> Result<(Box<dyn Qdisc<P>>, Option<Box<dyn Qdisc<P>>>), ConfigError> {
+        let down = self.build_on::<P>(driver)?;
+        let up = match &self.upload {
+            Some(u) => Some(u.build_on::<P>(driver)?),
+            None => None,
+        };
+        Ok((down, up))
     }
 
     /// Warnings found while checking (the policy is usable).
@@ -422,6 +477,19 @@ impl Policy {
 
     /// The class tree, rates and filters as `linkshare check` prints them.
     pub fn render_tree(&self) -> String {
+        let mut out = self.render_one();
+        if let Some(line) = render::plans_line(self) {
+            out.push_str(&line);
+        }
+        if let Some(u) = &self.upload {
+            out.push_str("\nupload side (the same classes; filters match the source):\n");
+            out.push_str(&u.render_one());
+        }
+        out
+    }
+
+    /// One direction's tree and filters, with the link layer.
+    fn render_one(&self) -> String {
         let tree = render::tree(self);
         if self.link.is_identity() {
             return tree;

@@ -34,6 +34,7 @@ pub mod port;
 mod reload;
 mod run;
 pub mod sys;
+mod upload;
 pub mod wake;
 mod workers;
 pub mod xdp;
@@ -138,7 +139,9 @@ impl Shaper {
                 let (p, s) = load_sched(&t, &o).map_err(|d| anyhow::anyhow!("{d}"))?;
                 Some((s, t, o, p))
             }
-            None => None,
+            None => {
+                upload::side(&fwd_policy, &text, &origin).map_err(|d| anyhow::anyhow!("{d}"))?
+            }
         };
         let p0 = xdp::open_port(&opts.dev_in, opts.io, opts.rx_ring)
             .with_context(|| format!("cannot open {}", opts.dev_in))?;

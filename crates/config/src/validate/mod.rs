@@ -17,7 +17,11 @@ mod drr;
 mod rates;
 mod read;
 mod routing;
+mod subs;
 mod tree;
+mod upload;
+
+pub use subs::ReadTable;
 
 use linkshare_core::htb::{DEFAULT_MTU, DEFAULT_R2Q};
 use toml::Spanned;
@@ -49,10 +53,17 @@ const TOP_KEYS: &[&str] = &[
     "overhead",
     "mpu",
     "linklayer",
+    "plan",
+    "subscribers",
 ];
 
 /// Entry point: check `doc` (whose spans point into `text`) and build a [`Policy`].
-pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Policy, ConfigError> {
+pub(crate) fn validate(
+    doc: &PolicyDoc,
+    text: &str,
+    origin: &str,
+    files: ReadTable,
+) -> Result<Policy, ConfigError> {
     let mut sink = Sink::new(text, origin);
     let entries = &doc.entries;
     check_keys(&mut sink, "", entries, TOP_KEYS);
@@ -93,9 +104,12 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
     let link = crate::link::read(&mut sink, entries);
 
     let policy = match root {
-        Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu),
-        Some(Root::Cbq) => tree(&mut sink, doc, QdiscKind::Cbq, r2q, mtu),
-        Some(Root::Drr) => drr_tree(&mut sink, doc, mtu),
+        Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu, files),
+        Some(Root::Cbq) => tree(&mut sink, doc, QdiscKind::Cbq, r2q, mtu, files),
+        Some(Root::Drr) => {
+            only_htb(&mut sink, doc, "drr");
+            drr_tree(&mut sink, doc, mtu)
+        }
         Some(Root::Leaf(leaf)) => leaf_root(&mut sink, doc, leaf, r2q, mtu),
         None => {
             // Still read the classes and filters so their problems are reported too, unless
@@ -108,7 +122,7 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
                 matches!(t, Some(Raw::Str(s)) if LeafKind::KNOWN.contains(&s.trim().to_ascii_lowercase().as_str()))
             });
             if get(entries, "class").is_some() && !names_leaf {
-                let _ = tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu);
+                let _ = tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu, files);
             }
             None
         }
@@ -117,12 +131,29 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
         Some(mut p) if !sink.has_errors() => {
             p.origin = origin.to_string();
             p.link = link.unwrap_or_default();
+            if let Some(u) = p.upload.as_mut() {
+                u.origin = p.origin.clone();
+                u.link = p.link;
+            }
             p.warnings = sink.finish();
             Ok(p)
         }
         _ => Err(ConfigError {
             diagnostics: sink.finish(),
         }),
+    }
+}
+
+/// A subscriber table and plans need HTB.
+fn only_htb(sink: &mut Sink, doc: &PolicyDoc, kind: &str) {
+    for key in ["plan", "subscribers"] {
+        if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
+            sink.error(
+                &k.span(),
+                format!("`{key}` needs `qdisc = \"htb\"`; this policy's qdisc is {kind}"),
+                "write the policy with qdisc = \"htb\", or its subscribers as `[[class]]` tables",
+            );
+        }
     }
 }
 
@@ -207,7 +238,7 @@ fn leaf_root(
     mtu: Option<u32>,
 ) -> Option<Policy> {
     let kind = leaf.name();
-    for key in ["class", "filter", "default"] {
+    for key in ["class", "filter", "default", "plan", "subscribers"] {
         if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
             sink.error(
                 &k.span(),
@@ -229,5 +260,7 @@ fn leaf_root(
         filters: Vec::new(),
         warnings: Vec::new(),
         link: Default::default(),
+        subscribers: None,
+        upload: None,
     })
 }

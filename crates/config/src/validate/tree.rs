@@ -23,6 +23,8 @@ use super::cbq::{read_cbq_options, resolve_shares, warn_runaway_offtime, CBQ_TOP
 use super::rates::{check_capacity, check_child_ceils, class_infos};
 use super::read::{get, read_class, read_filter, sink_line, tables, ClassDraft, FilterDraft};
 use super::routing::{resolve_default, resolve_filters};
+use super::subs::{self, ReadTable};
+use super::upload;
 
 /// The HTB tree: classes, filters, default.
 pub(super) fn tree(
@@ -31,6 +33,7 @@ pub(super) fn tree(
     kind: QdiscKind,
     r2q: Option<u32>,
     mtu: Option<u32>,
+    files: ReadTable,
 ) -> Option<Policy> {
     let cbq_opts = if kind == QdiscKind::Cbq {
         read_cbq_options(sink, &doc.entries)
@@ -73,6 +76,7 @@ pub(super) fn tree(
     shape.find_cycles(sink);
     shape.check_depth(sink, kind);
     shape.link_children();
+    let table = subs::read(sink, doc, &mut shape, kind, r2q, mtu, files);
     let infos = class_infos(sink, kind, &shape, r2q, mtu);
     check_capacity(sink, &shape);
     check_child_ceils(sink, &shape, &infos);
@@ -82,11 +86,15 @@ pub(super) fn tree(
     if let (Some(o), Some(mtu)) = (&cbq_opts, mtu) {
         warn_runaway_offtime(sink, &classes, &infos, o, mtu);
     }
+    let uploads = upload::check(sink, &shape, table.as_ref());
 
     let (Some(r2q), Some(mtu), Some(default_id)) = (r2q, mtu, default_id) else {
         return None;
     };
-    Some(Policy {
+    if sink.has_errors() {
+        return None;
+    }
+    let mut p = Policy {
         origin: String::new(),
         kind,
         root_leaf: None,
@@ -99,7 +107,16 @@ pub(super) fn tree(
         filters: filter_infos,
         warnings: Vec::new(),
         link: Default::default(),
-    })
+        subscribers: None,
+        upload: None,
+    };
+    if let Some(t) = table {
+        t.append(&mut p);
+    }
+    if let Some(u) = uploads {
+        p.upload = Some(Box::new(upload::derive(&p, u)));
+    }
+    Some(p)
 }
 
 /// Under a qdisc other than CBQ, each of CBQ's top-level options is an error.
@@ -147,6 +164,19 @@ pub(super) struct Shape<'c> {
     pub(super) in_cycle: Vec<bool>,
     pub(super) children: Vec<Vec<usize>>,
     pub(super) is_leaf: Vec<bool>,
+    /// The subscribers of the subscriber table under each class (all zero without one).
+    pub(super) subs: Vec<SubAgg>,
+}
+
+/// What the subscriber table puts under one class: how many subscribers, and the sums of their
+/// guaranteed rates (bits per second) in each direction.
+#[derive(Clone, Debug, Default)]
+pub(super) struct SubAgg {
+    pub(super) count: u32,
+    pub(super) rate: u64,
+    pub(super) upload: u64,
+    /// The table's file name, for messages.
+    pub(super) file: std::rc::Rc<str>,
 }
 
 impl<'c> Shape<'c> {
@@ -192,6 +222,7 @@ impl<'c> Shape<'c> {
             in_cycle: vec![false; n],
             children: vec![Vec::new(); n],
             is_leaf: vec![true; n],
+            subs: vec![SubAgg::default(); n],
         }
     }
 
