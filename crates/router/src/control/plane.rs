@@ -176,7 +176,10 @@ impl Thread {
                 return Ok(());
             }
             if !self.pending.is_empty() {
-                self.fresh();
+                // A page of a given snapshot (`seq`) is answered from it, without a new copy.
+                if self.pending.iter().any(|(_, q)| q.seq.is_none()) {
+                    self.fresh();
+                }
                 for (id, select) in std::mem::take(&mut self.pending) {
                     let line = self.answer(&select).to_line();
                     if self.outbox.send(FromPlane { id, line }).is_ok() {
