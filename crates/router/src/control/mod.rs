@@ -28,8 +28,8 @@ pub use proto::{
     Direction, Envelope, ErrorKind, ErrorReply, Hello, PolicySource, PolicyText, ReloadReport,
     Request, Response,
 };
-pub use server::{ControlStats, Server, MAX_REPLY, MAX_REQUEST};
 pub use select::{Select, TopBy};
+pub use server::{ControlStats, Server, MAX_REPLY, MAX_REQUEST};
 pub use snapshot::Snapshot;
 
 impl Shaper {

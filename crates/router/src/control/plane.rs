@@ -35,7 +35,6 @@ pub const MAX_AGE_NS: u64 = 500_000_000;
 /// How long the plane waits for the loop's copy before it answers from what it has.
 const COPY_WAIT: Duration = Duration::from_secs(2);
 
-
 const T_INBOX: u64 = 0;
 const T_HTTP: u64 = 1;
 const T_HTTP_CLIENT: u64 = 2;
@@ -46,7 +45,10 @@ const T_WEB_CLIENT: u64 = 4;
 pub(crate) enum ToPlane {
     Copy(Box<Raw>),
     /// A control client's `stat`, to answer with [`FromPlane`].
-    Stat { id: u64, select: Select },
+    Stat {
+        id: u64,
+        select: Select,
+    },
 }
 
 /// The plane's answer to a control client: the reply line.
@@ -196,7 +198,9 @@ impl Thread {
                 self.fresh();
                 let snap = self.latest();
                 if let Some(h) = &mut self.http {
-                    h.serve(now, &mut |req| http::metrics::route(req, &mut || snap.clone()));
+                    h.serve(now, &mut |req| {
+                        http::metrics::route(req, &mut || snap.clone())
+                    });
                 }
             }
             if hot(&self.web, T_WEB, T_WEB_CLIENT) {

@@ -124,7 +124,12 @@ impl Namer {
             self.names = n.into_iter().collect();
             self.gen = Some(raw.gen);
         }
-        let name = |id: u32| self.names.get(&id).cloned().unwrap_or_else(|| format!("#{id}"));
+        let name = |id: u32| {
+            self.names
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| format!("#{id}"))
+        };
         raw.classes
             .into_iter()
             .map(|c| ClassSnapshot {
@@ -274,7 +279,8 @@ mod tests {
 
     #[test]
     fn names_are_learnt_once_per_generation() {
-        let text = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"10mbit\"\n\
+        let text =
+            "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"10mbit\"\n\
                     [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"5mbit\"\n";
         let (_, s) = match crate::load_sched(text, "p.toml") {
             Ok(x) => x,
@@ -286,7 +292,10 @@ mod tests {
         // A copy without names is named from what the first one taught.
         let again = n.rows(copy(&s, 1, false));
         assert_eq!(rows, again);
-        let a = rows.iter().find(|r| r.name == "a").map(|r| r.parent.clone());
+        let a = rows
+            .iter()
+            .find(|r| r.name == "a")
+            .map(|r| r.parent.clone());
         assert_eq!(a, Some(Some("root".to_string())));
     }
 }

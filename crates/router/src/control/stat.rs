@@ -8,11 +8,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use linkshare_core::qdisc::DropCounts;
 
+use super::raw::{self, Namer, Raw, RawDir};
 use crate::control::snapshot::{
     finite, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot, LatenessHist,
     LatenessNs, LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
 };
-use super::raw::{self, Namer, Raw, RawDir};
 use crate::{Hist, Sched, Shaper};
 
 /// Bounds of the lateness histogram's buckets: 1 µs to 50 ms, 1-2-5 steps.

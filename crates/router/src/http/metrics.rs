@@ -35,6 +35,9 @@ use crate::control::snapshot::{ClassSnapshot, Snapshot};
 /// classes (the per-parent aggregates) unless it asks for them (`?classes=all` or `?top=N`).
 pub const DEFAULT_MAX_CLASS_SERIES: usize = 10_000;
 
+/// About how many bytes of series one class adds to a scrape (13 series of ~120 bytes).
+const BYTES_PER_CLASS: usize = 1600;
+
 /// Which classes' series a scrape carries (Prometheus exporters' cardinality controls).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ClassSeries {
@@ -53,8 +56,9 @@ impl ClassSeries {
     pub fn from_request(req: &Request, s: &Snapshot) -> Result<ClassSeries, String> {
         let by = match req.param("by") {
             None => TopBy::Rate,
-            Some(b) => TopBy::parse(&b)
-                .ok_or_else(|| format!("by={b}: use rate, drops or backlog"))?,
+            Some(b) => {
+                TopBy::parse(&b).ok_or_else(|| format!("by={b}: use rate, drops or backlog"))?
+            }
         };
         if let Some(n) = req.param("top") {
             let n = n
@@ -506,6 +510,17 @@ pub fn route(req: &Request, snap: &mut dyn FnMut() -> Arc<Snapshot>) -> Route {
         Ok(w) => w,
         Err(e) => return Route::text(400, &format!("{e}\n")),
     };
+    // Refused before rendering what could not be sent (each class: ~13 series of ~120 bytes).
+    let rows: usize = s.directions.iter().map(|d| d.classes.len()).sum();
+    if which == ClassSeries::All && rows.saturating_mul(BYTES_PER_CLASS) > super::MAX_BODY {
+        let msg = format!(
+            "classes=all: {rows} classes make about {} MB of series, more than a response \
+             holds ({} MiB); ask for ?top=N or ?classes=parents\n",
+            rows * BYTES_PER_CLASS / 1_000_000,
+            super::MAX_BODY >> 20
+        );
+        return Route::text(400, &msg);
+    }
     if req.accept.contains("application/openmetrics-text") {
         Route::ok(OPENMETRICS, openmetrics_of(&s, which).into_bytes())
     } else {

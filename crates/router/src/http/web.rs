@@ -23,7 +23,10 @@ pub const EVENT_TOP: usize = 200;
 /// What the page and the events show of `s`: all of it when small, else the inner classes and
 /// the busiest leaves (each direction's `class_count` says how many there are).
 pub fn shown(s: &Snapshot) -> Snapshot {
-    if s.directions.iter().all(|d| d.classes.len() <= EVENT_MAX_CLASSES) {
+    if s.directions
+        .iter()
+        .all(|d| d.classes.len() <= EVENT_MAX_CLASSES)
+    {
         return s.clone();
     }
     let mut out = s.clone_without_classes();

@@ -242,7 +242,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         http: None,
         web: None,
         latest: Snapshot::default(),
-            rates: Default::default(),
+        rates: Default::default(),
         gathered: None,
     };
     let io = match c.wait_started() {
