@@ -7,8 +7,9 @@
 //! * the datapath copies numbers only when asked (raw.rs): the plane sets a flag and rings the
 //!   loop's eventfd, the loop copies at the end of that turn (one pass over the classes) and
 //!   sends the copy; nothing is copied while nobody reads;
-//! * copies are at least [`MAX_AGE_NS`] apart: readers within that age share the last one, so
-//!   a scrape loop or a `stat --watch` costs the datapath one copy per [`MAX_AGE_NS`] at most;
+//! * HTTP readers within [`MAX_AGE_NS`] of the last copy share it, so a scrape loop or an open
+//!   dashboard costs the datapath one copy per [`MAX_AGE_NS`] at most; a control `stat` wants
+//!   one at most [`STAT_MAX_AGE_NS`] old (what a command sees follows what just happened);
 //! * double-buffered: the plane names, rates and selects from the newest finished snapshot
 //!   while the next is being copied, and keeps the one before for paged readers (`seq`);
 //! * replies to control clients are built here (selected, serialized) and handed back as text
@@ -30,8 +31,11 @@ use super::snapshot::Snapshot;
 use crate::http::{self, Http};
 use crate::sys;
 
-/// Readers within this age of the last copy share it.
+/// HTTP readers (scrapes, the dashboard) within this age of the last copy share it.
 pub const MAX_AGE_NS: u64 = 500_000_000;
+/// A control `stat` sees the counters at most this old (a command run right after traffic
+/// sees that traffic); concurrent requests share one copy.
+pub const STAT_MAX_AGE_NS: u64 = 20_000_000;
 /// How long the plane waits for the loop's copy before it answers from what it has.
 const COPY_WAIT: Duration = Duration::from_secs(2);
 
@@ -180,7 +184,7 @@ impl Thread {
             if !self.pending.is_empty() {
                 // A page of a given snapshot (`seq`) is answered from it, without a new copy.
                 if self.pending.iter().any(|(_, q)| q.seq.is_none()) {
-                    self.fresh();
+                    self.fresh(STAT_MAX_AGE_NS);
                 }
                 for (id, select) in std::mem::take(&mut self.pending) {
                     let line = self.answer(&select).to_line();
@@ -195,7 +199,7 @@ impl Thread {
                     .is_some_and(|h| ready.iter().any(|t| *t == a || *t == b) || h.due(now))
             };
             if hot(&self.http, T_HTTP, T_HTTP_CLIENT) {
-                self.fresh();
+                self.fresh(MAX_AGE_NS);
                 let snap = self.latest();
                 if let Some(h) = &mut self.http {
                     h.serve(now, &mut |req| {
@@ -204,7 +208,7 @@ impl Thread {
                 }
             }
             if hot(&self.web, T_WEB, T_WEB_CLIENT) {
-                self.fresh();
+                self.fresh(MAX_AGE_NS);
                 let snap = self.latest();
                 if let Some(h) = &mut self.web {
                     http::web::serve_turn(h, &mut || snap.clone());
@@ -239,11 +243,11 @@ impl Thread {
         }
     }
 
-    /// Make sure the newest snapshot is at most [`MAX_AGE_NS`] old: ask the loop for a copy
-    /// and wait for it (at most [`COPY_WAIT`]).
-    fn fresh(&mut self) {
+    /// Make sure the newest snapshot is at most `max_age` ns old: ask the loop for a copy and
+    /// wait for it (at most [`COPY_WAIT`]).
+    fn fresh(&mut self, max_age: u64) {
         let now = sys::monotonic_ns();
-        if self.gone || (self.current.is_some() && now - self.copied_ns < MAX_AGE_NS) {
+        if self.gone || (self.current.is_some() && now - self.copied_ns < max_age) {
             return;
         }
         self.want.store(true, Ordering::Release);
