@@ -207,7 +207,7 @@ impl Builder {
 /// Block every signal in the calling thread: SIGHUP and SIGTERM are the loop's (its signalfd),
 /// and a signal delivered to this thread instead would take the default action — SIGHUP kills
 /// the process.
-fn block_signals() {
+pub(crate) fn block_signals() {
     // SAFETY: `set` is initialised by sigfillset before use; the old mask is not requested.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();

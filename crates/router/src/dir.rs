@@ -1,5 +1,5 @@
 //! A direction's state: its scheduler ([`Sched`]), the device model it drains into, its
-//! emulated link and live rates ([`Dir`]), and what the shaper counts per interface ([`IfStats`]).
+//! emulated link ([`Dir`]), and what the shaper counts per interface ([`IfStats`]).
 //!
 //! Direction 0 is what arrives on IN and leaves on OUT, direction 1 the reverse. A direction's
 //! device model follows its policy's root rate and the line rate ([`Dir::drain_bps`]); a reload
@@ -40,14 +40,6 @@ impl Sched {
             Sched::Other(b) => b.as_ref(),
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Live {
-    pub(crate) bytes: u64,
-    pub(crate) packets: u64,
-    pub(crate) bps: f64,
-    pub(crate) pps: f64,
 }
 
 /// What the shaper counts per interface, beyond the port's own counters.
@@ -93,7 +85,9 @@ pub(crate) struct Dir {
     pub(crate) eligible: Option<u64>,
     /// Absolute CLOCK_MONOTONIC instant this direction wants to run again.
     pub(crate) deadline: Option<u64>,
-    pub(crate) live: HashMap<String, Live>,
+    /// The policy generation: changes on every install, so that the stats plane learns the
+    /// class names again (control/raw.rs) and nothing else has to walk the classes.
+    pub(crate) gen: u64,
     pub(crate) emu: Option<emulate::Emulator>,
     /// The policy's link layer (tc-stab): a frame is charged `link.size(frame length)`.
     pub(crate) link: linkshare_core::linklayer::LinkLayer,
@@ -159,7 +153,7 @@ impl Dir {
             egress: Egress::new(EgressConfig::default()),
             eligible: None,
             deadline: None,
-            live: HashMap::new(),
+            gen: 0,
             emu: None,
             link: Default::default(),
         };
@@ -215,7 +209,7 @@ impl Dir {
         self.sched = Some(new);
         self.link = link;
         self.follow_link();
-        self.live.clear();
+        self.gen += 1;
         self.eligible = None;
         self.policy_text = Some(text);
         if let Some(p) = path {
@@ -279,25 +273,6 @@ impl Dir {
             .device_buffer_opt
             .unwrap_or(default_device_buffer(self.link_bps));
         self.sync_egress();
-    }
-
-    pub(crate) fn update_live(&mut self, dt: f64) {
-        let Some(s) = &self.sched else { return };
-        let alpha = 1.0 - (-dt).exp();
-        let live = &mut self.live;
-        s.qr().visit_classes(&mut |c: &ClassView<'_>| {
-            let e = live.entry(c.name.to_string()).or_insert(Live {
-                bytes: c.stats.sent.bytes,
-                packets: c.stats.sent.packets,
-                ..Live::default()
-            });
-            let db = c.stats.sent.bytes.saturating_sub(e.bytes) as f64 * 8.0 / dt;
-            let dp = c.stats.sent.packets.saturating_sub(e.packets) as f64 / dt;
-            e.bps += (db - e.bps) * alpha;
-            e.pps += (dp - e.pps) * alpha;
-            e.bytes = c.stats.sent.bytes;
-            e.packets = c.stats.sent.packets;
-        });
     }
 }
 

@@ -6,6 +6,9 @@
 //! the control socket. Each turn: take a batch from each receive ring, dequeue what the
 //! schedulers let go while the transmit ring has room, kick each transmit ring once, record the
 //! lateness of paced departures; control clients are served in the same loop but never block it.
+//! Nothing in the loop walks the classes periodically: readers of the counters are served by
+//! the stats plane's thread (control/plane.rs), for which the loop copies the class counters
+//! when asked.
 //! See docs/router.md.
 //!
 //! Modules by concern: `options` (the run options, [`Options`]), `dir` (a direction's state:
@@ -54,7 +57,7 @@ pub use reload::{adopt_state, load_sched, render_config_error};
 pub use workers::run as run_workers;
 pub use xdp::IoKind;
 
-use dir::{emulator, min_deadline, set_line_rates, Dir, IfStats, Live};
+use dir::{emulator, min_deadline, set_line_rates, Dir, IfStats};
 
 /// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
 const RX_BUDGET: usize = 256;
@@ -95,10 +98,12 @@ pub struct Shaper {
     /// The control socket, bound by [`Shaper::run`].
     control: Option<control::Server>,
     control_stats: control::ControlStats,
-    /// The metrics endpoint, bound by [`Shaper::run`] when asked for (http/).
-    http: Option<http::Http>,
-    /// The dashboard, bound by [`Shaper::run`] when asked for (http/web.rs).
-    web: Option<http::Http>,
+    /// The stats plane, started by [`Shaper::run`]: answers `stat`, `/metrics` and the
+    /// dashboard off this thread from copies of the counters (control/plane.rs).
+    plane: Option<control::plane::Plane>,
+    /// The policy generation of each direction's last copy for the plane (names are sent
+    /// with the first copy of each generation).
+    copied_gens: [Option<u64>; 2],
     /// Policy reloads by outcome (reload.rs counts them).
     reloads: control::snapshot::ReloadCounts,
     /// Turns replayed to catch up a late wake-up ([`Shaper::service`]).
@@ -208,8 +213,8 @@ impl Shaper {
             refused: Vec::new(),
             control: None,
             control_stats: Default::default(),
-            http: None,
-            web: None,
+            plane: None,
+            copied_gens: [None, None],
             reloads: Default::default(),
             catch_up_turns: 0,
             rx_coalesced: 0,

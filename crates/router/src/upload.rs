@@ -5,17 +5,16 @@
 //! reverse direction (`reload --reverse FILE`) to change the upload side.
 
 use linkshare_config::Policy;
-use linkshare_core::linklayer::LinkLayer;
 
 use crate::reload::render_config_error;
 use crate::Sched;
 
-/// The reverse direction's scheduler, text, origin and link layer, when `p` has an upload side.
+/// The reverse direction's scheduler, text, origin and policy, when `p` has an upload side.
 pub(crate) fn side(
     p: &Policy,
     text: &str,
     origin: &str,
-) -> Result<Option<(Sched, String, String, LinkLayer)>, String> {
+) -> Result<Option<(Sched, String, String, Policy)>, String> {
     let Some(u) = p.upload() else {
         return Ok(None);
     };
@@ -30,6 +29,6 @@ pub(crate) fn side(
         sched,
         text.to_string(),
         format!("{origin} (upload side)"),
-        u.link_layer(),
+        u.clone(),
     )))
 }

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::select::Select;
 use super::snapshot::Snapshot;
 
 /// The protocol version this build speaks.
@@ -39,6 +40,8 @@ pub const FEATURES: &[&str] = &[
     // Drops by reason and ECN marks per class and per direction.
     "drops_by_reason",
     "ecn_marks",
+    // `stat` takes `select` (class, parent, top N by rate/drops/backlog, pages of a snapshot).
+    "stat_select",
 ];
 
 /// A message with its protocol version: `{"v": 1, …the message's fields…}`.
@@ -93,8 +96,13 @@ pub enum Request {
     /// The server's versions, requests, features and limits. (Variants without fields are
     /// written `{}` so that an unknown field is refused for them too.)
     Hello {},
-    /// The typed [`Snapshot`] of interfaces, directions and classes.
-    Stat {},
+    /// The typed [`Snapshot`] of interfaces, directions and classes; `select` picks the
+    /// classes (by name, parent, top N, page: control/select.rs), every class (first page)
+    /// when left out.
+    Stat {
+        #[serde(default, skip_serializing_if = "Select::is_all")]
+        select: Select,
+    },
     /// The policy a direction runs, as text.
     Policy {
         #[serde(default)]

@@ -51,7 +51,9 @@ fn error_kind(r: &Response) -> Option<ErrorKind> {
 fn every_request_survives_the_wire() {
     let reqs = [
         Request::Hello {},
-        Request::Stat {},
+        Request::Stat {
+            select: Default::default(),
+        },
         Request::Policy {
             direction: Direction::Reverse,
         },
@@ -79,7 +81,12 @@ fn every_request_survives_the_wire() {
 #[test]
 fn the_wire_shape_is_the_documented_one() {
     // docs/router.md shows these lines.
-    assert_eq!(line(&Request::Stat {}), r#"{"v":1,"cmd":"stat"}"#);
+    assert_eq!(
+        line(&Request::Stat {
+            select: Default::default()
+        }),
+        r#"{"v":1,"cmd":"stat"}"#
+    );
     let reload = Request::Reload {
         direction: Direction::Reverse,
         source: PolicySource::File {
