@@ -69,10 +69,16 @@ pub fn keyword_names() -> impl Iterator<Item = &'static str> {
 
 impl CakeOverhead {
     /// The link layer of tc-cake keywords separated by spaces, applied left to right
-    /// (`"ethernet ether-vlan"` is 42 bytes, mpu 84). `Err` names the unknown word.
+    /// (`"ethernet ether-vlan"` is 42 bytes, mpu 84); a number sets the overhead (`"44 atm"`).
+    /// `Err` names the unknown word.
     pub fn keywords(text: &str) -> Result<CakeOverhead, String> {
         let mut o = CakeOverhead::default();
         for word in text.split_whitespace() {
+            if let Ok(n) = word.parse::<i32>() {
+                o.enabled = true;
+                o.overhead = n;
+                continue;
+            }
             let w = word.to_ascii_lowercase();
             let Some(&(_, op)) = KEYWORDS.iter().find(|k| k.0 == w) else {
                 return Err(word.to_string());
@@ -174,6 +180,8 @@ mod tests {
         let vlan = CakeOverhead::keywords("ethernet ether-vlan").unwrap();
         assert_eq!((vlan.overhead, vlan.mpu), (42, 84));
         assert_eq!(vlan.adjusted(1500), 1542);
+        let n = CakeOverhead::keywords("44 atm").unwrap();
+        assert_eq!((n.overhead, n.framing, n.enabled), (44, Framing::Atm, true));
         assert_eq!(
             CakeOverhead::keywords("pppoe-llcsnap bogus"),
             Err("bogus".to_string())
