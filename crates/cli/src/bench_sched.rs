@@ -12,7 +12,14 @@
 use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
-use linkshare_core::benchkit::{build_cbq, build_htb, LeafSched, Pattern, SchedBench, Shape};
+use linkshare_core::benchkit::{
+    build_cbq, build_htb, build_htb_with, BenchPacket, LeafSched, Pattern, SchedBench, Shape,
+    LEAF_LIMIT,
+};
+use linkshare_core::leaf::LeafSpec;
+use linkshare_core::qdisc::cake::{Cake, CakeParams};
+use linkshare_core::qdisc::fifo::FifoLimit;
+use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams};
 use serde_json::json;
 
 use crate::thread_time::thread_cpu_s;
@@ -48,6 +55,17 @@ pub enum ActiveLayout {
     Random,
 }
 
+/// The queue at every leaf class (`--leaf`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LeafArg {
+    /// A 64-packet tail-drop FIFO, as DPDK's bench
+    Pfifo,
+    /// fq_codel with its defaults
+    FqCodel,
+    /// cake with its defaults (unlimited, diffserv3, triple-isolate)
+    Cake,
+}
+
 #[derive(Copy, Clone, Debug, ValueEnum)]
 pub enum PatternArg {
     Random,
@@ -66,6 +84,10 @@ next leaves (random or round robin) and dequeues up to --burst. Prints Mpps and 
 pub struct SchedArgs {
     #[arg(long, value_enum, default_value = "htb")]
     pub qdisc: QdiscArg,
+    /// The queue at every leaf class (HTB only): pfifo, fq-codel or cake. A CAKE or fq_codel leaf
+    /// holds ~100 KB of flow queues once it has traffic: use a few --leaves
+    #[arg(long, value_enum, default_value = "pfifo")]
+    pub leaf: LeafArg,
     /// Class levels below the root (3: subports, pipes, leaves)
     #[arg(long, default_value_t = 3)]
     pub levels: u32,
@@ -152,6 +174,33 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
     let rss0 = rss_bytes();
     let t0 = Instant::now();
     match a.qdisc {
+        QdiscArg::Htb if a.leaf != LeafArg::Pfifo => {
+            let leaf = a.leaf;
+            let make = move || -> Result<LeafSpec<BenchPacket>, String> {
+                Ok(match leaf {
+                    LeafArg::Pfifo => LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT)),
+                    LeafArg::FqCodel => LeafSpec::Qdisc(Box::new(
+                        FqCodel::new(FqCodelParams::default()).map_err(|e| e.to_string())?,
+                    )),
+                    LeafArg::Cake => LeafSpec::Qdisc(Box::new(
+                        Cake::new(CakeParams::default()).map_err(|e| e.to_string())?,
+                    )),
+                })
+            };
+            if leaf == LeafArg::Cake && !a.json {
+                let idle = Cake::<BenchPacket>::new(CakeParams::default())
+                    .map_err(|e| anyhow::anyhow!("{e}"))?
+                    .heap_bytes();
+                println!("cake leaf: an idle instance holds {idle} bytes");
+            }
+            let (q, leaves) = build_htb_with(&shape, &make).map_err(anyhow::Error::msg)?;
+            let classes = q.len();
+            let name = match leaf {
+                LeafArg::FqCodel => "htb+fq_codel",
+                _ => "htb+cake",
+            };
+            finish(a, name, q, leaves, classes, pattern, t0, rss0)
+        }
         QdiscArg::Htb => {
             let (q, leaves) = build_htb(&shape).map_err(anyhow::Error::msg)?;
             let classes = q.len();

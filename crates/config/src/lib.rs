@@ -30,6 +30,7 @@
 //! Adding a scheduler kind means a new [`QdiscKind`] variant, its name in [`QdiscKind::KNOWN`],
 //! and a match arm in the validator and in [`Policy::build`].
 
+mod cake;
 pub mod csv;
 mod diag;
 mod leaf;

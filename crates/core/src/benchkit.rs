@@ -182,6 +182,17 @@ fn class_name(c: usize) -> String {
 /// The class specs of an HTB tree of `shape` (every class at rate = ceil = [`PORT_RATE`]) and its
 /// leaves; [`build_htb`] builds it whole, `linkshare bench sched --workers` cuts it into shards.
 pub fn htb_specs(shape: &Shape) -> Result<(Vec<HtbClassSpec<BenchPacket>>, Vec<ClassId>), String> {
+    htb_specs_with(shape, &|| {
+        Ok(LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT)))
+    })
+}
+
+/// [`htb_specs`] with the queue of every class made by `leaf` (`bench sched --leaf`: the
+/// per-packet cost of a leaf discipline inside the tree).
+pub fn htb_specs_with(
+    shape: &Shape,
+    leaf: &dyn Fn() -> Result<LeafSpec<BenchPacket>, String>,
+) -> Result<(Vec<HtbClassSpec<BenchPacket>>, Vec<ClassId>), String> {
     let lay = shape.layout()?;
     let params = HtbParams::default();
     let specs = lay
@@ -191,17 +202,27 @@ pub fn htb_specs(shape: &Shape) -> Result<(Vec<HtbClassSpec<BenchPacket>>, Vec<C
         .map(|(c, &p)| {
             let mut s = HtbClassSpec::new(&class_name(c), p, PORT_RATE, PORT_RATE, &params);
             s.prio = lay.prio[c];
-            s.leaf = LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT));
-            s
+            s.leaf = leaf()?;
+            Ok(s)
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     Ok((specs, lay.leaves))
 }
 
 /// An HTB tree of `shape`: every class at rate = ceil = [`PORT_RATE`].
 pub fn build_htb(shape: &Shape) -> Result<(Htb<BenchPacket>, Vec<ClassId>), String> {
+    build_htb_with(shape, &|| {
+        Ok(LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT)))
+    })
+}
+
+/// [`build_htb`] with the queue of every class made by `leaf`.
+pub fn build_htb_with(
+    shape: &Shape,
+    leaf: &dyn Fn() -> Result<LeafSpec<BenchPacket>, String>,
+) -> Result<(Htb<BenchPacket>, Vec<ClassId>), String> {
     let params = HtbParams::default();
-    let (specs, leaves) = htb_specs(shape)?;
+    let (specs, leaves) = htb_specs_with(shape, leaf)?;
     let default = leaves.first().copied().ok_or("no leaves")?;
     let htb = Htb::new(params, specs, Classifier::new(vec![], default))
         .map_err(|e: HtbError| e.to_string())?;

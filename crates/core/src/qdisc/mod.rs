@@ -25,6 +25,7 @@
 //! ([`QdiscStats::check_conservation`] checks it in tests).
 
 pub mod adopt;
+pub mod cake;
 pub mod codel;
 pub mod discipline;
 pub mod drr;
@@ -84,10 +85,13 @@ pub enum DropReason {
     TooBig,
     /// The packet could not be parsed and the policy drops such packets.
     Malformed,
+    /// A queued TCP ACK made redundant by a newer one of the same connection (CAKE's
+    /// `ack_filter`).
+    AckFilter,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::QueueLimit,
         DropReason::ByteLimit,
         DropReason::FlowLimit,
@@ -97,6 +101,7 @@ impl DropReason {
         DropReason::Latency,
         DropReason::TooBig,
         DropReason::Malformed,
+        DropReason::AckFilter,
     ];
     /// Stable snake_case name, used in JSON, metrics labels and `stat` output.
     pub fn name(self) -> &'static str {
@@ -110,6 +115,7 @@ impl DropReason {
             DropReason::Latency => "latency",
             DropReason::TooBig => "too_big",
             DropReason::Malformed => "malformed",
+            DropReason::AckFilter => "ack_filter",
         }
     }
     fn index(self) -> usize {

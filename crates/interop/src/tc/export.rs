@@ -238,6 +238,48 @@ fn us(d: Duration) -> String {
     format!("{}us", d.as_nanos().div_ceil(1000))
 }
 
+/// tc-cake(8)'s words for `p` (iproute2 sets target to rtt/20, so another target cannot be
+/// written).
+fn cake_words(p: &linkshare_core::qdisc::cake::CakeParams, q: &mut String) -> anyhow::Result<()> {
+    use linkshare_core::qdisc::cake::ack_filter::AckFilter;
+    let implied = Duration((p.rtt.as_nanos() / 20).max(1000));
+    if p.target != implied {
+        bail!(
+            "tc-cake sets target to rtt/20 ({}): leave `target` out, or set rtt to 20 x target",
+            us(implied)
+        );
+    }
+    q.push_str("cake");
+    match p.bandwidth {
+        Some(b) => {
+            let _ = write!(q, " bandwidth {}bit", b.bits_per_sec());
+        }
+        None => q.push_str(" unlimited"),
+    }
+    let _ = write!(
+        q,
+        " rtt {} {} {}",
+        us(p.rtt),
+        p.diffserv.name(),
+        p.isolation.name()
+    );
+    q.push_str(if p.wash { " wash" } else { " nowash" });
+    q.push_str(match p.ack_filter {
+        AckFilter::Off => " no-ack-filter",
+        AckFilter::On => " ack-filter",
+        AckFilter::Aggressive => " ack-filter-aggressive",
+    });
+    let _ = write!(q, " {}", p.overhead.tc_words());
+    if p.overhead.mpu != 0 && p.overhead.tc_words().starts_with("raw") {
+        let _ = write!(q, " mpu {}", p.overhead.mpu);
+    }
+    if let Some(m) = p.memlimit {
+        let _ = write!(q, " memlimit {m}b");
+    }
+    q.push_str(if p.ingress { " ingress" } else { " egress" });
+    Ok(())
+}
+
 /// The tc qdisc (kind and options) equivalent to `leaf`; notes for `out` where they differ.
 pub(super) fn leaf_qdisc(leaf: &LeafKind, out: &mut String) -> anyhow::Result<String> {
     let mut q = String::new();
@@ -349,6 +391,7 @@ pub(super) fn leaf_qdisc(leaf: &LeafKind, out: &mut String) -> anyhow::Result<St
                 let _ = write!(q, " ce_threshold {}", us(t));
             }
         }
+        LeafKind::Cake(p) => cake_words(p, &mut q)?,
         LeafKind::Drr(_) => bail!(
             "the kernel's drr is a classful qdisc without flow hashing, not linkshare's per-flow drr leaf: \
              use leaf = \"sfq\" or \"fq_codel\" for per-flow fairness in the kernel"
@@ -365,6 +408,28 @@ pub(super) fn leaf_qdisc(leaf: &LeafKind, out: &mut String) -> anyhow::Result<St
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cake_is_written_with_its_options() {
+        use linkshare_core::qdisc::cake::overhead::CakeOverhead;
+        use linkshare_core::qdisc::cake::CakeParams;
+        let mut p = CakeParams {
+            bandwidth: Some(linkshare_core::units::Rate::mbit(100)),
+            overhead: CakeOverhead::keyword("pppoe-ptm").unwrap(),
+            memlimit: Some(1 << 20),
+            ..Default::default()
+        };
+        p.overhead.mpu = 64;
+        let mut out = String::new();
+        let q = leaf_qdisc(&LeafKind::Cake(p.clone()), &mut out).unwrap();
+        assert_eq!(
+            q,
+            "cake bandwidth 100000000bit rtt 100000us diffserv3 triple-isolate nowash \
+             no-ack-filter overhead 30 mpu 64 ptm memlimit 1048576b egress"
+        );
+        p.target = Duration::from_millis(1);
+        assert!(leaf_qdisc(&LeafKind::Cake(p), &mut out).is_err());
+    }
 
     fn covered(blocks: &[(u16, u16)], p: u16) -> bool {
         blocks.iter().any(|(v, m)| p & m == *v)
