@@ -39,6 +39,7 @@ mod raw;
 mod render;
 mod source;
 mod validate;
+mod hfsc;
 mod values;
 
 use std::path::Path;
@@ -52,6 +53,7 @@ use linkshare_core::units::Rate;
 use linkshare_core::{Packet, Qdisc};
 
 pub use diag::{ConfigError, Diagnostic, Severity};
+pub use hfsc::{HfscClass, HfscCompat};
 pub use leaf::LeafKind;
 pub use raw::PolicyDoc;
 pub use source::{
@@ -67,6 +69,8 @@ pub enum QdiscKind {
     Htb,
     /// Class-Based Queueing (Floyd & Jacobson), with ALTQ's options: see [`CbqOptions`].
     Cbq,
+    /// Hierarchical Fair Service Curve (Stoica, Zhang & Ng): see [`HfscClass`], [`HfscCompat`].
+    Hfsc,
     /// Deficit round robin over flat classes, each with a `quantum` and a leaf
     /// (`qdisc = "drr"` with `[[class]]`; without classes `"drr"` is the flow-hash leaf).
     Drr,
@@ -77,7 +81,11 @@ pub enum QdiscKind {
 impl QdiscKind {
     /// Every kind, by the name written in policy files.
     pub const KNOWN: &'static [(&'static str, QdiscKind)] =
-        &[("htb", QdiscKind::Htb), ("cbq", QdiscKind::Cbq)];
+        &[
+        ("htb", QdiscKind::Htb),
+        ("cbq", QdiscKind::Cbq),
+        ("hfsc", QdiscKind::Hfsc),
+    ];
 
     pub fn from_name(name: &str) -> Option<QdiscKind> {
         let n = name.trim().to_ascii_lowercase();
@@ -89,6 +97,7 @@ impl QdiscKind {
         match self {
             QdiscKind::Htb => "htb",
             QdiscKind::Cbq => "cbq",
+            QdiscKind::Hfsc => "hfsc",
             QdiscKind::Drr => "drr",
             QdiscKind::Leaf => "leaf",
         }
@@ -140,6 +149,8 @@ pub struct ClassInfo {
     pub line: usize,
     /// CBQ's per-class parameters (`qdisc = "cbq"` only).
     pub cbq: Option<CbqClass>,
+    /// HFSC's curves (`qdisc = "hfsc"` only).
+    pub hfsc: Option<HfscClass>,
 }
 
 /// CBQ's general scheduler (`scheduler = …`).
@@ -316,6 +327,8 @@ pub struct Policy {
     root_leaf: Option<LeafKind>,
     /// CBQ's options (`qdisc = "cbq"`).
     cbq: Option<CbqOptions>,
+    /// HFSC's compatibility choice (`qdisc = "hfsc"`).
+    hfsc: Option<HfscCompat>,
     r2q: u32,
     mtu: u32,
     default: String,
@@ -538,6 +551,9 @@ impl Policy {
                 .map(|d| Box::new(d) as Box<dyn Qdisc<P>>),
             (QdiscKind::Cbq, _) => self
                 .build_cbq::<P>(driver)
+                .map(|c| Box::new(c) as Box<dyn Qdisc<P>>),
+            (QdiscKind::Hfsc, _) => self
+                .build_hfsc::<P>()
                 .map(|c| Box::new(c) as Box<dyn Qdisc<P>>),
             _ => self
                 .build_htb::<P>()

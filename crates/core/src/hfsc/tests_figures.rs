@@ -123,8 +123,9 @@ fn tc_hfsc_link_sharing_tree() {
 
 /// tc-hfsc(7), upper limit: A `ls 5Mbit`, B `ls 2.5Mbit`, C `ls 2.5Mbit ul 2.5Mbit` on 10
 /// Mbit/s. A and C backlogged: 2 : 1 would give C 3.33, its limit holds it at 2.5, A takes the
-/// other 7.5. B arrives at 2 s: since a class that did not fit catches up with the least
-/// virtual time served (`vtadj`), B lands beside A and C, and A is not blocked: 5, 2.5, 2.5.
+/// other 7.5. B arrives at 2 s: its virtual time is the mean of the parent's `cvtmin` (the
+/// largest vt served by link-sharing in this period, A's) and the largest active vt (A's too),
+/// not the mean of A's and C's, so it lands beside A and A is not blocked: 5, 2.5, 2.5.
 #[test]
 fn tc_hfsc_upper_limit_does_not_block_a_when_b_arrives() {
     let defs = [
