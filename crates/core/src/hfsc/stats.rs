@@ -146,6 +146,24 @@ impl<P: Packet> Hfsc<P> {
         self.books.stats().check_conservation()
     }
 
+    /// The `ceil` a view shows: the nearest upper limit on the way to the root, else the sum of
+    /// the top-level classes' link-sharing rates (what the tree can get at most).
+    fn ceil_of(&self, c: u32) -> u64 {
+        let mut x = c;
+        while x != self.root {
+            if let Some(u) = self.classes[x as usize].usc {
+                return u.m2;
+            }
+            x = self.classes[x as usize].parent;
+        }
+        self.classes[..self.root as usize]
+            .iter()
+            .filter(|k| k.parent == self.root)
+            .filter_map(|k| k.fsc.or(k.rsc))
+            .map(|s| s.m2)
+            .fold(0u64, u64::saturating_add)
+    }
+
     pub(super) fn visit(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
         let n = self.root as usize;
         let mut backlogs = vec![Backlog::default(); n];
@@ -189,7 +207,7 @@ impl<P: Packet> Hfsc<P> {
             }
             // rate: the long-term guarantee (rt's m2, else ls's); ceil: the upper limit's m2.
             let rate = cl.rsc.or(cl.fsc).map(|s| s.m2).unwrap_or(0);
-            let ceil = cl.usc.map(|s| s.m2).unwrap_or(u64::MAX);
+            let ceil = self.ceil_of(c);
             let limited = cl.usc.is_some() && cl.myf > self.clock;
             f(&ClassView {
                 name: &cl.name,
