@@ -12,7 +12,9 @@
 use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
-use linkshare_core::benchkit::{build_cbq, build_htb, LeafSched, Pattern, SchedBench, Shape};
+use linkshare_core::benchkit::{
+    build_cbq, build_hfsc, build_htb, LeafSched, Pattern, SchedBench, Shape,
+};
 use serde_json::json;
 
 use crate::thread_time::thread_cpu_s;
@@ -34,6 +36,7 @@ pub enum BenchWhich {
 pub enum QdiscArg {
     Htb,
     Cbq,
+    Hfsc,
 }
 
 /// Where the `--active` leaves lie in the tree.
@@ -161,6 +164,11 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
             let (q, leaves) = build_cbq(&shape).map_err(anyhow::Error::msg)?;
             let classes = q.len();
             finish(a, "cbq", q, leaves, classes, pattern, t0, rss0)
+        }
+        QdiscArg::Hfsc => {
+            let (q, leaves) = build_hfsc(&shape).map_err(anyhow::Error::msg)?;
+            let classes = q.len();
+            finish(a, "hfsc", q, leaves, classes, pattern, t0, rss0)
         }
     }
 }

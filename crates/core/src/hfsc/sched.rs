@@ -114,6 +114,29 @@ impl<P: Packet> Hfsc<P> {
         }
     }
 
+    /// Refile `c` under its current `vt` and `f`, touching only the sets whose key changed (on
+    /// the common path only `vt` moves: two sets, not four).
+    fn refile_vt(&mut self, c: u32) {
+        let cl = &self.classes[c as usize];
+        if cl.key_f != cl.f {
+            self.unfile_vt(c);
+            self.file_vt(c);
+            return;
+        }
+        if cl.key_vt == cl.vt {
+            return;
+        }
+        let (old, vt, p, fit) = (cl.key_vt, cl.vt, cl.parent, cl.fit);
+        self.classes[c as usize].key_vt = vt;
+        let k = self.kids(p);
+        k.vt.remove(&(old, c));
+        k.vt.insert((vt, c));
+        if fit {
+            k.fit.remove(&(old, c));
+            k.fit.insert((vt, c));
+        }
+    }
+
     fn update_cfmin(&mut self, p: u32) {
         let m = self.kids(p).cf.first().map(|&(f, _)| f).unwrap_or(0);
         self.classes[p as usize].cfmin = m;
@@ -142,8 +165,7 @@ impl<P: Packet> Hfsc<P> {
                 self.file_vt(cl);
             } else if f != x.f {
                 x.f = f;
-                self.unfile_vt(cl);
-                self.file_vt(cl);
+                self.refile_vt(cl);
             }
             self.update_cfmin(p);
             cl = p;
@@ -267,9 +289,11 @@ impl<P: Packet> Hfsc<P> {
                 }
             }
             x.f = x.myf.max(x.cfmin);
-            self.unfile_vt(cl);
-            self.file_vt(cl);
-            self.update_cfmin(p);
+            let f_moved = x.f != x.key_f;
+            self.refile_vt(cl);
+            if f_moved {
+                self.update_cfmin(p);
+            }
             cl = p;
         }
     }

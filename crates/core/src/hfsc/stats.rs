@@ -50,6 +50,22 @@ impl<P: Packet> Hfsc<P> {
         })
     }
 
+    /// Heap bytes of the scheduler's own structures, an estimate: the class records, names,
+    /// the per-parent sets and the global sets (a B-tree entry counted as twice its key, for the
+    /// nodes' slack). Leaf queues' packets are not counted.
+    pub fn memory_bytes(&self) -> usize {
+        let entry = 2 * std::mem::size_of::<(u64, u32)>();
+        let mut b = self.classes.capacity() * std::mem::size_of::<Class<P>>();
+        b += self.order.capacity() * 4;
+        for c in &self.classes {
+            b += c.name.capacity();
+            if let Some(k) = c.kids.as_ref() {
+                b += std::mem::size_of::<Kids>() + (k.vt.len() + k.cf.len() + k.fit.len()) * entry;
+            }
+        }
+        b + (self.el_wait.len() + self.el_ready.len() + self.unfit.len()) * entry
+    }
+
     /// The curves of a class as in effect (`rt` of an inner class is dropped).
     pub fn class_curves(
         &self,
