@@ -32,6 +32,7 @@
 
 pub mod csv;
 mod diag;
+mod hfsc;
 mod leaf;
 mod link;
 mod params;
@@ -39,7 +40,6 @@ mod raw;
 mod render;
 mod source;
 mod validate;
-mod hfsc;
 mod values;
 
 use std::path::Path;
@@ -80,8 +80,7 @@ pub enum QdiscKind {
 
 impl QdiscKind {
     /// Every kind, by the name written in policy files.
-    pub const KNOWN: &'static [(&'static str, QdiscKind)] =
-        &[
+    pub const KNOWN: &'static [(&'static str, QdiscKind)] = &[
         ("htb", QdiscKind::Htb),
         ("cbq", QdiscKind::Cbq),
         ("hfsc", QdiscKind::Hfsc),

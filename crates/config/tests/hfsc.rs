@@ -51,7 +51,10 @@ fn the_example_policy_checks_and_builds() {
     );
     let uplink = p.classes().iter().find(|c| c.name == "uplink").unwrap();
     assert_eq!(uplink.hfsc.unwrap().rt, None, "rt of a parent is dropped");
-    assert!(p.warnings().iter().any(|w| w.message.contains("`rt` on a class with children")));
+    assert!(p
+        .warnings()
+        .iter()
+        .any(|w| w.message.contains("`rt` on a class with children")));
     let mut q = p.build::<PacketMeta>().unwrap();
     assert_eq!(q.kind(), "hfsc");
     let m = PacketMeta {
@@ -79,27 +82,46 @@ fn errors_users_make() {
         &format!("{BASE}[[class]]\nname = \"p\"\nrt = \"1mbit\"\n[[class]]\nname = \"a\"\nparent = \"p\"\nls = \"1mbit\"\n"),
         Severity::Error,
     );
-    assert!(e.iter().any(|d| d.2.contains("has children but no `ls`") && d.0 == 3), "{e:?}");
+    assert!(
+        e.iter()
+            .any(|d| d.2.contains("has children but no `ls`") && d.0 == 3),
+        "{e:?}"
+    );
     // No curve at all.
     let e = diags(&format!("{BASE}[[class]]\nname = \"a\"\n"), Severity::Error);
-    assert!(e[0].2.contains("no service curve") && e[0].3.contains("sc = "), "{e:?}");
+    assert!(
+        e[0].2.contains("no service curve") && e[0].3.contains("sc = "),
+        "{e:?}"
+    );
     // Both forms mixed, a missing m2, m1 without d, a bad unit.
     let e = diags(
         &format!("{BASE}[[class]]\nname = \"a\"\nls = {{ m1 = \"1mbit\", dmax = \"1ms\", m2 = \"1mbit\" }}\n"),
         Severity::Error,
     );
-    assert!(e.iter().any(|d| d.2.contains("mixes the two forms")), "{e:?}");
+    assert!(
+        e.iter().any(|d| d.2.contains("mixes the two forms")),
+        "{e:?}"
+    );
     let e = diags(
         &format!("{BASE}[[class]]\nname = \"a\"\nls = {{ m1 = \"1mbit\", d = \"1ms\" }}\n"),
         Severity::Error,
     );
-    assert!(e.iter().any(|d| d.2.contains("has no `m2`") && d.0 == 5), "{e:?}");
+    assert!(
+        e.iter().any(|d| d.2.contains("has no `m2`") && d.0 == 5),
+        "{e:?}"
+    );
     let e = diags(
         &format!("{BASE}[[class]]\nname = \"a\"\nls = {{ m1 = \"1mbit\", m2 = \"1mbit\" }}\n"),
         Severity::Error,
     );
-    assert!(e.iter().any(|d| d.2.contains("`m1` and `d` go together")), "{e:?}");
-    let e = diags(&format!("{BASE}[[class]]\nname = \"a\"\nsc = \"1mbps_\"\n"), Severity::Error);
+    assert!(
+        e.iter().any(|d| d.2.contains("`m1` and `d` go together")),
+        "{e:?}"
+    );
+    let e = diags(
+        &format!("{BASE}[[class]]\nname = \"a\"\nsc = \"1mbps_\"\n"),
+        Severity::Error,
+    );
     assert_eq!(e.len(), 1, "{e:?}");
     assert_eq!(e[0].0, 5);
     // sc with rt.
@@ -107,15 +129,24 @@ fn errors_users_make() {
         &format!("{BASE}[[class]]\nname = \"a\"\nsc = \"1mbit\"\nrt = \"1mbit\"\n"),
         Severity::Error,
     );
-    assert!(e.iter().any(|d| d.2.contains("both `sc` and `rt`")), "{e:?}");
+    assert!(
+        e.iter().any(|d| d.2.contains("both `sc` and `rt`")),
+        "{e:?}"
+    );
     // HTB keys under hfsc, and the compat key under htb.
-    let e = diags(&format!("{BASE}[[class]]\nname = \"a\"\nsc = \"1mbit\"\nceil = \"2mbit\"\n"), Severity::Error);
+    let e = diags(
+        &format!("{BASE}[[class]]\nname = \"a\"\nsc = \"1mbit\"\nceil = \"2mbit\"\n"),
+        Severity::Error,
+    );
     assert!(e.iter().any(|d| d.2.contains("ceil")), "{e:?}");
     let e = diags(
         "qdisc = \"htb\"\ndefault = \"a\"\nhfsc_compat = \"openbsd\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n",
         Severity::Error,
     );
-    assert!(e.iter().any(|d| d.2.contains("HFSC option") && d.0 == 3), "{e:?}");
+    assert!(
+        e.iter().any(|d| d.2.contains("HFSC option") && d.0 == 3),
+        "{e:?}"
+    );
 }
 
 #[test]
@@ -127,11 +158,13 @@ fn warnings_of_tc_hfsc_7() {
     );
     let w = diags(&text, Severity::Warning);
     assert!(
-        w.iter().any(|d| d.2.contains("children's `ls` rates add up to 12mbit") && d.0 == 5),
+        w.iter()
+            .any(|d| d.2.contains("children's `ls` rates add up to 12mbit") && d.0 == 5),
         "{w:?}"
     );
     assert!(
-        w.iter().any(|d| d.2.contains("real-time curves add up to 14mbit") && d.0 == 14),
+        w.iter()
+            .any(|d| d.2.contains("real-time curves add up to 14mbit") && d.0 == 14),
         "{w:?}"
     );
     assert!(Policy::parse(&text, "p.toml").is_ok());
@@ -147,6 +180,9 @@ fn openbsd_compat_selects_both_choices() {
     let params = p.hfsc_params().unwrap();
     assert_eq!(params.period_vt, linkshare_core::hfsc::PeriodVt::OpenBsd);
     assert_eq!(params.ul_catchup, Some(10_000_000));
-    let e = diags(&format!("hfsc_compat = \"bsd\"\n{BASE}[[class]]\nname = \"a\"\nsc = \"1mbit\"\n"), Severity::Error);
+    let e = diags(
+        &format!("hfsc_compat = \"bsd\"\n{BASE}[[class]]\nname = \"a\"\nsc = \"1mbit\"\n"),
+        Severity::Error,
+    );
     assert!(e[0].3.contains("\"openbsd\""), "{e:?}");
 }

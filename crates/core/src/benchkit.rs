@@ -276,8 +276,12 @@ pub fn build_hfsc(shape: &Shape) -> Result<(Hfsc<BenchPacket>, Vec<ClassId>), St
         })
         .collect();
     let default = lay.leaves[0];
-    let q = Hfsc::new(HfscParams::default(), specs, Classifier::new(vec![], default))
-        .map_err(|e: HfscError| e.to_string())?;
+    let q = Hfsc::new(
+        HfscParams::default(),
+        specs,
+        Classifier::new(vec![], default),
+    )
+    .map_err(|e: HfscError| e.to_string())?;
     Ok((q, lay.leaves))
 }
 

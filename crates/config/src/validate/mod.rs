@@ -184,7 +184,9 @@ fn read_root(sink: &mut Sink, v: &Spanned<Raw>, has_classes: bool) -> Option<Roo
         },
         _ => String::new(),
     };
-    if let Some(k @ (QdiscKind::Htb | QdiscKind::Cbq | QdiscKind::Hfsc)) = QdiscKind::from_name(&name) {
+    if let Some(k @ (QdiscKind::Htb | QdiscKind::Cbq | QdiscKind::Hfsc)) =
+        QdiscKind::from_name(&name)
+    {
         if let Raw::Table(_) = v.get_ref() {
             sink.error(
                 &v.span(),

@@ -46,7 +46,14 @@ pub(super) fn tree(
     if kind != QdiscKind::Hfsc {
         for key in HFSC_TOP_KEYS {
             if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
-                sink.error(&k.span(), format!("`{key}` is an HFSC option; this policy's qdisc is {}", kind.name()), format!("remove `{key}`, or use `qdisc = \"hfsc\"`"));
+                sink.error(
+                    &k.span(),
+                    format!(
+                        "`{key}` is an HFSC option; this policy's qdisc is {}",
+                        kind.name()
+                    ),
+                    format!("remove `{key}`, or use `qdisc = \"hfsc\"`"),
+                );
             }
         }
     }

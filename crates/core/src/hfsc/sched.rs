@@ -182,7 +182,11 @@ impl<P: Packet> Hfsc<P> {
                 // The average of the least vt served and the largest active: a newcomer neither
                 // takes over the link nor waits behind everybody. Within the same parent period
                 // the class's vt never decreases.
-                let vt = if pc.cvtmin != 0 { mid(pc.cvtmin, max) } else { max };
+                let vt = if pc.cvtmin != 0 {
+                    mid(pc.cvtmin, max)
+                } else {
+                    max
+                };
                 if pc.vtperiod != cc.parentperiod || vt > cc.vt {
                     cc.vt = vt;
                 }
@@ -235,8 +239,7 @@ impl<P: Packet> Hfsc<P> {
         let clock = self.clock;
         let catchup = self.params.ul_catchup;
         let openbsd = self.params.period_vt == PeriodVt::OpenBsd;
-        let mut go_passive =
-            self.leaf_len(c) == 0 && self.classes[c as usize].fsc.is_some();
+        let mut go_passive = self.leaf_len(c) == 0 && self.classes[c as usize].fsc.is_some();
         let mut cl = c;
         while cl != self.root {
             let p = self.classes[cl as usize].parent;

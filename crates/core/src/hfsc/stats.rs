@@ -97,11 +97,17 @@ impl<P: Packet> Hfsc<P> {
             if cl.kids.is_none() {
                 let rt_on = cl.rsc.is_some() && backlogged;
                 if cl.el_on != rt_on {
-                    return Err(format!("{}: el_on {} backlogged {backlogged}", cl.name, cl.el_on));
+                    return Err(format!(
+                        "{}: el_on {} backlogged {backlogged}",
+                        cl.name, cl.el_on
+                    ));
                 }
                 let ls_on = cl.fsc.is_some() && backlogged;
                 if (cl.nactive == 1) != ls_on || cl.nactive > 1 {
-                    return Err(format!("{}: nactive {} backlogged {backlogged}", cl.name, cl.nactive));
+                    return Err(format!(
+                        "{}: nactive {} backlogged {backlogged}",
+                        cl.name, cl.nactive
+                    ));
                 }
             }
             if cl.el_on {
@@ -138,7 +144,10 @@ impl<P: Packet> Hfsc<P> {
         }
         for (c, cl) in self.classes[..n].iter().enumerate() {
             if cl.kids.is_some() && cl.nactive != nactive[c] {
-                return Err(format!("{}: nactive {} != {}", cl.name, cl.nactive, nactive[c]));
+                return Err(format!(
+                    "{}: nactive {} != {}",
+                    cl.name, cl.nactive, nactive[c]
+                ));
             }
             if let Some(k) = cl.kids.as_ref() {
                 let m = k.cf.first().map(|&(f, _)| f).unwrap_or(0);
@@ -147,17 +156,28 @@ impl<P: Packet> Hfsc<P> {
                 }
             }
         }
-        let filed: usize = self.classes.iter().filter_map(|c| c.kids.as_ref()).map(|k| k.vt.len()).sum();
+        let filed: usize = self
+            .classes
+            .iter()
+            .filter_map(|c| c.kids.as_ref())
+            .map(|k| k.vt.len())
+            .sum();
         let active = self.classes[..n].iter().filter(|c| c.nactive > 0).count();
         if filed != active {
-            return Err(format!("{filed} classes filed for link-sharing, {active} active"));
+            return Err(format!(
+                "{filed} classes filed for link-sharing, {active} active"
+            ));
         }
         let el = self.classes.iter().filter(|c| c.el_on).count();
         if el != self.el_ready.len() + self.el_wait.len() {
             return Err("real-time sets hold other classes".into());
         }
         if sum != self.books.backlog() {
-            return Err(format!("backlog {:?} != sum of leaves {:?}", self.books.backlog(), sum));
+            return Err(format!(
+                "backlog {:?} != sum of leaves {:?}",
+                self.books.backlog(),
+                sum
+            ));
         }
         self.books.stats().check_conservation()
     }

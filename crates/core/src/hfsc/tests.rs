@@ -6,8 +6,8 @@ use std::collections::VecDeque;
 
 use super::*;
 use crate::classify::FilterSpec;
-use crate::packet::PacketMeta;
 use crate::leaf::LeafSpec;
+use crate::packet::PacketMeta;
 use crate::qdisc::DropReason;
 use proptest::prelude::*;
 
@@ -162,7 +162,9 @@ pub(super) fn run(q: &mut Hfsc<Tp>, link: u64, srcs: &[Src], end: u64, check: u6
                 }
                 None if s.from <= t && t < s.to => {
                     while q.leaf_backlog(s.class).packets < 3 {
-                        if q.enqueue_to(s.class, tp(s.class, s.len, t), Time(t)).is_err() {
+                        if q.enqueue_to(s.class, tp(s.class, s.len, t), Time(t))
+                            .is_err()
+                        {
                             break;
                         }
                     }
@@ -230,7 +232,10 @@ pub(super) fn near(got: f64, want: f64, rel: f64, slack: f64) -> bool {
 #[test]
 fn refuses_what_linux_refuses() {
     let p = HfscParams::default();
-    let inner_rt_only = [def("a", None).rt(lin(MBIT)), def("a1", Some("a")).ls(lin(1))];
+    let inner_rt_only = [
+        def("a", None).rt(lin(MBIT)),
+        def("a1", Some("a")).ls(lin(1)),
+    ];
     let e = Hfsc::new(p, specs(&inner_rt_only), Classifier::new(vec![], 1)).err();
     assert_eq!(e, Some(HfscError::InnerWithoutLs { class: "a".into() }));
     let ul_only = [def("a", None).rt(lin(1)).ul(lin(MBIT))];
@@ -303,7 +308,9 @@ fn a_leaf_that_drops_its_last_packet_never_stalls_its_siblings() {
     let flag = Arc::new(AtomicBool::new(false));
     let defs = [
         def("p", None).ls(lin(10 * MBIT)),
-        def("a", Some("p")).ls(lin(5 * MBIT)).rt(sc(8 * MBIT, 10, MBIT)),
+        def("a", Some("p"))
+            .ls(lin(5 * MBIT))
+            .rt(sc(8 * MBIT, 10, MBIT)),
         def("b", Some("p")).ls(lin(5 * MBIT)),
     ];
     let mut s = specs(&defs);
@@ -348,7 +355,10 @@ fn a_leaf_that_drops_its_last_packet_never_stalls_its_siblings() {
         assert_eq!(sent_b, 20, "round {round}: b was stalled");
         assert_eq!(q.backlog().packets, 0);
         let p = q.class_state(0).unwrap();
-        assert_eq!(p.nactive, 0, "round {round}: the parent still counts an active child");
+        assert_eq!(
+            p.nactive, 0,
+            "round {round}: the parent still counts an active child"
+        );
     }
     assert!(q.stats().dropped.total().packets >= 3);
 }
@@ -375,7 +385,8 @@ fn drain_empties_and_the_tree_starts_again() {
     ];
     let mut q = build(&defs, HfscParams::default());
     for i in 0..10 {
-        q.enqueue_to(1 + i % 2, tp(1 + i % 2, 500, 0), Time(0)).unwrap();
+        q.enqueue_to(1 + i % 2, tp(1 + i % 2, 500, 0), Time(0))
+            .unwrap();
     }
     assert_eq!(q.drain(Time(0)).len(), 10);
     q.check_invariants().unwrap();

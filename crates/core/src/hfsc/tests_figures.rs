@@ -54,7 +54,11 @@ fn delays_of_the_decoupling_example_under_load() {
         to: 20 * SEC,
         every: Some(p),
     };
-    let srcs = [every(0, 120 * MS), every(1, 30 * MS), greedy(2, 0, 20 * SEC)];
+    let srcs = [
+        every(0, 120 * MS),
+        every(1, 30 * MS),
+        greedy(2, 0, 20 * SEC),
+    ];
     let out = run(&mut q, 1000 * KBIT, &srcs, 20 * SEC, 211);
     let worst = |c| {
         out.iter()
@@ -89,11 +93,31 @@ fn tc_hfsc_convex_concave_pair() {
     let pkt = |ms: u64| 1500.0 * 8.0 / (ms as f64 / 1e3);
     let r = |c, a, b| rate(&out, c, a * MS, b * MS);
     assert!(near(r(0, 200, 1000), 7e6, 0.01, 0.0), "{}", r(0, 200, 1000));
-    assert!(near(r(1, 1000, 1100), 7e6, 0.01, pkt(100)), "burst {}", r(1, 1000, 1100));
-    assert!(near(r(0, 1000, 1100), 3e6, 0.01, pkt(100)), "{}", r(0, 1000, 1100));
-    assert!(near(r(0, 1100, 1500), 8e6, 0.01, pkt(400)), "{}", r(0, 1100, 1500));
-    assert!(near(r(0, 1600, 3000), 7e6, 0.01, 0.0), "{}", r(0, 1600, 3000));
-    assert!(near(r(1, 1200, 3000), 2e6, 0.01, 0.0), "{}", r(1, 1200, 3000));
+    assert!(
+        near(r(1, 1000, 1100), 7e6, 0.01, pkt(100)),
+        "burst {}",
+        r(1, 1000, 1100)
+    );
+    assert!(
+        near(r(0, 1000, 1100), 3e6, 0.01, pkt(100)),
+        "{}",
+        r(0, 1000, 1100)
+    );
+    assert!(
+        near(r(0, 1100, 1500), 8e6, 0.01, pkt(400)),
+        "{}",
+        r(0, 1100, 1500)
+    );
+    assert!(
+        near(r(0, 1600, 3000), 7e6, 0.01, 0.0),
+        "{}",
+        r(0, 1600, 3000)
+    );
+    assert!(
+        near(r(1, 1200, 3000), 2e6, 0.01, 0.0),
+        "{}",
+        r(1, 1200, 3000)
+    );
 }
 
 /// tc-hfsc(7), link-sharing: A `ls 7Mbit 100ms 3Mbit` {A1 `5→2`, A2 `2→1`} and B `ls 3Mbit 100ms
@@ -109,16 +133,40 @@ fn tc_hfsc_link_sharing_tree() {
         def("b", None).ls(sc(3 * MBIT, 100, 7 * MBIT)),
     ];
     let mut q = build(&defs, HfscParams::default());
-    let srcs = [greedy(2, 0, 5 * SEC), greedy(3, 0, 5 * SEC), greedy(1, 2 * SEC, 5 * SEC)];
+    let srcs = [
+        greedy(2, 0, 5 * SEC),
+        greedy(3, 0, 5 * SEC),
+        greedy(1, 2 * SEC, 5 * SEC),
+    ];
     let out = run(&mut q, 10 * MBIT, &srcs, 5 * SEC, 499);
     let r = |c, a, b| rate(&out, c, a * MS, b * MS);
-    assert!(near(r(3, 1000, 2000), 7e6, 0.01, 0.0), "b {}", r(3, 1000, 2000));
-    assert!(near(r(2, 1000, 2000), 3e6, 0.01, 0.0), "a2 {}", r(2, 1000, 2000));
-    assert!(near(r(3, 3000, 5000), 7e6, 0.01, 0.0), "b {}", r(3, 3000, 5000));
+    assert!(
+        near(r(3, 1000, 2000), 7e6, 0.01, 0.0),
+        "b {}",
+        r(3, 1000, 2000)
+    );
+    assert!(
+        near(r(2, 1000, 2000), 3e6, 0.01, 0.0),
+        "a2 {}",
+        r(2, 1000, 2000)
+    );
+    assert!(
+        near(r(3, 3000, 5000), 7e6, 0.01, 0.0),
+        "b {}",
+        r(3, 3000, 5000)
+    );
     let a = r(1, 3000, 5000) + r(2, 3000, 5000);
     assert!(near(a, 3e6, 0.01, 0.0), "a {a}");
-    assert!(near(r(1, 3000, 5000), 2e6, 0.01, 0.0), "a1 {}", r(1, 3000, 5000));
-    assert!(near(r(2, 3000, 5000), 1e6, 0.01, 0.0), "a2 {}", r(2, 3000, 5000));
+    assert!(
+        near(r(1, 3000, 5000), 2e6, 0.01, 0.0),
+        "a1 {}",
+        r(1, 3000, 5000)
+    );
+    assert!(
+        near(r(2, 3000, 5000), 1e6, 0.01, 0.0),
+        "a2 {}",
+        r(2, 3000, 5000)
+    );
 }
 
 /// tc-hfsc(7), upper limit: A `ls 5Mbit`, B `ls 2.5Mbit`, C `ls 2.5Mbit ul 2.5Mbit` on 10
@@ -134,16 +182,44 @@ fn tc_hfsc_upper_limit_does_not_block_a_when_b_arrives() {
         def("c", None).ls(lin(2_500_000)).ul(lin(2_500_000)),
     ];
     let mut q = build(&defs, HfscParams::default());
-    let srcs = [greedy(0, 0, 4 * SEC), greedy(2, 0, 4 * SEC), greedy(1, 2 * SEC, 4 * SEC)];
+    let srcs = [
+        greedy(0, 0, 4 * SEC),
+        greedy(2, 0, 4 * SEC),
+        greedy(1, 2 * SEC, 4 * SEC),
+    ];
     let out = run(&mut q, 10 * MBIT, &srcs, 4 * SEC, 401);
     let r = |c, a, b| rate(&out, c, a * MS, b * MS);
-    assert!(near(r(0, 500, 2000), 7.5e6, 0.01, 0.0), "a {}", r(0, 500, 2000));
-    assert!(near(r(2, 500, 2000), 2.5e6, 0.01, 0.0), "c {}", r(2, 500, 2000));
+    assert!(
+        near(r(0, 500, 2000), 7.5e6, 0.01, 0.0),
+        "a {}",
+        r(0, 500, 2000)
+    );
+    assert!(
+        near(r(2, 500, 2000), 2.5e6, 0.01, 0.0),
+        "c {}",
+        r(2, 500, 2000)
+    );
     // Not blocked: A's first 100 ms after B arrives are already at its share.
-    assert!(near(r(0, 2000, 2100), 5e6, 0.01, 120_000.0), "a {}", r(0, 2000, 2100));
-    assert!(near(r(0, 2100, 4000), 5e6, 0.01, 0.0), "a {}", r(0, 2100, 4000));
-    assert!(near(r(1, 2100, 4000), 2.5e6, 0.01, 0.0), "b {}", r(1, 2100, 4000));
-    assert!(near(r(2, 2100, 4000), 2.5e6, 0.01, 0.0), "c {}", r(2, 2100, 4000));
+    assert!(
+        near(r(0, 2000, 2100), 5e6, 0.01, 120_000.0),
+        "a {}",
+        r(0, 2000, 2100)
+    );
+    assert!(
+        near(r(0, 2100, 4000), 5e6, 0.01, 0.0),
+        "a {}",
+        r(0, 2100, 4000)
+    );
+    assert!(
+        near(r(1, 2100, 4000), 2.5e6, 0.01, 0.0),
+        "b {}",
+        r(1, 2100, 4000)
+    );
+    assert!(
+        near(r(2, 2100, 4000), 2.5e6, 0.01, 0.0),
+        "c {}",
+        r(2, 2100, 4000)
+    );
 }
 
 fn rt_curve() -> impl Strategy<Value = ServiceCurve> {
