@@ -50,11 +50,20 @@ fn the_example_policy_checks_and_builds() {
         })
     );
     let uplink = p.classes().iter().find(|c| c.name == "uplink").unwrap();
-    assert_eq!(uplink.hfsc.unwrap().rt, None, "rt of a parent is dropped");
-    assert!(p
+    assert_eq!(uplink.hfsc.unwrap().ul, Some(ServiceCurve::rate(1_000_000)));
+    assert!(p.warnings().is_empty(), "{:?}", p.warnings());
+    // `sc` on a parent: its `rt` is dropped with a warning, its `ls` stays.
+    let inner = Policy::parse(
+        &format!("{BASE}[[class]]\nname = \"p\"\nsc = \"1mbit\"\n[[class]]\nname = \"a\"\nparent = \"p\"\nls = \"1mbit\"\n"),
+        "p.toml",
+    )
+    .unwrap();
+    let h = inner.classes()[0].hfsc.unwrap();
+    assert_eq!((h.rt, h.ls), (None, Some(ServiceCurve::rate(1_000_000))));
+    assert!(inner
         .warnings()
         .iter()
-        .any(|w| w.message.contains("`rt` on a class with children")));
+        .any(|w| w.message.contains("`rt` on a class with children") && w.line == 5));
     let mut q = p.build::<PacketMeta>().unwrap();
     assert_eq!(q.kind(), "hfsc");
     let m = PacketMeta {
