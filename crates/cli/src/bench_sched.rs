@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
 use linkshare_core::benchkit::{
-    build_cbq, build_htb, build_htb_with, BenchPacket, LeafSched, Pattern, SchedBench, Shape,
-    LEAF_LIMIT,
+    build_cbq, build_hfsc, build_htb, build_htb_with, BenchPacket, LeafSched, Pattern, SchedBench,
+    Shape, LEAF_LIMIT,
 };
 use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::cake::{Cake, CakeParams};
@@ -41,6 +41,7 @@ pub enum BenchWhich {
 pub enum QdiscArg {
     Htb,
     Cbq,
+    Hfsc,
 }
 
 /// Where the `--active` leaves lie in the tree.
@@ -210,6 +211,11 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
             let (q, leaves) = build_cbq(&shape).map_err(anyhow::Error::msg)?;
             let classes = q.len();
             finish(a, "cbq", q, leaves, classes, pattern, t0, rss0)
+        }
+        QdiscArg::Hfsc => {
+            let (q, leaves) = build_hfsc(&shape).map_err(anyhow::Error::msg)?;
+            let classes = q.len();
+            finish(a, "hfsc", q, leaves, classes, pattern, t0, rss0)
         }
     }
 }

@@ -33,6 +33,7 @@
 mod cake;
 pub mod csv;
 mod diag;
+mod hfsc;
 mod leaf;
 mod link;
 mod params;
@@ -53,6 +54,7 @@ use linkshare_core::units::Rate;
 use linkshare_core::{Packet, Qdisc};
 
 pub use diag::{ConfigError, Diagnostic, Severity};
+pub use hfsc::{HfscClass, HfscCompat};
 pub use leaf::LeafKind;
 pub use raw::PolicyDoc;
 pub use source::{
@@ -68,6 +70,8 @@ pub enum QdiscKind {
     Htb,
     /// Class-Based Queueing (Floyd & Jacobson), with ALTQ's options: see [`CbqOptions`].
     Cbq,
+    /// Hierarchical Fair Service Curve (Stoica, Zhang & Ng): see [`HfscClass`], [`HfscCompat`].
+    Hfsc,
     /// Deficit round robin over flat classes, each with a `quantum` and a leaf
     /// (`qdisc = "drr"` with `[[class]]`; without classes `"drr"` is the flow-hash leaf).
     Drr,
@@ -77,8 +81,11 @@ pub enum QdiscKind {
 
 impl QdiscKind {
     /// Every kind, by the name written in policy files.
-    pub const KNOWN: &'static [(&'static str, QdiscKind)] =
-        &[("htb", QdiscKind::Htb), ("cbq", QdiscKind::Cbq)];
+    pub const KNOWN: &'static [(&'static str, QdiscKind)] = &[
+        ("htb", QdiscKind::Htb),
+        ("cbq", QdiscKind::Cbq),
+        ("hfsc", QdiscKind::Hfsc),
+    ];
 
     pub fn from_name(name: &str) -> Option<QdiscKind> {
         let n = name.trim().to_ascii_lowercase();
@@ -90,6 +97,7 @@ impl QdiscKind {
         match self {
             QdiscKind::Htb => "htb",
             QdiscKind::Cbq => "cbq",
+            QdiscKind::Hfsc => "hfsc",
             QdiscKind::Drr => "drr",
             QdiscKind::Leaf => "leaf",
         }
@@ -141,6 +149,8 @@ pub struct ClassInfo {
     pub line: usize,
     /// CBQ's per-class parameters (`qdisc = "cbq"` only).
     pub cbq: Option<CbqClass>,
+    /// HFSC's curves (`qdisc = "hfsc"` only).
+    pub hfsc: Option<HfscClass>,
 }
 
 /// CBQ's general scheduler (`scheduler = …`).
@@ -317,6 +327,8 @@ pub struct Policy {
     root_leaf: Option<LeafKind>,
     /// CBQ's options (`qdisc = "cbq"`).
     cbq: Option<CbqOptions>,
+    /// HFSC's compatibility choice (`qdisc = "hfsc"`).
+    hfsc: Option<HfscCompat>,
     r2q: u32,
     mtu: u32,
     default: String,
@@ -539,6 +551,9 @@ impl Policy {
                 .map(|d| Box::new(d) as Box<dyn Qdisc<P>>),
             (QdiscKind::Cbq, _) => self
                 .build_cbq::<P>(driver)
+                .map(|c| Box::new(c) as Box<dyn Qdisc<P>>),
+            (QdiscKind::Hfsc, _) => self
+                .build_hfsc::<P>()
                 .map(|c| Box::new(c) as Box<dyn Qdisc<P>>),
             _ => self
                 .build_htb::<P>()

@@ -127,8 +127,17 @@ pub(crate) fn tree(p: &Policy) -> String {
     }
     while let Some((i, own, kids_prefix)) = stack.pop() {
         let c = &classes[i];
-        let mut row = match &c.cbq {
-            Some(q) => vec![
+        let mut row = match (&c.cbq, &c.hfsc) {
+            (_, Some(h)) => {
+                let mut r = vec![format!("{own}{}", c.name)];
+                for (k, curve) in [("rt", h.rt), ("ls", h.ls), ("ul", h.ul)] {
+                    if let Some(x) = curve {
+                        r.push(format!("{k} {}", curve_text(&x)));
+                    }
+                }
+                r
+            }
+            (Some(q), None) => vec![
                 format!("{own}{}", c.name),
                 format!("rate {}", c.rate),
                 format!("prio {}", c.prio),
@@ -137,7 +146,7 @@ pub(crate) fn tree(p: &Policy) -> String {
                 format!("minburst {}", q.minburst),
                 format!("avgpkt {}", q.avgpkt),
             ],
-            None => vec![
+            (None, None) => vec![
                 format!("{own}{}", c.name),
                 format!("rate {}", c.rate),
                 format!("ceil {}", c.ceil),
@@ -146,7 +155,7 @@ pub(crate) fn tree(p: &Policy) -> String {
             ],
         };
         if c.is_leaf {
-            if c.cbq.is_none() {
+            if c.cbq.is_none() && c.hfsc.is_none() {
                 row.push(format!("prio {}", c.prio));
                 row.push(format!("quantum {}", c.quantum));
             }
@@ -282,4 +291,14 @@ pub(crate) fn plans_line(p: &Policy) -> Option<String> {
         t.file,
         each.join(", ")
     ))
+}
+
+/// An HFSC curve as tc writes it: `m1 400kbit d 30ms m2 100kbit`, or the rate of a linear one.
+fn curve_text(c: &linkshare_core::hfsc::ServiceCurve) -> String {
+    use linkshare_core::units::{Duration, Rate};
+    if c.d == 0 {
+        format!("{}", Rate(c.m2))
+    } else {
+        format!("m1 {} d {} m2 {}", Rate(c.m1), Duration(c.d), Rate(c.m2))
+    }
 }

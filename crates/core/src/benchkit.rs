@@ -31,6 +31,7 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use crate::cbq::{Cbq, CbqClassSpec, CbqError, CbqParams};
 use crate::classify::{ClassId, Classifier};
+use crate::hfsc::{Hfsc, HfscClassSpec, HfscError, HfscParams, ServiceCurve};
 use crate::htb::{Htb, HtbClassSpec, HtbError, HtbParams};
 use crate::packet::{Fragment, Packet, PacketMeta, L3};
 use crate::qdisc::fifo::FifoLimit;
@@ -264,6 +265,47 @@ pub fn build_cbq(shape: &Shape) -> Result<(Cbq<BenchPacket>, Vec<ClassId>), Stri
     Ok((cbq, lay.leaves))
 }
 
+/// An HFSC tree of `shape` on a [`PORT_RATE`] link: the root class has `ls` and `ul` at the
+/// port rate, every class a linear `ls` of an equal share of its parent's, and every leaf also a
+/// linear `rt` of half its share, so that both criteria run.
+pub fn build_hfsc(shape: &Shape) -> Result<(Hfsc<BenchPacket>, Vec<ClassId>), String> {
+    let lay = shape.layout()?;
+    let mut kids = vec![0u64; lay.parent.len()];
+    for p in lay.parent.iter().flatten() {
+        kids[*p as usize] += 1;
+    }
+    let mut rate = vec![PORT_RATE.0; lay.parent.len()];
+    for c in 1..lay.parent.len() {
+        if let Some(p) = lay.parent[c] {
+            rate[c] = (rate[p as usize] / kids[p as usize].max(1)).max(1);
+        }
+    }
+    let specs = lay
+        .parent
+        .iter()
+        .enumerate()
+        .map(|(c, &p)| {
+            let mut s = HfscClassSpec::new(&class_name(c), p, ServiceCurve::rate(rate[c]));
+            if p.is_none() {
+                s.ul = Some(ServiceCurve::rate(PORT_RATE.0));
+            }
+            if kids[c] == 0 {
+                s.rt = Some(ServiceCurve::rate((rate[c] / 2).max(1)));
+            }
+            s.leaf = LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT));
+            s
+        })
+        .collect();
+    let default = lay.leaves[0];
+    let q = Hfsc::new(
+        HfscParams::default(),
+        specs,
+        Classifier::new(vec![], default),
+    )
+    .map_err(|e: HfscError| e.to_string())?;
+    Ok((q, lay.leaves))
+}
+
 /// A scheduler the bench can drive: a qdisc with enqueue to a given leaf.
 pub trait LeafSched: Qdisc<BenchPacket> {
     fn enqueue_leaf(
@@ -348,6 +390,21 @@ impl LeafSched for Shard<BenchPacket> {
         refused: &mut Vec<Dropped<BenchPacket>>,
     ) -> usize {
         self.enqueue_burst_to(leaves, pkts, now, refused)
+    }
+}
+
+impl LeafSched for Hfsc<BenchPacket> {
+    #[inline]
+    fn enqueue_leaf(
+        &mut self,
+        leaf: ClassId,
+        pkt: BenchPacket,
+        now: Time,
+    ) -> Result<(), Dropped<BenchPacket>> {
+        self.enqueue_to(leaf, pkt, now)
+    }
+    fn memory_bytes(&self) -> Option<usize> {
+        Some(Hfsc::memory_bytes(self))
     }
 }
 

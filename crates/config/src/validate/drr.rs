@@ -138,6 +138,7 @@ pub(super) fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Op
             children: Vec::new(),
             line: sink_line(sink, &header),
             cbq: None,
+            hfsc: None,
         });
     }
     if infos.is_empty() && ok {
@@ -216,6 +217,7 @@ pub(super) fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Op
         kind: QdiscKind::Drr,
         root_leaf: None,
         cbq: None,
+        hfsc: None,
         r2q: DEFAULT_R2Q,
         mtu,
         default: infos[default_id].name.clone(),

@@ -14,6 +14,7 @@
 
 mod cbq;
 mod drr;
+mod hfsc;
 mod rates;
 mod read;
 mod routing;
@@ -55,6 +56,7 @@ const TOP_KEYS: &[&str] = &[
     "linklayer",
     "plan",
     "subscribers",
+    "hfsc_compat",
 ];
 
 /// Entry point: check `doc` (whose spans point into `text`) and build a [`Policy`].
@@ -106,6 +108,7 @@ pub(crate) fn validate(
     let policy = match root {
         Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu, files),
         Some(Root::Cbq) => tree(&mut sink, doc, QdiscKind::Cbq, r2q, mtu, files),
+        Some(Root::Hfsc) => tree(&mut sink, doc, QdiscKind::Hfsc, r2q, mtu, files),
         Some(Root::Drr) => {
             only_htb(&mut sink, doc, "drr");
             drr_tree(&mut sink, doc, mtu)
@@ -161,6 +164,7 @@ fn only_htb(sink: &mut Sink, doc: &PolicyDoc, kind: &str) {
 enum Root {
     Htb,
     Cbq,
+    Hfsc,
     /// `qdisc = "drr"` with `[[class]]` sections: the classful DRR.
     Drr,
     Leaf(LeafKind),
@@ -180,7 +184,9 @@ fn read_root(sink: &mut Sink, v: &Spanned<Raw>, has_classes: bool) -> Option<Roo
         },
         _ => String::new(),
     };
-    if let Some(k @ (QdiscKind::Htb | QdiscKind::Cbq)) = QdiscKind::from_name(&name) {
+    if let Some(k @ (QdiscKind::Htb | QdiscKind::Cbq | QdiscKind::Hfsc)) =
+        QdiscKind::from_name(&name)
+    {
         if let Raw::Table(_) = v.get_ref() {
             sink.error(
                 &v.span(),
@@ -189,10 +195,10 @@ fn read_root(sink: &mut Sink, v: &Spanned<Raw>, has_classes: bool) -> Option<Roo
             );
             return None;
         }
-        return Some(if k == QdiscKind::Htb {
-            Root::Htb
-        } else {
-            Root::Cbq
+        return Some(match k {
+            QdiscKind::Htb => Root::Htb,
+            QdiscKind::Hfsc => Root::Hfsc,
+            _ => Root::Cbq,
         });
     }
     if name == "drr" && has_classes {
@@ -252,6 +258,7 @@ fn leaf_root(
         kind: QdiscKind::Leaf,
         root_leaf: Some(leaf),
         cbq: None,
+        hfsc: None,
         r2q: r2q.unwrap_or(DEFAULT_R2Q),
         mtu: mtu.unwrap_or(DEFAULT_MTU),
         default: String::new(),

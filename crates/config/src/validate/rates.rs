@@ -99,6 +99,7 @@ pub(super) fn class_infos(
             children: children[i].iter().map(|&k| k as ClassId).collect(),
             line: sink_line(sink, &c.header),
             cbq,
+            hfsc: None,
         });
     }
     infos

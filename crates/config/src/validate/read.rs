@@ -22,6 +22,7 @@ use crate::values;
 use crate::{CbqClass, LeafKind, QdiscKind};
 
 use super::cbq::{read_cbq_class, CBQ_CLASS_KEYS};
+use super::hfsc::{read_hfsc_class, HfscDraft, HFSC_CLASS_KEYS};
 
 pub(super) type Entries = [(Spanned<String>, Spanned<Raw>)];
 
@@ -142,6 +143,8 @@ pub(super) struct ClassDraft {
     pub(super) share: Option<At<f64>>,
     /// CBQ's per-class keys.
     pub(super) cbq: CbqClass,
+    /// HFSC's curves.
+    pub(super) hfsc: HfscDraft,
     /// Where CBQ's `avgpkt` was written (checked against the mtu).
     pub(super) avgpkt_span: Option<Range<usize>>,
     /// A written key could not be read.
@@ -242,6 +245,7 @@ pub(super) fn read_entry(
         upload_leaf: None,
         share: None,
         cbq: CbqClass::default(),
+        hfsc: HfscDraft::default(),
         avgpkt_span: None,
         broken: false,
     };
@@ -255,6 +259,7 @@ pub(super) fn read_entry(
     let keys = match (cbq, noun) {
         (true, _) => CBQ_CLASS_KEYS,
         (false, "plan") => PLAN_KEYS,
+        _ if kind == QdiscKind::Hfsc => HFSC_CLASS_KEYS,
         _ => CLASS_KEYS,
     };
     check_keys(sink, &format!("{ctx}: "), e, keys);
@@ -264,7 +269,11 @@ pub(super) fn read_entry(
         d.parent = at(p.map(|s| s.trim().to_string()), v.span());
     }
     let share = if cbq { get(e, "share") } else { None };
+    if kind == QdiscKind::Hfsc {
+        read_hfsc_class(sink, &ctx, e, &mut d);
+    }
     match (get(e, "rate"), share) {
+        _ if kind == QdiscKind::Hfsc => {}
         (Some(v), Some(s)) => sink.error(
             &s.span(),
             format!("{ctx}: both `rate` and `share` are given"),

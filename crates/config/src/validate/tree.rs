@@ -20,6 +20,7 @@ use crate::values;
 use crate::{Policy, QdiscKind};
 
 use super::cbq::{read_cbq_options, resolve_shares, warn_runaway_offtime, CBQ_TOP_KEYS};
+use super::hfsc::{check_hfsc, read_hfsc_compat, HFSC_TOP_KEYS};
 use super::rates::{check_capacity, check_child_ceils, class_infos};
 use super::read::{get, read_class, read_filter, sink_line, tables, ClassDraft, FilterDraft};
 use super::routing::{resolve_default, resolve_filters};
@@ -41,6 +42,21 @@ pub(super) fn tree(
         reject_cbq_keys(sink, doc, kind);
         None
     };
+    let hfsc = (kind == QdiscKind::Hfsc).then(|| read_hfsc_compat(sink, &doc.entries));
+    if kind != QdiscKind::Hfsc {
+        for key in HFSC_TOP_KEYS {
+            if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
+                sink.error(
+                    &k.span(),
+                    format!(
+                        "`{key}` is an HFSC option; this policy's qdisc is {}",
+                        kind.name()
+                    ),
+                    format!("remove `{key}`, or use `qdisc = \"hfsc\"`"),
+                );
+            }
+        }
+    }
     let class_tables = tables(sink, doc, "class");
     let filter_tables = tables(sink, doc, "filter");
     let mut classes: Vec<ClassDraft> = class_tables
@@ -77,9 +93,13 @@ pub(super) fn tree(
     shape.check_depth(sink, kind);
     shape.link_children();
     let table = subs::read(sink, doc, &mut shape, kind, r2q, mtu, files);
-    let infos = class_infos(sink, kind, &shape, r2q, mtu);
-    check_capacity(sink, &shape);
-    check_child_ceils(sink, &shape, &infos);
+    let mut infos = class_infos(sink, kind, &shape, r2q, mtu);
+    if kind == QdiscKind::Hfsc {
+        check_hfsc(sink, &shape, &mut infos);
+    } else {
+        check_capacity(sink, &shape);
+        check_child_ceils(sink, &shape, &infos);
+    }
     shape.check_roots(sink);
     let default_id = resolve_default(sink, doc, &shape, default, default_name.as_deref());
     let filter_infos = resolve_filters(sink, &shape, filters);
@@ -99,6 +119,7 @@ pub(super) fn tree(
         kind,
         root_leaf: None,
         cbq: cbq_opts,
+        hfsc,
         r2q,
         mtu,
         default: shape.name_of(default_id),
@@ -341,6 +362,7 @@ impl<'c> Shape<'c> {
     fn check_depth(&self, sink: &mut Sink, kind: QdiscKind) {
         let (max_depth, kind_upper) = match kind {
             QdiscKind::Cbq => (linkshare_core::cbq::MAX_DEPTH, "CBQ"),
+            QdiscKind::Hfsc => (linkshare_core::hfsc::MAX_DEPTH, "HFSC"),
             _ => (MAX_DEPTH, "HTB"),
         };
         for i in 0..self.len() {

@@ -209,6 +209,7 @@ impl Table {
                 children: Vec::new(),
                 line: self.line[i] as usize,
                 cbq: None,
+                hfsc: None,
             });
         }
         let first_filter = p.filters.len();
