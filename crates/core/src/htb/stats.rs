@@ -36,7 +36,8 @@ impl<P: Packet> Htb<P> {
             (
                 "boxed leaves",
                 self.boxed.capacity() * size_of::<Box<dyn Qdisc<P>>>()
-                    + self.marks_seen.capacity() * 8,
+                    + self.marks_seen.capacity() * 8
+                    + self.idle.heap_bytes(),
             ),
             (
                 "inner lists",
