@@ -12,7 +12,9 @@
 use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
-use linkshare_core::benchkit::{build_cbq, build_htb, LeafSched, Pattern, SchedBench, Shape};
+use linkshare_core::benchkit::{
+    build_cbq, build_htb_with, BenchLeaf, LeafSched, Pattern, SchedBench, Shape,
+};
 use serde_json::json;
 
 use crate::thread_time::thread_cpu_s;
@@ -46,6 +48,16 @@ pub enum ActiveLayout {
     Packed,
     /// `active` leaves drawn at random (a fixed seed): subscribers as they come
     Random,
+}
+
+/// The queue at each leaf.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LeafArg {
+    /// A 64-packet pfifo (DPDK's queues)
+    Fifo,
+    /// fq_codel with Linux's defaults, as `import libreqos` writes per circuit (HTB only)
+    #[value(name = "fq_codel")]
+    FqCodel,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -104,10 +116,17 @@ pub struct SchedArgs {
     /// same tree on one worker
     #[arg(long, value_name = "N")]
     pub workers: Option<u32>,
+    /// The queue at each leaf
+    #[arg(long, value_enum, default_value = "fifo")]
+    pub leaf: LeafArg,
+    /// HTB only: instead of timing, report the bytes a leaf costs idle, active (one packet
+    /// through each --active leaf) and after the idle leaves' state is reclaimed
+    #[arg(long)]
+    pub memory: bool,
 }
 
 /// Resident set size of this process in bytes (Linux), 0 if unknown.
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
         return 0;
     };
@@ -133,7 +152,17 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
         PatternArg::Random => Pattern::Random,
         PatternArg::Rr => Pattern::RoundRobin,
     };
+    let (leaf, leaf_name) = match a.leaf {
+        LeafArg::Fifo => (BenchLeaf::Fifo, "pfifo"),
+        LeafArg::FqCodel => (BenchLeaf::FqCodel, "fq_codel"),
+    };
+    if (a.memory || leaf != BenchLeaf::Fifo) && !matches!(a.qdisc, QdiscArg::Htb) {
+        anyhow::bail!("--memory and --leaf fq_codel build HTB trees only (use --qdisc htb)");
+    }
     if let Some(w) = a.workers {
+        if leaf != BenchLeaf::Fifo || a.memory {
+            anyhow::bail!("--workers runs pfifo leaves only, without --memory");
+        }
         if !matches!(a.qdisc, QdiscArg::Htb) {
             anyhow::bail!("--workers shards HTB only (use --qdisc htb)");
         }
@@ -153,7 +182,11 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
     let t0 = Instant::now();
     match a.qdisc {
         QdiscArg::Htb => {
-            let (q, leaves) = build_htb(&shape).map_err(anyhow::Error::msg)?;
+            let (q, leaves) = build_htb_with(&shape, leaf).map_err(anyhow::Error::msg)?;
+            if a.memory {
+                let build_s = t0.elapsed().as_secs_f64();
+                return crate::bench_memory::report(a, leaf_name, q, leaves, rss0, build_s);
+            }
             let classes = q.len();
             finish(a, "htb", q, leaves, classes, pattern, t0, rss0)
         }
@@ -167,7 +200,7 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
 
 /// The leaves sent to: `k` of `leaves` (in leaf order: leaf `i` is queue `i % 16` of pipe
 /// `i / 16`) laid out as `layout` says, or all of them.
-fn active_leaves(leaves: Vec<u32>, k: Option<u32>, layout: ActiveLayout) -> Vec<u32> {
+pub(crate) fn active_leaves(leaves: Vec<u32>, k: Option<u32>, layout: ActiveLayout) -> Vec<u32> {
     match k {
         Some(k) if k > 0 && (k as usize) < leaves.len() => match layout {
             ActiveLayout::Spread => {
@@ -245,7 +278,7 @@ fn finish<Q: LeafSched>(
         println!(
             "{}",
             json!({
-                "qdisc": name, "levels": a.levels, "leaves": a.leaves, "subports": a.subports,
+                "qdisc": name, "leaf": a.leaf.to_possible_value().map(|v| v.get_name().to_string()), "levels": a.levels, "leaves": a.leaves, "subports": a.subports,
                 "classes": classes, "active": active, "active_layout": layout, "pattern": pat, "backlog": a.backlog, "burst": a.burst,
                 "packets": c.dequeued, "refused": c.refused, "short_dequeues": c.short,
                 "wall_s": wall, "mpps": mpps, "ns_per_packet": ns,

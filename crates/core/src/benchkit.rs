@@ -34,6 +34,7 @@ use crate::classify::{ClassId, Classifier};
 use crate::htb::{Htb, HtbClassSpec, HtbError, HtbParams};
 use crate::packet::{Fragment, Packet, PacketMeta, L3};
 use crate::qdisc::fifo::FifoLimit;
+use crate::qdisc::fq_codel::{FqCodel, FqCodelParams};
 use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{Dequeued, Dropped, Qdisc};
 use crate::shard::Shard;
@@ -202,6 +203,35 @@ pub fn htb_specs(shape: &Shape) -> Result<(Vec<HtbClassSpec<BenchPacket>>, Vec<C
 pub fn build_htb(shape: &Shape) -> Result<(Htb<BenchPacket>, Vec<ClassId>), String> {
     let params = HtbParams::default();
     let (specs, leaves) = htb_specs(shape)?;
+    let default = leaves.first().copied().ok_or("no leaves")?;
+    let htb = Htb::new(params, specs, Classifier::new(vec![], default))
+        .map_err(|e: HtbError| e.to_string())?;
+    Ok((htb, leaves))
+}
+
+/// The queue at each leaf of a bench tree.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BenchLeaf {
+    /// A [`LEAF_LIMIT`]-packet pfifo, inline (DPDK's queues).
+    Fifo,
+    /// fq_codel with Linux's defaults (1,024 flows), as `import libreqos` writes per circuit.
+    FqCodel,
+}
+
+/// [`build_htb`] with the leaves' queues chosen.
+pub fn build_htb_with(
+    shape: &Shape,
+    leaf: BenchLeaf,
+) -> Result<(Htb<BenchPacket>, Vec<ClassId>), String> {
+    if leaf == BenchLeaf::Fifo {
+        return build_htb(shape);
+    }
+    let params = HtbParams::default();
+    let (mut specs, leaves) = htb_specs(shape)?;
+    for &l in &leaves {
+        let q = FqCodel::new(FqCodelParams::default()).map_err(|e| e.to_string())?;
+        specs[l as usize].leaf = LeafSpec::Qdisc(Box::new(q));
+    }
     let default = leaves.first().copied().ok_or("no leaves")?;
     let htb = Htb::new(params, specs, Classifier::new(vec![], default))
         .map_err(|e: HtbError| e.to_string())?;

@@ -96,7 +96,12 @@ fn gauge(q: &dyn Qdisc<PacketMeta>, name: &str) -> f64 {
 /// counters stay conserved across it all.
 fn released_leaf_is_a_fresh_leaf(make: &dyn Fn() -> Box<dyn Qdisc<PacketMeta>>) {
     let mut fresh = make();
-    assert_eq!(fresh.state_bytes(), 0, "{}: a fresh leaf holds a table", fresh.kind());
+    assert_eq!(
+        fresh.state_bytes(),
+        0,
+        "{}: a fresh leaf holds a table",
+        fresh.kind()
+    );
     assert_eq!(gauge(fresh.as_ref(), "flow_table"), 0.0);
     let want = workload(fresh.as_mut(), 0);
     assert!(want.sent.len() > 1000 && !want.dropped.is_empty() || fresh.kind() != "fq_codel");
@@ -110,7 +115,9 @@ fn released_leaf_is_a_fresh_leaf(make: &dyn Fn() -> Box<dyn Qdisc<PacketMeta>>) 
         assert_eq!(gauge(q.as_ref(), "flow_table"), 1.0);
     }
     // Not while packets wait.
-    released.enqueue(pkt(9, 100, 0), Time(3_000_000_000)).unwrap();
+    released
+        .enqueue(pkt(9, 100, 0), Time(3_000_000_000))
+        .unwrap();
     assert!(!released.release_state());
     let _ = released.dequeue(Time(3_000_000_000));
     let _ = released.dequeue(Time(3_000_000_000));
@@ -125,7 +132,10 @@ fn released_leaf_is_a_fresh_leaf(make: &dyn Fn() -> Box<dyn Qdisc<PacketMeta>>) 
         let before = *q.stats();
         let got = workload(q.as_mut(), t1);
         assert_eq!(got, want, "{} after the hold", q.kind());
-        assert_eq!(delta(&before, q.stats()), delta(&QdiscStats::default(), fresh.stats()));
+        assert_eq!(
+            delta(&before, q.stats()),
+            delta(&QdiscStats::default(), fresh.stats())
+        );
         q.stats().check_conservation().unwrap();
     }
     assert_eq!(gauge(released.as_ref(), "flow_tables_built"), 2.0);
@@ -171,7 +181,11 @@ fn htb_reclaims_idle_leaves_after_the_hold_in_bounded_steps() {
     let mut htb: Htb<PacketMeta> = Htb::new(params, specs, Classifier::new(vec![], 1)).unwrap();
     let g = |h: &Htb<PacketMeta>, k: &str| gauge(h, k);
     assert_eq!(g(&htb, "leaf_states_live"), 0.0);
-    assert_eq!(htb.leaf_bytes().1, 0, "no leaf holds a table before traffic");
+    assert_eq!(
+        htb.leaf_bytes().1,
+        0,
+        "no leaf holds a table before traffic"
+    );
     let hold = htb.idle_hold().0;
     let run = |htb: &mut Htb<PacketMeta>, t: u64| {
         for (k, c) in (1..=8u32).enumerate() {
@@ -193,14 +207,22 @@ fn htb_reclaims_idle_leaves_after_the_hold_in_bounded_steps() {
     assert_eq!(g(&htb, "leaves_idle_holding"), 8.0);
     assert!(htb.leaf_bytes().1 >= 8 * 1024 * 64);
     assert_eq!(htb.reclaim_idle(Time(hold), 100), 0, "none before the hold");
-    assert_eq!(htb.reclaim_idle(Time(idle_at + hold), 3), 3, "the budget bounds a call");
+    assert_eq!(
+        htb.reclaim_idle(Time(idle_at + hold), 3),
+        3,
+        "the budget bounds a call"
+    );
     assert_eq!(g(&htb, "leaf_states_live"), 5.0);
     assert_eq!(htb.reclaim_idle(Time(idle_at + hold), 100), 5);
     assert_eq!(htb.reclaim_idle(Time(idle_at + hold), 100), 0);
     assert_eq!(g(&htb, "leaf_states_live"), 0.0);
     assert_eq!(g(&htb, "leaf_states_released"), 8.0);
     assert_eq!(g(&htb, "leaves_idle_holding"), 0.0);
-    assert_eq!(htb.leaf_bytes().1, 0, "an idle leaf holds no per-flow table");
+    assert_eq!(
+        htb.leaf_bytes().1,
+        0,
+        "an idle leaf holds no per-flow table"
+    );
     // Used again: rebuilt, counted, conserved.
     run(&mut htb, idle_at + hold + 1);
     assert_eq!(g(&htb, "leaf_states_built"), 16.0);

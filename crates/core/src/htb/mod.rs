@@ -136,6 +136,10 @@
 //!   `feedbits`), 8 round-robin cursors and its entry in `inner`: 144 bytes more; every class
 //!   but the root its 4-byte entry in its parent's family (`children`); a row in use, a bitmap
 //!   of one bit per class (plus 1/64 of that), allocated at its first use;
+//! * per boxed leaf with per-flow state (fq_codel, sfq, drr), 16 bytes of its link in the list
+//!   of leaves that ran empty, in the order they did (`crate::qdisc::lazy::IdleLeaves`): the
+//!   leaf's table is built at its first packet and [`Qdisc::reclaim_idle`] releases the tables
+//!   of leaves empty for the hold, from the head of that list, O(released);
 //! * nothing for the charges deferred within a burst (one 48-byte sum per scheduler);
 //! * the name, front coded in blocks of 16 (`names`): two or three bytes for names given in
 //!   sequence (the depth-first order is recomputed by `stat` rather than kept);

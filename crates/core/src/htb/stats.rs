@@ -57,10 +57,7 @@ impl<P: Packet> Htb<P> {
     /// reports, not for the datapath.
     pub fn leaf_bytes(&self) -> (usize, usize) {
         self.boxed.iter().fold((0, 0), |(f, s), q| {
-            (
-                f + std::mem::size_of_val(q.as_ref()),
-                s + q.state_bytes(),
-            )
+            (f + std::mem::size_of_val(q.as_ref()), s + q.state_bytes())
         })
     }
 

@@ -446,7 +446,11 @@ impl<P: Packet> Discipline<P> for Drr<P> {
             return 0;
         }
         self.classes.capacity() * std::mem::size_of::<Class<P>>()
-            + self.classes.iter().map(|c| c.child.heap_bytes()).sum::<usize>()
+            + self
+                .classes
+                .iter()
+                .map(|c| c.child.heap_bytes())
+                .sum::<usize>()
             + self.round.capacity() * 4
     }
 }

@@ -58,9 +58,9 @@
 
 use std::collections::VecDeque;
 
-use super::{Books, Counter, Dequeued, Discipline, DropReason, Dropped, ParamError};
 #[cfg(doc)]
 use super::Qdisc;
+use super::{Books, Counter, Dequeued, Discipline, DropReason, Dropped, ParamError};
 use crate::packet::Packet;
 use crate::units::{Duration, Time};
 
