@@ -11,7 +11,10 @@
 //! 2. one packet sent through each of the `--active` leaves (all by default), the tree empty
 //!    again: those leaves hold their state, kept for the scheduler's hold;
 //! 3. after the hold: `reclaim_idle` called as a driver does (budget by budget) until nothing
-//!    is left to release.
+//!    is left to release; then once more after glibc's `malloc_trim`, which shows what the
+//!    allocator kept of the released tables for reuse (the resident set follows the most
+//!    tables held at once, not the tables held now, unless trimmed; the trim takes far too long
+//!    for a datapath thread: a bench figure only).
 
 use linkshare_core::benchkit::{BenchPacket, PKT_LEN};
 use linkshare_core::htb::Htb;
@@ -94,6 +97,14 @@ pub(crate) fn report(
         }
     }
     let after = snap(&q, rss0);
+    // What the allocator keeps of the released tables, handed back to the system.
+    let t_trim = std::time::Instant::now();
+    // SAFETY: glibc's malloc_trim only returns free memory to the system; no pointer is touched.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+    let trim_s = t_trim.elapsed().as_secs_f64();
+    let trimmed = snap(&q, rss0);
     q.stats().check_conservation().map_err(anyhow::Error::msg)?;
     let total = |s: &Snap| s.heap + s.leaf_fixed + s.leaf_state;
     let per = |b: f64, n: usize| b / n.max(1) as f64;
@@ -116,6 +127,7 @@ pub(crate) fn report(
                 "qdisc": "htb", "leaf": leaf, "levels": a.levels, "leaves": n_leaves,
                 "classes": classes, "active": n_act, "build_s": build_s,
                 "idle": js(&idle), "active_state": js(&active), "after_reclaim": js(&after),
+                "after_malloc_trim": js(&trimmed), "malloc_trim_s": trim_s,
                 "state_bytes_per_active_leaf": state_per_active,
                 "rss_per_active_leaf": rss_per_active,
                 "leaf_states_live": live, "hold_s": hold.as_secs_f64(),
@@ -145,6 +157,7 @@ pub(crate) fn report(
         "  an active leaf adds {state_per_active:.0} B of per-flow state ({rss_per_active:.0} B resident); {live} leaves hold state"
     );
     line("after reclaim", &after);
+    line(&format!("after malloc_trim ({:.1} ms)", trim_s * 1e3), &trimmed);
     println!(
         "  reclaim after the hold ({:.1} s): {released} released in {calls} calls of at most {DEFAULT_RECLAIM_BUDGET} ({before_hold} before the hold)",
         hold.as_secs_f64()
