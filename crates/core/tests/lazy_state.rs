@@ -2,6 +2,7 @@
 //! until it sees a packet, gives it back when released, and a released leaf behaves exactly as
 //! a fresh one; a scheduler releases its idle leaves after the hold, oldest first, and counts.
 
+use linkshare_core::cbq::{Cbq, CbqClassSpec, CbqParams};
 use linkshare_core::classify::Classifier;
 use linkshare_core::htb::{Htb, HtbClassSpec, HtbParams};
 use linkshare_core::packet::PacketMeta;
@@ -229,4 +230,37 @@ fn htb_reclaims_idle_leaves_after_the_hold_in_bounded_steps() {
     htb.stats().check_conservation().unwrap();
     assert_eq!(htb.stats().dequeued.packets, 48);
     htb.check_invariants().unwrap();
+}
+
+/// CBQ keeps its leaves' state the same way: built at the first packet, released after the
+/// hold by `reclaim_idle`, counted.
+#[test]
+fn cbq_reclaims_idle_leaves_after_the_hold() {
+    let link = Rate(100_000_000);
+    let params = CbqParams::new(link);
+    let mut specs = vec![CbqClassSpec::new("root", None, link, &params)];
+    for i in 0..16 {
+        let mut s = CbqClassSpec::new(&format!("c{i}"), Some(0), Rate(5_000_000), &params);
+        s.borrow = true;
+        s.leaf = LeafSpec::Qdisc(Box::new(Sfq::new(SfqParams::default()).unwrap()));
+        specs.push(s);
+    }
+    let mut cbq: Cbq<PacketMeta> = Cbq::new(params, specs, Classifier::new(vec![], 1)).unwrap();
+    assert_eq!(gauge(&cbq, "leaf_states_live"), 0.0);
+    for c in [2u32, 5, 9] {
+        cbq.enqueue_to(c, pkt(c, 500, 0), Time(0)).unwrap();
+    }
+    assert_eq!(gauge(&cbq, "leaf_states_live"), 3.0);
+    let mut now = 0;
+    while cbq.backlog().packets > 0 {
+        now += 1_000_000;
+        while let Dequeued::Packet(_) = cbq.dequeue(Time(now)) {}
+    }
+    assert_eq!(gauge(&cbq, "leaves_idle_holding"), 3.0);
+    assert_eq!(cbq.reclaim_idle(Time(now), 100), 0);
+    let hold = linkshare_core::qdisc::lazy::DEFAULT_IDLE_HOLD.0;
+    assert_eq!(cbq.reclaim_idle(Time(now + hold), 100), 3);
+    assert_eq!(gauge(&cbq, "leaf_states_live"), 0.0);
+    assert_eq!(gauge(&cbq, "leaf_states_released"), 3.0);
+    cbq.stats().check_conservation().unwrap();
 }
