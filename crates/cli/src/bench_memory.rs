@@ -157,7 +157,10 @@ pub(crate) fn report(
         "  an active leaf adds {state_per_active:.0} B of per-flow state ({rss_per_active:.0} B resident); {live} leaves hold state"
     );
     line("after reclaim", &after);
-    line(&format!("after malloc_trim ({:.1} ms)", trim_s * 1e3), &trimmed);
+    line(
+        &format!("after malloc_trim ({:.1} ms)", trim_s * 1e3),
+        &trimmed,
+    );
     println!(
         "  reclaim after the hold ({:.1} s): {released} released in {calls} calls of at most {DEFAULT_RECLAIM_BUDGET} ({before_hold} before the hold)",
         hold.as_secs_f64()

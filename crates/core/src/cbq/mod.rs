@@ -90,12 +90,12 @@ use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
 use crate::qdisc::adopt::AdoptReport;
 use crate::qdisc::fifo::{FifoLimit, FifoQueue};
+use crate::qdisc::lazy::IdleLeaves;
 use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{
     Backlog, Books, ClassMode, ClassStats, ClassView, Counter, Dequeued, Discipline, DropCounts,
     DropReason, Dropped, Qdisc,
 };
-use crate::qdisc::lazy::IdleLeaves;
 use crate::tree::{ClassTree, DepthLimits};
 use crate::units::{Rate, Time};
 
