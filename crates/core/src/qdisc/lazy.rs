@@ -32,13 +32,19 @@
 //! hold per leaf, and CoDel's memory has long expired at the default 100 ms interval (1.7 s).
 //!
 //! ## Reclaim without walking the classes
-//! The scheduler keeps its leaves that hold state and went empty in an [`IdleLeaves`] list, in
-//! the order they went empty (an intrusive doubly linked list over the leaves' indices: O(1) to
-//! join at the tail when a leaf runs empty, O(1) to leave when it gets a packet). The driver
-//! calls [`Qdisc::reclaim_idle`] now and then (the simulator's loop, the router's 100 ms tick)
-//! with the current time and a budget; it pops leaves from the head while they have been empty
-//! for the hold, at most `budget` of them: O(released), never O(classes). Counted: tables
-//! built and released (scheduler's `extra_stats`: `leaf_states_live`, `leaf_states_built`,
+//! The scheduler keeps its leaves that hold state and ran empty in an [`IdleLeaves`] queue, in
+//! the order they first ran empty. Per packet it touches only the leaf's own entry: a leaf that
+//! gets a packet is marked busy where it stands, and one that runs empty again while still
+//! queued gets a new time stamp where it stands (no neighbour is touched, nothing is unlinked).
+//! The driver calls [`Qdisc::reclaim_idle`] now and then (the simulator's sampling tick, the
+//! router's 100 ms tick) with the current time and a budget; it takes leaves from the head:
+//! a busy one leaves the queue (it joins again at the tail when it next runs empty), one empty
+//! for the hold is released, one re-stamped since it joined moves to the tail with its new
+//! stamp, and the first leaf that is none of these ends the call — every leaf behind it ran
+//! empty later. Each leaf is taken from the head at most twice per time it runs empty, so the
+//! work is O(released) amortised, never a walk over the classes, and at most
+//! [`MAX_STEPS_PER_RELEASE`] steps per leaf released within one call. Counted: tables built and
+//! released (scheduler's `extra_stats`: `leaf_states_live`, `leaf_states_built`,
 //! `leaf_states_released`, `leaves_idle_holding`).
 
 use crate::units::Duration;
@@ -50,32 +56,38 @@ pub const DEFAULT_IDLE_HOLD: Duration = Duration::from_secs(5);
 /// (a release is one `free` of the leaf's table) however many leaves went idle together.
 pub const DEFAULT_RECLAIM_BUDGET: u32 = 1024;
 
-/// End of the list.
-const NIL: u32 = u32::MAX;
-/// Not in the list.
-const OUT: u32 = u32::MAX - 1;
-/// Never joins: a leaf without releasable state.
-const OFF: u32 = u32::MAX - 2;
+/// Steps (leaves taken from the head) one [`IdleLeaves::pop_due`] may take.
+pub const MAX_STEPS_PER_RELEASE: u32 = 64;
 
-#[derive(Copy, Clone, Debug)]
+/// End of the queue.
+const NIL: u32 = u32::MAX;
+
+#[derive(Copy, Clone, Debug, Default)]
 struct Link {
-    /// Previous leaf in the list, [`NIL`] at the head; [`OUT`] or [`OFF`] when not listed.
-    prev: u32,
     next: u32,
-    /// When the leaf went empty (ns).
-    since: u64,
-    /// The leaf's state was released and not built again since.
+    /// The leaf has releasable state at all.
+    lazy: bool,
+    /// In the queue.
+    queued: bool,
+    /// Holds packets (or is about to): not idle.
+    busy: bool,
+    /// Ran empty again after it joined the queue: `since` is later than its place says.
+    restamped: bool,
+    /// Its state was released and not built again since.
     released: bool,
+    /// When the leaf last ran empty (ns).
+    since: u64,
 }
 
-/// A scheduler's leaves with releasable state, the empty ones listed in the order they went
-/// empty (see the module docs). Indices are the scheduler's own numbering of those leaves.
+/// A scheduler's leaves with releasable state, those that ran empty queued in that order (see
+/// the module docs). Indices are the scheduler's own numbering of those leaves.
 #[derive(Debug, Default)]
 pub struct IdleLeaves {
     links: Vec<Link>,
     head: u32,
     tail: u32,
-    listed: u32,
+    /// Queued and not busy.
+    idle: u32,
     hold: u64,
     lazy: u32,
     released_now: u32,
@@ -98,10 +110,10 @@ impl IdleLeaves {
                     lazy += 1;
                 }
                 Link {
-                    prev: if h.is_some() { OUT } else { OFF },
                     next: NIL,
-                    since: 0,
+                    lazy: h.is_some(),
                     released: h.is_some(),
+                    ..Link::default()
                 }
             })
             .collect();
@@ -109,7 +121,7 @@ impl IdleLeaves {
             links,
             head: NIL,
             tail: NIL,
-            listed: 0,
+            idle: 0,
             hold,
             lazy,
             released_now: lazy,
@@ -128,87 +140,100 @@ impl IdleLeaves {
         self.hold = hold.0.max(floor.0);
     }
 
-    fn is_listed(&self, i: u32) -> bool {
-        self.links
-            .get(i as usize)
-            .is_some_and(|l| l.prev != OUT && l.prev != OFF)
-    }
-
-    fn unlink(&mut self, i: u32) {
-        let Link { prev, next, .. } = self.links[i as usize];
-        if prev == NIL {
-            self.head = next;
-        } else {
-            self.links[prev as usize].next = next;
-        }
-        if next == NIL {
-            self.tail = prev;
-        } else {
-            self.links[next as usize].prev = prev;
-        }
-        let l = &mut self.links[i as usize];
-        l.prev = OUT;
-        l.next = NIL;
-        self.listed -= 1;
-    }
-
-    /// Leaf `i` is about to get a packet: it leaves the list; if its state had been released,
-    /// the enqueue builds it again (counted). O(1).
+    /// Leaf `i` is about to get a packet: marked busy where it stands; if its state had been
+    /// released, the enqueue builds it again (counted). O(1), touches the leaf's entry only.
     #[inline]
     pub fn busy(&mut self, i: u32) {
         let Some(l) = self.links.get_mut(i as usize) else {
             return;
         };
-        if l.prev == OFF {
+        if !l.lazy || l.busy {
             return;
         }
+        l.busy = true;
         if l.released {
             l.released = false;
             self.released_now -= 1;
             self.built += 1;
         }
-        if self.is_listed(i) {
-            self.unlink(i);
+        if l.queued {
+            self.idle -= 1;
         }
     }
 
-    /// Leaf `i` ran empty at `now` (ns): it joins the tail of the list. O(1).
+    /// Leaf `i` ran empty at `now` (ns): stamped where it stands if queued, else queued at the
+    /// tail. O(1).
     #[inline]
     pub fn went_idle(&mut self, i: u32, now: u64) {
-        match self.links.get(i as usize) {
-            Some(l) if l.prev != OFF && !l.released => {}
-            _ => return,
+        let Some(l) = self.links.get_mut(i as usize) else {
+            return;
+        };
+        if !l.lazy || l.released || (l.queued && !l.busy) {
+            return;
         }
-        if self.is_listed(i) {
-            self.unlink(i);
-        }
-        let l = &mut self.links[i as usize];
-        l.prev = self.tail;
-        l.next = NIL;
+        l.busy = false;
         l.since = now;
+        self.idle += 1;
+        if l.queued {
+            l.restamped = true;
+        } else {
+            self.push_tail(i);
+        }
+    }
+
+    fn push_tail(&mut self, i: u32) {
+        let l = &mut self.links[i as usize];
+        l.queued = true;
+        l.restamped = false;
+        l.next = NIL;
         if self.tail == NIL {
             self.head = i;
         } else {
             self.links[self.tail as usize].next = i;
         }
         self.tail = i;
-        self.listed += 1;
     }
 
-    /// The leaf at the head, taken off the list, if it has been empty for the hold at `now`.
-    pub fn pop_due(&mut self, now: u64) -> Option<u32> {
+    fn pop_head(&mut self) -> u32 {
         let h = self.head;
-        if h == NIL || self.links[h as usize].since.saturating_add(self.hold) > now {
-            return None;
+        let l = &mut self.links[h as usize];
+        self.head = l.next;
+        if self.head == NIL {
+            self.tail = NIL;
         }
-        self.unlink(h);
-        Some(h)
+        l.queued = false;
+        l.next = NIL;
+        h
+    }
+
+    /// The next leaf, taken off the queue, that has been empty for the hold at `now`; `None`
+    /// when there is none, or after [`MAX_STEPS_PER_RELEASE`] steps (the rest wait for the next
+    /// call). Busy leaves met on the way leave the queue, re-stamped ones move to the tail.
+    pub fn pop_due(&mut self, now: u64) -> Option<u32> {
+        for _ in 0..MAX_STEPS_PER_RELEASE {
+            if self.head == NIL {
+                return None;
+            }
+            let l = self.links[self.head as usize];
+            if l.busy {
+                self.pop_head();
+            } else if l.since.saturating_add(self.hold) <= now {
+                self.idle -= 1;
+                return Some(self.pop_head());
+            } else if l.restamped {
+                let h = self.pop_head();
+                self.push_tail(h);
+            } else {
+                return None;
+            }
+        }
+        None
     }
 
     /// Leaf `i`'s state was released (after [`Self::pop_due`]).
     pub fn on_released(&mut self, i: u32) {
         if let Some(l) = self.links.get_mut(i as usize) {
-            if l.prev != OFF && !l.released {
+            if l.lazy && !l.released {
                 l.released = true;
                 self.released_now += 1;
                 self.released += 1;
@@ -218,10 +243,10 @@ impl IdleLeaves {
 
     /// Gauges and counters, with stable names (module docs).
     pub fn report(&self, f: &mut dyn FnMut(&'static str, f64)) {
-        f("leaf_states_live", (self.lazy - self.released_now) as f64);
+        f("leaf_states_live", self.live() as f64);
         f("leaf_states_built", self.built as f64);
         f("leaf_states_released", self.released as f64);
-        f("leaves_idle_holding", self.listed as f64);
+        f("leaves_idle_holding", self.idle as f64);
     }
 
     /// Leaves holding state now (built and not released).
@@ -229,7 +254,7 @@ impl IdleLeaves {
         self.lazy - self.released_now
     }
 
-    /// Heap bytes of the list.
+    /// Heap bytes of the queue.
     pub fn heap_bytes(&self) -> usize {
         self.links.capacity() * std::mem::size_of::<Link>()
     }
@@ -260,19 +285,26 @@ mod tests {
         assert_eq!(l.live(), 3);
         let hold = l.hold().0;
         l.went_idle(1, 10);
-        l.went_idle(2, 11); // no state: never listed
+        l.went_idle(2, 11); // no state: never queued
         l.went_idle(0, 12);
         l.went_idle(3, 13);
         assert_eq!(order(&l), vec![1, 0, 3]);
-        l.busy(0); // a packet again: out of the list
-        l.went_idle(0, 20); // and to the tail
-        assert_eq!(order(&l), vec![1, 3, 0]);
+        l.busy(0); // a packet again: busy where it stands
+        l.went_idle(0, 20); // and empty again: re-stamped where it stands
+        assert_eq!(l.idle, 3);
         assert_eq!(l.pop_due(hold + 9), None);
+        // 1 is due; 0 was re-stamped (20), so it moves behind 3, which is due.
         assert_eq!(l.pop_due(hold + 13), Some(1));
         l.on_released(1);
         assert_eq!(l.pop_due(hold + 13), Some(3));
         l.on_released(3);
-        assert_eq!(l.pop_due(hold + 13), None);
+        assert_eq!(order(&l), vec![0]);
+        assert_eq!(l.pop_due(hold + 19), None);
+        // A busy leaf at the head leaves the queue and is not released.
+        l.busy(0);
+        assert_eq!(l.pop_due(hold + 100), None);
+        assert!(order(&l).is_empty());
+        l.went_idle(0, 30);
         assert_eq!(order(&l), vec![0]);
         let mut g = std::collections::HashMap::new();
         l.report(&mut |k, v| {
@@ -282,9 +314,22 @@ mod tests {
         assert_eq!(g["leaf_states_built"], 3.0);
         assert_eq!(g["leaf_states_released"], 2.0);
         assert_eq!(g["leaves_idle_holding"], 1.0);
+        assert_eq!(l.pop_due(hold + 30), Some(0));
         // A released leaf used again is built again, and counted.
         l.busy(1);
         assert_eq!(l.live(), 2);
+    }
+
+    #[test]
+    fn one_call_takes_a_bounded_number_of_steps() {
+        let mut l = IdleLeaves::new(vec![Some(Duration::ZERO); 200]);
+        for i in 0..200 {
+            l.busy(i);
+            l.went_idle(i, 0);
+            l.busy(i); // all busy again: nothing to release
+        }
+        assert_eq!(l.pop_due(u64::MAX), None);
+        assert_eq!(order(&l).len(), 200 - MAX_STEPS_PER_RELEASE as usize);
     }
 
     #[test]
