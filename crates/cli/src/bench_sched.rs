@@ -13,13 +13,10 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
 use linkshare_core::benchkit::{
-    build_cbq, build_hfsc, build_htb, build_htb_with, BenchPacket, LeafSched, Pattern, SchedBench,
-    Shape, LEAF_LIMIT,
+    build_cbq, build_hfsc, build_htb_with, BenchLeaf, BenchPacket, LeafSched, Pattern, SchedBench,
+    Shape,
 };
-use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::cake::{Cake, CakeParams};
-use linkshare_core::qdisc::fifo::FifoLimit;
-use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams};
 use serde_json::json;
 
 use crate::thread_time::thread_cpu_s;
@@ -60,10 +57,12 @@ pub enum ActiveLayout {
 #[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
 pub enum LeafArg {
     /// A 64-packet tail-drop FIFO, as DPDK's bench
+    #[value(alias = "fifo")]
     Pfifo,
-    /// fq_codel with its defaults
+    /// fq_codel with Linux's defaults, as `import libreqos` writes per circuit (HTB only)
+    #[value(name = "fq_codel", alias = "fq-codel")]
     FqCodel,
-    /// cake with its defaults (unlimited, diffserv3, triple-isolate)
+    /// cake with its defaults (unlimited, diffserv3, triple-isolate; HTB only)
     Cake,
 }
 
@@ -127,10 +126,14 @@ pub struct SchedArgs {
     /// same tree on one worker
     #[arg(long, value_name = "N")]
     pub workers: Option<u32>,
+    /// HTB only: instead of timing, report the bytes a leaf costs idle, active (one packet
+    /// through each --active leaf) and after the idle leaves' state is reclaimed
+    #[arg(long)]
+    pub memory: bool,
 }
 
 /// Resident set size of this process in bytes (Linux), 0 if unknown.
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
         return 0;
     };
@@ -156,7 +159,18 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
         PatternArg::Random => Pattern::Random,
         PatternArg::Rr => Pattern::RoundRobin,
     };
+    let (leaf, leaf_name) = match a.leaf {
+        LeafArg::Pfifo => (BenchLeaf::Fifo, "pfifo"),
+        LeafArg::FqCodel => (BenchLeaf::FqCodel, "fq_codel"),
+        LeafArg::Cake => (BenchLeaf::Cake, "cake"),
+    };
+    if (a.memory || leaf != BenchLeaf::Fifo) && !matches!(a.qdisc, QdiscArg::Htb) {
+        anyhow::bail!("--memory and --leaf fq_codel|cake build HTB trees only (use --qdisc htb)");
+    }
     if let Some(w) = a.workers {
+        if leaf != BenchLeaf::Fifo || a.memory {
+            anyhow::bail!("--workers runs pfifo leaves only, without --memory");
+        }
         if !matches!(a.qdisc, QdiscArg::Htb) {
             anyhow::bail!("--workers shards HTB only (use --qdisc htb)");
         }
@@ -175,37 +189,26 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
     let rss0 = rss_bytes();
     let t0 = Instant::now();
     match a.qdisc {
-        QdiscArg::Htb if a.leaf != LeafArg::Pfifo => {
-            let leaf = a.leaf;
-            let make = move || -> Result<LeafSpec<BenchPacket>, String> {
-                Ok(match leaf {
-                    LeafArg::Pfifo => LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT)),
-                    LeafArg::FqCodel => LeafSpec::Qdisc(Box::new(
-                        FqCodel::new(FqCodelParams::default()).map_err(|e| e.to_string())?,
-                    )),
-                    LeafArg::Cake => LeafSpec::Qdisc(Box::new(
-                        Cake::new(CakeParams::default()).map_err(|e| e.to_string())?,
-                    )),
-                })
-            };
-            if leaf == LeafArg::Cake && !a.json {
+        QdiscArg::Htb => {
+            if leaf == BenchLeaf::Cake && !a.json {
                 let idle = Cake::<BenchPacket>::new(CakeParams::default())
                     .map_err(|e| anyhow::anyhow!("{e}"))?
                     .heap_bytes();
                 println!("cake leaf: an idle instance holds {idle} bytes");
             }
-            let (q, leaves) = build_htb_with(&shape, &make).map_err(anyhow::Error::msg)?;
+            let (q, leaves) =
+                build_htb_with(&shape, &|| leaf.spec()).map_err(anyhow::Error::msg)?;
+            if a.memory {
+                let build_s = t0.elapsed().as_secs_f64();
+                return crate::bench_memory::report(a, leaf_name, q, leaves, rss0, build_s);
+            }
             let classes = q.len();
             let name = match leaf {
-                LeafArg::FqCodel => "htb+fq_codel",
-                _ => "htb+cake",
+                BenchLeaf::Fifo => "htb",
+                BenchLeaf::FqCodel => "htb+fq_codel",
+                BenchLeaf::Cake => "htb+cake",
             };
             finish(a, name, q, leaves, classes, pattern, t0, rss0)
-        }
-        QdiscArg::Htb => {
-            let (q, leaves) = build_htb(&shape).map_err(anyhow::Error::msg)?;
-            let classes = q.len();
-            finish(a, "htb", q, leaves, classes, pattern, t0, rss0)
         }
         QdiscArg::Cbq => {
             let (q, leaves) = build_cbq(&shape).map_err(anyhow::Error::msg)?;
@@ -222,7 +225,7 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
 
 /// The leaves sent to: `k` of `leaves` (in leaf order: leaf `i` is queue `i % 16` of pipe
 /// `i / 16`) laid out as `layout` says, or all of them.
-fn active_leaves(leaves: Vec<u32>, k: Option<u32>, layout: ActiveLayout) -> Vec<u32> {
+pub(crate) fn active_leaves(leaves: Vec<u32>, k: Option<u32>, layout: ActiveLayout) -> Vec<u32> {
     match k {
         Some(k) if k > 0 && (k as usize) < leaves.len() => match layout {
             ActiveLayout::Spread => {
@@ -300,7 +303,7 @@ fn finish<Q: LeafSched>(
         println!(
             "{}",
             json!({
-                "qdisc": name, "levels": a.levels, "leaves": a.leaves, "subports": a.subports,
+                "qdisc": name, "leaf": a.leaf.to_possible_value().map(|v| v.get_name().to_string()), "levels": a.levels, "leaves": a.leaves, "subports": a.subports,
                 "classes": classes, "active": active, "active_layout": layout, "pattern": pat, "backlog": a.backlog, "burst": a.burst,
                 "packets": c.dequeued, "refused": c.refused, "short_dequeues": c.short,
                 "wall_s": wall, "mpps": mpps, "ns_per_packet": ns,

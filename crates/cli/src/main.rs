@@ -1,5 +1,6 @@
 //! The `linkshare` command line.
 
+mod bench_memory;
 mod bench_sched;
 mod bench_workers;
 mod check;

@@ -35,6 +35,7 @@ use crate::hfsc::{Hfsc, HfscClassSpec, HfscError, HfscParams, ServiceCurve};
 use crate::htb::{Htb, HtbClassSpec, HtbError, HtbParams};
 use crate::packet::{Fragment, Packet, PacketMeta, L3};
 use crate::qdisc::fifo::FifoLimit;
+use crate::qdisc::fq_codel::{FqCodel, FqCodelParams};
 use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{Dequeued, Dropped, Qdisc};
 use crate::shard::Shard;
@@ -228,6 +229,33 @@ pub fn build_htb_with(
     let htb = Htb::new(params, specs, Classifier::new(vec![], default))
         .map_err(|e: HtbError| e.to_string())?;
     Ok((htb, leaves))
+}
+
+/// The queue at each leaf of a bench tree.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BenchLeaf {
+    /// A [`LEAF_LIMIT`]-packet pfifo, inline (DPDK's queues).
+    Fifo,
+    /// fq_codel with Linux's defaults (1,024 flows), as `import libreqos` writes per circuit.
+    FqCodel,
+    /// CAKE with its defaults (unlimited, diffserv3, triple-isolate).
+    Cake,
+}
+
+impl BenchLeaf {
+    /// A fresh queue of this kind.
+    pub fn spec(self) -> Result<LeafSpec<BenchPacket>, String> {
+        Ok(match self {
+            BenchLeaf::Fifo => LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT)),
+            BenchLeaf::FqCodel => LeafSpec::Qdisc(Box::new(
+                FqCodel::new(FqCodelParams::default()).map_err(|e| e.to_string())?,
+            )),
+            BenchLeaf::Cake => LeafSpec::Qdisc(Box::new(
+                crate::qdisc::cake::Cake::new(crate::qdisc::cake::CakeParams::default())
+                    .map_err(|e| e.to_string())?,
+            )),
+        })
+    }
 }
 
 /// A CBQ tree of `shape` on a [`PORT_RATE`] link: every class gets an equal share of its

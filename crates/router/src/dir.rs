@@ -274,6 +274,16 @@ impl Dir {
             .unwrap_or(default_device_buffer(self.link_bps));
         self.sync_egress();
     }
+
+    /// Give back the per-flow state of the scheduler's leaves idle for its hold
+    /// (`linkshare_core::qdisc::lazy`): O(released), at most a budget per call.
+    pub(crate) fn reclaim_idle(&mut self, now: Time) {
+        if let Some(s) = &mut self.sched {
+            let _ = s
+                .q()
+                .reclaim_idle(now, linkshare_core::qdisc::lazy::DEFAULT_RECLAIM_BUDGET);
+        }
+    }
 }
 
 /// Direction `d`'s emulated link from `--emulate` and `--path-delay` (`key` says which: `Src` is

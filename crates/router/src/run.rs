@@ -177,6 +177,8 @@ impl Shaper {
             let now = sys::monotonic_ns();
             if now - last_ports >= 100_000_000 {
                 self.refresh_ports();
+                let t = self.now();
+                self.dirs.iter_mut().for_each(|d| d.reclaim_idle(t));
                 last_ports = now;
             }
             if let Some(t0) = stopping {

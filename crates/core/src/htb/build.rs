@@ -145,6 +145,7 @@ impl<P: Packet> Htb<P> {
             names,
             pool: pool::Pool::default(),
             marks_seen: vec![0; boxed.len()],
+            idle: IdleLeaves::new(boxed.iter().map(|b| b.release_hold())),
             boxed,
             inner,
             lists: crate::hugepages::filled(ROWS + n_inner * NUM_PRIO, List::EMPTY),

@@ -182,6 +182,10 @@ impl<P: Packet> CodelQueue<P> {
     pub fn bytes(&self) -> u64 {
         self.bytes
     }
+    /// Heap bytes of the queue's buffer (its capacity, kept after it empties).
+    pub fn heap_bytes(&self) -> usize {
+        self.q.capacity() * std::mem::size_of::<(P, Time)>()
+    }
     /// Remove the head packet without running the control law (overflow victims). O(1).
     pub fn pop_head(&mut self) -> Option<P> {
         let (pk, _) = self.q.pop_front()?;
