@@ -228,7 +228,7 @@ impl Row {
         vec![
             n.to_string(),
             kind.name().to_string(),
-            format!("{:.1}", self.setup),
+            format!("{:.2}", self.setup),
             mem,
             pair(self.idle),
             pair(self.busy),
