@@ -31,6 +31,7 @@
 //! and a match arm in the validator and in [`Policy::build`].
 
 mod diag;
+mod doc_kind;
 mod leaf;
 mod link;
 mod params;
@@ -51,6 +52,7 @@ use linkshare_core::units::Rate;
 use linkshare_core::{Packet, Qdisc};
 
 pub use diag::{ConfigError, Diagnostic, Severity};
+pub use doc_kind::{looks_like, wrong_kind, DocKind};
 pub use leaf::LeafKind;
 pub use raw::PolicyDoc;
 pub use source::{render_report, Source, ECHO_MAX_CHARS, SHOWN_PER_KIND, SHOWN_PER_SEVERITY};
@@ -312,9 +314,17 @@ pub struct Policy {
 
 impl Policy {
     /// Parse and check a policy. `origin` is the file name used in diagnostics.
+    /// A rejected file that looks like a scenario says so first (`linkshare sim` reads it).
     pub fn parse(text: &str, origin: &str) -> Result<Policy, ConfigError> {
-        let doc: PolicyDoc = toml::from_str(text).map_err(|e| syntax_error(&e, text, origin))?;
-        Self::from_spanned_table(doc, text, origin)
+        let parsed = toml::from_str::<PolicyDoc>(text)
+            .map_err(|e| syntax_error(&e, text, origin))
+            .and_then(|doc| Self::from_spanned_table(doc, text, origin));
+        parsed.map_err(|mut e| {
+            if let Some(d) = doc_kind::wrong_kind(text, origin, DocKind::Policy) {
+                e.diagnostics.insert(0, d);
+            }
+            e
+        })
     }
 
     /// Read, parse and check a policy file. A file that cannot be read gives one diagnostic at
