@@ -113,7 +113,10 @@ mod tests {
         let scenario = "# s\nname = \"x\"\n\n[link]\nrate = \"1mbit\"\n[[flow]]\nkind = \"udp\"\n";
         let d = wrong_kind(scenario, "s.toml", DocKind::Policy).unwrap();
         assert_eq!((d.line, d.col), (6, 1));
-        assert!(d.message.contains("looks like a simulation scenario"), "{d}");
+        assert!(
+            d.message.contains("looks like a simulation scenario"),
+            "{d}"
+        );
         assert!(d.help.unwrap().contains("linkshare sim s.toml"));
         assert!(wrong_kind(scenario, "s.toml", DocKind::Scenario).is_none());
     }
@@ -124,12 +127,21 @@ mod tests {
         let e = crate::Policy::parse(scenario, "s.toml").unwrap_err();
         let d = &e.diagnostics[0];
         assert_eq!(d.line, 2, "{e}");
-        assert!(d.message.contains("looks like a simulation scenario (it has `duration = …`)"));
-        assert!(d.help.as_deref().unwrap_or("").contains("linkshare sim s.toml"), "{e}");
+        assert!(d
+            .message
+            .contains("looks like a simulation scenario (it has `duration = …`)"));
+        assert!(
+            d.help
+                .as_deref()
+                .unwrap_or("")
+                .contains("linkshare sim s.toml"),
+            "{e}"
+        );
         // The policy checker's own diagnostics follow.
         assert!(e.diagnostics.len() > 1, "{e}");
         // A broken policy is not called a scenario.
-        let policy = "qdisc = \"htb\"\ndefault = \"nope\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n";
+        let policy =
+            "qdisc = \"htb\"\ndefault = \"nope\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n";
         let e = crate::Policy::parse(policy, "p.toml").unwrap_err();
         assert!(!e.to_string().contains("looks like"), "{e}");
     }

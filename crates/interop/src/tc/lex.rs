@@ -223,8 +223,7 @@ fn split_line(
             }
             '$' => {
                 // Unquoted: the value is split into words, as sh does.
-                let (v, used) =
-                    expand(&chars[i..], vars, &mut expanded).map_err(|m| err(&m))?;
+                let (v, used) = expand(&chars[i..], vars, &mut expanded).map_err(|m| err(&m))?;
                 for c in v.chars() {
                     if c.is_whitespace() {
                         finish_word(

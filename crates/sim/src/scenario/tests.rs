@@ -97,7 +97,10 @@ fn a_top_level_key_below_link_is_told_about_toml_scope() {
     let (line, msg, help) = first_error(text);
     assert_eq!(line, 4);
     assert!(msg.contains("unknown field `policy`"), "{msg}");
-    assert!(help.contains("every key after `[link]` belongs to `[link]`"), "{help}");
+    assert!(
+        help.contains("every key after `[link]` belongs to `[link]`"),
+        "{help}"
+    );
     assert!(help.contains("move `policy = …` above"), "{help}");
 }
 
@@ -107,7 +110,10 @@ fn a_flow_with_a_class_is_told_about_filters() {
     let (line, msg, help) = first_error(&text);
     assert_eq!(line, 8);
     assert!(msg.contains("unknown field `class`"), "{msg}");
-    assert!(help.contains("classify packets by DSCP and addresses"), "{help}");
+    assert!(
+        help.contains("classify packets by DSCP and addresses"),
+        "{help}"
+    );
     assert!(help.contains("[[policy.filter]]"), "{help}");
     assert!(help.contains("dscp = \"ef\""), "{help}");
 }
