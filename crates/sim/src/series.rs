@@ -129,7 +129,7 @@ impl Plan {
 /// `1ms`, `13ms`, `1.5s`, `24h`: the shortest exact spelling among ns, µs, ms and s.
 fn fmt_ns(ns: u64) -> String {
     for (unit, div) in [("s", 1_000_000_000u64), ("ms", 1_000_000), ("us", 1_000)] {
-        if ns >= div && ns % div == 0 {
+        if ns >= div && ns.is_multiple_of(div) {
             return format!("{}{unit}", ns / div);
         }
     }

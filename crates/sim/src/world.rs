@@ -702,7 +702,7 @@ impl<'a> World<'a> {
                 f.m.rtt_sample(rtt);
                 // A probe's RTT is the queue it met when it was sent: the point is placed at the
                 // send time, as the lab's pinger places it (lab/src/traffic/ping.rs).
-                if self.probes % self.probe_every == 0 {
+                if self.probes.is_multiple_of(self.probe_every) {
                     self.rtt_points.push((
                         p.sent_at as f64 / 1e9,
                         f.name.clone(),

@@ -83,10 +83,7 @@ pub(crate) fn toml_error(doc: &Doc<'_>, e: &toml::de::Error) -> ScenarioError {
         .next()
         .unwrap_or("invalid TOML")
         .to_string();
-    let help = match unknown_field(&msg) {
-        Some(field) => Some(unknown_field_help(doc.text, span.start, field)),
-        None => None,
-    };
+    let help = unknown_field(&msg).map(|field| unknown_field_help(doc.text, span.start, field));
     doc.err(span, msg, help)
 }
 
@@ -105,8 +102,7 @@ fn header_before(text: &str, offset: usize) -> Option<&str> {
     before
         .lines()
         .map(str::trim)
-        .filter(|l| l.starts_with('['))
-        .last()
+        .rfind(|l| l.starts_with('['))
         .map(|l| l.split('#').next().unwrap_or(l).trim_end())
 }
 
