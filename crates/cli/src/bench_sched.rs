@@ -12,7 +12,11 @@
 use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
-use linkshare_core::benchkit::{build_cbq, build_htb, LeafSched, Pattern, SchedBench, Shape};
+use linkshare_core::benchkit::{
+    build_cbq, build_hfsc, build_htb_with, BenchLeaf, BenchPacket, LeafSched, Pattern, SchedBench,
+    Shape,
+};
+use linkshare_core::qdisc::cake::{Cake, CakeParams};
 use serde_json::json;
 
 use crate::thread_time::thread_cpu_s;
@@ -34,6 +38,7 @@ pub enum BenchWhich {
 pub enum QdiscArg {
     Htb,
     Cbq,
+    Hfsc,
 }
 
 /// Where the `--active` leaves lie in the tree.
@@ -46,6 +51,19 @@ pub enum ActiveLayout {
     Packed,
     /// `active` leaves drawn at random (a fixed seed): subscribers as they come
     Random,
+}
+
+/// The queue at every leaf class (`--leaf`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, ValueEnum)]
+pub enum LeafArg {
+    /// A 64-packet tail-drop FIFO, as DPDK's bench
+    #[value(alias = "fifo")]
+    Pfifo,
+    /// fq_codel with Linux's defaults, as `import libreqos` writes per circuit (HTB only)
+    #[value(name = "fq_codel", alias = "fq-codel")]
+    FqCodel,
+    /// cake with its defaults (unlimited, diffserv3, triple-isolate; HTB only)
+    Cake,
 }
 
 #[derive(Copy, Clone, Debug, ValueEnum)]
@@ -66,6 +84,10 @@ next leaves (random or round robin) and dequeues up to --burst. Prints Mpps and 
 pub struct SchedArgs {
     #[arg(long, value_enum, default_value = "htb")]
     pub qdisc: QdiscArg,
+    /// The queue at every leaf class (HTB only): pfifo, fq-codel or cake. A CAKE or fq_codel leaf
+    /// holds ~100 KB of flow queues once it has traffic: use a few --leaves
+    #[arg(long, value_enum, default_value = "pfifo")]
+    pub leaf: LeafArg,
     /// Class levels below the root (3: subports, pipes, leaves)
     #[arg(long, default_value_t = 3)]
     pub levels: u32,
@@ -104,10 +126,14 @@ pub struct SchedArgs {
     /// same tree on one worker
     #[arg(long, value_name = "N")]
     pub workers: Option<u32>,
+    /// HTB only: instead of timing, report the bytes a leaf costs idle, active (one packet
+    /// through each --active leaf) and after the idle leaves' state is reclaimed
+    #[arg(long)]
+    pub memory: bool,
 }
 
 /// Resident set size of this process in bytes (Linux), 0 if unknown.
-fn rss_bytes() -> u64 {
+pub(crate) fn rss_bytes() -> u64 {
     let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
         return 0;
     };
@@ -133,7 +159,18 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
         PatternArg::Random => Pattern::Random,
         PatternArg::Rr => Pattern::RoundRobin,
     };
+    let (leaf, leaf_name) = match a.leaf {
+        LeafArg::Pfifo => (BenchLeaf::Fifo, "pfifo"),
+        LeafArg::FqCodel => (BenchLeaf::FqCodel, "fq_codel"),
+        LeafArg::Cake => (BenchLeaf::Cake, "cake"),
+    };
+    if (a.memory || leaf != BenchLeaf::Fifo) && !matches!(a.qdisc, QdiscArg::Htb) {
+        anyhow::bail!("--memory and --leaf fq_codel|cake build HTB trees only (use --qdisc htb)");
+    }
     if let Some(w) = a.workers {
+        if leaf != BenchLeaf::Fifo || a.memory {
+            anyhow::bail!("--workers runs pfifo leaves only, without --memory");
+        }
         if !matches!(a.qdisc, QdiscArg::Htb) {
             anyhow::bail!("--workers shards HTB only (use --qdisc htb)");
         }
@@ -153,21 +190,42 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
     let t0 = Instant::now();
     match a.qdisc {
         QdiscArg::Htb => {
-            let (q, leaves) = build_htb(&shape).map_err(anyhow::Error::msg)?;
+            if leaf == BenchLeaf::Cake && !a.json {
+                let idle = Cake::<BenchPacket>::new(CakeParams::default())
+                    .map_err(|e| anyhow::anyhow!("{e}"))?
+                    .heap_bytes();
+                println!("cake leaf: an idle instance holds {idle} bytes");
+            }
+            let (q, leaves) =
+                build_htb_with(&shape, &|| leaf.spec()).map_err(anyhow::Error::msg)?;
+            if a.memory {
+                let build_s = t0.elapsed().as_secs_f64();
+                return crate::bench_memory::report(a, leaf_name, q, leaves, rss0, build_s);
+            }
             let classes = q.len();
-            finish(a, "htb", q, leaves, classes, pattern, t0, rss0)
+            let name = match leaf {
+                BenchLeaf::Fifo => "htb",
+                BenchLeaf::FqCodel => "htb+fq_codel",
+                BenchLeaf::Cake => "htb+cake",
+            };
+            finish(a, name, q, leaves, classes, pattern, t0, rss0)
         }
         QdiscArg::Cbq => {
             let (q, leaves) = build_cbq(&shape).map_err(anyhow::Error::msg)?;
             let classes = q.len();
             finish(a, "cbq", q, leaves, classes, pattern, t0, rss0)
         }
+        QdiscArg::Hfsc => {
+            let (q, leaves) = build_hfsc(&shape).map_err(anyhow::Error::msg)?;
+            let classes = q.len();
+            finish(a, "hfsc", q, leaves, classes, pattern, t0, rss0)
+        }
     }
 }
 
 /// The leaves sent to: `k` of `leaves` (in leaf order: leaf `i` is queue `i % 16` of pipe
 /// `i / 16`) laid out as `layout` says, or all of them.
-fn active_leaves(leaves: Vec<u32>, k: Option<u32>, layout: ActiveLayout) -> Vec<u32> {
+pub(crate) fn active_leaves(leaves: Vec<u32>, k: Option<u32>, layout: ActiveLayout) -> Vec<u32> {
     match k {
         Some(k) if k > 0 && (k as usize) < leaves.len() => match layout {
             ActiveLayout::Spread => {
@@ -245,7 +303,7 @@ fn finish<Q: LeafSched>(
         println!(
             "{}",
             json!({
-                "qdisc": name, "levels": a.levels, "leaves": a.leaves, "subports": a.subports,
+                "qdisc": name, "leaf": a.leaf.to_possible_value().map(|v| v.get_name().to_string()), "levels": a.levels, "leaves": a.leaves, "subports": a.subports,
                 "classes": classes, "active": active, "active_layout": layout, "pattern": pat, "backlog": a.backlog, "burst": a.burst,
                 "packets": c.dequeued, "refused": c.refused, "short_dequeues": c.short,
                 "wall_s": wall, "mpps": mpps, "ns_per_packet": ns,

@@ -11,7 +11,7 @@
 use std::path::PathBuf;
 
 use clap::Args;
-use linkshare_config::{render_report, ClassInfo, ConfigError, Diagnostic, Driver, Policy};
+use linkshare_config::{render_report_for, ClassInfo, ConfigError, Diagnostic, Driver, Policy};
 use serde_json::{json, Value};
 
 /// Exit code: the policy is valid (possibly with warnings).
@@ -59,7 +59,7 @@ pub fn run(args: &CheckArgs) -> i32 {
     if args.json {
         println!("{}", to_json(&origin, &result));
     } else {
-        print_human(&text, &result);
+        print_human(&origin, &text, &result);
     }
     match result {
         Ok(_) => EXIT_OK,
@@ -67,17 +67,19 @@ pub fn run(args: &CheckArgs) -> i32 {
     }
 }
 
-fn print_human(text: &str, result: &Result<Policy, ConfigError>) {
+fn print_human(origin: &str, text: &str, result: &Result<Policy, ConfigError>) {
     if let Ok(p) = result {
         print!("{}", p.render_tree());
     }
-    print_diagnostics(text, result);
+    print_diagnostics(origin, text, result);
 }
 
 /// `check`'s diagnostics on stderr: every warning or error with its source line, then the
 /// summary (`policy is valid, with N warnings` / `policy is invalid: …`). Also used by
-/// `linkshare import` on the policy it wrote.
-pub fn print_diagnostics(text: &str, result: &Result<Policy, ConfigError>) {
+/// `linkshare import` on the policy it wrote. `text` is the policy file `origin`; diagnostics
+/// in its subscriber table are shown without a source line (they name the row).
+pub fn print_diagnostics(origin: &str, text: &str, result: &Result<Policy, ConfigError>) {
+    let render_report = |text: &str, d: &[Diagnostic]| render_report_for(Some(origin), text, d);
     match result {
         Ok(p) => {
             eprint!("{}", render_report(text, p.warnings()));
@@ -201,6 +203,13 @@ fn to_json(origin: &str, result: &Result<Policy, ConfigError>) -> Value {
                 "cbq": cbq_options_json(p),
                 "classes": classes,
                 "filters": filters,
+                "subscribers": p.subscribers().map(|t| json!({
+                    "file": t.file,
+                    "first_class": t.first_class,
+                    "count": p.classes().len() - t.first_class as usize,
+                    "plans": t.plans.iter().map(|(n, k)| json!({ "plan": n, "subscribers": k })).collect::<Vec<_>>(),
+                })),
+                "upload": p.upload().is_some(),
                 "warnings": p.warnings().iter().map(diag_json).collect::<Vec<_>>(),
                 "errors": Vec::<Value>::new(),
             })

@@ -8,9 +8,8 @@
 
 use std::path::{Path, PathBuf};
 
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 use linkshare_config::Policy;
-use linkshare_interop::libreqos::Direction;
 use linkshare_interop::{ImportError, Imported};
 
 /// Turn another system's configuration into a linkshare policy.
@@ -34,17 +33,10 @@ pub enum ImportSource {
         #[arg(long)]
         dev: Option<String>,
     },
-    /// LibreQoS's network.json and ShapedDevices.csv: sites and APs as inner classes, circuits
-    /// as leaves, devices' addresses as filters
-    Libreqos {
-        /// network.json (the site/AP tree; `{}` for a flat network)
-        network: PathBuf,
-        /// ShapedDevices.csv (one row per device, circuits by Circuit ID)
-        devices: PathBuf,
-        /// Which side to shape: download (filters on destination) or upload (on source)
-        #[arg(long, value_enum, default_value_t = DirectionArg::Download)]
-        direction: DirectionArg,
-    },
+    /// LibreQoS's network.json and ShapedDevices.csv: sites and APs as classes, circuits as
+    /// a subscriber table (FILE.subscribers.csv beside `--out FILE`) with plans, both
+    /// directions in one policy
+    Libreqos(LibreqosArgs),
     /// pf.conf queues: OpenBSD `queue` lines or FreeBSD/ALTQ `altq on … cbq|priq` with
     /// `queue` lines, and the `pass … queue` rules as filters
     Pf {
@@ -55,13 +47,36 @@ pub enum ImportSource {
     },
 }
 
-#[derive(Copy, Clone, Debug, ValueEnum)]
-pub enum DirectionArg {
-    Download,
-    Upload,
+/// `import libreqos`'s arguments.
+#[derive(Args, Debug)]
+pub struct LibreqosArgs {
+    /// network.json (the site/AP tree; `{}` for a flat network)
+    #[arg(required_unless_present = "synthetic")]
+    pub network: Option<PathBuf>,
+    /// ShapedDevices.csv (one row per device, circuits by Circuit ID)
+    #[arg(required_unless_present = "synthetic")]
+    pub devices: Option<PathBuf>,
+    /// LibreQoS's lqos.conf (or ispConfig.py): the upstream capacity from its
+    /// downlink_bandwidth_mbps and uplink_bandwidth_mbps
+    #[arg(long, value_name = "FILE")]
+    pub lqos_conf: Option<PathBuf>,
+    /// The upstream capacity towards subscribers (tc units, e.g. 10gbit); with --uplink
+    #[arg(long, value_name = "RATE", requires = "uplink")]
+    pub downlink: Option<String>,
+    /// The upstream capacity from subscribers (tc units); with --downlink
+    #[arg(long, value_name = "RATE", requires = "downlink")]
+    pub uplink: Option<String>,
+    /// Instead of importing, write a synthetic LibreQoS export of N circuits (25 sites x 8
+    /// APs, four plans, one IPv4 address each) as network.json and ShapedDevices.csv into
+    /// the directory `--out DIR`
+    #[arg(long, value_name = "N", conflicts_with_all = ["network", "devices"])]
+    pub synthetic: Option<usize>,
+    /// With --synthetic: give each circuit an IPv6 /64 too
+    #[arg(long, requires = "synthetic")]
+    pub ipv6: bool,
 }
 
-fn read(path: &Path) -> Result<String, i32> {
+pub(crate) fn read(path: &Path) -> Result<String, i32> {
     std::fs::read_to_string(path).map_err(|e| {
         eprintln!("error: cannot read `{}`: {e}", path.display());
         crate::check::EXIT_USAGE
@@ -86,23 +101,7 @@ pub fn run(args: &ImportArgs) -> i32 {
                 return crate::check::EXIT_USAGE;
             }
         },
-        ImportSource::Libreqos {
-            network,
-            devices,
-            direction,
-        } => {
-            let (n, d) = match (read(network), read(devices)) {
-                (Ok(n), Ok(d)) => (n, d),
-                (Err(c), _) | (_, Err(c)) => return c,
-            };
-            let dir = match direction {
-                DirectionArg::Download => Direction::Download,
-                DirectionArg::Upload => Direction::Upload,
-            };
-            let (nn, dn) = (network.display().to_string(), devices.display().to_string());
-            let r = linkshare_interop::libreqos::import(&n, &nn, &d, &dn, dir);
-            (r, vec![(nn, n), (dn, d)])
-        }
+        ImportSource::Libreqos(a) => return crate::import_libreqos::run(a, args.out.as_deref()),
         ImportSource::Pf { file, on } => {
             let text = match read(file) {
                 Ok(t) => t,
@@ -116,38 +115,50 @@ pub fn run(args: &ImportArgs) -> i32 {
     finish(result, &files, args.out.as_deref())
 }
 
-fn finish(
-    result: Result<Imported, ImportError>,
-    files: &[(String, String)],
-    out: Option<&Path>,
-) -> i32 {
-    let source = |file: &str| {
-        files
-            .iter()
-            .find(|(n, _)| n == file)
-            .map(|(_, t)| t.as_str())
-    };
-    let imported = match result {
-        Ok(i) => i,
-        Err(e) => {
-            for d in &e.errors {
-                eprintln!("{}\n", d.render("error", source(&d.file)));
-            }
-            let n = e.errors.len();
-            eprintln!("import failed: {n} error{}", if n == 1 { "" } else { "s" });
-            return crate::check::EXIT_INVALID;
-        }
-    };
-    for w in &imported.warnings {
-        eprintln!("{}\n", w.render("warning", source(&w.file)));
+/// An importer's errors on stderr with their source lines; the exit code.
+pub(crate) fn print_errors(e: &ImportError, files: &[(String, String)]) -> i32 {
+    for d in &e.errors {
+        eprintln!("{}\n", d.render("error", source(files, &d.file)));
     }
-    for n in imported
-        .toml
+    let n = e.errors.len();
+    eprintln!("import failed: {n} error{}", if n == 1 { "" } else { "s" });
+    crate::check::EXIT_INVALID
+}
+
+fn source<'f>(files: &'f [(String, String)], file: &str) -> Option<&'f str> {
+    files
+        .iter()
+        .find(|(n, _)| n == file)
+        .map(|(_, t)| t.as_str())
+}
+
+/// An importer's warnings, then the notes of the policy it wrote, on stderr.
+pub(crate) fn print_warnings(
+    warnings: &[linkshare_interop::Diag],
+    toml: &str,
+    files: &[(String, String)],
+) {
+    for w in warnings {
+        eprintln!("{}\n", w.render("warning", source(files, &w.file)));
+    }
+    for n in toml
         .lines()
         .filter_map(|l| l.trim_start().strip_prefix("# note: "))
     {
         eprintln!("note: {n}");
     }
+}
+
+fn finish(
+    result: Result<Imported, ImportError>,
+    files: &[(String, String)],
+    out: Option<&Path>,
+) -> i32 {
+    let imported = match result {
+        Ok(i) => i,
+        Err(e) => return print_errors(&e, files),
+    };
+    print_warnings(&imported.warnings, &imported.toml, files);
     let origin = match out {
         Some(p) => {
             if let Err(e) = std::fs::write(p, &imported.toml) {
@@ -162,7 +173,7 @@ fn finish(
         }
     };
     let checked = Policy::parse(&imported.toml, &origin);
-    crate::check::print_diagnostics(&imported.toml, &checked);
+    crate::check::print_diagnostics(&origin, &imported.toml, &checked);
     match checked {
         Ok(_) => crate::check::EXIT_OK,
         Err(_) => crate::check::EXIT_INVALID,

@@ -82,7 +82,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 3.0)]
     pub seconds: f64,
     /// Run only these measurements (comma separated): throughput, rr, forwarding, classes, sfq,
-    /// accuracy, priority, pacing, cpu, workers, shared-parent
+    /// accuracy, priority, pacing, cpu, workers, shared-parent, scale
     #[arg(long, value_delimiter = ',')]
     pub only: Vec<String>,
     /// Also write every figure as JSON to this file
@@ -91,6 +91,10 @@ pub struct BenchArgs {
     /// Measure each packet-flood figure and each TCP goodput this many times and report the median
     #[arg(long, default_value_t = 3)]
     pub repeat: usize,
+    /// Subscriber counts of the `scale` measurement (comma separated; default 10000,100000;
+    /// 1000000 where memory allows)
+    #[arg(long, value_delimiter = ',')]
+    pub subscribers: Vec<usize>,
 }
 
 pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
@@ -100,6 +104,7 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
             only: b.only.clone(),
             json: b.json.clone(),
             repeat: b.repeat,
+            subscribers: b.subscribers.clone(),
         };
         linkshare_lab::bench::run(&opts, |md| println!("{md}"))?;
         return Ok(crate::exit::OK);

@@ -1,5 +1,6 @@
 //! The `linkshare` command line.
 
+mod bench_memory;
 mod bench_sched;
 mod bench_workers;
 mod check;
@@ -10,6 +11,7 @@ mod exit;
 mod export_tc;
 mod fidelity_doc;
 mod import_cmd;
+mod import_libreqos;
 mod lab_cmd;
 mod router_cmds;
 mod seeds_doc;

@@ -126,8 +126,42 @@ pub struct StatArgs {
     /// them, rates in tc's units)
     #[arg(long, conflicts_with = "json")]
     pub tc: bool,
+    /// Only the class NAME (both directions)
+    #[arg(long, value_name = "NAME")]
+    pub class: Option<String>,
+    /// Only the children of class NAME
+    #[arg(long, value_name = "NAME")]
+    pub parent: Option<String>,
+    /// Only the N classes first by --by (highest first); chosen by the shaper, so a shaper of
+    /// 100,000 classes sends N rows
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// What --top ranks by: rate, drops or backlog
+    #[arg(long, default_value = "rate", value_parser = ["rate", "drops", "backlog"])]
+    pub by: String,
+    /// With --json: one page of at most N classes per direction from --offset (without it,
+    /// every page of one snapshot is fetched and printed as one object)
+    #[arg(long, value_name = "N")]
+    pub limit: Option<usize>,
+    #[arg(long, default_value_t = 0, requires = "limit")]
+    pub offset: usize,
     #[arg(long)]
     pub control: Option<PathBuf>,
+}
+
+impl StatArgs {
+    /// The classes asked for, as the shaper's `stat` selection.
+    fn select(&self) -> control::Select {
+        control::Select {
+            class: self.class.clone(),
+            parent: self.parent.clone(),
+            top: self.top,
+            by: control::TopBy::parse(&self.by).unwrap_or_default(),
+            offset: self.offset,
+            limit: self.limit,
+            seq: None,
+        }
+    }
 }
 
 #[derive(clap::Args, Debug)]
@@ -318,8 +352,9 @@ pub fn stat(a: &StatArgs) -> anyhow::Result<i32> {
         }
         return Ok(0);
     }
+    let select = a.select();
     loop {
-        let st = control::stat(&control)?;
+        let st = control::stat_select(&control, &select)?;
         if a.json {
             println!("{}", serde_json::to_string(&st)?);
         } else {
@@ -417,10 +452,7 @@ fn reload_code(r: &Response, what: &str) -> anyhow::Result<i32> {
 fn report_reload(r: &Response, what: &str) -> anyhow::Result<i32> {
     match r {
         Response::Reloaded(rep) => {
-            println!(
-                "{what}: moved {} queued packets, dropped {}; kept {:?}, added {:?}, removed {:?}",
-                rep.moved_packets, rep.dropped_packets, rep.kept, rep.added, rep.removed
-            );
+            println!("{what} {}", rep.summary());
             Ok(0)
         }
         Response::Error(e) => {
@@ -437,9 +469,12 @@ fn report_reload(r: &Response, what: &str) -> anyhow::Result<i32> {
     }
 }
 
+/// `reload FILE`: the shaper reads the file itself (its absolute path goes over the control
+/// socket, so a policy of any size reloads, and SIGHUP reloads it again later).
 pub fn reload(a: &ReloadArgs) -> anyhow::Result<i32> {
     let control = find_control(&a.control)?;
-    let text = std::fs::read_to_string(&a.file)
+    // Refuse here what the shaper could not read either, with the caller's own path.
+    let path = std::fs::canonicalize(&a.file)
         .with_context(|| format!("cannot read {}", a.file.display()))?;
     let r = call(
         &control,
@@ -449,10 +484,7 @@ pub fn reload(a: &ReloadArgs) -> anyhow::Result<i32> {
             } else {
                 Direction::Forward
             },
-            source: PolicySource::Text {
-                text,
-                origin: a.file.display().to_string(),
-            },
+            source: PolicySource::File { path },
         },
     )?;
     let what = format!("reloaded {}", a.file.display());

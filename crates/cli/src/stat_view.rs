@@ -75,6 +75,14 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
         }
         out.push('\n');
     }
+    if (d.classes.len() as u64) < d.class_count {
+        let _ = writeln!(
+            out,
+            "  {} of {} classes shown",
+            d.classes.len(),
+            d.class_count
+        );
+    }
     for (c, depth) in d.classes.iter().zip(d.depths()) {
         let indent = "  ".repeat(1 + depth);
         let marked = if c.marked > 0 {

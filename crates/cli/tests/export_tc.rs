@@ -195,24 +195,25 @@ fn send(ns: &str, dst: SocketAddr, tos: u8, src_port: u16, n: usize) {
     })
 }
 
-#[test]
-fn kernel_applies_the_script_and_classifies_packets_as_linkshare_does() {
+/// Two namespaces joined by a veth pair (A: 10.78.0.1, fd00:78::1; B: .2, ::2), with static
+/// neighbours in A; `None` (after the gate's skip or failure) when namespaces cannot be made.
+fn veth_pair(letter: &str) -> Option<(Ns, Ns, String)> {
     if !testbed::netns_test_can_run() {
-        return;
+        return None;
     }
     if !run("tc", &["-V"]) {
         testbed::netns_test_skipped("no `tc` binary (apt-get install iproute2)");
-        return;
+        return None;
     }
     let tag = std::process::id() % 100000;
-    let a = Ns(format!("lsxa{tag}"));
+    let a = Ns(format!("ls{letter}a{tag}"));
     if !run("ip", &["netns", "add", &a.0]) {
         testbed::netns_test_skipped("`ip netns add` does not work here");
-        return;
+        return None;
     }
-    let b = Ns(format!("lsxb{tag}"));
+    let b = Ns(format!("ls{letter}b{tag}"));
     assert!(run("ip", &["netns", "add", &b.0]));
-    let (va, vb) = (format!("xa{tag}"), format!("xb{tag}"));
+    let (va, vb) = (format!("{letter}a{tag}"), format!("{letter}b{tag}"));
     let ok = |args: &[&str]| assert!(run("ip", args), "ip {args:?}");
     ok(&[
         "link", "add", &va, "netns", &a.0, "type", "veth", "peer", "name", &vb, "netns", &b.0,
@@ -222,71 +223,57 @@ fn kernel_applies_the_script_and_classifies_packets_as_linkshare_does() {
     ok(&["-n", &b.0, "link", "set", &vb, "address", mac_b]);
     ok(&["-n", &a.0, "addr", "add", "10.78.0.1/24", "dev", &va]);
     ok(&["-n", &b.0, "addr", "add", "10.78.0.2/24", "dev", &vb]);
-    ok(&[
-        "-n",
-        &a.0,
-        "addr",
-        "add",
-        "fd00:78::1/64",
-        "dev",
-        &va,
-        "nodad",
-    ]);
-    ok(&[
-        "-n",
-        &b.0,
-        "addr",
-        "add",
-        "fd00:78::2/64",
-        "dev",
-        &vb,
-        "nodad",
-    ]);
+    for (ns, addr, dev) in [(&a.0, "fd00:78::1/64", &va), (&b.0, "fd00:78::2/64", &vb)] {
+        ok(&["-n", ns, "addr", "add", addr, "dev", dev, "nodad"]);
+    }
     ok(&["-n", &a.0, "link", "set", &va, "up"]);
     ok(&["-n", &b.0, "link", "set", &vb, "up"]);
     // Static neighbours: no ARP or neighbour discovery in the counters.
-    ok(&[
-        "-n",
-        &a.0,
-        "neigh",
-        "add",
-        "10.78.0.2",
-        "lladdr",
-        mac_b,
-        "dev",
-        &va,
-        "nud",
-        "permanent",
-    ]);
-    ok(&[
-        "-n",
-        &a.0,
-        "neigh",
-        "add",
-        "fd00:78::2",
-        "lladdr",
-        mac_b,
-        "dev",
-        &va,
-        "nud",
-        "permanent",
-    ]);
+    for addr in ["10.78.0.2", "fd00:78::2"] {
+        ok(&[
+            "-n",
+            &a.0,
+            "neigh",
+            "add",
+            addr,
+            "lladdr",
+            mac_b,
+            "dev",
+            &va,
+            "nud",
+            "permanent",
+        ]);
+    }
+    Some((a, b, va))
+}
 
-    let p = write_policy(&format!("k{tag}"), POLICY);
-    let (code, script, err) = export(&p, &va);
+/// Export the policy at `p` for `dev` and load it in namespace `ns` with `tc -batch`; the script.
+fn export_and_load(p: &std::path::Path, ns: &str, dev: &str) -> String {
+    let (code, script, err) = export(p, dev);
     assert_eq!(code, 0, "{err}");
     let file = p.with_extension("tc");
     std::fs::write(&file, &script).unwrap();
     let applied = Command::new("tc")
-        .args(["-n", &a.0, "-batch"])
+        .args(["-n", ns, "-batch"])
         .arg(&file)
         .output()
         .unwrap();
     assert!(
         applied.status.success(),
-        "tc -batch failed: {}\n{script}",
+        "tc -batch failed: {}",
         String::from_utf8_lossy(&applied.stderr)
     );
+    script
+}
+
+#[test]
+fn kernel_applies_the_script_and_classifies_packets_as_linkshare_does() {
+    let Some((a, _b, va)) = veth_pair("x") else {
+        return;
+    };
+    let tag = std::process::id() % 100000;
+    let p = write_policy(&format!("k{tag}"), POLICY);
+    export_and_load(&p, &a.0, &va);
     let before = class_packets(&a.0, &va);
     assert_eq!(before.len(), 5, "{before:?}");
 
@@ -338,6 +325,120 @@ fn kernel_applies_the_script_and_classifies_packets_as_linkshare_does() {
                 delta(other)
             );
         }
+        last = now;
+    }
+}
+
+/// `n` subscriber classes under two parents, each with a pfifo leaf and one filter on its IPv4
+/// destination 10.79.x.y (k = 256 x + y), or IPv6 fd00:79::k for every tenth: the form that
+/// exports as hash tables.
+fn subscribers(n: usize) -> String {
+    let mut s = String::from(
+        "qdisc = \"htb\"\ndefault = \"other\"\n[[class]]\nname = \"up\"\nrate = \"10gbit\"\n\
+         [[class]]\nname = \"site1\"\nparent = \"up\"\nrate = \"4gbit\"\n\
+         [[class]]\nname = \"site2\"\nparent = \"up\"\nrate = \"4gbit\"\n\
+         [[class]]\nname = \"other\"\nparent = \"up\"\nrate = \"1mbit\"\n",
+    );
+    for k in 0..n {
+        s.push_str(&format!(
+            "[[class]]\nname = \"sub{k}\"\nparent = \"site{}\"\nrate = \"1mbit\"\n\
+             ceil = \"100mbit\"\nleaf = {{ type = \"pfifo\", limit = 100 }}\n",
+            1 + k % 2
+        ));
+    }
+    for k in (0..n).filter(|k| k % 10 != 0) {
+        s.push_str(&format!(
+            "[[filter]]\ndst = \"10.79.{}.{}/32\"\nclass = \"sub{k}\"\n",
+            k / 256,
+            k % 256
+        ));
+    }
+    for k in (0..n).filter(|k| k % 10 == 0) {
+        s.push_str(&format!(
+            "[[filter]]\ndst = \"fd00:79::{k:x}/128\"\nclass = \"sub{k}\"\n"
+        ));
+    }
+    s
+}
+
+#[test]
+fn kernel_loads_a_hashed_export_of_1200_subscribers_and_finds_each_in_its_bucket() {
+    let Some((a, _b, va)) = veth_pair("h") else {
+        return;
+    };
+    let tag = std::process::id() % 100000;
+    // Everything in 10.79/16 and fd00:79::/64 goes to B's address (B drops it; A's HTB has
+    // counted it by then).
+    let ok = |args: &[&str]| assert!(run("ip", args), "ip {args:?}");
+    ok(&[
+        "-n",
+        &a.0,
+        "route",
+        "add",
+        "10.79.0.0/16",
+        "via",
+        "10.78.0.2",
+    ]);
+    ok(&[
+        "-n",
+        &a.0,
+        "route",
+        "add",
+        "fd00:79::/64",
+        "via",
+        "fd00:78::2",
+    ]);
+    let n = 1200;
+    let p = write_policy(&format!("h{tag}"), &subscribers(n));
+    let script = export_and_load(&p, &a.0, &va);
+    assert_eq!(
+        script.matches("divisor 256").count(),
+        2,
+        "hash tables expected"
+    );
+    let before = class_packets(&a.0, &va);
+    assert_eq!(before.len(), n + 4, "classes in the kernel");
+    // Class id of each subscriber, from the `# subK` comment of its class line.
+    let id_of = |k: usize| -> String {
+        let tail = format!("  # sub{k}");
+        let line = script
+            .lines()
+            .find(|l| l.starts_with("class add") && l.ends_with(&tail))
+            .unwrap_or_else(|| panic!("no class line for sub{k}"));
+        line.split(" classid ")
+            .nth(1)
+            .and_then(|r| r.split(' ').next())
+            .unwrap()
+            .to_string()
+    };
+    const N: u64 = 20;
+    let mut last = before;
+    // Subscribers in different buckets, two sharing bucket 7 (7 and 263), and IPv6 ones.
+    for k in [1usize, 7, 263, 255, 256, 1199, 20, 1190] {
+        let dst: SocketAddr = if k % 10 == 0 {
+            format!("[fd00:79::{k:x}]:9").parse().unwrap()
+        } else {
+            format!("10.79.{}.{}:9", k / 256, k % 256).parse().unwrap()
+        };
+        send(&a.0, dst, 0, 41000 + k as u16, N as usize);
+        std::thread::sleep(std::time::Duration::from_millis(30));
+        let now = class_packets(&a.0, &va);
+        let want = id_of(k);
+        let delta = |c: &str| now.get(c).copied().unwrap_or(0) - last.get(c).copied().unwrap_or(0);
+        assert!(
+            delta(&want) >= N,
+            "sub{k} ({dst}): class {want} got {} of {N} packets",
+            delta(&want)
+        );
+        // Inner classes (up 1:1, site1 1:2, site2 1:3) count their children's packets.
+        let strays: u64 = now
+            .keys()
+            .filter(|c| **c != want && !["1:1", "1:2", "1:3"].contains(&c.as_str()))
+            .map(|c| delta(c))
+            .sum();
+        // A few of the kernel's own IPv6 packets may land in the default class; a wrong
+        // bucket would put all N elsewhere.
+        assert!(strays < 8, "sub{k}: {strays} packets in other classes");
         last = now;
     }
 }

@@ -25,14 +25,6 @@ fn import_prints_a_checked_policy_and_its_notes() {
     for args in [
         vec!["import", "tc", &fixture("tc/shell.sh")],
         vec!["import", "pf", &fixture("pf/freebsd-cbq.conf")],
-        vec![
-            "import",
-            "libreqos",
-            &fixture("libreqos/network.json"),
-            &fixture("libreqos/ShapedDevices.csv"),
-            "--direction",
-            "upload",
-        ],
     ]
     .iter()
     {
@@ -41,7 +33,8 @@ fn import_prints_a_checked_policy_and_its_notes() {
         Policy::parse(&out, "stdout.toml").unwrap_or_else(|e| panic!("{args:?}: {e:?}"));
         assert!(err.contains("note: "), "{args:?}: {err}");
     }
-    // --out writes the file; the libreqos scaling warning names the node and the factor.
+    // libreqos writes the policy and its subscriber table beside it; the scaling warning names
+    // the node, the direction and the factor.
     let dir = std::env::temp_dir().join(format!("lsimport{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let out = dir.join("p.toml");
@@ -55,9 +48,123 @@ fn import_prints_a_checked_policy_and_its_notes() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(stdout.is_empty());
-    assert!(err.contains("warning: node `AP_A`: the minimums under `AP_A` add up to 120mbit, above its rate 100mbit: scaled by 0.8333"), "{err}");
-    let (code, _, _) = linkshare(&["check", out.to_str().unwrap()]);
-    assert_eq!(code, 0);
+    assert!(err.contains("warning: node `AP_A`: the download minimums under `AP_A` add up to 120mbit, above its rate 100mbit: scaled by 0.8333"), "{err}");
+    let table = std::fs::read_to_string(dir.join("p.subscribers.csv")).unwrap();
+    assert!(table.starts_with("name,parent,plan,addresses,"), "{table}");
+    let (code, tree, err) = linkshare(&["check", out.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(tree.contains("subscribers: 6 from "), "{tree}");
+    assert!(tree.contains("upload side"), "{tree}");
+    // Without --out there is nowhere to put the table.
+    let (code, _, err) = linkshare(&[
+        "import",
+        "libreqos",
+        &fixture("libreqos/network.json"),
+        &fixture("libreqos/ShapedDevices.csv"),
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("give `--out FILE`"), "{err}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn a_synthetic_export_imports_below_its_uplink_and_checks() {
+    let dir = std::env::temp_dir().join(format!("lssynth{}", std::process::id()));
+    let export = dir.join("export");
+    let (code, _, err) = linkshare(&[
+        "import",
+        "libreqos",
+        "--synthetic",
+        "2000",
+        "--ipv6",
+        "--out",
+        export.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let net = export.join("network.json");
+    let dev = export.join("ShapedDevices.csv");
+    let conf = dir.join("lqos.conf");
+    std::fs::write(
+        &conf,
+        "[queues]\ndownlink_bandwidth_mbps = 20000\nuplink_bandwidth_mbps = 4000\n",
+    )
+    .unwrap();
+    let out = dir.join("isp.toml");
+    let (code, _, err) = linkshare(&[
+        "import",
+        "libreqos",
+        net.to_str().unwrap(),
+        dev.to_str().unwrap(),
+        "--lqos-conf",
+        conf.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let p = Policy::load(&out).unwrap_or_else(|e| panic!("{e:?}"));
+    let root = &p.classes()[0];
+    assert_eq!(
+        (root.name.as_str(), root.rate.0, root.ceil.0),
+        ("root", 20_000_000_000, 20_000_000_000)
+    );
+    assert_eq!(p.upload().unwrap().classes()[0].rate.0, 4_000_000_000);
+    assert_eq!(
+        p.classes().len() - p.subscribers().unwrap().first_class as usize,
+        2000
+    );
+    assert_eq!(
+        p.filters().len(),
+        4000,
+        "an IPv4 address and an IPv6 /64 each"
+    );
+    // The same from --downlink/--uplink; a bad rate is refused.
+    let (code, _, err) = linkshare(&[
+        "import",
+        "libreqos",
+        net.to_str().unwrap(),
+        dev.to_str().unwrap(),
+        "--downlink",
+        "20gbit",
+        "--uplink",
+        "4gbit",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        Policy::load(&out).unwrap().classes()[0].rate.0,
+        20_000_000_000
+    );
+    let (code, _, err) = linkshare(&[
+        "import",
+        "libreqos",
+        net.to_str().unwrap(),
+        dev.to_str().unwrap(),
+        "--downlink",
+        "fast",
+        "--uplink",
+        "4gbit",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--downlink `fast` is not a rate"), "{err}");
+    // A subscriber table with a bad row: check names the CSV file and line.
+    let table = dir.join("isp.subscribers.csv");
+    let text = std::fs::read_to_string(&table).unwrap();
+    let broken = text
+        .replacen("\nSubscriber 7,", "\nSubscriber 7,NoSuchAP,", 1)
+        .replacen(",AP_0_6,", ",", 1);
+    std::fs::write(&table, broken).unwrap();
+    let (code, _, err) = linkshare(&["check", out.to_str().unwrap()]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(
+            "isp.subscribers.csv:8:1: error: subscriber `Subscriber 7`: unknown parent `NoSuchAP`"
+        ),
+        "{err}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
 }
 
 #[test]

@@ -544,3 +544,76 @@ stop = "{stop}s"
     assert!(after <= bound, "after stop {after} B > {bound} B");
     assert_eq!(s["flows"]["t"]["kind"], "tcp");
 }
+
+/// `lab bench --only scale` at a small size: linkshare, the kernel's HTB with hashed filters and
+/// with linear ones each start, forward, answer probes, report memory and change a rate.
+#[test]
+fn bench_scale_measures_linkshare_and_both_kernel_forms() {
+    if !testbed::netns_test_can_run() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = scratch("bench-scale");
+    let json = dir.join("bench.json");
+    let out = Command::new(exe())
+        .args([
+            "lab",
+            "bench",
+            "--only",
+            "scale",
+            "--subscribers",
+            "300",
+            "--seconds",
+            "0.5",
+            "--repeat",
+            "1",
+            "--json",
+        ])
+        .arg(&json)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    let rows = v["results"]["scale"].as_array().unwrap();
+    let routers: Vec<&str> = rows
+        .iter()
+        .map(|r| r["router B"].as_str().unwrap())
+        .collect();
+    assert_eq!(routers.len(), 3, "{v}");
+    assert!(routers[0].starts_with("linkshare"), "{v}");
+    assert!(
+        routers[1].contains("hashed") && routers[2].contains("linear"),
+        "{v}"
+    );
+    for r in rows {
+        let router = r["router B"].as_str().unwrap();
+        let num = |k: &str| -> f64 {
+            r[k].as_str()
+                .and_then(|s| s.parse().ok())
+                .unwrap_or_else(|| panic!("{router}: `{k}` is {}", r[k]))
+        };
+        assert!(num("start to forwarding (s)") > 0.0, "{router}");
+        assert!(
+            num("machine CPU (ns/frame, 10k addresses)") > 0.0,
+            "{router}"
+        );
+        assert!(num("rate change (ms)") > 0.0, "{router}");
+        let mem = r["memory"].as_str().unwrap();
+        assert!(mem.contains("MB"), "{router}: {mem}");
+        let idle = r["idle RTT p50 / p99 (µs)"].as_str().unwrap();
+        assert!(
+            idle.split(" / ")
+                .all(|x| x.parse::<f64>().is_ok_and(|x| x > 0.0)),
+            "{router}: {idle}"
+        );
+        let scrapes = r["scrapes"].as_str().unwrap();
+        assert!(scrapes.contains(" × "), "{router}: {scrapes}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

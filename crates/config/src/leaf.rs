@@ -10,6 +10,7 @@ use std::fmt;
 use std::ops::Range;
 
 use linkshare_core::leaf::LeafSpec;
+use linkshare_core::qdisc::cake::{Cake, CakeParams};
 use linkshare_core::qdisc::codel::{Codel, CodelParams};
 use linkshare_core::qdisc::drr::{Drr, DrrParams};
 use linkshare_core::qdisc::fifo::{Fifo, FifoLimit, DEFAULT_BFIFO_LIMIT, DEFAULT_PFIFO_LIMIT};
@@ -54,12 +55,14 @@ pub enum LeafKind {
     Codel(CodelParams),
     /// Flow queue CoDel (RFC 8290).
     FqCodel(FqCodelParams),
+    /// CAKE (Høiland-Jørgensen, Täht & Morton 2018): shaper, tins, host isolation, COBALT.
+    Cake(CakeParams),
 }
 
 impl LeafKind {
     /// Leaf kinds by name.
     pub const KNOWN: &'static [&'static str] = &[
-        "pfifo", "bfifo", "sfq", "drr", "prio", "tbf", "red", "rio", "codel", "fq_codel",
+        "pfifo", "bfifo", "sfq", "drr", "prio", "tbf", "red", "rio", "codel", "fq_codel", "cake",
     ];
 
     pub fn name(&self) -> &'static str {
@@ -74,6 +77,7 @@ impl LeafKind {
             LeafKind::Rio(_) => "rio",
             LeafKind::Codel(_) => "codel",
             LeafKind::FqCodel(_) => "fq_codel",
+            LeafKind::Cake(_) => "cake",
         }
     }
 
@@ -99,6 +103,7 @@ impl LeafKind {
             LeafKind::Rio(p) => Box::new(Rio::new(p.clone())?),
             LeafKind::Codel(p) => Box::new(Codel::new(p.clone())?),
             LeafKind::FqCodel(p) => Box::new(FqCodel::new(p.clone())?),
+            LeafKind::Cake(p) => Box::new(Cake::new(p.clone())?),
         })
     }
 }
@@ -129,6 +134,26 @@ impl fmt::Display for LeafKind {
                 "fq_codel(target {} interval {} flows {} quantum {} limit {})",
                 p.target, p.interval, p.flows, p.quantum, p.limit
             ),
+            LeafKind::Cake(p) => {
+                match p.bandwidth {
+                    Some(b) => write!(f, "cake(bandwidth {b}")?,
+                    None => write!(f, "cake(unlimited")?,
+                }
+                write!(
+                    f,
+                    " {} {} rtt {}",
+                    p.diffserv.name(),
+                    p.isolation.name(),
+                    p.rtt
+                )?;
+                if p.ack_filter != linkshare_core::qdisc::cake::ack_filter::AckFilter::Off {
+                    write!(f, " ack_filter {}", p.ack_filter.name())?;
+                }
+                if p.overhead != Default::default() {
+                    write!(f, " {}", p.overhead.tc_words())?;
+                }
+                write!(f, ")")
+            }
         }
     }
 }
@@ -297,6 +322,7 @@ pub(crate) fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<
             let check = q.validate();
             p.finish(LeafKind::FqCodel(q), check)
         }
+        "cake" => crate::cake::read(p),
         _ => {
             let help = match suggest(&kind, LeafKind::KNOWN.iter().copied()) {
                 Some(s) => format!("did you mean \"{s}\"? known leaf qdiscs: {kinds}"),

@@ -30,8 +30,11 @@
 //! Adding a scheduler kind means a new [`QdiscKind`] variant, its name in [`QdiscKind::KNOWN`],
 //! and a match arm in the validator and in [`Policy::build`].
 
+mod cake;
+pub mod csv;
 mod diag;
 mod doc_kind;
+mod hfsc;
 mod leaf;
 mod link;
 mod params;
@@ -53,9 +56,13 @@ use linkshare_core::{Packet, Qdisc};
 
 pub use diag::{ConfigError, Diagnostic, Severity};
 pub use doc_kind::{looks_like, wrong_kind, DocKind};
+pub use hfsc::{HfscClass, HfscCompat};
 pub use leaf::LeafKind;
 pub use raw::PolicyDoc;
-pub use source::{render_report, Source, ECHO_MAX_CHARS, SHOWN_PER_KIND, SHOWN_PER_SEVERITY};
+pub use source::{
+    render_report, render_report_for, Source, ECHO_MAX_CHARS, SHOWN_PER_KIND, SHOWN_PER_SEVERITY,
+};
+pub use validate::ReadTable;
 
 /// The root scheduler of a policy (`qdisc = "..."`).
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -65,6 +72,8 @@ pub enum QdiscKind {
     Htb,
     /// Class-Based Queueing (Floyd & Jacobson), with ALTQ's options: see [`CbqOptions`].
     Cbq,
+    /// Hierarchical Fair Service Curve (Stoica, Zhang & Ng): see [`HfscClass`], [`HfscCompat`].
+    Hfsc,
     /// Deficit round robin over flat classes, each with a `quantum` and a leaf
     /// (`qdisc = "drr"` with `[[class]]`; without classes `"drr"` is the flow-hash leaf).
     Drr,
@@ -74,8 +83,11 @@ pub enum QdiscKind {
 
 impl QdiscKind {
     /// Every kind, by the name written in policy files.
-    pub const KNOWN: &'static [(&'static str, QdiscKind)] =
-        &[("htb", QdiscKind::Htb), ("cbq", QdiscKind::Cbq)];
+    pub const KNOWN: &'static [(&'static str, QdiscKind)] = &[
+        ("htb", QdiscKind::Htb),
+        ("cbq", QdiscKind::Cbq),
+        ("hfsc", QdiscKind::Hfsc),
+    ];
 
     pub fn from_name(name: &str) -> Option<QdiscKind> {
         let n = name.trim().to_ascii_lowercase();
@@ -87,6 +99,7 @@ impl QdiscKind {
         match self {
             QdiscKind::Htb => "htb",
             QdiscKind::Cbq => "cbq",
+            QdiscKind::Hfsc => "hfsc",
             QdiscKind::Drr => "drr",
             QdiscKind::Leaf => "leaf",
         }
@@ -138,6 +151,8 @@ pub struct ClassInfo {
     pub line: usize,
     /// CBQ's per-class parameters (`qdisc = "cbq"` only).
     pub cbq: Option<CbqClass>,
+    /// HFSC's curves (`qdisc = "hfsc"` only).
+    pub hfsc: Option<HfscClass>,
 }
 
 /// CBQ's general scheduler (`scheduler = …`).
@@ -292,6 +307,19 @@ pub struct FilterInfo {
     pub line: usize,
 }
 
+/// A policy's subscriber table, once checked: its subscribers are the classes from
+/// `first_class` on (one leaf each, in row order) and the filters from `first_filter` on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Subscribers {
+    /// The CSV file, as diagnostics name it.
+    pub file: String,
+    pub first_class: ClassId,
+    pub first_filter: usize,
+    /// Each plan with its number of subscribers, in file order; then `("", n)` for the rows
+    /// that give their own rates, if any.
+    pub plans: Vec<(String, usize)>,
+}
+
 /// A checked policy, ready to build.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Policy {
@@ -301,6 +329,8 @@ pub struct Policy {
     root_leaf: Option<LeafKind>,
     /// CBQ's options (`qdisc = "cbq"`).
     cbq: Option<CbqOptions>,
+    /// HFSC's compatibility choice (`qdisc = "hfsc"`).
+    hfsc: Option<HfscCompat>,
     r2q: u32,
     mtu: u32,
     default: String,
@@ -310,15 +340,26 @@ pub struct Policy {
     warnings: Vec<Diagnostic>,
     /// `overhead`, `mpu`, `linklayer` (tc-stab).
     link: linkshare_core::linklayer::LinkLayer,
+    /// The subscriber table (`subscribers = "…"`), if any.
+    subscribers: Option<Box<Subscribers>>,
+    /// The upload side, when the policy gives upload rates.
+    upload: Option<Box<Policy>>,
 }
 
 impl Policy {
-    /// Parse and check a policy. `origin` is the file name used in diagnostics.
-    /// A rejected file that looks like a scenario says so first (`linkshare sim` reads it).
+    /// Parse and check a policy. `origin` is the file name used in diagnostics; a subscriber
+    /// table it names is read from the filesystem, relative to `origin`'s directory. A rejected
+    /// file that looks like a scenario says so first (`linkshare sim` reads it).
     pub fn parse(text: &str, origin: &str) -> Result<Policy, ConfigError> {
+        Self::parse_with(text, origin, &|p: &Path| std::fs::read_to_string(p))
+    }
+
+    /// [`Policy::parse`] with the subscriber table read by `files` (given the path the policy
+    /// names, joined to `origin`'s directory).
+    pub fn parse_with(text: &str, origin: &str, files: ReadTable) -> Result<Policy, ConfigError> {
         let parsed = toml::from_str::<PolicyDoc>(text)
             .map_err(|e| syntax_error(&e, text, origin))
-            .and_then(|doc| Self::from_spanned_table(doc, text, origin));
+            .and_then(|doc| validate::validate(&doc, text, origin, files));
         parsed.map_err(|mut e| {
             if let Some(d) = doc_kind::wrong_kind(text, origin, DocKind::Policy) {
                 e.diagnostics.insert(0, d);
@@ -353,7 +394,34 @@ impl Policy {
         text: &str,
         origin: &str,
     ) -> Result<Policy, ConfigError> {
-        validate::validate(&doc, text, origin)
+        validate::validate(&doc, text, origin, &|p: &Path| std::fs::read_to_string(p))
+    }
+
+    /// The subscriber table, when the policy has one.
+    pub fn subscribers(&self) -> Option<&Subscribers> {
+        self.subscribers.as_deref()
+    }
+
+    /// The upload side, when the policy gives upload rates: the same classes with their
+    /// upload rates, and the filters mirrored (a subscriber matched by source address). `self`
+    /// is then the download side (matched by destination).
+    pub fn upload(&self) -> Option<&Policy> {
+        self.upload.as_deref()
+    }
+
+    /// Build both directions' schedulers: the download side's, and the upload side's when
+    /// the policy has one ([`Policy::upload`]).
+    #[allow(clippy::type_complexity)]
+    pub fn build_directions<P: Packet + 'static>(
+        &self,
+        driver: &Driver,
+    ) -> Result<(Box<dyn Qdisc<P>>, Option<Box<dyn Qdisc<P>>>), ConfigError> {
+        let down = self.build_on::<P>(driver)?;
+        let up = match &self.upload {
+            Some(u) => Some(u.build_on::<P>(driver)?),
+            None => None,
+        };
+        Ok((down, up))
     }
 
     /// Warnings found while checking (the policy is usable).
@@ -432,6 +500,19 @@ impl Policy {
 
     /// The class tree, rates and filters as `linkshare check` prints them.
     pub fn render_tree(&self) -> String {
+        let mut out = self.render_one();
+        if let Some(line) = render::plans_line(self) {
+            out.push_str(&line);
+        }
+        if let Some(u) = &self.upload {
+            out.push_str("\nupload side (the same classes; filters match the source):\n");
+            out.push_str(&u.render_one());
+        }
+        out
+    }
+
+    /// One direction's tree and filters, with the link layer.
+    fn render_one(&self) -> String {
         let tree = render::tree(self);
         if self.link.is_identity() {
             return tree;
@@ -480,6 +561,9 @@ impl Policy {
                 .map(|d| Box::new(d) as Box<dyn Qdisc<P>>),
             (QdiscKind::Cbq, _) => self
                 .build_cbq::<P>(driver)
+                .map(|c| Box::new(c) as Box<dyn Qdisc<P>>),
+            (QdiscKind::Hfsc, _) => self
+                .build_hfsc::<P>()
                 .map(|c| Box::new(c) as Box<dyn Qdisc<P>>),
             _ => self
                 .build_htb::<P>()

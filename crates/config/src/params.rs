@@ -175,6 +175,21 @@ impl<'a, 's, 't> Params<'a, 's, 't> {
         self.note(r);
     }
 
+    /// A key whose value the caller reads itself (a word or a number, a preset or a time):
+    /// `read` gets the sink, the message context and the value, and returns `None` after
+    /// reporting what is wrong.
+    pub(crate) fn custom<T>(
+        &mut self,
+        key: &'static str,
+        out: &mut T,
+        read: impl FnOnce(&mut Sink, &str, &Spanned<Raw>) -> Option<T>,
+    ) {
+        let Some(v) = self.get(key) else { return };
+        let ctx = self.ctx(key);
+        let r = read(self.sink, &ctx, v).map(|x| *out = x);
+        self.note(r);
+    }
+
     /// A list of small integers (e.g. PRIO's `priomap`) of exactly `len` entries in `lo..=hi`.
     pub(crate) fn int_list(&mut self, key: &'static str, out: &mut [u8], lo: i64, hi: i64) {
         let Some(v) = self.get(key) else { return };

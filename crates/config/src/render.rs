@@ -1,9 +1,11 @@
 //! The human-readable view of a policy that `linkshare check` prints: the class tree with every
 //! (defaulted) parameter in aligned columns, then the filters in match order.
 
+use linkshare_core::classify::ClassId;
 use linkshare_core::classify::FilterSpec;
-use linkshare_core::units::Size;
+use linkshare_core::units::{Rate, Size};
 
+use crate::source::thousands;
 use crate::values::{fmt_prefix, protocol_name};
 use crate::Policy;
 
@@ -125,8 +127,17 @@ pub(crate) fn tree(p: &Policy) -> String {
     }
     while let Some((i, own, kids_prefix)) = stack.pop() {
         let c = &classes[i];
-        let mut row = match &c.cbq {
-            Some(q) => vec![
+        let mut row = match (&c.cbq, &c.hfsc) {
+            (_, Some(h)) => {
+                let mut r = vec![format!("{own}{}", c.name)];
+                for (k, curve) in [("rt", h.rt), ("ls", h.ls), ("ul", h.ul)] {
+                    if let Some(x) = curve {
+                        r.push(format!("{k} {}", curve_text(&x)));
+                    }
+                }
+                r
+            }
+            (Some(q), None) => vec![
                 format!("{own}{}", c.name),
                 format!("rate {}", c.rate),
                 format!("prio {}", c.prio),
@@ -135,7 +146,7 @@ pub(crate) fn tree(p: &Policy) -> String {
                 format!("minburst {}", q.minburst),
                 format!("avgpkt {}", q.avgpkt),
             ],
-            None => vec![
+            (None, None) => vec![
                 format!("{own}{}", c.name),
                 format!("rate {}", c.rate),
                 format!("ceil {}", c.ceil),
@@ -144,15 +155,42 @@ pub(crate) fn tree(p: &Policy) -> String {
             ],
         };
         if c.is_leaf {
-            if c.cbq.is_none() {
+            if c.cbq.is_none() && c.hfsc.is_none() {
                 row.push(format!("prio {}", c.prio));
                 row.push(format!("quantum {}", c.quantum));
             }
             row.push(c.leaf.to_string());
         }
         rows.push(row);
-        let n = c.children.len();
-        for (k, &child) in c.children.iter().enumerate().rev() {
+        // Subscribers are summed up under their parent, one row, not listed.
+        let subs_from = p.subscribers().map_or(ClassId::MAX, |s| s.first_class);
+        let kids: Vec<ClassId> = c
+            .children
+            .iter()
+            .copied()
+            .filter(|&k| k < subs_from)
+            .collect();
+        let n_subs = c.children.len() - kids.len();
+        if n_subs > 0 {
+            let (mut sum, mut top) = (0u64, Rate(0));
+            for &k in &c.children[kids.len()..] {
+                let s = &classes[k as usize];
+                sum = sum.saturating_add(s.rate.0);
+                top = top.max(s.ceil);
+            }
+            let last = kids.is_empty();
+            rows.push(vec![
+                format!(
+                    "{kids_prefix}{}{} subscribers",
+                    if last { "└─ " } else { "├─ " },
+                    thousands(n_subs)
+                ),
+                format!("rate {} in all", Rate(sum)),
+                format!("ceil up to {top}"),
+            ]);
+        }
+        let n = kids.len();
+        for (k, &child) in kids.iter().enumerate().rev() {
             let last = k + 1 == n;
             let own = format!("{kids_prefix}{}", if last { "└─ " } else { "├─ " });
             let next = format!("{kids_prefix}{}", if last { "   " } else { "│  " });
@@ -191,8 +229,9 @@ fn drr_tree(p: &Policy) -> String {
 
 fn filters(p: &Policy, out: &mut String) {
     out.push_str("filters (first match wins):\n");
-    let mut frows: Vec<Vec<String>> = p
-        .filters()
+    let table = p.subscribers();
+    let own = table.map_or(p.filters().len(), |s| s.first_filter);
+    let mut frows: Vec<Vec<String>> = p.filters()[..own]
         .iter()
         .enumerate()
         .map(|(i, f)| {
@@ -203,6 +242,23 @@ fn filters(p: &Policy, out: &mut String) {
             ]
         })
         .collect();
+    if let Some(t) = table {
+        let n = p.filters().len() - own;
+        let side = if p.filters()[own..].iter().any(|f| f.spec.src.is_some()) {
+            "src"
+        } else {
+            "dst"
+        };
+        frows.push(vec![
+            format!("  {}-{}", own + 1, own + n),
+            format!(
+                "{side} = each address of {} ({} filters)",
+                t.file,
+                thousands(n)
+            ),
+            "-> its subscriber".to_string(),
+        ]);
+    }
     frows.push(vec![
         "  *".to_string(),
         "(no filter matched)".to_string(),
@@ -211,5 +267,38 @@ fn filters(p: &Policy, out: &mut String) {
     for line in align(&frows) {
         out.push_str(&line);
         out.push('\n');
+    }
+}
+
+/// The subscriber table's line: how many subscribers of each plan.
+pub(crate) fn plans_line(p: &Policy) -> Option<String> {
+    let t = p.subscribers()?;
+    let total: usize = t.plans.iter().map(|(_, n)| n).sum();
+    let each: Vec<String> = t
+        .plans
+        .iter()
+        .map(|(name, n)| {
+            if name.is_empty() {
+                format!("own rates {}", thousands(*n))
+            } else {
+                format!("{name} {}", thousands(*n))
+            }
+        })
+        .collect();
+    Some(format!(
+        "subscribers: {} from {} ({})\n",
+        thousands(total),
+        t.file,
+        each.join(", ")
+    ))
+}
+
+/// An HFSC curve as tc writes it: `m1 400kbit d 30ms m2 100kbit`, or the rate of a linear one.
+fn curve_text(c: &linkshare_core::hfsc::ServiceCurve) -> String {
+    use linkshare_core::units::{Duration, Rate};
+    if c.d == 0 {
+        format!("{}", Rate(c.m2))
+    } else {
+        format!("m1 {} d {} m2 {}", Rate(c.m1), Duration(c.d), Rate(c.m2))
     }
 }

@@ -192,7 +192,15 @@ impl<'a> Source<'a> {
 /// given, then one line per summarised kind and one line per severity
 /// counting those not shown. Linear in the text's length plus the number of diagnostics.
 pub fn render_report(text: &str, diags: &[Diagnostic]) -> String {
+    render_report_for(None, text, diags)
+}
+
+/// [`render_report`] for the policy file `origin` whose text is `text`: diagnostics of other
+/// files (its subscriber table) are rendered without a source line, since their message names
+/// the row and the field.
+pub fn render_report_for(origin: Option<&str>, text: &str, diags: &[Diagnostic]) -> String {
     let src = Source::new(text);
+    let elsewhere = Source::new("");
     let mut out = String::new();
     let mut hidden = [0usize; 2];
     let mut shown = [0usize; 2];
@@ -224,7 +232,8 @@ pub fn render_report(text: &str, diags: &[Diagnostic]) -> String {
             continue;
         }
         shown[k] += 1;
-        out.push_str(&src.render(d));
+        let own = origin.is_none_or(|o| o == d.file);
+        out.push_str(&if own { &src } else { &elsewhere }.render(d));
         out.push_str("\n\n");
     }
     let mut lines = [0usize; 2];
@@ -311,7 +320,7 @@ fn cut(s: &str, max: usize) -> String {
 }
 
 /// `39990` → `39,990`.
-fn thousands(n: usize) -> String {
+pub(crate) fn thousands(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, ch) in digits.chars().enumerate() {
@@ -389,13 +398,22 @@ impl<'a> Sink<'a> {
         self.index.line_col(offset)
     }
 
+    /// The file name diagnostics of this document carry.
+    pub(crate) fn origin(&self) -> &str {
+        self.origin
+    }
+
     pub(crate) fn has_errors(&self) -> bool {
         self.diags.iter().any(|d| d.is_error())
     }
 
-    /// Diagnostics in file order (stable for equal positions).
+    /// Diagnostics in file order (stable for equal positions): this document's first, then
+    /// those of the tables it names (a subscriber table), each in line order.
     pub(crate) fn finish(mut self) -> Vec<Diagnostic> {
-        self.diags.sort_by_key(|d| (d.line, d.col));
+        let origin = self.origin;
+        self.diags.sort_by(|a, b| {
+            (a.file != origin, a.line, a.col).cmp(&(b.file != origin, b.line, b.col))
+        });
         self.diags
     }
 }

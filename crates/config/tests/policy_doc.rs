@@ -2,7 +2,8 @@
 //! accepted without a warning, and every block marked `# policy: warnings` or `# policy: invalid`
 //! must give exactly the diagnostics the ```text block after it shows (as `linkshare check
 //! p.toml` prints them; the source and caret lines and the closing summary are not compared).
-//! A ```toml block without a marker is an error too, so no example escapes the check.
+//! A ```toml block without a marker is an error too, so no example escapes the check. A ```csv
+//! block right after a ```toml block is its subscriber table (`subscribers = "…"`).
 
 use linkshare_config::{Diagnostic, Policy};
 
@@ -100,10 +101,16 @@ fn check_doc(doc: &str) -> (usize, usize, usize) {
         }
         let m = mark(b);
         let at = format!("docs/policy-format.md:{}", b.line);
-        let result = Policy::parse(&b.body, ORIGIN);
+        let table = all.get(i + 1).filter(|n| n.lang == "csv");
+        let csv = table.map(|t| t.body.clone());
+        let result = Policy::parse_with(&b.body, ORIGIN, &move |_: &std::path::Path| {
+            csv.clone().ok_or_else(|| {
+                std::io::Error::new(std::io::ErrorKind::NotFound, "no ```csv block follows")
+            })
+        });
         let expected = || {
             let next = all
-                .get(i + 1)
+                .get(i + 1 + usize::from(table.is_some()))
                 .filter(|n| n.lang == "text")
                 .unwrap_or_else(|| panic!("{at}: a ```text block must follow with the output"));
             shown(&next.body)

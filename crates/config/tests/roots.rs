@@ -73,7 +73,7 @@ fn parameter_tables_are_checked_key_by_key() {
     let errs = errors("qdisc = { limit = 5 }\n");
     assert!(errs[0].2.contains("no `type`"), "{errs:?}");
     // Unknown root, with every known name in the help.
-    let errs = errors("qdisc = \"hfsc\"\n");
+    let errs = errors("qdisc = \"wfq\"\n");
     assert_eq!(errs.len(), 1, "{errs:?}");
     assert!(
         errs[0].3.contains("htb") && errs[0].3.contains("pfifo"),

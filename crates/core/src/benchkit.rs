@@ -31,9 +31,11 @@ use std::net::{IpAddr, Ipv4Addr};
 
 use crate::cbq::{Cbq, CbqClassSpec, CbqError, CbqParams};
 use crate::classify::{ClassId, Classifier};
+use crate::hfsc::{Hfsc, HfscClassSpec, HfscError, HfscParams, ServiceCurve};
 use crate::htb::{Htb, HtbClassSpec, HtbError, HtbParams};
 use crate::packet::{Fragment, Packet, PacketMeta, L3};
 use crate::qdisc::fifo::FifoLimit;
+use crate::qdisc::fq_codel::{FqCodel, FqCodelParams};
 use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{Dequeued, Dropped, Qdisc};
 use crate::shard::Shard;
@@ -182,6 +184,17 @@ fn class_name(c: usize) -> String {
 /// The class specs of an HTB tree of `shape` (every class at rate = ceil = [`PORT_RATE`]) and its
 /// leaves; [`build_htb`] builds it whole, `linkshare bench sched --workers` cuts it into shards.
 pub fn htb_specs(shape: &Shape) -> Result<(Vec<HtbClassSpec<BenchPacket>>, Vec<ClassId>), String> {
+    htb_specs_with(shape, &|| {
+        Ok(LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT)))
+    })
+}
+
+/// [`htb_specs`] with the queue of every class made by `leaf` (`bench sched --leaf`: the
+/// per-packet cost of a leaf discipline inside the tree).
+pub fn htb_specs_with(
+    shape: &Shape,
+    leaf: &dyn Fn() -> Result<LeafSpec<BenchPacket>, String>,
+) -> Result<(Vec<HtbClassSpec<BenchPacket>>, Vec<ClassId>), String> {
     let lay = shape.layout()?;
     let params = HtbParams::default();
     let specs = lay
@@ -191,21 +204,58 @@ pub fn htb_specs(shape: &Shape) -> Result<(Vec<HtbClassSpec<BenchPacket>>, Vec<C
         .map(|(c, &p)| {
             let mut s = HtbClassSpec::new(&class_name(c), p, PORT_RATE, PORT_RATE, &params);
             s.prio = lay.prio[c];
-            s.leaf = LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT));
-            s
+            s.leaf = leaf()?;
+            Ok(s)
         })
-        .collect();
+        .collect::<Result<_, String>>()?;
     Ok((specs, lay.leaves))
 }
 
 /// An HTB tree of `shape`: every class at rate = ceil = [`PORT_RATE`].
 pub fn build_htb(shape: &Shape) -> Result<(Htb<BenchPacket>, Vec<ClassId>), String> {
+    build_htb_with(shape, &|| {
+        Ok(LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT)))
+    })
+}
+
+/// [`build_htb`] with the queue of every class made by `leaf`.
+pub fn build_htb_with(
+    shape: &Shape,
+    leaf: &dyn Fn() -> Result<LeafSpec<BenchPacket>, String>,
+) -> Result<(Htb<BenchPacket>, Vec<ClassId>), String> {
     let params = HtbParams::default();
-    let (specs, leaves) = htb_specs(shape)?;
+    let (specs, leaves) = htb_specs_with(shape, leaf)?;
     let default = leaves.first().copied().ok_or("no leaves")?;
     let htb = Htb::new(params, specs, Classifier::new(vec![], default))
         .map_err(|e: HtbError| e.to_string())?;
     Ok((htb, leaves))
+}
+
+/// The queue at each leaf of a bench tree.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum BenchLeaf {
+    /// A [`LEAF_LIMIT`]-packet pfifo, inline (DPDK's queues).
+    Fifo,
+    /// fq_codel with Linux's defaults (1,024 flows), as `import libreqos` writes per circuit.
+    FqCodel,
+    /// CAKE with its defaults (unlimited, diffserv3, triple-isolate).
+    Cake,
+}
+
+impl BenchLeaf {
+    /// A fresh queue of this kind.
+    pub fn spec(self) -> Result<LeafSpec<BenchPacket>, String> {
+        Ok(match self {
+            BenchLeaf::Fifo => LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT)),
+            BenchLeaf::FqCodel => LeafSpec::Qdisc(Box::new(
+                FqCodel::new(FqCodelParams::default()).map_err(|e| e.to_string())?,
+            )),
+            BenchLeaf::Cake => LeafSpec::Qdisc(Box::new(
+                crate::qdisc::cake::Cake::new(crate::qdisc::cake::CakeParams::default())
+                    .map_err(|e| e.to_string())?,
+            )),
+        })
+    }
 }
 
 /// A CBQ tree of `shape` on a [`PORT_RATE`] link: every class gets an equal share of its
@@ -241,6 +291,47 @@ pub fn build_cbq(shape: &Shape) -> Result<(Cbq<BenchPacket>, Vec<ClassId>), Stri
     let cbq = Cbq::new(params, specs, Classifier::new(vec![], default))
         .map_err(|e: CbqError| e.to_string())?;
     Ok((cbq, lay.leaves))
+}
+
+/// An HFSC tree of `shape` on a [`PORT_RATE`] link: the root class has `ls` and `ul` at the
+/// port rate, every class a linear `ls` of an equal share of its parent's, and every leaf also a
+/// linear `rt` of half its share, so that both criteria run.
+pub fn build_hfsc(shape: &Shape) -> Result<(Hfsc<BenchPacket>, Vec<ClassId>), String> {
+    let lay = shape.layout()?;
+    let mut kids = vec![0u64; lay.parent.len()];
+    for p in lay.parent.iter().flatten() {
+        kids[*p as usize] += 1;
+    }
+    let mut rate = vec![PORT_RATE.0; lay.parent.len()];
+    for c in 1..lay.parent.len() {
+        if let Some(p) = lay.parent[c] {
+            rate[c] = (rate[p as usize] / kids[p as usize].max(1)).max(1);
+        }
+    }
+    let specs = lay
+        .parent
+        .iter()
+        .enumerate()
+        .map(|(c, &p)| {
+            let mut s = HfscClassSpec::new(&class_name(c), p, ServiceCurve::rate(rate[c]));
+            if p.is_none() {
+                s.ul = Some(ServiceCurve::rate(PORT_RATE.0));
+            }
+            if kids[c] == 0 {
+                s.rt = Some(ServiceCurve::rate((rate[c] / 2).max(1)));
+            }
+            s.leaf = LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT));
+            s
+        })
+        .collect();
+    let default = lay.leaves[0];
+    let q = Hfsc::new(
+        HfscParams::default(),
+        specs,
+        Classifier::new(vec![], default),
+    )
+    .map_err(|e: HfscError| e.to_string())?;
+    Ok((q, lay.leaves))
 }
 
 /// A scheduler the bench can drive: a qdisc with enqueue to a given leaf.
@@ -327,6 +418,21 @@ impl LeafSched for Shard<BenchPacket> {
         refused: &mut Vec<Dropped<BenchPacket>>,
     ) -> usize {
         self.enqueue_burst_to(leaves, pkts, now, refused)
+    }
+}
+
+impl LeafSched for Hfsc<BenchPacket> {
+    #[inline]
+    fn enqueue_leaf(
+        &mut self,
+        leaf: ClassId,
+        pkt: BenchPacket,
+        now: Time,
+    ) -> Result<(), Dropped<BenchPacket>> {
+        self.enqueue_to(leaf, pkt, now)
+    }
+    fn memory_bytes(&self) -> Option<usize> {
+        Some(Hfsc::memory_bytes(self))
     }
 }
 

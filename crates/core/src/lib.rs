@@ -73,6 +73,7 @@ pub mod cbq;
 pub mod classify;
 pub mod dscp;
 pub mod egress;
+pub mod hfsc;
 pub mod htb;
 mod hugepages;
 pub use qdisc::leaf;

@@ -91,6 +91,37 @@ impl PacketMeta {
     }
 }
 
+/// The TCP header fields a discipline may compare between segments of one connection (CAKE's
+/// ACK filter), for packet types that carry their headers ([`Packet::tcp`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct TcpInfo {
+    pub seq: u32,
+    /// The cumulative acknowledgement number.
+    pub ack: u32,
+    /// The 12 flag bits: the four reserved bits above CWR ECE URG ACK PSH RST SYN FIN.
+    pub flags: u16,
+    /// TCP payload bytes (0 for a pure ACK).
+    pub payload: u32,
+    /// The timestamp option's (TSval, TSecr).
+    pub tstamp: Option<(u32, u32)>,
+    /// SACK blocks `(start, end)`, the first `sack_blocks` valid.
+    pub sack: [(u32, u32); 4],
+    pub sack_blocks: u8,
+    /// An option other than EOL, NOP, MD5, SACK and timestamps, or a malformed one.
+    pub other_options: bool,
+}
+
+impl TcpInfo {
+    pub const FIN: u16 = 0x001;
+    pub const SYN: u16 = 0x002;
+    pub const RST: u16 = 0x004;
+    pub const PSH: u16 = 0x008;
+    pub const ACK: u16 = 0x010;
+    pub const URG: u16 = 0x020;
+    pub const ECE: u16 = 0x040;
+    pub const CWR: u16 = 0x080;
+}
+
 /// A packet as the schedulers see it.
 #[allow(clippy::len_without_is_empty)] // a packet is never empty; `len` is its accounted size
 pub trait Packet: Send + 'static {
@@ -102,6 +133,11 @@ pub trait Packet: Send + 'static {
     /// Mutable access for disciplines that rewrite the header (ECN marking). Packet types that
     /// cannot be rewritten return `None`, and such disciplines drop instead of marking.
     fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
+        None
+    }
+    /// The TCP header's fields, for packet types that carry it; `None` (the default) when the
+    /// packet is not TCP or its header is not available, and disciplines then leave it alone.
+    fn tcp(&self) -> Option<TcpInfo> {
         None
     }
     /// Set ECN to CE if the packet is ECN-capable (ECT(0) or ECT(1)); `true` if it was marked.
@@ -128,6 +164,9 @@ impl Packet for PacketMeta {
 impl<T: Packet + ?Sized> Packet for Box<T> {
     fn meta(&self) -> &PacketMeta {
         (**self).meta()
+    }
+    fn tcp(&self) -> Option<TcpInfo> {
+        (**self).tcp()
     }
     fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
         (**self).meta_mut()

@@ -7,7 +7,6 @@
 //! malformed text, and checking it must not panic.
 
 use linkshare_config::Policy;
-use linkshare_interop::libreqos::Direction;
 use linkshare_interop::{ImportError, Imported};
 
 /// Inputs larger than this are cut, as for the policy target.
@@ -35,15 +34,22 @@ pub fn tc(data: &[u8]) {
     );
 }
 
-/// network.json, a line `---`, then ShapedDevices.csv; both directions.
+/// network.json, a line `---`, then ShapedDevices.csv; the policy is checked with the
+/// subscriber table the import wrote.
 pub fn libreqos(data: &[u8]) {
     let Some(t) = text(data) else { return };
     let (net, csv) = t.split_once("\n---\n").unwrap_or((t, ""));
-    for dir in [Direction::Download, Direction::Upload] {
-        accepted(
-            linkshare_interop::libreqos::import(net, "network.json", csv, "ShapedDevices.csv", dir),
-            "libreqos",
-        );
+    let opts = linkshare_interop::libreqos::Options::default();
+    let r =
+        linkshare_interop::libreqos::import(net, "network.json", csv, "ShapedDevices.csv", &opts);
+    let Ok(i) = r else { return };
+    if let Err(e) = i.toml.parse::<toml::Table>() {
+        panic!("libreqos: the imported policy is not TOML: {e}\n{}", i.toml);
+    }
+    let table = i.subscribers.clone();
+    let read = move |_: &std::path::Path| Ok(table.clone());
+    if let Ok(p) = Policy::parse_with(&i.toml, "imported.toml", &read) {
+        let _ = p.render_tree();
     }
 }
 

@@ -1,4 +1,4 @@
-//! Import LibreQoS's `network.json` + `ShapedDevices.csv` as an HTB policy.
+//! Import LibreQoS's `network.json` + `ShapedDevices.csv` as a subscriber-scale HTB policy.
 //!
 //! Follows LibreQoS's documentation of the two files (docs "Configure LibreQoS": network.json
 //! is a tree of nodes — sites, APs — each with `downloadBandwidthMbps`, `uploadBandwidthMbps`,
@@ -7,65 +7,87 @@
 //! Download Min Mbps, Upload Min Mbps, Download Max Mbps, Upload Max Mbps, Comment[, sqm]`,
 //! fractional Mbps allowed, devices of one circuit sharing its Circuit ID).
 //!
-//! What maps and how (one direction per import, `Direction`):
-//! - every network.json node → an inner HTB class, `rate` = `ceil` = its bandwidth;
-//! - every circuit → a leaf class under its Parent Node (the root when empty), `rate` = min,
-//!   `ceil` = max, `quantum` written explicitly (rate/10 clamped to 1000–200000 bytes, tc's rule
-//!   without its thousands of warnings);
-//! - every device address (comma-separated IPv4 and IPv6 prefixes) → a filter on `dst`
-//!   (download) or `src` (upload);
-//! - the circuit's `sqm` for that direction (`down/up` form, or one word for both) → the leaf:
-//!   fq_codel; cake → fq_codel with a note; none → pfifo with a note.
+//! What it writes: a policy in linkshare's subscriber form (docs/policy-format.md, "Subscriber
+//! tables") and its subscriber table, both directions at once:
+//! - every network.json node → a `[[class]]`, `rate` = `ceil` = its download bandwidth,
+//!   `upload_rate` = `upload_ceil` = its upload bandwidth;
+//! - every distinct (min, max, sqm) of circuits, both directions → a `[[plan]]`, named after its
+//!   maxima (`100mbit/20mbit`), with `quantum` written explicitly (rate/10 clamped to
+//!   1000–200000 bytes, tc's rule without a warning per plan);
+//! - every circuit → a row of the table under its Parent Node (the root when empty): its plan,
+//!   its devices' addresses (IPv4 and IPv6, host bits cleared), and `rate`/`ceil` (and upload)
+//!   only where the fit below changed them;
+//! - the circuit's `sqm` per direction (`down/up` form, or one word for both) → the plan's
+//!   `leaf` and `upload_leaf`: fq_codel; cake → fq_codel with a note; none → pfifo with a note.
 //!
-//! Where the rates under a node add up to more than the node's rate — usual, since operators
-//! sell more minimum than they have — they are scaled down by one factor so that they fit, and
-//! a warning names the node and the factor. A ceil above the parent's is lowered to it (noted).
-//! linkshare needs a class for unmatched traffic: an `unshaped` leaf is added under the root.
-//! The upstream capacity lives in lqos.conf, not in these files: the root's rate is the sum of
-//! what sits below it, and a note says to set it.
+//! The uplink ([`Options::uplink`]: LibreQoS's `uplink_bandwidth_mbps` and
+//! `downlink_bandwidth_mbps` of lqos.conf, [`uplink::read`], or given by hand) is the root's
+//! rate and ceil; as in LibreQoS, nothing below may be faster, and where the guarantees under
+//! a node (the root included) add up to more than its rate — usual, operators sell more minimum
+//! than they have — they are scaled down by one factor so that they fit, with a warning naming
+//! the node and the factor ([`fit`]). Without an uplink the root is the sum of what sits below
+//! it, and a note says to set it. linkshare needs a class for unmatched traffic: an `unshaped`
+//! leaf is added under the root.
 //!
-//! Performance: one pass over the CSV and the tree, hash maps by name: 10,000 circuits import in
-//! well under a second (tests/libreqos.rs times it).
+//! Performance: one pass over the CSV and the tree, hash maps by name, nothing per circuit but
+//! its row; 100,000 circuits import in about a second (see the CLI's `import` tests).
 
+mod fit;
+pub mod synthetic;
+pub mod uplink;
+mod write;
+
+use std::borrow::Cow;
 use std::collections::HashMap;
 
 use serde_json::Value;
 
 use crate::diag::{Diag, ImportError};
-use crate::policy_writer::{ClassDraft, Draft, Field, FilterDraft, Leaf, Root};
-use crate::Imported;
 
-/// Which side of the subscribers' traffic to shape.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub enum Direction {
-    /// Towards subscribers: filters on destination addresses.
-    Download,
-    /// From subscribers: filters on source addresses.
-    Upload,
+/// What the importer is told besides the two files.
+#[derive(Clone, Debug, Default)]
+pub struct Options {
+    /// The upstream capacity in bits per second: (download, upload).
+    pub uplink: Option<(u64, u64)>,
+    /// The subscriber table's file name as the policy refers to it (relative to the policy).
+    pub table: String,
 }
 
+/// An imported network: the policy, its subscriber table, and the importer's warnings (each
+/// also a `# note:` in the policy where it belongs).
+#[derive(Clone, Debug)]
+pub struct Import {
+    pub toml: String,
+    /// The subscriber table (CSV), to be written where [`Options::table`] says.
+    pub subscribers: String,
+    pub warnings: Vec<Diag>,
+}
+
+/// Per direction: download first, then upload.
+pub(crate) type Both<T> = [T; 2];
+
 #[derive(Debug)]
-struct Node {
+pub(crate) struct Node {
     name: String,
     parent: Option<usize>,
-    bits: u64,
+    bits: Both<u64>,
     line: usize,
 }
 
 #[derive(Debug)]
-struct Circuit {
+pub(crate) struct Circuit {
     id: String,
     name: String,
     parent: Option<usize>,
-    min: u64,
-    max: u64,
-    sqm: String,
+    min: Both<u64>,
+    max: Both<u64>,
+    sqm: Both<String>,
     prefixes: Vec<String>,
     line: usize,
 }
 
 /// Mbps as written (`2.5`) → bits per second, exactly for up to six decimals.
-fn mbps(s: &str) -> Option<u64> {
+pub(crate) fn mbps(s: &str) -> Option<u64> {
     let s = s.trim();
     let (int, frac) = s.split_once('.').unwrap_or((s, ""));
     if int.is_empty() && frac.is_empty() || frac.len() > 6 {
@@ -104,190 +126,160 @@ fn line_of(text: &str, name: &str) -> usize {
         .unwrap_or(0)
 }
 
-#[allow(clippy::too_many_arguments)]
-fn read_nodes(
-    v: &Value,
-    parent: Option<usize>,
-    dir: Direction,
-    text: &str,
-    file: &str,
-    nodes: &mut Vec<Node>,
-    errors: &mut Vec<Diag>,
-    depth: usize,
-) {
-    let Some(map) = v.as_object() else {
-        errors.push(Diag::new(file, 0, "expected an object of nodes"));
-        return;
-    };
-    if depth > 6 {
-        errors.push(
-            Diag::new(
-                file,
-                0,
-                "the node tree is deeper than linkshare's 8 HTB levels",
-            )
-            .help("flatten network.json to at most 6 levels of nodes"),
-        );
-        return;
-    }
-    let key = match dir {
-        Direction::Download => "downloadBandwidthMbps",
-        Direction::Upload => "uploadBandwidthMbps",
-    };
-    for (name, node) in map {
-        let line = line_of(text, name);
-        let Some(obj) = node.as_object() else {
-            errors.push(Diag::new(
-                file,
-                line,
-                format!("node `{name}` is not an object"),
-            ));
-            continue;
+struct NodeReader<'a> {
+    text: &'a str,
+    file: &'a str,
+    nodes: Vec<Node>,
+    errors: Vec<Diag>,
+}
+
+impl NodeReader<'_> {
+    fn read(&mut self, v: &Value, parent: Option<usize>, depth: usize) {
+        let Some(map) = v.as_object() else {
+            self.errors
+                .push(Diag::new(self.file, 0, "expected an object of nodes"));
+            return;
         };
-        let bits = match obj.get(key).and_then(json_mbps) {
-            Some(b) if b > 0 => b,
-            _ => {
-                errors.push(
-                    Diag::new(file, line, format!("node `{name}` has no valid `{key}`"))
-                        .help("give every node its bandwidth in Mbps, e.g. \"downloadBandwidthMbps\": 1000"),
+        if depth > 6 {
+            self.errors.push(
+                Diag::new(
+                    self.file,
+                    0,
+                    "the node tree is deeper than linkshare's 8 HTB levels",
+                )
+                .help("flatten network.json to at most 6 levels of nodes"),
+            );
+            return;
+        }
+        for (name, node) in map {
+            let line = line_of(self.text, name);
+            let Some(obj) = node.as_object() else {
+                self.errors.push(Diag::new(
+                    self.file,
+                    line,
+                    format!("node `{name}` is not an object"),
+                ));
+                continue;
+            };
+            let mut bits = [0; 2];
+            let mut ok = true;
+            for (k, key) in ["downloadBandwidthMbps", "uploadBandwidthMbps"]
+                .iter()
+                .enumerate()
+            {
+                match obj.get(*key).and_then(json_mbps) {
+                    Some(b) if b > 0 => bits[k] = b,
+                    _ => {
+                        ok = false;
+                        self.errors.push(
+                            Diag::new(self.file, line, format!("node `{name}` has no valid `{key}`"))
+                                .help("give every node its bandwidth in Mbps, e.g. \"downloadBandwidthMbps\": 1000"),
+                        );
+                    }
+                }
+            }
+            if !ok {
+                continue;
+            }
+            if self.nodes.iter().any(|n| n.name == *name) {
+                self.errors.push(
+                    Diag::new(self.file, line, format!("node `{name}` appears twice"))
+                        .help("ShapedDevices.csv refers to nodes by name: names must be unique"),
                 );
                 continue;
             }
-        };
-        if nodes.iter().any(|n| n.name == *name) {
-            errors.push(
-                Diag::new(file, line, format!("node `{name}` appears twice"))
-                    .help("ShapedDevices.csv refers to nodes by name: names must be unique"),
-            );
-            continue;
-        }
-        nodes.push(Node {
-            name: name.clone(),
-            parent,
-            bits,
-            line,
-        });
-        let me = nodes.len() - 1;
-        if let Some(children) = obj.get("children") {
-            read_nodes(
-                children,
-                Some(me),
-                dir,
-                text,
-                file,
-                nodes,
-                errors,
-                depth + 1,
-            );
+            self.nodes.push(Node {
+                name: name.clone(),
+                parent,
+                bits,
+                line,
+            });
+            let me = self.nodes.len() - 1;
+            if let Some(children) = obj.get("children") {
+                self.read(children, Some(me), depth + 1);
+            }
         }
     }
 }
 
-/// One CSV record's fields (RFC 4180 quoting on one line).
-fn csv_fields(line: &str) -> Result<Vec<String>, String> {
-    let mut out = Vec::new();
-    let mut cur = String::new();
-    let mut chars = line.chars().peekable();
-    let mut quoted = false;
-    let mut at_start = true;
-    while let Some(c) = chars.next() {
-        if quoted {
-            if c == '"' {
-                if chars.peek() == Some(&'"') {
-                    cur.push('"');
-                    chars.next();
-                } else {
-                    quoted = false;
-                }
-            } else {
-                cur.push(c);
-            }
-        } else if c == '"' && at_start {
-            quoted = true;
-            at_start = false;
-        } else if c == ',' {
-            out.push(std::mem::take(&mut cur));
-            at_start = true;
-        } else {
-            cur.push(c);
-            if !c.is_whitespace() {
-                at_start = false;
-            }
-        }
-    }
-    if quoted {
-        return Err("unterminated quoted field (fields spanning lines are not supported)".into());
-    }
-    out.push(cur);
-    Ok(out.into_iter().map(|s| s.trim().to_string()).collect())
-}
+/// The columns of ShapedDevices.csv that the import reads (lower case).
+const NEED: [&str; 8] = [
+    "circuit id",
+    "parent node",
+    "ipv4",
+    "ipv6",
+    "download min mbps",
+    "upload min mbps",
+    "download max mbps",
+    "upload max mbps",
+];
+const MIN_COLS: Both<&str> = ["download min mbps", "upload min mbps"];
+const MAX_COLS: Both<&str> = ["download max mbps", "upload max mbps"];
 
-/// Import the pair of files for one direction.
+/// Import the pair of files, both directions.
 pub fn import(
     network: &str,
     network_file: &str,
     devices: &str,
     devices_file: &str,
-    dir: Direction,
-) -> Result<Imported, ImportError> {
-    let mut errors = Vec::new();
+    opts: &Options,
+) -> Result<Import, ImportError> {
     let json: Value = serde_json::from_str(network).map_err(|e| {
         Diag::new(network_file, e.line(), format!("not valid JSON: {e}"))
             .help("network.json is an object of nodes, or {} for a flat network")
     })?;
-    let mut nodes = Vec::new();
-    read_nodes(
-        &json,
-        None,
-        dir,
-        network,
-        network_file,
-        &mut nodes,
-        &mut errors,
-        0,
-    );
+    let mut r = NodeReader {
+        text: network,
+        file: network_file,
+        nodes: Vec::new(),
+        errors: Vec::new(),
+    };
+    r.read(&json, None, 0);
+    let NodeReader {
+        nodes, mut errors, ..
+    } = r;
     let by_name: HashMap<&str, usize> = nodes
         .iter()
         .enumerate()
         .map(|(i, n)| (n.name.as_str(), i))
         .collect();
+    let circuits = read_devices(devices, devices_file, network_file, &by_name, &mut errors)?;
+    if !errors.is_empty() {
+        return Err(ImportError { errors });
+    }
+    Ok(write::write(
+        &nodes,
+        &circuits,
+        network_file,
+        devices_file,
+        opts,
+    ))
+}
 
-    // ShapedDevices.csv
+/// ShapedDevices.csv's rows, grouped into circuits.
+fn read_devices(
+    devices: &str,
+    devices_file: &str,
+    network_file: &str,
+    by_name: &HashMap<&str, usize>,
+    errors: &mut Vec<Diag>,
+) -> Result<Vec<Circuit>, ImportError> {
     let mut header: Option<HashMap<String, usize>> = None;
     let mut circuits: Vec<Circuit> = Vec::new();
     let mut circuit_at: HashMap<String, usize> = HashMap::new();
-    let (min_col, max_col) = match dir {
-        Direction::Download => ("download min mbps", "download max mbps"),
-        Direction::Upload => ("upload min mbps", "upload max mbps"),
-    };
-    for (i, raw) in devices.lines().enumerate() {
-        let line = i + 1;
-        let t = raw.trim_start_matches('\u{feff}').trim();
-        if t.is_empty() || t.starts_with('#') {
+    let mut fields: Vec<Cow<str>> = Vec::new();
+    for (line, raw) in linkshare_config::csv::records(devices) {
+        if let Err(e) = linkshare_config::csv::split(raw, &mut fields) {
+            errors.push(Diag::new(devices_file, line, e.to_string()).help(e.help()));
             continue;
         }
-        let fields = match csv_fields(t) {
-            Ok(f) => f,
-            Err(e) => {
-                errors.push(Diag::new(devices_file, line, e));
-                continue;
-            }
-        };
         let Some(h) = &header else {
             let map: HashMap<String, usize> = fields
                 .iter()
                 .enumerate()
                 .map(|(k, f)| (f.to_ascii_lowercase(), k))
                 .collect();
-            let need = [
-                "circuit id",
-                "parent node",
-                "ipv4",
-                "ipv6",
-                min_col,
-                max_col,
-            ];
-            let missing: Vec<&str> = need
+            let missing: Vec<&str> = NEED
                 .iter()
                 .copied()
                 .filter(|n| !map.contains_key(*n))
@@ -303,7 +295,7 @@ pub fn import(
         let get = |col: &str| {
             h.get(col)
                 .and_then(|&k| fields.get(k))
-                .map(String::as_str)
+                .map(|c| c.as_ref())
                 .unwrap_or("")
         };
         let id = get("circuit id");
@@ -322,22 +314,30 @@ pub fn import(
                 .help("write a positive number of Mbps, e.g. 25 or 2.5")
             })
         };
-        let (min, max) = match (rate(min_col), rate(max_col)) {
-            (Ok(a), Ok(b)) => (a, b),
-            (Err(e), _) | (_, Err(e)) => {
-                errors.push(e);
-                continue;
+        let mut min = [0; 2];
+        let mut max = [0; 2];
+        let mut bad = false;
+        for d in 0..2 {
+            match (rate(MIN_COLS[d]), rate(MAX_COLS[d])) {
+                (Ok(a), Ok(b)) if a > b => {
+                    errors.push(
+                        Diag::new(
+                            devices_file,
+                            line,
+                            format!("circuit `{id}`: {} is above {}", MIN_COLS[d], MAX_COLS[d]),
+                        )
+                        .help("the minimum is the guaranteed rate: at most the maximum"),
+                    );
+                    bad = true;
+                }
+                (Ok(a), Ok(b)) => (min[d], max[d]) = (a, b),
+                (Err(e), _) | (_, Err(e)) => {
+                    errors.push(e);
+                    bad = true;
+                }
             }
-        };
-        if min > max {
-            errors.push(
-                Diag::new(
-                    devices_file,
-                    line,
-                    format!("circuit `{id}`: {min_col} is above {max_col}"),
-                )
-                .help("the minimum is the guaranteed rate: at most the maximum"),
-            );
+        }
+        if bad {
             continue;
         }
         let pn = get("parent node");
@@ -373,17 +373,9 @@ pub fn import(
         }
         let sqm_all = get("sqm").to_ascii_lowercase();
         let sqm = match sqm_all.split_once('/') {
-            Some((d, u)) => {
-                if dir == Direction::Download {
-                    d
-                } else {
-                    u
-                }
-            }
-            None => sqm_all.as_str(),
-        }
-        .trim()
-        .to_string();
+            Some((d, u)) => [d.trim().to_string(), u.trim().to_string()],
+            None => [sqm_all.trim().to_string(), sqm_all.trim().to_string()],
+        };
         match circuit_at.get(id) {
             Some(&k) => {
                 let c = &mut circuits[k];
@@ -410,250 +402,7 @@ pub fn import(
     if header.is_none() {
         errors.push(Diag::new(devices_file, 0, "no header row and no circuits"));
     }
-    if !errors.is_empty() {
-        return Err(ImportError { errors });
-    }
-    Ok(build(&nodes, &circuits, network_file, devices_file, dir))
-}
-
-fn quantum(bits: u64) -> u64 {
-    (bits / 8 / 10).clamp(1000, 200_000)
-}
-
-fn build(nodes: &[Node], circuits: &[Circuit], nf: &str, df: &str, dir: Direction) -> Imported {
-    let mut warnings = Vec::new();
-    // Children of each node (index nodes.len() is the root).
-    let root = nodes.len();
-    let mut node_kids: Vec<Vec<usize>> = vec![Vec::new(); root + 1];
-    let mut circ_kids: Vec<Vec<usize>> = vec![Vec::new(); root + 1];
-    for (i, n) in nodes.iter().enumerate() {
-        node_kids[n.parent.unwrap_or(root)].push(i);
-    }
-    for (i, c) in circuits.iter().enumerate() {
-        circ_kids[c.parent.unwrap_or(root)].push(i);
-    }
-    // The unshaped class's guarantee.
-    let unshaped_rate: u64 = 1_000_000;
-    let mut node_rate: Vec<u64> = nodes.iter().map(|n| n.bits).collect();
-    let mut node_ceil: Vec<u64> = node_rate.clone();
-    let mut circ_rate: Vec<u64> = circuits.iter().map(|c| c.min).collect();
-    let mut circ_ceil: Vec<u64> = circuits.iter().map(|c| c.max).collect();
-    let mut node_notes: Vec<Vec<String>> = vec![Vec::new(); root];
-    let mut circ_notes: Vec<Vec<String>> = vec![Vec::new(); circuits.len()];
-    // The root: what sits below it (the upstream capacity is in lqos.conf).
-    let top_sum: u64 = node_kids[root]
-        .iter()
-        .map(|&i| node_rate[i])
-        .chain(circ_kids[root].iter().map(|&i| circ_rate[i]))
-        .sum::<u64>()
-        + unshaped_rate;
-    let top_ceil: u64 = node_kids[root]
-        .iter()
-        .map(|&i| node_ceil[i])
-        .chain(circ_kids[root].iter().map(|&i| circ_ceil[i]))
-        .max()
-        .unwrap_or(0)
-        .max(top_sum);
-    // Top-down: scale each node's children to fit its rate, clamp their ceils to its ceil.
-    let mut order = vec![root];
-    let mut k = 0;
-    while k < order.len() {
-        let p = order[k];
-        k += 1;
-        order.extend(node_kids[p].iter().copied());
-        if p == root {
-            continue;
-        }
-        let (prate, pceil) = (node_rate[p], node_ceil[p]);
-        let sum: u128 = node_kids[p]
-            .iter()
-            .map(|&i| u128::from(node_rate[i]))
-            .chain(circ_kids[p].iter().map(|&i| u128::from(circ_rate[i])))
-            .sum();
-        if sum > u128::from(prate) {
-            let factor = prate as f64 / sum as f64;
-            let scale = |r: u64| ((u128::from(r) * u128::from(prate) / sum) as u64).max(1000);
-            for &i in &node_kids[p] {
-                node_rate[i] = scale(node_rate[i]);
-            }
-            for &i in &circ_kids[p] {
-                circ_rate[i] = scale(circ_rate[i]);
-            }
-            // The 1 kbit floor can push the sum over again; take it from the largest.
-            let total: u64 = node_kids[p]
-                .iter()
-                .map(|&i| node_rate[i])
-                .chain(circ_kids[p].iter().map(|&i| circ_rate[i]))
-                .sum();
-            if total > prate {
-                warnings.push(Diag::new(
-                    nf,
-                    nodes[p].line,
-                    format!(
-                        "node `{}`: {} children cannot all get 1kbit within its rate",
-                        nodes[p].name,
-                        node_kids[p].len() + circ_kids[p].len()
-                    ),
-                ));
-            }
-            let msg = format!(
-                "the minimums under `{}` add up to {}, above its rate {}: scaled by {factor:.4}",
-                nodes[p].name,
-                crate::policy_writer::rate_text(sum as u64),
-                crate::policy_writer::rate_text(prate)
-            );
-            node_notes[p].push(msg.clone() + " (as LibreQoS does, so that every guarantee fits)");
-            warnings.push(Diag::new(
-                nf,
-                nodes[p].line,
-                format!("node `{}`: {msg}", nodes[p].name),
-            ));
-        }
-        for &i in &node_kids[p] {
-            if node_ceil[i] > pceil {
-                node_notes[i].push(format!(
-                    "its bandwidth {} is above its parent's {}: lowered to it",
-                    crate::policy_writer::rate_text(node_ceil[i]),
-                    crate::policy_writer::rate_text(pceil)
-                ));
-                node_ceil[i] = pceil;
-                node_rate[i] = node_rate[i].min(pceil);
-            }
-        }
-        for &i in &circ_kids[p] {
-            if circ_ceil[i] > pceil {
-                circ_notes[i].push(format!(
-                    "max {} is above the parent node's {}: lowered to it",
-                    crate::policy_writer::rate_text(circ_ceil[i]),
-                    crate::policy_writer::rate_text(pceil)
-                ));
-                circ_ceil[i] = pceil;
-            }
-            circ_rate[i] = circ_rate[i].min(circ_ceil[i]);
-        }
-    }
-    let mut d = Draft::new(Root::Htb);
-    let dirname = if dir == Direction::Download {
-        "download"
-    } else {
-        "upload"
-    };
-    d.title.push(format!(
-        "linkshare import libreqos {nf} {df} --direction {dirname}"
-    ));
-    d.title.push(format!(
-        "{} nodes, {} circuits",
-        nodes.len(),
-        circuits.len()
-    ));
-    d.notes.push("the upstream capacity is in lqos.conf, not in these files: the root's rate is the sum of what sits below it; set it to your link's rate".into());
-    d.notes.push("circuits' quantum is written as rate/10 clamped to 1000-200000 bytes (tc's r2q rule, without a warning per circuit)".into());
-    d.top.push(Field::str("default", "unshaped"));
-    // Names: node names as they are; circuits by name when unique, else `name [id]`.
-    let mut seen: HashMap<String, usize> = HashMap::new();
-    for n in nodes {
-        *seen.entry(n.name.clone()).or_default() += 1;
-    }
-    for c in circuits {
-        *seen.entry(c.name.clone()).or_default() += 1;
-    }
-    let cname = |c: &Circuit| {
-        if !c.name.is_empty()
-            && seen.get(&c.name) == Some(&1)
-            && c.name != "root"
-            && c.name != "unshaped"
-        {
-            c.name.clone()
-        } else if c.name.is_empty() {
-            format!("circuit {}", c.id)
-        } else {
-            format!("{} [{}]", c.name, c.id)
-        }
-    };
-    let root_name = "root";
-    let mut rc = ClassDraft::new(root_name, None);
-    rc.fields.push(Field::rate("rate", top_sum));
-    rc.fields.push(Field::rate("ceil", top_ceil));
-    d.classes.push(rc);
-    let mut un = ClassDraft::new("unshaped", None);
-    un.notes.push("traffic of no circuit: LibreQoS passes it unshaped; here it gets 1mbit and may borrow up to the root".into());
-    un.fields.push(Field::str("parent", root_name));
-    un.fields.push(Field::rate("rate", unshaped_rate));
-    un.fields.push(Field::rate("ceil", top_ceil));
-    un.fields.push(Field::size("quantum", 1514));
-    d.classes.push(un);
-    for &i in &order[1..] {
-        let n = &nodes[i];
-        let mut c = ClassDraft::new(&n.name, Some(format!("{nf}:{}", n.line)));
-        c.fields.push(Field::str(
-            "parent",
-            n.parent
-                .map(|p| nodes[p].name.as_str())
-                .unwrap_or(root_name),
-        ));
-        c.fields.push(Field::rate("rate", node_rate[i]));
-        c.fields.push(Field::rate("ceil", node_ceil[i]));
-        c.notes = node_notes[i].clone();
-        if node_kids[i].is_empty() && circ_kids[i].is_empty() {
-            c.notes.push("a node without circuits: a leaf here".into());
-            c.fields.push(Field::size("quantum", quantum(node_rate[i])));
-        }
-        d.classes.push(c);
-    }
-    let src_or_dst = if dir == Direction::Download {
-        "dst"
-    } else {
-        "src"
-    };
-    for (i, c) in circuits.iter().enumerate() {
-        let name = cname(c);
-        let mut cd = ClassDraft::new(&name, Some(format!("{df}:{} (circuit {})", c.line, c.id)));
-        cd.fields.push(Field::str(
-            "parent",
-            c.parent
-                .map(|p| nodes[p].name.as_str())
-                .unwrap_or(root_name),
-        ));
-        cd.fields.push(Field::rate("rate", circ_rate[i]));
-        cd.fields.push(Field::rate("ceil", circ_ceil[i]));
-        cd.fields
-            .push(Field::size("quantum", quantum(circ_rate[i])));
-        cd.notes = circ_notes[i].clone();
-        let mut leaf = Leaf::new("fq_codel");
-        match c.sqm.as_str() {
-            "" | "fq_codel" => {}
-            "cake" => leaf.notes.push("sqm cake: linkshare's closest leaf is fq_codel (flow isolation and CoDel; no diffserv tins or host fairness)".into()),
-            "none" => {
-                leaf = Leaf::new("pfifo");
-                leaf.notes.push("sqm none: a plain FIFO".into());
-            }
-            other => leaf.notes.push(format!("sqm `{other}` is unknown here: fq_codel")),
-        }
-        cd.leaf = Some(leaf);
-        if c.prefixes.is_empty() {
-            warnings.push(Diag::new(
-                df,
-                c.line,
-                format!(
-                    "circuit `{}` has no IPv4 or IPv6 address: no filter sends traffic to it",
-                    c.id
-                ),
-            ));
-        }
-        d.classes.push(cd);
-        for p in &c.prefixes {
-            d.filters.push(FilterDraft {
-                class: name.clone(),
-                source: None,
-                fields: vec![Field::str(src_or_dst, p.clone())],
-                notes: Vec::new(),
-            });
-        }
-    }
-    Imported {
-        toml: d.to_toml(),
-        warnings,
-    }
+    Ok(circuits)
 }
 
 #[cfg(test)]
@@ -669,14 +418,5 @@ mod tests {
         assert_eq!(mbps("fast"), None);
         assert_eq!(mbps(""), None);
         assert_eq!(mbps("-1"), None);
-    }
-
-    #[test]
-    fn csv_quotes() {
-        assert_eq!(
-            csv_fields("1,\"a, b\",\"x\"\"y\",").unwrap(),
-            ["1", "a, b", "x\"y", ""]
-        );
-        assert!(csv_fields("1,\"open").is_err());
     }
 }

@@ -162,6 +162,8 @@ pub struct Draft {
     /// Top-level keys after `qdisc` (`default`, `r2q`, CBQ options).
     pub top: Vec<Field>,
     pub classes: Vec<ClassDraft>,
+    /// `[[plan]]`s (a class's keys without `parent`), written after the classes.
+    pub plans: Vec<ClassDraft>,
     pub filters: Vec<FilterDraft>,
 }
 
@@ -173,6 +175,7 @@ impl Draft {
             root,
             top: Vec::new(),
             classes: Vec::new(),
+            plans: Vec::new(),
             filters: Vec::new(),
         }
     }
@@ -190,7 +193,7 @@ impl Draft {
             v.extend(l.notes.iter().cloned());
             fields(&l.fields, &mut v);
         }
-        for c in &self.classes {
+        for c in self.classes.iter().chain(&self.plans) {
             v.extend(c.notes.iter().cloned());
             fields(&c.fields, &mut v);
             if let Some(l) = &c.leaf {
@@ -227,13 +230,14 @@ impl Draft {
             }
         }
         fields(&mut out, &self.top);
-        for c in &self.classes {
+        let tables = self.classes.iter().map(|c| (c, "[[class]]\n"));
+        for (c, header) in tables.chain(self.plans.iter().map(|p| (p, "[[plan]]\n"))) {
             out.push('\n');
             if let Some(s) = &c.source {
                 let _ = writeln!(out, "# from {}", one_line(s));
             }
             notes(&mut out, &c.notes);
-            out.push_str("[[class]]\n");
+            out.push_str(header);
             let _ = writeln!(out, "name = {}", quote(&c.name));
             fields(&mut out, &c.fields);
             if let Some(l) = &c.leaf {

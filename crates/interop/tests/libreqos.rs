@@ -1,12 +1,15 @@
-//! `import libreqos`: the documented two-file format → an HTB policy that `check` accepts, with
-//! oversubscribed nodes scaled (and warned about), fractional rates exact, cake noted, and
-//! located errors for bad rows; and a generated 10,000-circuit network imported and checked in
-//! seconds (the time is printed, not asserted).
+//! `import libreqos`: the documented two-file format → a policy with plans and a subscriber
+//! table that `check` accepts in both directions, with oversubscribed nodes scaled (and warned
+//! about), fractional rates exact, cake noted, the uplink applied, and located errors for bad
+//! rows; and a generated 10,000-circuit network imported, checked and built (the time is
+//! printed, not asserted).
 
+use std::path::Path;
 use std::time::Instant;
 
-use linkshare_config::Policy;
-use linkshare_interop::libreqos::{import, Direction};
+use linkshare_config::{ClassInfo, Policy};
+use linkshare_interop::libreqos::synthetic::{generate, Synthetic};
+use linkshare_interop::libreqos::{import, Import, Options};
 
 fn fixture(name: &str) -> String {
     std::fs::read_to_string(format!(
@@ -16,32 +19,53 @@ fn fixture(name: &str) -> String {
     .unwrap()
 }
 
-fn class<'a>(p: &'a Policy, name: &str) -> &'a linkshare_config::ClassInfo {
+fn class<'a>(p: &'a Policy, name: &str) -> &'a ClassInfo {
     p.classes()
         .iter()
         .find(|c| c.name == name)
         .unwrap_or_else(|| panic!("no class {name}"))
 }
 
+/// Checks an import as `linkshare check` would, with its table beside the policy.
+fn check(imp: &Import) -> Policy {
+    let table = imp.subscribers.clone();
+    Policy::parse_with(&imp.toml, "p.toml", &move |p: &Path| {
+        assert_eq!(p, Path::new("subscribers.csv"));
+        Ok(table.clone())
+    })
+    .unwrap_or_else(|e| {
+        panic!(
+            "{:?}\n{}\n{}",
+            &e.diagnostics[..3.min(e.diagnostics.len())],
+            imp.toml,
+            &imp.subscribers[..imp.subscribers.len().min(2000)]
+        )
+    })
+}
+
+fn documented(opts: &Options) -> Import {
+    import(
+        &fixture("network.json"),
+        "network.json",
+        &fixture("ShapedDevices.csv"),
+        "ShapedDevices.csv",
+        opts,
+    )
+    .unwrap()
+}
+
 #[test]
 fn documented_files_import_in_both_directions() {
-    let (net, dev) = (fixture("network.json"), fixture("ShapedDevices.csv"));
-    let down = import(
-        &net,
-        "network.json",
-        &dev,
-        "ShapedDevices.csv",
-        Direction::Download,
-    )
-    .unwrap();
-    let p =
-        Policy::parse(&down.toml, "down.toml").unwrap_or_else(|e| panic!("{e:?}\n{}", down.toml));
+    let imp = documented(&Options::default());
+    let p = check(&imp);
     assert!(p.warnings().is_empty(), "{:?}", p.warnings());
     // AP_A: 3 x 40 = 120 > 100: scaled by 100/120; the warning names the node and the factor.
-    let w: Vec<String> = down.warnings.iter().map(|d| d.to_string()).collect();
+    let w: Vec<String> = imp.warnings.iter().map(|d| d.to_string()).collect();
     assert!(
-        w.iter()
-            .any(|m| m.contains("network.json:7:") && m.contains("`AP_A`") && m.contains("0.8333")),
+        w.iter().any(|m| m.contains("network.json:7:")
+            && m.contains("`AP_A`")
+            && m.contains("download")
+            && m.contains("0.8333")),
         "{w:?}"
     );
     let c1 = class(&p, "968 Circle St., Gurnee");
@@ -58,9 +82,12 @@ fn documented_files_import_in_both_directions() {
         (25_500_000, 100_500_000)
     );
     assert_eq!(c4.leaf.name(), "fq_codel");
-    assert!(down.toml.contains("# note: sqm cake"), "{}", down.toml);
+    assert!(imp.toml.contains("# note: sqm cake"), "{}", imp.toml);
     assert_eq!(class(&p, "Flat one").parent.as_deref(), Some("root"));
     assert_eq!(class(&p, "Flat one").leaf.name(), "pfifo");
+    // The subscriber form: plans in the policy, one row per circuit, nothing per class.
+    assert!(imp.toml.contains("[[plan]]") && !imp.toml.contains("[[filter]]"));
+    assert_eq!(imp.subscribers.lines().count(), 1 + 6);
     // Filters: every address of every device, on dst, host bits cleared.
     let dst: Vec<String> = p
         .filters()
@@ -72,26 +99,46 @@ fn documented_files_import_in_both_directions() {
     assert!(dst.contains(&"8493 Campfire Street=100.64.1.0/24".to_string()));
     assert!(p.filters().iter().all(|f| f.spec.src.is_none()));
 
-    let up = import(
-        &net,
-        "network.json",
-        &dev,
-        "ShapedDevices.csv",
-        Direction::Upload,
-    )
-    .unwrap();
-    let q = Policy::parse(&up.toml, "up.toml").unwrap();
+    // The upload side of the same policy: source addresses, upload rates, upload sqm.
+    let q = p.upload().expect("both directions");
     assert!(q
         .filters()
         .iter()
         .all(|f| f.spec.src.is_some() && f.spec.dst.is_none()));
     assert_eq!(
-        class(&q, "8493 Campfire Street").rate.bits_per_sec(),
+        class(q, "8493 Campfire Street").rate.bits_per_sec(),
         12_500_000
     );
     // Directional sqm: circuit 3 is cake down, fq_codel up; circuit 5 has none up.
-    assert_eq!(class(&q, "Two devices").leaf.name(), "pfifo");
+    assert_eq!(class(q, "Two devices").leaf.name(), "pfifo");
     assert_eq!(class(&p, "Two devices").leaf.name(), "fq_codel");
+}
+
+#[test]
+fn the_uplink_caps_and_scales_what_is_below_it() {
+    // 300 Mbit/s down, 60 up: the sites (1000 + 200 down) are capped at it and their
+    // guarantees scaled to fit it, as LibreQoS caps everything at the upstream capacity.
+    let imp = documented(&Options {
+        uplink: Some((300_000_000, 60_000_000)),
+        ..Options::default()
+    });
+    let p = check(&imp);
+    let root = class(&p, "root");
+    assert_eq!((root.rate.0, root.ceil.0), (300_000_000, 300_000_000));
+    let s1 = class(&p, "Site_1");
+    assert_eq!(s1.ceil.0, 300_000_000);
+    let top: u64 = ["Site_1", "Site_2", "unshaped", "Flat one"]
+        .iter()
+        .map(|n| class(&p, n).rate.0)
+        .sum();
+    assert!(top <= 300_000_000, "{top}");
+    let u = p.upload().unwrap();
+    assert_eq!(class(u, "root").rate.0, 60_000_000);
+    assert!(imp
+        .warnings
+        .iter()
+        .any(|w| w.message.contains("under `the uplink`")));
+    assert!(!imp.toml.contains("no uplink given"));
 }
 
 #[test]
@@ -100,14 +147,8 @@ fn bad_rows_get_file_and_line() {
     let dev = fixture("ShapedDevices.csv")
         .replace("40,10,60,20,,fq_codel", "4o,10,60,20,,fq_codel")
         .replace(",AP_9,,", ",AP_99,,");
-    let e = import(
-        &net,
-        "network.json",
-        &dev,
-        "ShapedDevices.csv",
-        Direction::Download,
-    )
-    .unwrap_err();
+    let o = Options::default();
+    let e = import(&net, "network.json", &dev, "ShapedDevices.csv", &o).unwrap_err();
     let msgs: Vec<String> = e.errors.iter().map(|d| d.to_string()).collect();
     assert!(
         msgs.iter()
@@ -120,14 +161,7 @@ fn bad_rows_get_file_and_line() {
             .any(|m| m.starts_with("ShapedDevices.csv:8: error: circuit `4`: parent node `AP_99`")),
         "{msgs:?}"
     );
-    let e = import(
-        "{\"a\": 5",
-        "network.json",
-        &dev,
-        "d.csv",
-        Direction::Download,
-    )
-    .unwrap_err();
+    let e = import("{\"a\": 5", "network.json", &dev, "d.csv", &o).unwrap_err();
     assert!(
         e.errors[0]
             .to_string()
@@ -135,11 +169,11 @@ fn bad_rows_get_file_and_line() {
         "{e}"
     );
     let e = import(
-        "{\"x\": {\"type\": \"Site\"}}",
+        "{\"x\": {\"type\": \"Site\", \"downloadBandwidthMbps\": 5, \"uploadBandwidthMbps\": 1}}",
         "n.json",
         "Circuit ID\n",
         "d.csv",
-        Direction::Download,
+        &o,
     )
     .unwrap_err();
     assert!(
@@ -147,81 +181,85 @@ fn bad_rows_get_file_and_line() {
             .contains("d.csv:1: error: the header lacks column(s)"),
         "{e}"
     );
-}
-
-/// A network of `sites` sites × `aps` APs with `n` circuits spread over the APs, each AP
-/// oversubscribed by its minimums.
-fn generate(n: usize, sites: usize, aps: usize) -> (String, String) {
-    let mut net = String::from("{\n");
-    for s in 0..sites {
-        net.push_str(&format!("  \"Site_{s}\": {{ \"downloadBandwidthMbps\": 10000, \"uploadBandwidthMbps\": 2000, \"type\": \"Site\", \"children\": {{\n"));
-        for a in 0..aps {
-            let comma = if a + 1 < aps { "," } else { "" };
-            net.push_str(&format!("    \"AP_{s}_{a}\": {{ \"downloadBandwidthMbps\": 1000, \"uploadBandwidthMbps\": 200, \"type\": \"AP\" }}{comma}\n"));
-        }
-        net.push_str(&format!(
-            "  }} }}{}\n",
-            if s + 1 < sites { "," } else { "" }
-        ));
-    }
-    net.push('}');
-    let mut csv = String::from("Circuit ID,Circuit Name,Device ID,Device Name,Parent Node,MAC,IPv4,IPv6,Download Min Mbps,Upload Min Mbps,Download Max Mbps,Upload Max Mbps,Comment,sqm\n");
-    for i in 0..n {
-        let ap = i % (sites * aps);
-        csv.push_str(&format!(
-            "{i},Subscriber {i},{i},cpe{i},AP_{}_{},,100.{}.{}.{},2001:db8:{:x}::/56,{}.5,2,{},20,,{}\n",
-            ap / aps,
-            ap % aps,
-            64 + i / 65536,
-            (i / 256) % 256,
-            i % 256,
-            i,
-            10 + i % 40,
-            100 + i % 400,
-            if i % 3 == 0 { "cake" } else { "" }
-        ));
-    }
-    (net, csv)
+    let e = import(
+        "{\"x\": {\"downloadBandwidthMbps\": 5}}",
+        "n.json",
+        &dev,
+        "d.csv",
+        &o,
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("node `x` has no valid `uploadBandwidthMbps`"),
+        "{e}"
+    );
 }
 
 #[test]
-fn ten_thousand_circuits_import_and_check_in_seconds() {
-    let (net, csv) = generate(10_000, 10, 10);
+fn ten_thousand_generated_circuits_round_trip() {
+    let s = Synthetic {
+        ipv6: true,
+        ..Synthetic::new(10_000)
+    };
+    let (net, csv) = generate(&s);
     let t0 = Instant::now();
     let imp = import(
         &net,
         "network.json",
         &csv,
         "ShapedDevices.csv",
-        Direction::Download,
+        &Options::default(),
     )
     .unwrap();
     let t_import = t0.elapsed();
     let t1 = Instant::now();
-    let p = Policy::parse(&imp.toml, "big.toml")
-        .unwrap_or_else(|e| panic!("{:?}", &e.diagnostics[..3.min(e.diagnostics.len())]));
+    let p = check(&imp);
     let t_check = t1.elapsed();
-    let t2 = Instant::now();
-    let q = p.build::<linkshare_core::PacketMeta>().unwrap();
-    let t_build = t2.elapsed();
-    drop(q);
     eprintln!(
-        "10,000 circuits: import {:.3} s ({} bytes of TOML, {} classes, {} filters, {} scaling warnings), parse+validate {:.3} s, build (classifier compiled) {:.3} s",
+        "10,000 circuits: import {:.3} s ({} + {} bytes), check {:.3} s",
         t_import.as_secs_f64(),
         imp.toml.len(),
-        p.classes().len(),
-        p.filters().len(),
-        imp.warnings.len(),
+        imp.subscribers.len(),
         t_check.as_secs_f64(),
-        t_build.as_secs_f64()
     );
-    assert_eq!(p.classes().len(), 10_000 + 110 + 2);
+    // root, unshaped, 25 sites, 200 APs, then the circuits; two addresses each.
+    assert_eq!(p.classes().len(), 2 + 25 + 200 + 10_000);
     assert_eq!(p.filters().len(), 20_000);
+    assert_eq!(
+        p.subscribers().unwrap().plans.len(),
+        4 + 1,
+        "4 plans + scaled rows"
+    );
     assert!(
         p.warnings().is_empty(),
         "{:?}",
         &p.warnings()[..3.min(p.warnings().len())]
     );
-    // Every AP holds 100 circuits of 10.5..49.5 Mbit/s minimums against 1000 Mbit/s: scaled.
-    assert_eq!(imp.warnings.len(), 100);
+    // Sites hold 8 APs of 2000 Mbit/s in 10000 (down) and of 400 in 2000 (up): scaled, each;
+    // APs hold 50 circuits of 46.25 Mbit/s mean minimum (9.25 up) in what the site's scaling
+    // left them (1250 and 250): scaled too.
+    let count = |dir: &str, what: &str| {
+        imp.warnings
+            .iter()
+            .filter(|w| w.message.contains(dir) && w.message.contains(what))
+            .count()
+    };
+    assert_eq!(count("download", "`Site_"), 25);
+    assert_eq!(count("download", "`AP_"), 200);
+    assert_eq!(count("upload", "`Site_"), 25);
+    assert_eq!(count("upload", "`AP_"), 200);
+    // Circuit 1234 (index 1233) keeps its address and AP.
+    let c = class(&p, "Subscriber 1234");
+    assert_eq!(
+        c.parent.as_deref(),
+        Some(&*format!("AP_{}_{}", 1233 % 200 / 8, 1233 % 8))
+    );
+    let f: Vec<String> = p
+        .filters()
+        .iter()
+        .filter(|f| f.class == "Subscriber 1234")
+        .map(|f| f.spec.dst.unwrap().to_string())
+        .collect();
+    assert_eq!(f, ["100.64.4.209/32", "2001:db8:0:4d1::/64"]);
 }

@@ -123,3 +123,176 @@ fn link_layer_round_trips_as_a_size_table() {
         imported.toml
     );
 }
+
+/// A subscriber policy: `n` classes under two parents, one single-address filter each
+/// (`side` = "dst" or "src"), IPv4 first then `v6` IPv6 subscribers, between two other filters.
+fn subscribers(n: usize, v6: usize, side: &str) -> String {
+    let mut s = String::from(
+        "qdisc = \"htb\"\ndefault = \"other\"\n[[class]]\nname = \"up\"\nrate = \"1gbit\"\n\
+         [[class]]\nname = \"site1\"\nparent = \"up\"\nrate = \"499mbit\"\n\
+         [[class]]\nname = \"site2\"\nparent = \"up\"\nrate = \"499mbit\"\n\
+         [[class]]\nname = \"other\"\nparent = \"up\"\nrate = \"1mbit\"\n",
+    );
+    for k in 0..n + v6 {
+        let parent = if k % 2 == 0 { "site1" } else { "site2" };
+        s.push_str(&format!(
+            "[[class]]\nname = \"sub{k}\"\nparent = \"{parent}\"\nrate = \"1mbit\"\nceil = \"20mbit\"\n\
+             leaf = {{ type = \"fq_codel\" }}\n"
+        ));
+    }
+    s.push_str("[[filter]]\ndscp = \"ef\"\nclass = \"other\"\n");
+    for k in 0..n {
+        s.push_str(&format!(
+            "[[filter]]\n{side} = \"10.{}.{}.{}/32\"\nclass = \"sub{k}\"\n",
+            k / 65536,
+            (k / 256) % 256,
+            k % 256
+        ));
+    }
+    for k in n..n + v6 {
+        s.push_str(&format!(
+            "[[filter]]\n{side} = \"fd00::{:x}/128\"\nclass = \"sub{k}\"\n",
+            k
+        ));
+    }
+    s.push_str("[[filter]]\nprotocol = \"udp\"\ndst_port = \"5000-5003\"\nclass = \"other\"\n");
+    s
+}
+
+#[test]
+fn address_filters_export_as_hash_tables_and_import_back() {
+    for side in ["dst", "src"] {
+        let text = subscribers(600, 40, side);
+        round_trip(&format!("subscribers-{side}"), &text);
+        let p = Policy::parse(&text, "s.toml").unwrap();
+        let script = export::tc_script(&p, "eth0").unwrap();
+        // One table per family, not one priority per subscriber.
+        assert_eq!(script.matches("divisor 256").count(), 2, "{side}");
+        let at = if side == "dst" {
+            "at 16 link"
+        } else {
+            "at 12 link"
+        };
+        assert!(script.contains(at), "{side}");
+        let at6 = if side == "dst" {
+            "at 36 link"
+        } else {
+            "at 20 link"
+        };
+        assert!(script.contains(at6), "{side}");
+        // 10.0.1.44 (subscriber 300) sits in bucket 0x2c.
+        assert!(
+            script.contains(&format!("ht 2:2c: match ip {side} 10.0.1.44/32 flowid 1:")),
+            "{side}"
+        );
+        let top = script
+            .lines()
+            .filter_map(|l| l.split(" prio ").nth(1))
+            .filter_map(|r| r.split(' ').next())
+            .filter_map(|p| p.parse::<u32>().ok())
+            .max();
+        // ef (v4, v6), the v4 table, the v6 table, the port rule (v4, v6): 6 priorities.
+        assert_eq!(top, Some(6), "{side}");
+    }
+}
+
+#[test]
+fn a_repeated_address_is_left_out_of_the_table_as_it_never_matches() {
+    let mut text = subscribers(40, 0, "dst");
+    // A second filter for subscriber 3's address, to another class, inside the run.
+    text = text.replace(
+        "[[filter]]\ndst = \"10.0.0.5/32\"",
+        "[[filter]]\ndst = \"10.0.0.3/32\"\nclass = \"sub7\"\n[[filter]]\ndst = \"10.0.0.5/32\"",
+    );
+    let p = Policy::parse(&text, "d.toml").unwrap();
+    let script = export::tc_script(&p, "eth0").unwrap();
+    assert_eq!(script.matches("match ip dst 10.0.0.3/32").count(), 1);
+    assert!(script.contains("repeat an earlier address"), "{script}");
+    let imported = import::import_script(&script, "d.tc", None).unwrap();
+    let q = Policy::parse(&imported.toml, "i.toml").unwrap();
+    let to3: Vec<&str> = q
+        .filters()
+        .iter()
+        .filter(|f| f.spec.dst.is_some_and(|d| d.addr.to_string() == "10.0.0.3"))
+        .map(|f| f.class.as_str())
+        .collect();
+    assert_eq!(to3, vec!["sub3"]);
+}
+
+#[test]
+fn a_tree_over_the_class_limit_is_split_over_mq_and_reads_back() {
+    // A limit of 300 classes per HTB stands in for 65,533: two top-level classes of ~320 each.
+    let mut text = String::from("qdisc = \"htb\"\ndefault = \"a-other\"\n");
+    for top in ["a", "b", "c"] {
+        text.push_str(&format!(
+            "[[class]]\nname = \"{top}\"\nrate = \"100mbit\"\n"
+        ));
+        text.push_str(&format!(
+            "[[class]]\nname = \"{top}-other\"\nparent = \"{top}\"\nrate = \"1mbit\"\n"
+        ));
+        for k in 0..(if top == "c" { 20 } else { 250 }) {
+            text.push_str(&format!(
+                "[[class]]\nname = \"{top}{k}\"\nparent = \"{top}\"\nrate = \"100kbit\"\nleaf = \"sfq\"\n"
+            ));
+        }
+    }
+    for (n, top) in ["a", "b", "c"].iter().enumerate() {
+        for k in 0..(if *top == "c" { 20 } else { 250 }) {
+            text.push_str(&format!(
+                "[[filter]]\ndst = \"10.{n}.{}.{}/32\"\nclass = \"{top}{k}\"\n",
+                k / 256,
+                k % 256
+            ));
+        }
+    }
+    let p = Policy::parse(&text, "mq.toml").unwrap();
+    let opts = export::ExportOptions {
+        htb_class_limit: 300,
+        ..Default::default()
+    };
+    let script = export::tc_script_with(&p, "eth0", &opts).unwrap();
+    assert!(script.contains("root handle 1: mq"), "{script}");
+    // a (252 classes) fills queue 1 and has the default (its second class); b and c
+    // (252 + 22) share queue 2.
+    assert!(script.contains("qdisc add dev eth0 parent 1:1 handle 2: htb default 2 "));
+    assert!(script.contains("qdisc add dev eth0 parent 1:2 handle 3: htb r2q"));
+    assert!(!script.contains("parent 1:3 "));
+    assert!(script.contains("class add dev eth0 parent 3: classid 3:1 htb"));
+    assert_eq!(script.matches("divisor 256").count(), 2);
+    let imported = import::import_script(&script, "mq.tc", None)
+        .unwrap_or_else(|e| panic!("{}", e.render(Some(&script))));
+    let q = Policy::parse(&imported.toml, "i.toml").unwrap();
+    assert_eq!(shape(&p), shape(&q));
+
+    // One top-level class with more classes beneath it than one HTB can number: the error says
+    // which, the limit and what to do.
+    let opts = export::ExportOptions {
+        htb_class_limit: 200,
+        ..Default::default()
+    };
+    let e = export::tc_script_with(&p, "eth0", &opts)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("class `a`") && e.contains("252 classes") && e.contains("200"),
+        "{e}"
+    );
+    assert!(e.contains("split it into top-level classes"), "{e}");
+}
+
+#[test]
+fn more_u32_priorities_than_the_kernel_takes_is_an_error_that_says_what_to_do() {
+    // 1,100 port filters without an address: an IPv4 and an IPv6 priority each, 2,200 in all.
+    let mut text = String::from(
+        "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n",
+    );
+    for k in 0..1100 {
+        text.push_str(&format!(
+            "[[filter]]\nprotocol = \"udp\"\ndst_port = {}\nclass = \"a\"\n",
+            10000 + k
+        ));
+    }
+    let p = Policy::parse(&text, "many.toml").unwrap();
+    let e = export::tc_script(&p, "eth0").unwrap_err().to_string();
+    assert!(e.contains("2047") && e.contains("hash table"), "{e}");
+}

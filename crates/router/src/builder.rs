@@ -6,8 +6,16 @@
 //! every subscriber's traffic.
 //!
 //! Principles:
-//! * one thread, jobs in order: two reloads of one direction are installed in the order they
-//!   were asked for, so the last one asked wins, as when they were synchronous;
+//! * one thread, jobs in order, the newest wins: the builds of one direction are installed in
+//!   the order they were asked for, and of the jobs of a direction waiting when the thread takes
+//!   work only the newest is built — the others are answered "superseded" at once, so a burst of
+//!   reloads costs one build, not a queue of them;
+//! * a change, not a tree, when it can be: the thread keeps the policy each direction runs (the
+//!   one it last built for it, or the one given at start) and compares the new one with it
+//!   (patch.rs); a difference the running HTB can apply in place goes to the loop as a
+//!   [`Plan::Patch`], anything else as a new scheduler ([`Plan::Rebuild`]);
+//! * the loop frees nothing large: what a reload replaces (the old scheduler, the old filters)
+//!   is sent back here to be dropped ([`Builder::discard`]);
 //! * the loop is woken through an eventfd in its epoll set, and takes finished builds without
 //!   blocking ([`Builder::finished`]);
 //! * signals stay the loop's: the thread blocks them all (SIGHUP is the loop's signalfd; the
@@ -23,7 +31,9 @@ use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 
 use linkshare_config::Policy;
 
-use crate::{load_sched, Sched};
+use crate::patch::{self, Patch};
+use crate::reload::sched_of;
+use crate::Sched;
 
 /// Who asked for a reload, to answer when it is built.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,10 +59,24 @@ pub(crate) struct Job {
     pub source: Source,
 }
 
-/// A policy ready to install: the parsed policy, its scheduler and its text.
+/// What the loop does with a built policy.
+pub(crate) enum Plan {
+    /// Install this scheduler; it adopts the running one's state.
+    Rebuild(Sched),
+    /// Apply this difference to the running HTB in place.
+    Patch(Patch),
+}
+
+/// A policy ready to install: how, its link layer and its text.
 pub(crate) struct Ready {
-    pub policy: Policy,
-    pub sched: Sched,
+    pub plan: Plan,
+    pub link: linkshare_core::linklayer::LinkLayer,
+    /// Whether the builder thread now holds this policy as the direction's running one (a
+    /// build made elsewhere does not, and the thread must be told to forget its own).
+    pub based: bool,
+    /// For a rebuild compared with the running policy: the classes kept whose parameters or
+    /// filters changed (a patch names its own).
+    pub changed: Vec<String>,
     pub text: String,
     pub origin: String,
     /// The file it was read from (`reload FILE`, SIGHUP), to reload again on SIGHUP.
@@ -74,20 +98,35 @@ pub(crate) enum Failure {
     Io(String),
     /// The policy is invalid (`check`'s diagnostics).
     Rejected(String),
+    /// A newer reload of the same direction was asked for before this one was built.
+    Superseded,
+}
+
+/// What the loop sends the builder thread.
+enum Msg {
+    Build(Job),
+    /// The policy direction `dir` runs now (at start).
+    Base(usize, Box<Policy>),
+    /// Direction `dir` was given a policy the thread did not build: compare the next one with
+    /// nothing (a rebuild).
+    Forget(usize),
+    /// Something the loop replaced, to be freed here.
+    Discard(Box<dyn Send>),
 }
 
 /// The builder thread's two ends, as the loop holds them.
 pub(crate) struct Builder {
-    jobs: Option<Sender<Job>>,
+    jobs: Option<Sender<Msg>>,
     done: Receiver<Built>,
     wake: OwnedFd,
 }
 
 impl Builder {
-    /// Start the builder thread.
-    pub fn start() -> std::io::Result<Builder> {
+    /// Start the builder thread. With `patching`, reloads that an HTB can apply in place come
+    /// back as [`Plan::Patch`] (the single-threaded shaper); without, always as a new scheduler.
+    pub fn start(patching: bool) -> std::io::Result<Builder> {
         let wake = crate::sys::eventfd()?;
-        let (jobs, inbox) = channel::<Job>();
+        let (jobs, inbox) = channel::<Msg>();
         let (outbox, done) = channel::<Built>();
         // The thread writes to its own duplicate, so closing ours never races with it.
         let ring = wake.try_clone()?;
@@ -95,12 +134,15 @@ impl Builder {
             .name("linkshare-build".into())
             .spawn(move || {
                 block_signals();
-                for job in inbox {
-                    let built = build(job);
-                    if outbox.send(built).is_err() {
-                        return;
+                let mut bases: [Option<Policy>; 2] = [None, None];
+                while let Ok(first) = inbox.recv() {
+                    let batch: Vec<Msg> = std::iter::once(first).chain(inbox.try_iter()).collect();
+                    for built in take_batch(batch, &mut bases, patching) {
+                        if outbox.send(built).is_err() {
+                            return;
+                        }
+                        crate::sys::eventfd_ring(ring.as_raw_fd());
                     }
-                    crate::sys::eventfd_ring(ring.as_raw_fd());
                 }
             })?;
         Ok(Builder {
@@ -117,12 +159,35 @@ impl Builder {
 
     /// Queue a job. `Err` gives it back when the builder thread is gone.
     pub fn submit(&mut self, job: Job) -> Result<(), Job> {
+        match self.send(Msg::Build(job)) {
+            Ok(()) => Ok(()),
+            Err(Msg::Build(job)) => Err(job),
+            Err(_) => unreachable!("send gives back what it was given"),
+        }
+    }
+
+    /// Tell the thread the policy direction `dir` runs (at start), to compare reloads with.
+    pub fn set_base(&mut self, dir: usize, policy: Policy) {
+        let _ = self.send(Msg::Base(dir, Box::new(policy)));
+    }
+
+    /// Tell the thread direction `dir` runs a policy it did not build.
+    pub fn forget(&mut self, dir: usize) {
+        let _ = self.send(Msg::Forget(dir));
+    }
+
+    /// Free `x` on the builder thread (here if the thread is gone).
+    pub fn discard(&mut self, x: Box<dyn Send>) {
+        let _ = self.send(Msg::Discard(x));
+    }
+
+    fn send(&mut self, m: Msg) -> Result<(), Msg> {
         match &self.jobs {
-            Some(tx) => tx.send(job).map_err(|e| {
+            Some(tx) => tx.send(m).map_err(|e| {
                 self.jobs = None;
                 e.0
             }),
-            None => Err(job),
+            None => Err(m),
         }
     }
 
@@ -142,7 +207,7 @@ impl Builder {
 /// Block every signal in the calling thread: SIGHUP and SIGTERM are the loop's (its signalfd),
 /// and a signal delivered to this thread instead would take the default action — SIGHUP kills
 /// the process.
-fn block_signals() {
+pub(crate) fn block_signals() {
     // SAFETY: `set` is initialised by sigfillset before use; the old mask is not requested.
     unsafe {
         let mut set: libc::sigset_t = std::mem::zeroed();
@@ -151,19 +216,68 @@ fn block_signals() {
     }
 }
 
-/// Read, parse, check and build one job's policy.
+/// One batch of messages, in order: bases set or forgotten, things freed, and of the build
+/// jobs of each direction only the newest built (the others superseded).
+fn take_batch(batch: Vec<Msg>, bases: &mut [Option<Policy>; 2], patching: bool) -> Vec<Built> {
+    let mut newest = [None, None];
+    for (i, m) in batch.iter().enumerate() {
+        if let Msg::Build(j) = m {
+            if let Some(n) = newest.get_mut(j.dir) {
+                *n = Some(i);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    for (i, m) in batch.into_iter().enumerate() {
+        match m {
+            Msg::Build(job) if newest.get(job.dir) != Some(&Some(i)) => out.push(Built {
+                dir: job.dir,
+                asker: job.asker,
+                result: Err(Failure::Superseded),
+            }),
+            Msg::Build(job) => {
+                let base = bases.get_mut(job.dir).filter(|_| patching);
+                out.push(build_on(job, base));
+            }
+            Msg::Base(d, p) => {
+                if let Some(b) = bases.get_mut(d) {
+                    *b = patching.then_some(*p);
+                }
+            }
+            Msg::Forget(d) => {
+                if let Some(b) = bases.get_mut(d) {
+                    *b = None;
+                }
+            }
+            Msg::Discard(x) => drop(x),
+        }
+    }
+    out
+}
+
+/// Read, parse, check and build one job's policy (no running policy to compare with).
 pub(crate) fn build(job: Job) -> Built {
+    build_on(job, None)
+}
+
+/// Build one job, as a patch of `base` (the direction's running policy) when that suffices.
+/// `base` becomes the new policy when one is built.
+fn build_on(job: Job, base: Option<&mut Option<Policy>>) -> Built {
     Built {
         dir: job.dir,
         asker: job.asker,
-        result: build_now(job.source),
+        result: build_now_on(job.source, base),
     }
 }
 
 /// Read, parse, check and build a policy. A panic while building (a defect: `check` should have
 /// refused the policy) is turned into a rejection, so it cannot kill the shaper.
 pub(crate) fn build_now(source: Source) -> Result<Ready, Failure> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(source))).unwrap_or_else(
+    build_now_on(source, None)
+}
+
+fn build_now_on(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, Failure> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(source, base))).unwrap_or_else(
         |_| {
             Err(Failure::Rejected(
                 "building this policy failed (a defect in linkshare: please report it with the \
@@ -174,7 +288,7 @@ pub(crate) fn build_now(source: Source) -> Result<Ready, Failure> {
     )
 }
 
-fn prepare(source: Source) -> Result<Ready, Failure> {
+fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, Failure> {
     let (text, origin, path) = match source {
         Source::Text { text, origin } => (text, origin, None),
         Source::File(p) => {
@@ -183,10 +297,35 @@ fn prepare(source: Source) -> Result<Ready, Failure> {
             (text, p.display().to_string(), Some(p))
         }
     };
-    let (policy, sched) = load_sched(&text, &origin).map_err(Failure::Rejected)?;
+    let policy = Policy::parse(&text, &origin)
+        .map_err(|e| Failure::Rejected(crate::render_config_error(&text, &e)))?;
+    let patch = match &base {
+        Some(Some(old)) => patch::diff(old, &policy),
+        _ => None,
+    };
+    let mut changed = Vec::new();
+    let plan = match patch {
+        Some(p) => Plan::Patch(p),
+        None => {
+            if let Some(Some(old)) = &base {
+                changed = patch::changed_by_name(old, &policy);
+            }
+            Plan::Rebuild(sched_of(&policy, &text).map_err(Failure::Rejected)?)
+        }
+    };
+    let link = policy.link_layer();
+    let based = match base {
+        Some(b) => {
+            *b = Some(policy);
+            true
+        }
+        None => false,
+    };
     Ok(Ready {
-        policy,
-        sched,
+        plan,
+        link,
+        based,
+        changed,
         text,
         origin,
         path,
@@ -217,24 +356,29 @@ mod tests {
         got
     }
 
+    fn job(dir: usize, id: u64, text: &str) -> Job {
+        Job {
+            dir,
+            asker: Asker::Client(id),
+            source: Source::Text {
+                text: text.to_string(),
+                origin: format!("p{id}.toml"),
+            },
+        }
+    }
+
+    /// Jobs one at a time are each built and answered in order, through the eventfd.
     #[test]
     fn jobs_are_built_in_order_and_wake_the_loop() {
-        let mut b = Builder::start().unwrap();
+        let mut b = Builder::start(false).unwrap();
+        let mut got = Vec::new();
         for (i, text) in [ONE, "qdisc = \"htb\"\n[[class]]\nname = 1\n", ONE]
             .iter()
             .enumerate()
         {
-            b.submit(Job {
-                dir: 0,
-                asker: Asker::Client(i as u64),
-                source: Source::Text {
-                    text: text.to_string(),
-                    origin: format!("p{i}.toml"),
-                },
-            })
-            .unwrap();
+            b.submit(job(0, i as u64, text)).unwrap();
+            got.extend(wait(&mut b, 1));
         }
-        let got = wait(&mut b, 3);
         let askers: Vec<Asker> = got.iter().map(|g| g.asker).collect();
         assert_eq!(
             askers,
@@ -249,9 +393,109 @@ mod tests {
         assert!(got[2].result.is_ok());
     }
 
+    /// Of the jobs waiting together, only the newest of each direction is built; the others
+    /// are answered `Superseded`, in the order asked.
+    #[test]
+    fn only_the_newest_waiting_job_of_a_direction_is_built() {
+        let bad = "qdisc = \"htb\"\n[[class]]\nname = 1\n";
+        let batch = vec![
+            Msg::Build(job(0, 0, ONE)),
+            Msg::Build(job(0, 1, bad)),
+            Msg::Build(job(1, 2, ONE)),
+            Msg::Build(job(0, 3, ONE)),
+        ];
+        let got = take_batch(batch, &mut [None, None], true);
+        let askers: Vec<Asker> = got.iter().map(|g| g.asker).collect();
+        assert_eq!(askers, (0..4).map(Asker::Client).collect::<Vec<_>>());
+        assert!(matches!(got[0].result, Err(Failure::Superseded)));
+        assert!(matches!(got[1].result, Err(Failure::Superseded)));
+        assert!(got[2].result.is_ok() && got[3].result.is_ok());
+    }
+
+    /// With the running policy known, a rate change comes back as a patch and becomes the new
+    /// base; a class added is a rebuild; forgetting the base makes the next one a rebuild.
+    #[test]
+    fn a_change_against_the_running_policy_is_a_patch() {
+        let two = |rate: &str, extra: &str| {
+            format!(
+                "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"r\"\nrate = \
+                 \"10mbit\"\n[[class]]\nname = \"a\"\nparent = \"r\"\nrate = \"{rate}\"\n{extra}"
+            )
+        };
+        let mut bases = [None, None];
+        let base = Policy::parse(&two("1mbit", ""), "p.toml").unwrap();
+        let plans = |batch: Vec<Msg>, bases: &mut [Option<Policy>; 2]| -> Vec<&'static str> {
+            take_batch(batch, bases, true)
+                .into_iter()
+                .map(|b| match b.result {
+                    Ok(Ready {
+                        plan: Plan::Patch(p),
+                        based: true,
+                        ..
+                    }) if p.changed == ["a"] => "patch a",
+                    Ok(Ready {
+                        plan: Plan::Patch(_),
+                        ..
+                    }) => "patch",
+                    Ok(Ready {
+                        plan: Plan::Rebuild(_),
+                        ..
+                    }) => "rebuild",
+                    Err(_) => "failed",
+                })
+                .collect()
+        };
+        let got = plans(
+            vec![
+                Msg::Base(0, Box::new(base)),
+                Msg::Build(job(0, 0, &two("2mbit", ""))),
+            ],
+            &mut bases,
+        );
+        assert_eq!(got, ["patch a"]);
+        // Compared with the 2 Mbit/s policy now: the same again is an empty patch.
+        assert_eq!(
+            plans(vec![Msg::Build(job(0, 1, &two("2mbit", "")))], &mut bases),
+            ["patch"]
+        );
+        let added = "[[class]]\nname = \"b\"\nparent = \"r\"\nrate = \"1mbit\"\n";
+        assert_eq!(
+            plans(
+                vec![Msg::Build(job(0, 2, &two("2mbit", added)))],
+                &mut bases
+            ),
+            ["rebuild"]
+        );
+        assert_eq!(
+            plans(
+                vec![Msg::Forget(0), Msg::Build(job(0, 3, &two("3mbit", added)))],
+                &mut bases
+            ),
+            ["rebuild"]
+        );
+        // Without patching (workers), never a patch.
+        let mut none = [None, None];
+        let base = Policy::parse(&two("1mbit", ""), "p.toml").unwrap();
+        let got = take_batch(
+            vec![
+                Msg::Base(0, Box::new(base)),
+                Msg::Build(job(0, 4, &two("2mbit", ""))),
+            ],
+            &mut none,
+            false,
+        );
+        assert!(matches!(
+            got[0].result,
+            Ok(Ready {
+                plan: Plan::Rebuild(_),
+                ..
+            })
+        ));
+    }
+
     #[test]
     fn a_missing_file_is_an_io_failure() {
-        let mut b = Builder::start().unwrap();
+        let mut b = Builder::start(false).unwrap();
         b.submit(Job {
             dir: 1,
             asker: Asker::Hangup,

@@ -1,5 +1,5 @@
 //! A direction's state: its scheduler ([`Sched`]), the device model it drains into, its
-//! emulated link and live rates ([`Dir`]), and what the shaper counts per interface ([`IfStats`]).
+//! emulated link ([`Dir`]), and what the shaper counts per interface ([`IfStats`]).
 //!
 //! Direction 0 is what arrives on IN and leaves on OUT, direction 1 the reverse. A direction's
 //! device model follows its policy's root rate and the line rate ([`Dir::drain_bps`]); a reload
@@ -40,14 +40,6 @@ impl Sched {
             Sched::Other(b) => b.as_ref(),
         }
     }
-}
-
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Live {
-    pub(crate) bytes: u64,
-    pub(crate) packets: u64,
-    pub(crate) bps: f64,
-    pub(crate) pps: f64,
 }
 
 /// What the shaper counts per interface, beyond the port's own counters.
@@ -93,7 +85,9 @@ pub(crate) struct Dir {
     pub(crate) eligible: Option<u64>,
     /// Absolute CLOCK_MONOTONIC instant this direction wants to run again.
     pub(crate) deadline: Option<u64>,
-    pub(crate) live: HashMap<String, Live>,
+    /// The policy generation: changes on every install, so that the stats plane learns the
+    /// class names again (control/raw.rs) and nothing else has to walk the classes.
+    pub(crate) gen: u64,
     pub(crate) emu: Option<emulate::Emulator>,
     /// The policy's link layer (tc-stab): a frame is charged `link.size(frame length)`.
     pub(crate) link: linkshare_core::linklayer::LinkLayer,
@@ -159,7 +153,7 @@ impl Dir {
             egress: Egress::new(EgressConfig::default()),
             eligible: None,
             deadline: None,
-            live: HashMap::new(),
+            gen: 0,
             emu: None,
             link: Default::default(),
         };
@@ -197,6 +191,7 @@ impl Dir {
 
     /// Run `new` from now on: it adopts the running scheduler's state (`adopt_state`), and the
     /// device model follows its root rate. Used by every reload path (the loop's, a worker's).
+    /// The scheduler replaced is handed back, for the caller to free off the datapath.
     pub(crate) fn install(
         &mut self,
         mut new: Sched,
@@ -204,44 +199,90 @@ impl Dir {
         text: (String, String),
         path: Option<PathBuf>,
         now: Time,
-    ) -> control::ReloadReport {
-        let report = match self.sched.take() {
-            Some(mut o) => adopt_state(&mut new, &mut o, now),
+    ) -> (control::ReloadReport, Option<Sched>) {
+        let mut old = self.sched.take();
+        let report = match old.as_mut() {
+            Some(o) => adopt_state(&mut new, o, now),
             None => control::ReloadReport::default(),
         };
         self.link_bps = root_rate(&new);
-        self.device_buffer = self
-            .device_buffer_opt
-            .unwrap_or(default_device_buffer(self.link_bps));
         self.sched = Some(new);
         self.link = link;
-        self.sync_egress();
-        self.live.clear();
+        self.follow_link();
+        self.gen += 1;
         self.eligible = None;
         self.policy_text = Some(text);
         if let Some(p) = path {
             self.policy_path = Some(p);
         }
-        report
+        (report, old)
     }
 
-    pub(crate) fn update_live(&mut self, dt: f64) {
-        let Some(s) = &self.sched else { return };
-        let alpha = 1.0 - (-dt).exp();
-        let live = &mut self.live;
-        s.qr().visit_classes(&mut |c: &ClassView<'_>| {
-            let e = live.entry(c.name.to_string()).or_insert(Live {
-                bytes: c.stats.sent.bytes,
-                packets: c.stats.sent.packets,
-                ..Live::default()
-            });
-            let db = c.stats.sent.bytes.saturating_sub(e.bytes) as f64 * 8.0 / dt;
-            let dp = c.stats.sent.packets.saturating_sub(e.packets) as f64 / dt;
-            e.bps += (db - e.bps) * alpha;
-            e.pps += (dp - e.pps) * alpha;
-            e.bytes = c.stats.sent.bytes;
-            e.packets = c.stats.sent.packets;
-        });
+    /// Apply a difference to the running HTB in place (patch.rs): only the classes changed are
+    /// touched, O(changes) plus the filters swapped by pointer. The filters replaced are handed
+    /// back, for the caller to free off the datapath. `Err` if the running scheduler is not an
+    /// HTB or refuses a change (the builder thread compares policies that `check` accepted, so
+    /// this is a defect); changes before the refused one stay applied.
+    pub(crate) fn apply(
+        &mut self,
+        p: crate::patch::Patch,
+        text: (String, String),
+        path: Option<PathBuf>,
+        now: Time,
+    ) -> Result<
+        (
+            control::ReloadReport,
+            Option<linkshare_core::classify::Classifier>,
+        ),
+        String,
+    > {
+        let Some(Sched::Htb(h)) = self.sched.as_mut() else {
+            return Err("the running scheduler is not an HTB; reload the policy again".into());
+        };
+        for (c, t) in &p.tunes {
+            h.retune(*c, t, now)
+                .map_err(|e| format!("cannot apply the change: {e}"))?;
+        }
+        let old = match p.classifier {
+            Some(c) => Some(
+                h.replace_classifier(c)
+                    .map_err(|e| format!("cannot apply the new filters: {e}"))?,
+            ),
+            None => None,
+        };
+        if let Some(r) = p.root_ceil {
+            self.link_bps = r;
+            self.follow_link();
+        }
+        self.policy_text = Some(text);
+        if let Some(path) = path {
+            self.policy_path = Some(path);
+        }
+        let report = control::ReloadReport {
+            kept: (p.classes - p.changed.len()) as u64,
+            changed: p.changed,
+            in_place: true,
+            ..Default::default()
+        };
+        Ok((report, old))
+    }
+
+    /// The device model after a new link rate (`link_bps`).
+    fn follow_link(&mut self) {
+        self.device_buffer = self
+            .device_buffer_opt
+            .unwrap_or(default_device_buffer(self.link_bps));
+        self.sync_egress();
+    }
+
+    /// Give back the per-flow state of the scheduler's leaves idle for its hold
+    /// (`linkshare_core::qdisc::lazy`): O(released), at most a budget per call.
+    pub(crate) fn reclaim_idle(&mut self, now: Time) {
+        if let Some(s) = &mut self.sched {
+            let _ = s
+                .q()
+                .reclaim_idle(now, linkshare_core::qdisc::lazy::DEFAULT_RECLAIM_BUDGET);
+        }
     }
 }
 

@@ -6,6 +6,9 @@
 //! the control socket. Each turn: take a batch from each receive ring, dequeue what the
 //! schedulers let go while the transmit ring has room, kick each transmit ring once, record the
 //! lateness of paced departures; control clients are served in the same loop but never block it.
+//! Nothing in the loop walks the classes periodically: readers of the counters are served by
+//! the stats plane's thread (control/plane.rs), for which the loop copies the class counters
+//! when asked.
 //! See docs/router.md.
 //!
 //! Modules by concern: `options` (the run options, [`Options`]), `dir` (a direction's state:
@@ -29,10 +32,12 @@ pub mod hist;
 pub mod http;
 pub mod notify;
 mod options;
+mod patch;
 pub mod port;
 mod reload;
 mod run;
 pub mod sys;
+mod upload;
 pub mod wake;
 mod workers;
 pub mod xdp;
@@ -52,7 +57,7 @@ pub use reload::{adopt_state, load_sched, render_config_error};
 pub use workers::run as run_workers;
 pub use xdp::IoKind;
 
-use dir::{emulator, min_deadline, set_line_rates, Dir, IfStats, Live};
+use dir::{emulator, min_deadline, set_line_rates, Dir, IfStats};
 
 /// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
 const RX_BUDGET: usize = 256;
@@ -93,10 +98,12 @@ pub struct Shaper {
     /// The control socket, bound by [`Shaper::run`].
     control: Option<control::Server>,
     control_stats: control::ControlStats,
-    /// The metrics endpoint, bound by [`Shaper::run`] when asked for (http/).
-    http: Option<http::Http>,
-    /// The dashboard, bound by [`Shaper::run`] when asked for (http/web.rs).
-    web: Option<http::Http>,
+    /// The stats plane, started by [`Shaper::run`]: answers `stat`, `/metrics` and the
+    /// dashboard off this thread from copies of the counters (control/plane.rs).
+    plane: Option<control::plane::Plane>,
+    /// The policy generation of each direction's last copy for the plane (names are sent
+    /// with the first copy of each generation).
+    copied_gens: [Option<u64>; 2],
     /// Policy reloads by outcome (reload.rs counts them).
     reloads: control::snapshot::ReloadCounts,
     /// Turns replayed to catch up a late wake-up ([`Shaper::service`]).
@@ -135,9 +142,11 @@ impl Shaper {
                     .with_context(|| format!("cannot read {}", p.display()))?;
                 let o = p.display().to_string();
                 let (p, s) = load_sched(&t, &o).map_err(|d| anyhow::anyhow!("{d}"))?;
-                Some((s, t, o, p.link_layer()))
+                Some((s, t, o, p))
             }
-            None => None,
+            None => {
+                upload::side(&fwd_policy, &text, &origin).map_err(|d| anyhow::anyhow!("{d}"))?
+            }
         };
         let p0 = xdp::open_port(&opts.dev_in, opts.io, opts.rx_ring)
             .with_context(|| format!("cannot open {}", opts.dev_in))?;
@@ -146,20 +155,25 @@ impl Shaper {
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
         d0.policy_text = Some((text, origin));
         d0.link = fwd_policy.link_layer();
-        let mut d1 = match rev {
-            Some((s, t, o, link)) => {
+        let (mut d1, rev_policy) = match rev {
+            Some((s, t, o, policy)) => {
                 let mut d = Dir::new(Some(s), opts.reverse_policy.clone(), 0, opts.device_buffer);
                 d.policy_text = Some((t, o));
-                d.link = link;
-                d
+                d.link = policy.link_layer();
+                (d, Some(policy))
             }
-            None => Dir::new(None, None, 0, opts.device_buffer),
+            None => (Dir::new(None, None, 0, opts.device_buffer), None),
         };
         set_line_rates(&opts, &mut d0, &mut d1);
         d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
         d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
-        let builder =
-            builder::Builder::start().context("cannot start the policy builder thread")?;
+        let mut builder =
+            builder::Builder::start(true).context("cannot start the policy builder thread")?;
+        // Reloads are compared with the policies running now (builder.rs, patch.rs).
+        builder.set_base(0, fwd_policy);
+        if let Some(p) = rev_policy {
+            builder.set_base(1, p);
+        }
         Ok(Shaper::assemble(
             opts,
             [p0, p1],
@@ -199,8 +213,8 @@ impl Shaper {
             refused: Vec::new(),
             control: None,
             control_stats: Default::default(),
-            http: None,
-            web: None,
+            plane: None,
+            copied_gens: [None, None],
             reloads: Default::default(),
             catch_up_turns: 0,
             rx_coalesced: 0,

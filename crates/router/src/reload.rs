@@ -5,7 +5,7 @@
 //! nothing. Reloads asked over the control socket or by SIGHUP are built on the builder thread
 //! (builder.rs) and only installed here, on the loop. See docs/router.md, "Reload".
 
-use crate::builder::{self, Asker, Built, Failure, Job, Ready, Source};
+use crate::builder::{self, Asker, Built, Failure, Job, Plan, Ready, Source};
 use crate::control::dispatch::rejected;
 use crate::control::proto::{ErrorKind, ErrorReply, ReloadReport, Response};
 use crate::{Sched, Shaper};
@@ -33,14 +33,20 @@ pub fn render_config_error(text: &str, e: &ConfigError) -> String {
 /// Parse and build a policy; `Err` carries the rendered diagnostics.
 pub fn load_sched(text: &str, origin: &str) -> Result<(Policy, Sched), String> {
     let p = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
-    let s = if p.kind_name() == "htb" {
+    let s = sched_of(&p, text)?;
+    Ok((p, s))
+}
+
+/// Build a parsed policy's scheduler; `Err` carries the rendered diagnostics (`text` is the
+/// policy's, for their excerpts).
+pub(crate) fn sched_of(p: &Policy, text: &str) -> Result<Sched, String> {
+    Ok(if p.kind_name() == "htb" {
         Sched::Htb(Box::new(
             p.build_htb().map_err(|e| render_config_error(text, &e))?,
         ))
     } else {
         Sched::Other(p.build().map_err(|e| render_config_error(text, &e))?)
-    };
-    Ok((p, s))
+    })
 }
 
 /// The new scheduler takes over the old one's state through `Qdisc::adopt` (every discipline:
@@ -57,13 +63,24 @@ pub fn adopt_state(new: &mut Sched, old: &mut Sched, now: Time) -> ReloadReport 
         dropped += 1;
     }
     ReloadReport {
-        kept: r.kept,
+        kept: r.kept.len() as u64,
+        kept_names: r.kept,
         added: r.added,
         removed: r.removed,
         moved_packets: r.moved_packets,
         reclassified: r.reclassified,
         dropped_packets: dropped,
+        ..ReloadReport::default()
     }
+}
+
+/// The answer to a reload that a newer one of the same direction replaced before it was built.
+pub(crate) fn superseded() -> ErrorReply {
+    ErrorReply::new(
+        ErrorKind::Superseded,
+        "a newer reload of this direction was asked for before this one was built; the newer \
+         one is installed instead",
+    )
 }
 
 /// What a SIGHUP reload of the file at `path` came to, on stderr (systemd's journal).
@@ -150,18 +167,39 @@ impl Shaper {
                 return Err(match f {
                     Failure::Io(m) => ErrorReply::new(ErrorKind::Io, m),
                     Failure::Rejected(diag) => rejected(diag),
+                    Failure::Superseded => superseded(),
                 });
             }
         };
-        self.reloads.ok += 1;
         let now = self.now();
-        Ok(self.dirs[d].install(
-            ready.sched,
-            ready.policy.link_layer(),
-            (ready.text, ready.origin),
-            ready.path,
-            now,
-        ))
+        let text = (ready.text, ready.origin);
+        let dir = &mut self.dirs[d];
+        let (outcome, garbage) = match ready.plan {
+            Plan::Rebuild(sched) => {
+                let (mut r, old) = dir.install(sched, ready.link, text, ready.path, now);
+                r.changed = ready.changed;
+                (Ok(r), old.map(|o| Box::new(o) as Box<dyn Send>))
+            }
+            Plan::Patch(p) => match dir.apply(p, text, ready.path, now) {
+                Ok((r, old)) => (Ok(r), old.map(|o| Box::new(o) as Box<dyn Send>)),
+                Err(m) => (Err(ErrorReply::new(ErrorKind::Other, m)), None),
+            },
+        };
+        if let Some(b) = self.builder.as_mut() {
+            // The builder thread compares the next reload with what runs now: what it built,
+            // unless this was built elsewhere or could not be applied.
+            if !ready.based || outcome.is_err() {
+                b.forget(d);
+            }
+            if let Some(g) = garbage {
+                b.discard(g);
+            }
+        }
+        match &outcome {
+            Ok(_) => self.reloads.ok += 1,
+            Err(_) => self.reloads.failed += 1,
+        }
+        outcome
     }
 
     /// SIGHUP: reload every policy file given at start (or last reloaded by path), built off

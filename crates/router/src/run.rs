@@ -1,8 +1,9 @@
 //! The shaper's event loop: [`Shaper::run`] and the start of its control plane.
 //!
-//! One thread, one epoll: the two ports, the timer, the signals, the control socket and the HTTP
-//! endpoints (a worker of several watches its wake-up fd instead: the control thread serves the
-//! control plane). Each turn receives, serves both directions, kicks the transmit rings, then
+//! One thread, one epoll: the two ports, the timer, the signals, the control socket and the stats
+//! plane's eventfd (the HTTP endpoints are the stats plane's thread's, control/plane.rs; a
+//! worker of several watches its wake-up fd instead: the control thread serves the control
+//! plane). Each turn receives, serves both directions, kicks the transmit rings, then
 //! sleeps, spins or polls until the next departure; nothing in a turn blocks (see lib.rs and
 //! docs/router.md).
 
@@ -30,10 +31,7 @@ const T_TIMER: u64 = 2;
 const T_SIG: u64 = 3;
 const T_CTL: u64 = 4;
 const T_CLIENT: u64 = 5;
-const T_HTTP: u64 = 6;
-const T_HTTP_CLIENT: u64 = 7;
-const T_WEB: u64 = 8;
-const T_WEB_CLIENT: u64 = 9;
+const T_STATS: u64 = 6;
 const T_BUILT: u64 = 10;
 const T_WAKE: u64 = 11;
 
@@ -53,20 +51,20 @@ impl Shaper {
         }
         srv.attach(ep, T_CLIENT);
         self.control = Some(srv);
-        if let Some(addr) = self.opts.metrics {
-            let mut h = http::Http::bind(addr)?;
-            sys::epoll_add(ep, h.listen_fd(), T_HTTP)?;
-            h.attach(ep, T_HTTP_CLIENT);
-            http::announce(&h, "metrics", "/metrics");
-            self.http = Some(h);
-        }
-        if let Some(addr) = self.opts.web {
-            let mut h = http::Http::bind(addr)?;
-            sys::epoll_add(ep, h.listen_fd(), T_WEB)?;
-            h.attach(ep, T_WEB_CLIENT);
-            http::announce(&h, "dashboard", "/");
-            self.web = Some(h);
-        }
+        let bind = |addr: Option<std::net::SocketAddr>, what: &str, path: &str| {
+            addr.map(|a| {
+                let h = http::Http::bind(a)?;
+                http::announce(&h, what, path);
+                anyhow::Ok(h)
+            })
+            .transpose()
+        };
+        let metrics = bind(self.opts.metrics, "metrics", "/metrics")?;
+        let web = bind(self.opts.web, "dashboard", "/")?;
+        let plane =
+            control::plane::Plane::start(metrics, web).context("cannot start the stats thread")?;
+        sys::epoll_add(ep, plane.fd(), T_STATS)?;
+        self.plane = Some(plane);
         let io = self.io_name();
         eprintln!(
             "linkshare: running {} -> {} (io {io}), control {}",
@@ -134,7 +132,7 @@ impl Shaper {
             None => Some(self.start_control_plane(ep.as_raw_fd())?),
         };
         let mut ready = Vec::new();
-        let mut last_live = sys::monotonic_ns();
+        let mut last_ports = sys::monotonic_ns();
         let mut stopping: Option<u64> = None;
         let mut armed: Option<u64> = None;
         let mut last_poll = 0u64;
@@ -177,12 +175,11 @@ impl Shaper {
                 retry |= self.flush_port(self.dirs[d].to);
             }
             let now = sys::monotonic_ns();
-            if now - last_live >= 100_000_000 {
-                let dt = (now - last_live) as f64 / 1e9;
-                self.dirs[0].update_live(dt);
-                self.dirs[1].update_live(dt);
+            if now - last_ports >= 100_000_000 {
                 self.refresh_ports();
-                last_live = now;
+                let t = self.now();
+                self.dirs.iter_mut().for_each(|d| d.reclaim_idle(t));
+                last_ports = now;
             }
             if let Some(t0) = stopping {
                 // A worker first takes what its peers handed over before it stopped.
@@ -291,30 +288,14 @@ impl Shaper {
             if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
                 self.serve_control();
             }
-            // Metrics and dashboard clients: the same discipline (http/); also every
-            // http::TICK_NS while any is connected, so a stalled one is dropped and the
-            // dashboard's streams are fed.
-            if ready.iter().any(|t| *t == T_HTTP || *t == T_HTTP_CLIENT)
-                || self
-                    .http
-                    .as_ref()
-                    .is_some_and(|h| h.due(sys::monotonic_ns()))
-            {
-                self.serve_http();
-            }
-            if ready.iter().any(|t| *t == T_WEB || *t == T_WEB_CLIENT)
-                || self
-                    .web
-                    .as_ref()
-                    .is_some_and(|h| h.due(sys::monotonic_ns()))
-            {
-                self.serve_web();
+            // The stats plane's replies and copies (control/plane.rs).
+            if ready.contains(&T_STATS) {
+                self.serve_plane();
             }
         }
         // Removes the socket file.
         self.control = None;
-        self.http = None;
-        self.web = None;
+        self.plane = None;
         Ok(0)
     }
 }

@@ -28,6 +28,7 @@
 use std::collections::VecDeque;
 
 use linkshare_core::egress::{Egress, EgressConfig, Stop};
+use linkshare_core::qdisc::lazy::DEFAULT_RECLAIM_BUDGET;
 use linkshare_core::{Qdisc, Time};
 
 use crate::engine::{Engine, Ev};
@@ -80,6 +81,13 @@ impl Link {
             tx_bytes: 0,
             tx_packets: 0,
         }
+    }
+
+    /// Give back the per-flow state of the scheduler's leaves idle for its hold
+    /// (`linkshare_core::qdisc::lazy`): called at each sampling tick, bounded per call.
+    pub fn reclaim_idle(&mut self, eng: &Engine) {
+        let now = self.egress.sched_now(Time(eng.now()));
+        let _ = self.qdisc.reclaim_idle(now, DEFAULT_RECLAIM_BUDGET);
     }
 
     /// Bytes waiting in the device buffer (not counting the wire).

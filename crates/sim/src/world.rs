@@ -222,6 +222,7 @@ pub fn run_within(
                 w.eng.advance(best.0, ev).map_err(stuck)?;
                 if let Ev::Sample = ev {
                     w.sample();
+                    w.link.reclaim_idle(&w.eng);
                     if let Some(p) = progress.as_deref_mut() {
                         p(w.eng.now() as f64 / duration as f64);
                     }

@@ -99,6 +99,11 @@ impl Lab {
     }
 
     pub(crate) fn start_with(&mut self, policy: &PathBuf, extra: &[&str]) {
+        self.start_within(policy, extra, Duration::from_secs(5));
+    }
+
+    /// [`Self::start_with`], for a policy large enough to take longer than 5 s to load.
+    pub(crate) fn start_within(&mut self, policy: &PathBuf, extra: &[&str], within: Duration) {
         let ch = Command::new("ip")
             .args([
                 "netns",
@@ -126,10 +131,7 @@ impl Lab {
         self.shaper = Some(ch);
         let t0 = Instant::now();
         while !self.control().exists() {
-            assert!(
-                t0.elapsed() < Duration::from_secs(5),
-                "shaper did not start"
-            );
+            assert!(t0.elapsed() < within, "shaper did not start");
             std::thread::sleep(Duration::from_millis(20));
         }
     }

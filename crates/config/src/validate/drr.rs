@@ -55,7 +55,7 @@ pub(super) fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Op
     let mut ok = true;
     for (i, (header, e)) in class_tables.into_iter().enumerate() {
         let errors_before = sink.diags.iter().filter(|d| d.is_error()).count();
-        let name = read_class_name(sink, i, &header, e);
+        let name = read_class_name(sink, "class", i, &header, e);
         let ctx = match &name {
             Some(n) => format!("class `{}`", n.v),
             None => format!("class #{}", i + 1),
@@ -138,6 +138,7 @@ pub(super) fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Op
             children: Vec::new(),
             line: sink_line(sink, &header),
             cbq: None,
+            hfsc: None,
         });
     }
     if infos.is_empty() && ok {
@@ -216,6 +217,7 @@ pub(super) fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Op
         kind: QdiscKind::Drr,
         root_leaf: None,
         cbq: None,
+        hfsc: None,
         r2q: DEFAULT_R2Q,
         mtu,
         default: infos[default_id].name.clone(),
@@ -224,5 +226,7 @@ pub(super) fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Op
         filters,
         warnings: Vec::new(),
         link: Default::default(),
+        subscribers: None,
+        upload: None,
     })
 }

@@ -14,10 +14,15 @@
 
 mod cbq;
 mod drr;
+mod hfsc;
 mod rates;
 mod read;
 mod routing;
+mod subs;
 mod tree;
+mod upload;
+
+pub use subs::ReadTable;
 
 use linkshare_core::htb::{DEFAULT_MTU, DEFAULT_R2Q};
 use toml::Spanned;
@@ -49,10 +54,18 @@ const TOP_KEYS: &[&str] = &[
     "overhead",
     "mpu",
     "linklayer",
+    "plan",
+    "subscribers",
+    "hfsc_compat",
 ];
 
 /// Entry point: check `doc` (whose spans point into `text`) and build a [`Policy`].
-pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Policy, ConfigError> {
+pub(crate) fn validate(
+    doc: &PolicyDoc,
+    text: &str,
+    origin: &str,
+    files: ReadTable,
+) -> Result<Policy, ConfigError> {
     let mut sink = Sink::new(text, origin);
     let entries = &doc.entries;
     check_keys(&mut sink, "", entries, TOP_KEYS);
@@ -93,9 +106,13 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
     let link = crate::link::read(&mut sink, entries);
 
     let policy = match root {
-        Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu),
-        Some(Root::Cbq) => tree(&mut sink, doc, QdiscKind::Cbq, r2q, mtu),
-        Some(Root::Drr) => drr_tree(&mut sink, doc, mtu),
+        Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu, files),
+        Some(Root::Cbq) => tree(&mut sink, doc, QdiscKind::Cbq, r2q, mtu, files),
+        Some(Root::Hfsc) => tree(&mut sink, doc, QdiscKind::Hfsc, r2q, mtu, files),
+        Some(Root::Drr) => {
+            only_htb(&mut sink, doc, "drr");
+            drr_tree(&mut sink, doc, mtu)
+        }
         Some(Root::Leaf(leaf)) => leaf_root(&mut sink, doc, leaf, r2q, mtu),
         None => {
             // Still read the classes and filters so their problems are reported too, unless
@@ -108,7 +125,7 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
                 matches!(t, Some(Raw::Str(s)) if LeafKind::KNOWN.contains(&s.trim().to_ascii_lowercase().as_str()))
             });
             if get(entries, "class").is_some() && !names_leaf {
-                let _ = tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu);
+                let _ = tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu, files);
             }
             None
         }
@@ -117,6 +134,10 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
         Some(mut p) if !sink.has_errors() => {
             p.origin = origin.to_string();
             p.link = link.unwrap_or_default();
+            if let Some(u) = p.upload.as_mut() {
+                u.origin = p.origin.clone();
+                u.link = p.link;
+            }
             p.warnings = sink.finish();
             Ok(p)
         }
@@ -126,10 +147,24 @@ pub(crate) fn validate(doc: &PolicyDoc, text: &str, origin: &str) -> Result<Poli
     }
 }
 
+/// A subscriber table and plans need HTB.
+fn only_htb(sink: &mut Sink, doc: &PolicyDoc, kind: &str) {
+    for key in ["plan", "subscribers"] {
+        if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
+            sink.error(
+                &k.span(),
+                format!("`{key}` needs `qdisc = \"htb\"`; this policy's qdisc is {kind}"),
+                "write the policy with qdisc = \"htb\", or its subscribers as `[[class]]` tables",
+            );
+        }
+    }
+}
+
 /// What `qdisc = …` names.
 enum Root {
     Htb,
     Cbq,
+    Hfsc,
     /// `qdisc = "drr"` with `[[class]]` sections: the classful DRR.
     Drr,
     Leaf(LeafKind),
@@ -149,7 +184,9 @@ fn read_root(sink: &mut Sink, v: &Spanned<Raw>, has_classes: bool) -> Option<Roo
         },
         _ => String::new(),
     };
-    if let Some(k @ (QdiscKind::Htb | QdiscKind::Cbq)) = QdiscKind::from_name(&name) {
+    if let Some(k @ (QdiscKind::Htb | QdiscKind::Cbq | QdiscKind::Hfsc)) =
+        QdiscKind::from_name(&name)
+    {
         if let Raw::Table(_) = v.get_ref() {
             sink.error(
                 &v.span(),
@@ -158,10 +195,10 @@ fn read_root(sink: &mut Sink, v: &Spanned<Raw>, has_classes: bool) -> Option<Roo
             );
             return None;
         }
-        return Some(if k == QdiscKind::Htb {
-            Root::Htb
-        } else {
-            Root::Cbq
+        return Some(match k {
+            QdiscKind::Htb => Root::Htb,
+            QdiscKind::Hfsc => Root::Hfsc,
+            _ => Root::Cbq,
         });
     }
     if name == "drr" && has_classes {
@@ -207,7 +244,7 @@ fn leaf_root(
     mtu: Option<u32>,
 ) -> Option<Policy> {
     let kind = leaf.name();
-    for key in ["class", "filter", "default"] {
+    for key in ["class", "filter", "default", "plan", "subscribers"] {
         if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
             sink.error(
                 &k.span(),
@@ -221,6 +258,7 @@ fn leaf_root(
         kind: QdiscKind::Leaf,
         root_leaf: Some(leaf),
         cbq: None,
+        hfsc: None,
         r2q: r2q.unwrap_or(DEFAULT_R2Q),
         mtu: mtu.unwrap_or(DEFAULT_MTU),
         default: String::new(),
@@ -229,5 +267,7 @@ fn leaf_root(
         filters: Vec::new(),
         warnings: Vec::new(),
         link: Default::default(),
+        subscribers: None,
+        upload: None,
     })
 }

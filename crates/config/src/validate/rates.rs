@@ -22,7 +22,7 @@ use crate::source::Sink;
 use crate::{ClassInfo, LeafKind, QdiscKind};
 
 use super::cbq::cbq_class;
-use super::read::{sink_line, At};
+use super::read::{sink_line, At, ClassDraft};
 use super::tree::Shape;
 
 /// Step 6, each class's values: rate, ceil, burst, cburst, quantum and leaf with their
@@ -35,31 +35,18 @@ pub(super) fn class_infos(
     r2q: Option<u32>,
     mtu: Option<u32>,
 ) -> Vec<ClassInfo> {
-    let mtu_v = mtu.unwrap_or(DEFAULT_MTU);
-    let r2q_v = r2q.unwrap_or(DEFAULT_R2Q);
     let (classes, is_leaf, children) = (shape.classes, &shape.is_leaf, &shape.children);
     let (parent_of, depth) = (&shape.parent_of, &shape.depth);
     let name_of = |i: usize| shape.name_of(i);
     let mut infos: Vec<ClassInfo> = Vec::with_capacity(shape.len());
     for (i, c) in classes.iter().enumerate() {
         let name = name_of(i);
-        let rate = c.rate.as_ref().map(|r| r.v);
-        if let (Some(r), true) = (&c.rate, rate == Some(Rate(0))) {
-            sink.error(&r.span, format!("class `{name}`: rate is zero"), "give a guaranteed rate above zero, e.g. \"8kbit\"; a class that should only borrow still needs a small rate");
-        }
-        let ceil = c.ceil.as_ref().map(|x| x.v).or(rate);
-        if let (Some(r), Some(cl)) = (&c.rate, &c.ceil) {
-            if cl.v < r.v {
-                sink.error(
-                    &cl.span,
-                    format!("class `{name}`: ceil {} is below rate {}", cl.v, r.v),
-                    format!("raise ceil to at least {} or lower rate", r.v),
-                );
-            }
-        }
         if let Some(l) = &c.leaf {
             if !is_leaf[i] {
-                let kids: Vec<String> = children[i].iter().map(|&k| name_of(k)).collect();
+                let mut kids: Vec<String> = children[i].iter().map(|&k| name_of(k)).collect();
+                if shape.subs[i].count > 0 {
+                    kids.push(format!("{} subscribers", shape.subs[i].count));
+                }
                 sink.error(
                     &l.span,
                     format!("class `{name}` has children ({}), so it is not a leaf and cannot have a leaf qdisc", kids.join(", ")),
@@ -67,41 +54,21 @@ pub(super) fn class_infos(
                 );
             }
         }
-        let burst = match &c.burst {
-            Some(b) => check_burst(sink, &name, "burst", b, mtu, rate),
-            None => rate.map(|r| default_burst(r, mtu_v)),
-        };
-        let cburst = match &c.cburst {
-            Some(b) => check_burst(sink, &name, "cburst", b, mtu, ceil),
-            None => ceil.map(|r| default_burst(r, mtu_v)),
-        };
-        let quantum = match &c.quantum {
-            Some(q) if q.v > QUANTUM_LIMIT as u64 => {
-                sink.error(
-                    &q.span,
-                    format!("class `{name}`: quantum {} is too large", Size(q.v)),
-                    format!(
-                        "use at most {}; tc advises {MIN_QUANTUM} to {MAX_QUANTUM} bytes",
-                        Size(QUANTUM_LIMIT as u64)
-                    ),
-                );
-                None
-            }
-            Some(q) => Some(q.v as u32),
-            None => rate.map(|r| {
-                let (q, w) = default_quantum(r, r2q_v);
-                // Only leaves use their quantum (DRR among leaves of equal prio).
-                // A zero rate is already an error: no quantum warning on top. CBQ has no
-                // quantum (its WRR allotment comes from the rates and the mtu).
-                let htb = kind == QdiscKind::Htb;
-                if let (Some(w), true, Some(rs), false, true) =
-                    (w, is_leaf[i], &c.rate, r.0 == 0, htb)
-                {
-                    quantum_warning(sink, &name, &rs.span, w);
-                }
-                q
-            }),
-        };
+        let Numbers {
+            rate,
+            ceil,
+            burst,
+            cburst,
+            quantum,
+        } = numbers(
+            sink,
+            kind,
+            &format!("class `{name}`"),
+            c,
+            is_leaf[i],
+            r2q,
+            mtu,
+        );
         let d = depth[i].unwrap_or(0);
         let cbq = (kind == QdiscKind::Cbq).then(|| cbq_class(sink, &name, c, mtu));
         infos.push(ClassInfo {
@@ -132,9 +99,89 @@ pub(super) fn class_infos(
             children: children[i].iter().map(|&k| k as ClassId).collect(),
             line: sink_line(sink, &c.header),
             cbq,
+            hfsc: None,
         });
     }
     infos
+}
+
+/// A class's or a plan's numbers with their defaults filled in (`None`: broken, reported).
+pub(super) struct Numbers {
+    pub(super) rate: Option<Rate>,
+    pub(super) ceil: Option<Rate>,
+    pub(super) burst: Option<u32>,
+    pub(super) cburst: Option<u32>,
+    pub(super) quantum: Option<u32>,
+}
+
+/// Rate, ceil, burst, cburst and quantum of one `[[class]]` or `[[plan]]` (`what` names it in
+/// messages), reporting a zero rate, a ceil below the rate, a burst out of bounds and a quantum
+/// too large (or warning, for a leaf, about a computed one clamped).
+pub(super) fn numbers(
+    sink: &mut Sink,
+    kind: QdiscKind,
+    what: &str,
+    c: &ClassDraft,
+    is_leaf: bool,
+    r2q: Option<u32>,
+    mtu: Option<u32>,
+) -> Numbers {
+    let mtu_v = mtu.unwrap_or(DEFAULT_MTU);
+    let r2q_v = r2q.unwrap_or(DEFAULT_R2Q);
+    let rate = c.rate.as_ref().map(|r| r.v);
+    if let (Some(r), true) = (&c.rate, rate == Some(Rate(0))) {
+        sink.error(&r.span, format!("{what}: rate is zero"), "give a guaranteed rate above zero, e.g. \"8kbit\"; a class that should only borrow still needs a small rate");
+    }
+    let ceil = c.ceil.as_ref().map(|x| x.v).or(rate);
+    if let (Some(r), Some(cl)) = (&c.rate, &c.ceil) {
+        if cl.v < r.v {
+            sink.error(
+                &cl.span,
+                format!("{what}: ceil {} is below rate {}", cl.v, r.v),
+                format!("raise ceil to at least {} or lower rate", r.v),
+            );
+        }
+    }
+    let burst = match &c.burst {
+        Some(b) => check_burst(sink, what, "burst", b, mtu, rate),
+        None => rate.map(|r| default_burst(r, mtu_v)),
+    };
+    let cburst = match &c.cburst {
+        Some(b) => check_burst(sink, what, "cburst", b, mtu, ceil),
+        None => ceil.map(|r| default_burst(r, mtu_v)),
+    };
+    let quantum = match &c.quantum {
+        Some(q) if q.v > QUANTUM_LIMIT as u64 => {
+            sink.error(
+                &q.span,
+                format!("{what}: quantum {} is too large", Size(q.v)),
+                format!(
+                    "use at most {}; tc advises {MIN_QUANTUM} to {MAX_QUANTUM} bytes",
+                    Size(QUANTUM_LIMIT as u64)
+                ),
+            );
+            None
+        }
+        Some(q) => Some(q.v as u32),
+        None => rate.map(|r| {
+            let (q, w) = default_quantum(r, r2q_v);
+            // Only leaves use their quantum (DRR among leaves of equal prio).
+            // A zero rate is already an error: no quantum warning on top. CBQ has no
+            // quantum (its WRR allotment comes from the rates and the mtu).
+            let htb = kind == QdiscKind::Htb;
+            if let (Some(w), true, Some(rs), false, true) = (w, is_leaf, &c.rate, r.0 == 0, htb) {
+                quantum_warning(sink, what, &rs.span, w);
+            }
+            q
+        }),
+    };
+    Numbers {
+        rate,
+        ceil,
+        burst,
+        cburst,
+        quantum,
+    }
 }
 
 /// Step 7a, capacity: the children's guarantees must fit in the parent's. Skipped for a class
@@ -144,7 +191,8 @@ pub(super) fn check_capacity(sink: &mut Sink, shape: &Shape) {
     let name_of = |i: usize| shape.name_of(i);
     let n = shape.len();
     for i in 0..n {
-        if children[i].is_empty() || in_cycle[i] {
+        let subs = &shape.subs[i];
+        if (children[i].is_empty() && subs.count == 0) || in_cycle[i] {
             continue;
         }
         let Some(pr) = &classes[i].rate else { continue };
@@ -158,15 +206,28 @@ pub(super) fn check_capacity(sink: &mut Sink, shape: &Shape) {
         let sum = Rate(
             kids.iter()
                 .map(|(_, r)| r.0)
-                .fold(0u64, u64::saturating_add),
+                .fold(subs.rate, u64::saturating_add),
         );
         if sum > pr.v {
+            let mut terms = rate_terms(kids);
+            if subs.count > 0 {
+                let subs_terms = format!(
+                    "{} subscribers of {} adding up to {}",
+                    subs.count,
+                    subs.file,
+                    Rate(subs.rate)
+                );
+                terms = if terms.is_empty() {
+                    subs_terms
+                } else {
+                    format!("{terms} + {subs_terms}")
+                };
+            }
             sink.error(
                 &pr.span,
                 format!(
-                    "class `{}`: impossible capacity: the children's guaranteed rates add up to {sum} ({}), above its rate {}",
+                    "class `{}`: impossible capacity: the children's guaranteed rates add up to {sum} ({terms}), above its rate {}",
                     name_of(i),
-                    rate_terms(kids),
                     pr.v
                 ),
                 format!("lower the children's rates by {} in total, or raise `{}`'s rate to at least {sum}", Rate(sum.0 - pr.v.0), name_of(i)),
@@ -233,7 +294,7 @@ pub(super) fn check_child_ceils(sink: &mut Sink, shape: &Shape, infos: &[ClassIn
 /// A written `burst` or `cburst`: at most [`BURST_LIMIT`], at least one MTU.
 fn check_burst(
     sink: &mut Sink,
-    class: &str,
+    what: &str,
     key: &str,
     b: &At<u64>,
     mtu: Option<u32>,
@@ -242,7 +303,7 @@ fn check_burst(
     if b.v > BURST_LIMIT as u64 {
         sink.error(
             &b.span,
-            format!("class `{class}`: {key} {} is too large", Size(b.v)),
+            format!("{what}: {key} {} is too large", Size(b.v)),
             format!(
                 "use at most {} (the largest bucket kept exactly)",
                 Size(BURST_LIMIT as u64)
@@ -257,7 +318,7 @@ fn check_burst(
                 .unwrap_or_default();
             sink.error(
                 &b.span,
-                format!("class `{class}`: {key} {} is smaller than one MTU ({mtu} bytes); a full-size packet could never be sent at once", Size(b.v)),
+                format!("{what}: {key} {} is smaller than one MTU ({mtu} bytes); a full-size packet could never be sent at once", Size(b.v)),
                 format!("set {key} to at least \"{}\" (the mtu), or leave it out for the default: rate x 1ms + mtu{default}", Size(mtu as u64)),
             );
             return None;
@@ -266,16 +327,16 @@ fn check_burst(
     Some(b.v as u32)
 }
 
-fn quantum_warning(sink: &mut Sink, class: &str, span: &Range<usize>, w: QuantumWarning) {
+fn quantum_warning(sink: &mut Sink, what: &str, span: &Range<usize>, w: QuantumWarning) {
     match w {
         QuantumWarning::Small { computed } => sink.warn(
             span,
-            format!("class `{class}`: quantum {computed} bytes (rate/r2q) is below {MIN_QUANTUM}; using {MIN_QUANTUM}"),
+            format!("{what}: quantum {computed} bytes (rate/r2q) is below {MIN_QUANTUM}; using {MIN_QUANTUM}"),
             "set `quantum` or lower `r2q`",
         ),
         QuantumWarning::Big { computed } => sink.warn(
             span,
-            format!("class `{class}`: quantum {computed} bytes (rate/r2q) is above {MAX_QUANTUM}; using {MAX_QUANTUM}"),
+            format!("{what}: quantum {computed} bytes (rate/r2q) is above {MAX_QUANTUM}; using {MAX_QUANTUM}"),
             "set `quantum` or raise `r2q`",
         ),
     }

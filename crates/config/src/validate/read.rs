@@ -22,11 +22,37 @@ use crate::values;
 use crate::{CbqClass, LeafKind, QdiscKind};
 
 use super::cbq::{read_cbq_class, CBQ_CLASS_KEYS};
+use super::hfsc::{read_hfsc_class, HfscDraft, HFSC_CLASS_KEYS};
 
 pub(super) type Entries = [(Spanned<String>, Spanned<Raw>)];
 
 const CLASS_KEYS: &[&str] = &[
-    "name", "parent", "rate", "ceil", "burst", "cburst", "prio", "quantum", "leaf",
+    "name",
+    "parent",
+    "rate",
+    "ceil",
+    "burst",
+    "cburst",
+    "prio",
+    "quantum",
+    "leaf",
+    "upload_rate",
+    "upload_ceil",
+    "upload_leaf",
+];
+/// A `[[plan]]`'s keys: a class's, without `parent` (each subscriber's row gives it).
+pub(super) const PLAN_KEYS: &[&str] = &[
+    "name",
+    "rate",
+    "ceil",
+    "burst",
+    "cburst",
+    "prio",
+    "quantum",
+    "leaf",
+    "upload_rate",
+    "upload_ceil",
+    "upload_leaf",
 ];
 const FILTER_KEYS: &[&str] = &[
     "class", "dscp", "tos", "protocol", "src", "dst", "src_port", "dst_port",
@@ -108,10 +134,17 @@ pub(super) struct ClassDraft {
     pub(super) prio: Option<At<u8>>,
     pub(super) quantum: Option<At<u64>>,
     pub(super) leaf: Option<At<LeafKind>>,
+    /// The upload direction's guaranteed rate and ceil (a policy that shapes both directions).
+    pub(super) upload_rate: Option<At<Rate>>,
+    pub(super) upload_ceil: Option<At<Rate>>,
+    /// The upload side's leaf (defaults to `leaf`).
+    pub(super) upload_leaf: Option<At<LeafKind>>,
     /// CBQ: the allocation as a fraction of the parent's.
     pub(super) share: Option<At<f64>>,
     /// CBQ's per-class keys.
     pub(super) cbq: CbqClass,
+    /// HFSC's curves.
+    pub(super) hfsc: HfscDraft,
     /// Where CBQ's `avgpkt` was written (checked against the mtu).
     pub(super) avgpkt_span: Option<Range<usize>>,
     /// A written key could not be read.
@@ -182,6 +215,18 @@ pub(super) fn read_class(
     header: Range<usize>,
     e: &Entries,
 ) -> ClassDraft {
+    read_entry(sink, kind, "class", index, header, e)
+}
+
+/// Reads a `[[class]]` or a `[[plan]]` (`noun`), which share their keys but `parent`.
+pub(super) fn read_entry(
+    sink: &mut Sink,
+    kind: QdiscKind,
+    noun: &str,
+    index: usize,
+    header: Range<usize>,
+    e: &Entries,
+) -> ClassDraft {
     let errors_before = sink.diags.iter().filter(|d| d.is_error()).count();
     let mut d = ClassDraft {
         header: header.clone(),
@@ -195,31 +240,40 @@ pub(super) fn read_class(
         prio: None,
         quantum: None,
         leaf: None,
+        upload_rate: None,
+        upload_ceil: None,
+        upload_leaf: None,
         share: None,
         cbq: CbqClass::default(),
+        hfsc: HfscDraft::default(),
         avgpkt_span: None,
         broken: false,
     };
     // Name first: every other message names the class.
-    d.name = read_class_name(sink, index, &header, e);
+    d.name = read_class_name(sink, noun, index, &header, e);
     let ctx = match &d.name {
-        Some(n) => format!("class `{}`", n.v),
-        None => format!("class #{}", index + 1),
+        Some(n) => format!("{noun} `{}`", n.v),
+        None => format!("{noun} #{}", index + 1),
     };
     let cbq = kind == QdiscKind::Cbq;
-    check_keys(
-        sink,
-        &format!("{ctx}: "),
-        e,
-        if cbq { CBQ_CLASS_KEYS } else { CLASS_KEYS },
-    );
+    let keys = match (cbq, noun) {
+        (true, _) => CBQ_CLASS_KEYS,
+        (false, "plan") => PLAN_KEYS,
+        _ if kind == QdiscKind::Hfsc => HFSC_CLASS_KEYS,
+        _ => CLASS_KEYS,
+    };
+    check_keys(sink, &format!("{ctx}: "), e, keys);
     if let Some(v) = get(e, "parent") {
         let p = values::string(sink, &format!("{ctx}: `parent`"), v, "\"root\"");
         d.parent_broken = p.is_none();
         d.parent = at(p.map(|s| s.trim().to_string()), v.span());
     }
     let share = if cbq { get(e, "share") } else { None };
+    if kind == QdiscKind::Hfsc {
+        read_hfsc_class(sink, &ctx, e, &mut d);
+    }
     match (get(e, "rate"), share) {
+        _ if kind == QdiscKind::Hfsc => {}
         (Some(v), Some(s)) => sink.error(
             &s.span(),
             format!("{ctx}: both `rate` and `share` are given"),
@@ -270,6 +324,24 @@ pub(super) fn read_class(
     if let Some(v) = get(e, "leaf") {
         d.leaf = at(read_leaf(sink, &format!("{ctx}: `leaf`"), v), v.span());
     }
+    if let Some(v) = get(e, "upload_rate") {
+        d.upload_rate = at(
+            values::rate(sink, &format!("{ctx}: `upload_rate`"), v),
+            v.span(),
+        );
+    }
+    if let Some(v) = get(e, "upload_ceil") {
+        d.upload_ceil = at(
+            values::rate(sink, &format!("{ctx}: `upload_ceil`"), v),
+            v.span(),
+        );
+    }
+    if let Some(v) = get(e, "upload_leaf") {
+        d.upload_leaf = at(
+            read_leaf(sink, &format!("{ctx}: `upload_leaf`"), v),
+            v.span(),
+        );
+    }
     d.broken = sink.diags.iter().filter(|d| d.is_error()).count() > errors_before;
     d
 }
@@ -277,6 +349,7 @@ pub(super) fn read_class(
 /// A class's `name`: present, a string, not empty, no stray spaces.
 pub(super) fn read_class_name(
     sink: &mut Sink,
+    noun: &str,
     index: usize,
     header: &Range<usize>,
     e: &Entries,
@@ -284,24 +357,24 @@ pub(super) fn read_class_name(
     let Some(v) = get(e, "name") else {
         sink.error(
             header,
-            format!("class #{} has no `name`", index + 1),
+            format!("{noun} #{} has no `name`", index + 1),
             "add `name = \"...\"`: filters, `parent` and `default` refer to classes by name",
         );
         return None;
     };
-    let s = values::string(sink, "class `name`", v, "\"bulk\"")?;
+    let s = values::string(sink, &format!("{noun} `name`"), v, "\"bulk\"")?;
     let t = s.trim();
     if t.is_empty() {
         sink.error(
             &v.span(),
-            "class name is empty",
+            format!("{noun} name is empty"),
             "give the class a name, e.g. `name = \"bulk\"`",
         );
         None
     } else if t != s {
         sink.error(
             &v.span(),
-            format!("class name \"{s}\" has leading or trailing spaces"),
+            format!("{noun} name \"{s}\" has leading or trailing spaces"),
             format!("write `name = \"{t}\"`"),
         );
         None

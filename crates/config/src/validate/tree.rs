@@ -20,9 +20,12 @@ use crate::values;
 use crate::{Policy, QdiscKind};
 
 use super::cbq::{read_cbq_options, resolve_shares, warn_runaway_offtime, CBQ_TOP_KEYS};
+use super::hfsc::{check_hfsc, read_hfsc_compat, HFSC_TOP_KEYS};
 use super::rates::{check_capacity, check_child_ceils, class_infos};
 use super::read::{get, read_class, read_filter, sink_line, tables, ClassDraft, FilterDraft};
 use super::routing::{resolve_default, resolve_filters};
+use super::subs::{self, ReadTable};
+use super::upload;
 
 /// The HTB tree: classes, filters, default.
 pub(super) fn tree(
@@ -31,6 +34,7 @@ pub(super) fn tree(
     kind: QdiscKind,
     r2q: Option<u32>,
     mtu: Option<u32>,
+    files: ReadTable,
 ) -> Option<Policy> {
     let cbq_opts = if kind == QdiscKind::Cbq {
         read_cbq_options(sink, &doc.entries)
@@ -38,6 +42,21 @@ pub(super) fn tree(
         reject_cbq_keys(sink, doc, kind);
         None
     };
+    let hfsc = (kind == QdiscKind::Hfsc).then(|| read_hfsc_compat(sink, &doc.entries));
+    if kind != QdiscKind::Hfsc {
+        for key in HFSC_TOP_KEYS {
+            if let Some((k, _)) = doc.entries.iter().find(|(k, _)| k.get_ref() == key) {
+                sink.error(
+                    &k.span(),
+                    format!(
+                        "`{key}` is an HFSC option; this policy's qdisc is {}",
+                        kind.name()
+                    ),
+                    format!("remove `{key}`, or use `qdisc = \"hfsc\"`"),
+                );
+            }
+        }
+    }
     let class_tables = tables(sink, doc, "class");
     let filter_tables = tables(sink, doc, "filter");
     let mut classes: Vec<ClassDraft> = class_tables
@@ -73,24 +92,34 @@ pub(super) fn tree(
     shape.find_cycles(sink);
     shape.check_depth(sink, kind);
     shape.link_children();
-    let infos = class_infos(sink, kind, &shape, r2q, mtu);
-    check_capacity(sink, &shape);
-    check_child_ceils(sink, &shape, &infos);
+    let table = subs::read(sink, doc, &mut shape, kind, r2q, mtu, files);
+    let mut infos = class_infos(sink, kind, &shape, r2q, mtu);
+    if kind == QdiscKind::Hfsc {
+        check_hfsc(sink, &shape, &mut infos);
+    } else {
+        check_capacity(sink, &shape);
+        check_child_ceils(sink, &shape, &infos);
+    }
     shape.check_roots(sink);
     let default_id = resolve_default(sink, doc, &shape, default, default_name.as_deref());
     let filter_infos = resolve_filters(sink, &shape, filters);
     if let (Some(o), Some(mtu)) = (&cbq_opts, mtu) {
         warn_runaway_offtime(sink, &classes, &infos, o, mtu);
     }
+    let uploads = upload::check(sink, &shape, table.as_ref());
 
     let (Some(r2q), Some(mtu), Some(default_id)) = (r2q, mtu, default_id) else {
         return None;
     };
-    Some(Policy {
+    if sink.has_errors() {
+        return None;
+    }
+    let mut p = Policy {
         origin: String::new(),
         kind,
         root_leaf: None,
         cbq: cbq_opts,
+        hfsc,
         r2q,
         mtu,
         default: shape.name_of(default_id),
@@ -99,7 +128,16 @@ pub(super) fn tree(
         filters: filter_infos,
         warnings: Vec::new(),
         link: Default::default(),
-    })
+        subscribers: None,
+        upload: None,
+    };
+    if let Some(t) = table {
+        t.append(&mut p);
+    }
+    if let Some(u) = uploads {
+        p.upload = Some(Box::new(upload::derive(&p, u)));
+    }
+    Some(p)
 }
 
 /// Under a qdisc other than CBQ, each of CBQ's top-level options is an error.
@@ -147,6 +185,19 @@ pub(super) struct Shape<'c> {
     pub(super) in_cycle: Vec<bool>,
     pub(super) children: Vec<Vec<usize>>,
     pub(super) is_leaf: Vec<bool>,
+    /// The subscribers of the subscriber table under each class (all zero without one).
+    pub(super) subs: Vec<SubAgg>,
+}
+
+/// What the subscriber table puts under one class: how many subscribers, and the sums of their
+/// guaranteed rates (bits per second) in each direction.
+#[derive(Clone, Debug, Default)]
+pub(super) struct SubAgg {
+    pub(super) count: u32,
+    pub(super) rate: u64,
+    pub(super) upload: u64,
+    /// The table's file name, for messages.
+    pub(super) file: std::rc::Rc<str>,
 }
 
 impl<'c> Shape<'c> {
@@ -192,6 +243,7 @@ impl<'c> Shape<'c> {
             in_cycle: vec![false; n],
             children: vec![Vec::new(); n],
             is_leaf: vec![true; n],
+            subs: vec![SubAgg::default(); n],
         }
     }
 
@@ -310,6 +362,7 @@ impl<'c> Shape<'c> {
     fn check_depth(&self, sink: &mut Sink, kind: QdiscKind) {
         let (max_depth, kind_upper) = match kind {
             QdiscKind::Cbq => (linkshare_core::cbq::MAX_DEPTH, "CBQ"),
+            QdiscKind::Hfsc => (linkshare_core::hfsc::MAX_DEPTH, "HFSC"),
             _ => (MAX_DEPTH, "HTB"),
         };
         for i in 0..self.len() {

@@ -108,6 +108,7 @@ impl<P: Packet> Cbq<P> {
             Leaf::Inner => Vec::new(),
         };
         self.collect_victims(c);
+        self.note_idle(c, now);
         if had {
             self.leave_ring(c);
             self.unblock(c);
@@ -121,6 +122,9 @@ impl<P: Packet> Cbq<P> {
     /// Put back a packet that was already counted as enqueued (by `adopt`).
     fn requeue(&mut self, c: u32, pkt: P, now: Time, report: &mut AdoptReport) {
         let was_empty = self.leaf_backlog(c).packets == 0;
+        if was_empty {
+            self.idle.busy(c);
+        }
         let res = match &mut self.classes[c as usize].leaf {
             Leaf::Fifo(q) => q.push(pkt),
             Leaf::Boxed(b) => b.enqueue(pkt, now),
@@ -138,6 +142,7 @@ impl<P: Packet> Cbq<P> {
             }
         }
         self.collect_victims(c);
+        self.note_idle(c, now);
         if was_empty && self.leaf_backlog(c).packets > 0 {
             self.activate(c);
         }

@@ -195,7 +195,12 @@ impl<P: Packet> Cbq<P> {
         } else {
             u64::MAX / 4
         };
+        let idle = IdleLeaves::new(classes.iter().map(|c| match &c.leaf {
+            Leaf::Boxed(b) => b.release_hold(),
+            _ => None,
+        }));
         Ok(Cbq {
+            idle,
             params,
             classes,
             order: tree.into_order(),

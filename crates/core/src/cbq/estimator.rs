@@ -42,7 +42,7 @@ pub const DERIVED_MAX_NS: u64 = u64::MAX / 64;
 
 /// `a·b`, saturating at `u128::MAX` (the operands of the derivation can reach 2^62 · 2^120).
 fn sat_mul(a: u128, b: u128) -> u128 {
-    a.checked_mul(b).unwrap_or(u128::MAX)
+    a.saturating_mul(b)
 }
 
 /// `(32/31)^n − 1` in 2^-60 fixed point, saturating.

@@ -90,6 +90,7 @@ use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
 use crate::qdisc::adopt::AdoptReport;
 use crate::qdisc::fifo::{FifoLimit, FifoQueue};
+use crate::qdisc::lazy::IdleLeaves;
 use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{
     Backlog, Books, ClassMode, ClassStats, ClassView, Counter, Dequeued, Discipline, DropCounts,
@@ -205,6 +206,9 @@ pub struct Cbq<P: Packet> {
     classifier: Classifier,
     default: u32,
     books: Books<P>,
+    /// Leaves with per-flow state (by class id), the empty ones in the order they went empty,
+    /// for [`Qdisc::reclaim_idle`] (`crate::qdisc::lazy`).
+    idle: IdleLeaves,
 }
 
 /// Whether `(k, c)` is class `c`'s entry in its unsatisfied set now: `c` has a backlogged
@@ -417,6 +421,28 @@ impl<P: Packet> Discipline<P> for Cbq<P> {
             "delays",
             self.classes.iter().map(|c| c.delays).sum::<u64>() as f64,
         );
+        self.idle.report(f);
+    }
+
+    /// O(released): leaves empty for the hold, oldest first (`crate::qdisc::lazy`).
+    fn reclaim_idle_inner(&mut self, now: Time, budget: u32) -> u32 {
+        let mut n = 0;
+        while n < budget {
+            let Some(c) = self.idle.pop_due(now.0) else {
+                break;
+            };
+            if let Some(Class {
+                leaf: Leaf::Boxed(b),
+                ..
+            }) = self.classes.get_mut(c as usize)
+            {
+                if b.release_state() {
+                    self.idle.on_released(c);
+                    n += 1;
+                }
+            }
+        }
+        n
     }
 
     fn visit_classes_inner(&self, f: &mut dyn FnMut(&ClassView<'_>)) {

@@ -5,7 +5,9 @@
 //! ([`crate::qdisc::discipline`]); here a leaf's own drop count and its ECN marks are added up,
 //! and a leaf that gets its first packet becomes active (its ring, the backlog sets of its
 //! ancestors, the top-level cutoff on arrival as ALTQ's `rmc_queue_packet` lowers it). Linux
-//! net/sched/sch_cbq.c `cbq_enqueue`, `cbq_activate_class`.
+//! net/sched/sch_cbq.c `cbq_enqueue`, `cbq_activate_class`. A boxed leaf with per-flow state
+//! that runs empty joins the idle list, whose oldest members `reclaim_idle` releases after the
+//! hold (`crate::qdisc::lazy`).
 use super::*;
 
 impl<P: Packet> Cbq<P> {
@@ -31,6 +33,9 @@ impl<P: Packet> Cbq<P> {
             _ => self.default,
         };
         let was_empty = self.leaf_backlog(c).packets == 0;
+        if was_empty {
+            self.idle.busy(c);
+        }
         let res = match &mut self.classes[c as usize].leaf {
             Leaf::Fifo(q) => q.push(pkt),
             Leaf::Boxed(b) => b.enqueue(pkt, now),
@@ -44,6 +49,7 @@ impl<P: Packet> Cbq<P> {
         }
         let out = res;
         self.collect_victims(c);
+        self.note_idle(c, now);
         if was_empty && self.leaf_backlog(c).packets > 0 {
             self.activate(c);
         }
@@ -64,6 +70,16 @@ impl<P: Packet> Cbq<P> {
             let marked = b.stats().marked;
             self.books.mark(marked.saturating_sub(cl.marks_seen));
             cl.marks_seen = marked;
+        }
+    }
+
+    /// A boxed leaf with per-flow state that is empty joins the idle list (`crate::qdisc::lazy`).
+    #[inline]
+    pub(super) fn note_idle(&mut self, c: u32, now: Time) {
+        if let Leaf::Boxed(b) = &self.classes[c as usize].leaf {
+            if b.backlog().packets == 0 {
+                self.idle.went_idle(c, now.0);
+            }
         }
     }
 

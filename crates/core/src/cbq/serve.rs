@@ -22,6 +22,7 @@ impl<P: Packet> Cbq<P> {
             Leaf::Inner => Err(None),
         };
         self.collect_victims(c);
+        self.note_idle(c, now);
         r
     }
 

@@ -115,7 +115,12 @@ impl<P: Packet> Htb<P> {
         let was_empty = self.leaf_backlog(c).packets == 0;
         let res = if self.classes[c as usize].kind == LeafKind::Boxed {
             let b = self.classes[c as usize].boxed();
-            self.boxed[b].enqueue(pkt, now)
+            self.idle.busy(b as u32);
+            let r = self.boxed[b].enqueue(pkt, now);
+            if self.boxed[b].backlog().packets == 0 {
+                self.idle.went_idle(b as u32, now.0);
+            }
+            r
         } else {
             self.fifo_push(c, pkt)
         };

@@ -131,15 +131,21 @@ impl<P: Packet> Htb<P> {
         }
         names.shrink();
         profiles.shrink_to_fit();
+        let mut profile_refs = vec![0u32; profiles.len()];
+        for c in classes.iter() {
+            profile_refs[c.profile as usize] += 1;
+        }
         inner.shrink_to_fit();
         Ok(Htb {
             classes,
             cold: crate::hugepages::filled(n, Counters::default()),
             giants: HashMap::new(),
             profiles,
+            profile_refs,
             names,
             pool: pool::Pool::default(),
             marks_seen: vec![0; boxed.len()],
+            idle: IdleLeaves::new(boxed.iter().map(|b| b.release_hold())),
             boxed,
             inner,
             lists: crate::hugepages::filled(ROWS + n_inner * NUM_PRIO, List::EMPTY),

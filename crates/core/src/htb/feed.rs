@@ -432,15 +432,17 @@ impl<P: Packet> Htb<P> {
                     (p, self.classes[leaf as usize].q.len == 0, None)
                 }
                 LeafKind::Boxed => {
-                    let q = &mut self.boxed[cl.boxed()];
-                    match q.dequeue(now) {
-                        Dequeued::Packet(p) => {
-                            let e = q.backlog().packets == 0;
-                            (Some(p), e, None)
-                        }
+                    let b = cl.boxed();
+                    let q = &mut self.boxed[b];
+                    let r = match q.dequeue(now) {
+                        Dequeued::Packet(p) => (Some(p), q.backlog().packets == 0, None),
                         Dequeued::Empty => (None, true, None),
                         Dequeued::NotBefore(t) => (None, true, Some(t.0)),
+                    };
+                    if q.backlog().packets == 0 {
+                        self.idle.went_idle(b as u32, now.0);
                     }
+                    r
                 }
                 LeafKind::None => (None, true, None),
             };

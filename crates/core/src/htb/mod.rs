@@ -136,6 +136,10 @@
 //!   `feedbits`), 8 round-robin cursors and its entry in `inner`: 144 bytes more; every class
 //!   but the root its 4-byte entry in its parent's family (`children`); a row in use, a bitmap
 //!   of one bit per class (plus 1/64 of that), allocated at its first use;
+//! * per boxed leaf with per-flow state (fq_codel, sfq, drr), 16 bytes of its link in the list
+//!   of leaves that ran empty, in the order they did (`crate::qdisc::lazy::IdleLeaves`): the
+//!   leaf's table is built at its first packet and [`Qdisc::reclaim_idle`] releases the tables
+//!   of leaves empty for the hold, from the head of that list, O(released);
 //! * nothing for the charges deferred within a burst (one 48-byte sum per scheduler);
 //! * the name, front coded in blocks of 16 (`names`): two or three bytes for names given in
 //!   sequence (the depth-first order is recomputed by `stat` rather than kept);
@@ -157,7 +161,8 @@
 //! ## Layout
 //! This file holds the records and the [`Discipline`] hooks; by concern: `tokens` (buckets,
 //! modes, the wait queue, the charge), `feed` (rows, feeds, round robin, the descent to a leaf),
-//! `queue` (leaf queues, enqueue, victims), `adopt` (taking over a predecessor), `stats`
+//! `queue` (leaf queues, enqueue, victims), `adopt` (taking over a predecessor), `tune`
+//! (a class's parameters and the filters changed in place), `stats`
 //! (views, counters, invariants), `spec` (the tree's description and its checks). Statistics
 //! and dropped packets are kept by the provided [`Qdisc`] methods around the hooks
 //! ([`crate::qdisc::discipline`]); the class tree is validated by [`crate::tree`].
@@ -177,16 +182,19 @@ mod rowbits;
 mod spec;
 mod stats;
 mod tokens;
+mod tune;
 mod waitq;
 mod warmth;
 pub use crate::qdisc::adopt::AdoptReport;
 pub use spec::*;
+pub use tune::ClassTune;
 
 use std::collections::{BTreeSet, HashMap};
 
 use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
 use crate::qdisc::fifo::FifoLimit;
+use crate::qdisc::lazy::IdleLeaves;
 use crate::qdisc::leaf::LeafSpec;
 use crate::qdisc::{
     Backlog, Books, ClassMode, ClassStats, ClassView, Counter, Dequeued, Discipline, DropCounts,
@@ -442,6 +450,8 @@ pub struct Htb<P: Packet> {
     giants: HashMap<u32, u32>,
     /// Distinct read-only class parameters, shared.
     profiles: Vec<Profile>,
+    /// Per profile, the classes on it (`tune`: a profile no class uses is reused).
+    profile_refs: Vec<u32>,
     /// All class names, front coded.
     names: names::Names,
     /// The slots of every inline FIFO, handed out by the line (`pool`).
@@ -449,6 +459,9 @@ pub struct Htb<P: Packet> {
     boxed: Vec<Box<dyn Qdisc<P>>>,
     /// Per boxed leaf: its `marked` count already added to ours (marks add up like drops).
     marks_seen: Vec<u64>,
+    /// Boxed leaves with per-flow state, the empty ones in the order they went empty, for
+    /// [`Qdisc::reclaim_idle`] (`crate::qdisc::lazy`).
+    idle: IdleLeaves,
     inner: Vec<Inner>,
     /// All lists: rows first (`level * NUM_PRIO + prio`), then feeds (`ROWS + inner * NUM_PRIO + prio`).
     lists: Vec<List>,
@@ -653,6 +666,28 @@ impl<P: Packet> Discipline<P> for Htb<P> {
     fn visit_classes_inner(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
         self.visit(f)
     }
+
+    /// The leaves' per-flow state (`crate::qdisc::lazy`); nothing else.
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
+        self.idle.report(f)
+    }
+
+    /// O(released): leaves empty for the hold, oldest first (`crate::qdisc::lazy`).
+    fn reclaim_idle_inner(&mut self, now: Time, budget: u32) -> u32 {
+        let mut n = 0;
+        while n < budget {
+            let Some(b) = self.idle.pop_due(now.0) else {
+                break;
+            };
+            if let Some(q) = self.boxed.get_mut(b as usize) {
+                if q.release_state() {
+                    self.idle.on_released(b);
+                    n += 1;
+                }
+            }
+        }
+        n
+    }
 }
 
 #[cfg(test)]
@@ -669,3 +704,5 @@ mod tests_fifo;
 mod tests_invariants;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_tune;

@@ -60,7 +60,11 @@ impl<P: Packet> Htb<P> {
         }
         let was_empty = self.leaf_backlog(c).packets == 0;
         let b = self.classes[c as usize].boxed();
-        match self.boxed[b].enqueue(pkt, now) {
+        if was_empty {
+            // Its per-flow state is (re)built by this enqueue if it had been released.
+            self.idle.busy(b as u32);
+        }
+        let r = match self.boxed[b].enqueue(pkt, now) {
             Ok(()) => {
                 if was_empty {
                     self.activate_leaf(c);
@@ -74,7 +78,11 @@ impl<P: Packet> Htb<P> {
                 self.collect_victims(c);
                 Err(d)
             }
+        };
+        if self.boxed[b].backlog().packets == 0 {
+            self.idle.went_idle(b as u32, now.0);
         }
+        r
     }
 
     /// Enqueue a burst: packet `i` of `pkts` into leaf `classes[i]` (as [`Self::enqueue_to`]),
@@ -174,6 +182,7 @@ impl<P: Packet> Htb<P> {
             let b = self.classes[c as usize].boxed();
             out = self.boxed[b].drain(now);
             self.collect_victims(c);
+            self.idle.went_idle(b as u32, now.0);
         } else {
             while let Some(p) = self.fifo_pop(c) {
                 out.push(p);

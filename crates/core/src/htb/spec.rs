@@ -174,6 +174,8 @@ pub fn default_quantum(rate: Rate, r2q: u32) -> (u32, Option<QuantumWarning>) {
 pub enum HtbError {
     #[error("no classes")]
     Empty,
+    #[error("no class with index {0}")]
+    UnknownClass(ClassId),
     #[error("class `{class}`: parent index {parent} does not exist")]
     UnknownParent { class: String, parent: ClassId },
     #[error("class `{class}` is its own ancestor (cycle)")]

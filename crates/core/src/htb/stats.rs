@@ -36,7 +36,8 @@ impl<P: Packet> Htb<P> {
             (
                 "boxed leaves",
                 self.boxed.capacity() * size_of::<Box<dyn Qdisc<P>>>()
-                    + self.marks_seen.capacity() * 8,
+                    + self.marks_seen.capacity() * 8
+                    + self.idle.heap_bytes(),
             ),
             (
                 "inner lists",
@@ -49,6 +50,32 @@ impl<P: Packet> Htb<P> {
                 self.row_bits.iter().map(|r| r.bytes()).sum::<usize>(),
             ),
         ]
+    }
+
+    /// Heap bytes of the boxed leaf qdiscs: their records (fixed) and the per-flow state they
+    /// hold now (`crate::qdisc::lazy`). O(boxed leaves) and O(flows) per built table: for
+    /// reports, not for the datapath.
+    pub fn leaf_bytes(&self) -> (usize, usize) {
+        self.boxed.iter().fold((0, 0), |(f, s), q| {
+            (f + std::mem::size_of_val(q.as_ref()), s + q.state_bytes())
+        })
+    }
+
+    /// How long a boxed leaf stays empty before [`Qdisc::reclaim_idle`] releases its per-flow
+    /// state (`crate::qdisc::lazy`).
+    pub fn idle_hold(&self) -> crate::units::Duration {
+        self.idle.hold()
+    }
+
+    /// Set that hold; never below what the leaves need to make a release invisible.
+    pub fn set_idle_hold(&mut self, hold: crate::units::Duration) {
+        let floor = self
+            .boxed
+            .iter()
+            .filter_map(|q| q.release_hold())
+            .max()
+            .unwrap_or_default();
+        self.idle.set_hold(hold, floor);
     }
 
     /// The counters of one class. O(1) for a leaf; O(n · depth) for an inner class, whose sends

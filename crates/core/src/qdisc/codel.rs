@@ -79,6 +79,21 @@ impl CodelParams {
     }
 }
 
+/// One Newton step of `x ≈ 1/sqrt(count)` in Q0.32: `x' = x (3 - count x²) / 2` (shared with
+/// CAKE's COBALT, which keeps the same fixed-point format).
+pub(crate) fn inv_sqrt_step(count: u32, x: u32) -> u32 {
+    let x = x as u64;
+    let x2 = (x * x) >> 32;
+    let val = (3u64 << 32).wrapping_sub(count as u64 * x2) >> 2;
+    let val = ((val as u128 * x as u128) >> 31) as u64;
+    val.min(u32::MAX as u64) as u32
+}
+
+/// CoDel's control law `t + interval / sqrt(count)`, with `1/sqrt(count)` in Q0.32.
+pub(crate) fn control_law(t: u64, interval: Duration, rec_inv_sqrt: u32) -> u64 {
+    t + ((interval.0 as u128 * rec_inv_sqrt as u128) >> 32) as u64
+}
+
 /// The CoDel control state of one queue.
 #[derive(Clone, Debug, Default)]
 pub struct CodelState {
@@ -96,15 +111,11 @@ pub struct CodelState {
 impl CodelState {
     /// One Newton step of 1/sqrt(count): x' = x (3 - count x²) / 2, in Q0.32.
     fn newton_step(&mut self) {
-        let x = self.rec_inv_sqrt as u64;
-        let x2 = (x * x) >> 32;
-        let val = (3u64 << 32).wrapping_sub(self.count as u64 * x2) >> 2;
-        let val = ((val as u128 * x as u128) >> 31) as u64;
-        self.rec_inv_sqrt = val.min(u32::MAX as u64) as u32;
+        self.rec_inv_sqrt = inv_sqrt_step(self.count, self.rec_inv_sqrt);
     }
     /// `t + interval / sqrt(count)`.
     fn control_law(&self, t: u64, interval: Duration) -> u64 {
-        t + ((interval.0 as u128 * self.rec_inv_sqrt as u128) >> 32) as u64
+        control_law(t, interval, self.rec_inv_sqrt)
     }
     fn should_drop(&mut self, sojourn: Duration, backlog: u64, now: u64, p: &CodelParams) -> bool {
         self.last_sojourn = sojourn;
@@ -170,6 +181,10 @@ impl<P: Packet> CodelQueue<P> {
     /// Bytes queued.
     pub fn bytes(&self) -> u64 {
         self.bytes
+    }
+    /// Heap bytes of the queue's buffer (its capacity, kept after it empties).
+    pub fn heap_bytes(&self) -> usize {
+        self.q.capacity() * std::mem::size_of::<(P, Time)>()
     }
     /// Remove the head packet without running the control law (overflow victims). O(1).
     pub fn pop_head(&mut self) -> Option<P> {

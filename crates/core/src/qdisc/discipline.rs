@@ -24,7 +24,7 @@ use std::collections::VecDeque;
 use super::adopt::{adopt_by_requeue, AdoptReport};
 use super::{Backlog, ClassView, Dequeued, DropReason, Dropped, Qdisc, QdiscStats};
 use crate::packet::Packet;
-use crate::units::Time;
+use crate::units::{Duration, Time};
 
 /// The counters of a qdisc and the packets it dropped after accepting them, waiting to be
 /// collected by the driver ([`Qdisc::take_dropped`]).
@@ -198,6 +198,22 @@ pub trait Discipline<P: Packet> {
     fn visit_classes_inner(&self, _f: &mut dyn FnMut(&ClassView<'_>)) {}
     /// See [`Qdisc::extra_stats`].
     fn extra_stats_inner(&self, _f: &mut dyn FnMut(&'static str, f64)) {}
+    /// See [`Qdisc::release_hold`].
+    fn release_hold_inner(&self) -> Option<Duration> {
+        None
+    }
+    /// See [`Qdisc::release_state`]; called only when the books show no backlog.
+    fn release_state_inner(&mut self) -> bool {
+        false
+    }
+    /// See [`Qdisc::state_bytes`].
+    fn state_bytes_inner(&self) -> usize {
+        0
+    }
+    /// See [`Qdisc::reclaim_idle`].
+    fn reclaim_idle_inner(&mut self, _now: Time, _budget: u32) -> u32 {
+        0
+    }
 }
 
 /// Offer one packet to `d` and count the outcome: the one accounted enqueue.
@@ -329,5 +345,17 @@ impl<P: Packet, D: Discipline<P> + Send> Qdisc<P> for D {
     }
     fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
         self.extra_stats_inner(f)
+    }
+    fn release_hold(&self) -> Option<Duration> {
+        self.release_hold_inner()
+    }
+    fn release_state(&mut self) -> bool {
+        self.books().backlog().packets == 0 && self.release_state_inner()
+    }
+    fn state_bytes(&self) -> usize {
+        self.state_bytes_inner()
+    }
+    fn reclaim_idle(&mut self, now: Time, budget: u32) -> u32 {
+        self.reclaim_idle_inner(now, budget)
     }
 }

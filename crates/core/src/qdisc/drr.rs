@@ -33,9 +33,17 @@
 //! whose credit is spent costs one extra step, at most `⌈len / quantum⌉` per packet); a throttled
 //! leaf costs O(log n) to park and to wake.
 //!
+//! ## Memory that follows traffic (flow-hash mode)
+//! The `flows` bucket classes are built at the first enqueue and given back by
+//! [`Qdisc::release_state`] when the qdisc is empty ([`super::lazy`]): an empty bucket is out of
+//! the round and gets a full quantum when it is used again, so a rebuilt table behaves as the
+//! one it replaces (hold 0). Per-bucket counters ([`Drr::class_sent`]) restart. A classful DRR
+//! keeps its classes (they are configuration).
+//!
 //! ## Stats
 //! `visit_classes` (classful mode) shows each class; `extra_stats`: `active_classes` (classful) or
-//! `active_flows` (flow-hash mode) — classes in the round — and `throttled_classes`.
+//! `active_flows` (flow-hash mode) — classes in the round — and `throttled_classes`; in flow-hash
+//! mode also `flow_table`, `flow_tables_built`, `flow_tables_released`.
 
 use std::collections::{BTreeSet, VecDeque};
 
@@ -46,7 +54,7 @@ use super::prio::{requeue_all, Child};
 use super::{Books, ClassView, Counter, Dequeued, Discipline, Dropped, ParamError, Qdisc};
 use crate::classify::Classifier;
 use crate::packet::Packet;
-use crate::units::Time;
+use crate::units::{Duration, Time};
 
 pub const MIN_QUANTUM: u32 = 64;
 pub const MAX_QUANTUM: u32 = 1 << 24;
@@ -137,6 +145,9 @@ pub struct Drr<P> {
     round: VecDeque<u32>,
     /// Throttled classes by wake-up time.
     waiting: BTreeSet<(u64, u32)>,
+    /// Flow-hash mode: bucket tables built and released ([`super::lazy`]).
+    built: u64,
+    released: u64,
     books: Books<P>,
 }
 
@@ -144,24 +155,39 @@ impl<P: Packet> Drr<P> {
     /// Flow-hash mode: `flows` buckets, each a class with a pfifo of `limit` packets.
     pub fn new(params: DrrParams) -> Result<Self, ParamError> {
         params.validate()?;
-        let classes = (0..params.flows)
+        Ok(Drr {
+            params,
+            classes: Vec::new(),
+            names: Vec::new(),
+            classifier: None,
+            round: VecDeque::new(),
+            waiting: BTreeSet::new(),
+            built: 0,
+            released: 0,
+            books: Books::new(),
+        })
+    }
+
+    /// Flow-hash mode: build the bucket classes (at the first enqueue after creation or a
+    /// release).
+    #[cold]
+    fn build_buckets(&mut self) {
+        let p = &self.params;
+        self.classes = (0..p.flows)
             .map(|_| Class {
-                child: Child::from_spec(LeafSpec::Fifo(FifoLimit::Packets(params.limit))),
-                quantum: params.quantum,
+                child: Child::from_spec(LeafSpec::Fifo(FifoLimit::Packets(p.limit))),
+                quantum: p.quantum,
                 credit: 0,
                 active: false,
                 waiting: false,
             })
             .collect();
-        Ok(Drr {
-            params,
-            classes,
-            names: Vec::new(),
-            classifier: None,
-            round: VecDeque::new(),
-            waiting: BTreeSet::new(),
-            books: Books::new(),
-        })
+        self.built += 1;
+    }
+
+    /// Whether the flow-hash buckets are built (always true in classful mode).
+    pub fn has_flow_table(&self) -> bool {
+        !self.classes.is_empty()
     }
 
     /// Classful mode. The classifier's class (and default) is an index into `classes`.
@@ -220,6 +246,8 @@ impl<P: Packet> Drr<P> {
             classifier: Some(classifier),
             round: VecDeque::new(),
             waiting: BTreeSet::new(),
+            built: 0,
+            released: 0,
             books: Books::new(),
         })
     }
@@ -260,6 +288,9 @@ impl<P: Packet> Discipline<P> for Drr<P> {
     }
     /// O(1) plus the classifier.
     fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        if self.classes.is_empty() {
+            self.build_buckets();
+        }
         let c = self.class_of(pkt.meta()).min(self.classes.len() - 1);
         self.classes[c].child.enqueue(pkt, now, &mut self.books)?;
         self.activate(c as u32);
@@ -387,6 +418,40 @@ impl<P: Packet> Discipline<P> for Drr<P> {
         };
         f(name, self.round.len() as f64);
         f("throttled_classes", self.waiting.len() as f64);
+        if self.classifier.is_none() {
+            f("flow_table", f64::from(u8::from(self.has_flow_table())));
+            f("flow_tables_built", self.built as f64);
+            f("flow_tables_released", self.released as f64);
+        }
+    }
+    /// Flow-hash mode: nothing per bucket depends on time (module docs).
+    fn release_hold_inner(&self) -> Option<Duration> {
+        self.classifier.is_none().then_some(Duration::ZERO)
+    }
+    fn release_state_inner(&mut self) -> bool {
+        if self.classifier.is_some()
+            || self.classes.is_empty()
+            || !self.round.is_empty()
+            || !self.waiting.is_empty()
+        {
+            return false;
+        }
+        self.classes = Vec::new();
+        self.round = VecDeque::new();
+        self.released += 1;
+        true
+    }
+    fn state_bytes_inner(&self) -> usize {
+        if self.classifier.is_some() {
+            return 0;
+        }
+        self.classes.capacity() * std::mem::size_of::<Class<P>>()
+            + self
+                .classes
+                .iter()
+                .map(|c| c.child.heap_bytes())
+                .sum::<usize>()
+            + self.round.capacity() * 4
     }
 }
 

@@ -35,6 +35,10 @@ pub struct FifoQueue<P> {
 }
 
 impl<P: Packet> FifoQueue<P> {
+    /// Heap bytes of the queue's buffer (its capacity, kept after it empties).
+    pub fn heap_bytes(&self) -> usize {
+        self.q.capacity() * std::mem::size_of::<P>()
+    }
     pub fn new(limit: FifoLimit) -> Self {
         FifoQueue {
             q: VecDeque::new(),

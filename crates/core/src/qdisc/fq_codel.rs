@@ -31,15 +31,25 @@
 //! amortised: each loop step sends, refills a credit, moves a queue between lists or removes an
 //! empty one; CoDel drops at most [`super::codel::MAX_DROPS_PER_DEQUEUE`] per queue visit.
 //!
+//! ## Memory that follows traffic
+//! The `flows` queues (about 128 bytes each: 128 KB at the default 1,024) and the two lists are
+//! built at the first enqueue, and [`Qdisc::release_state`] gives them back when the qdisc is
+//! empty; a scheduler does so after the leaf has stayed empty for `17 × interval` or longer
+//! ([`super::lazy`] explains why CoDel cannot tell the difference then). Per-queue counters
+//! ([`FqCodel::flow_stats`]) restart with a new table; the qdisc's counters and gauges do not.
+//!
 //! ## Stats
 //! `QdiscStats` with drops by reason (`overflow`, `aqm`) and `marked` (ECN marks of both kinds);
 //! gauges `active_flows`, `new_flows_len`, `old_flows_len`, `new_flow_count` (queues that became
 //! active, total), `ecn_marks`, `ce_marks`, `drop_overlimit`, `drop_overmemory`, `sojourn_us`
-//! (of the last packet sent). Per-queue counters on demand: [`FqCodel::flow_stats`].
+//! (of the last packet sent), `flow_table` (1 while the queues are built), `flow_tables_built`,
+//! `flow_tables_released`. Per-queue counters on demand: [`FqCodel::flow_stats`].
 
 use std::collections::VecDeque;
 
 use super::codel::{CodelMarks, CodelParams, CodelQueue};
+#[cfg(doc)]
+use super::Qdisc;
 use super::{Books, Counter, Dequeued, Discipline, DropReason, Dropped, ParamError};
 use crate::packet::Packet;
 use crate::units::{Duration, Time};
@@ -205,13 +215,36 @@ pub struct FqCodel<P> {
     drop_overlimit: u64,
     drop_overmemory: u64,
     last_sojourn: Duration,
+    /// Flow tables built and released ([`super::lazy`]).
+    built: u64,
+    released: u64,
     books: Books<P>,
 }
 
 impl<P: Packet> FqCodel<P> {
     pub fn new(params: FqCodelParams) -> Result<Self, ParamError> {
         params.validate()?;
-        let flows = (0..params.flows)
+        Ok(FqCodel {
+            codel: params.codel(),
+            p: params,
+            flows: Vec::new(),
+            new_flows: VecDeque::new(),
+            old_flows: VecDeque::new(),
+            new_flow_count: 0,
+            marks: CodelMarks::default(),
+            drop_overlimit: 0,
+            drop_overmemory: 0,
+            last_sojourn: Duration::ZERO,
+            built: 0,
+            released: 0,
+            books: Books::new(),
+        })
+    }
+
+    /// Build the flow queues (at the first enqueue after creation or a release).
+    #[cold]
+    fn build_flows(&mut self) {
+        self.flows = (0..self.p.flows)
             .map(|_| Flow {
                 q: CodelQueue::default(),
                 deficit: 0,
@@ -221,19 +254,12 @@ impl<P: Packet> FqCodel<P> {
                 overflow_drops: 0,
             })
             .collect();
-        Ok(FqCodel {
-            codel: params.codel(),
-            p: params,
-            flows,
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
-            new_flow_count: 0,
-            marks: CodelMarks::default(),
-            drop_overlimit: 0,
-            drop_overmemory: 0,
-            last_sojourn: Duration::ZERO,
-            books: Books::new(),
-        })
+        self.built += 1;
+    }
+
+    /// Whether the flow queues are built (they are not while the qdisc is fresh or released).
+    pub fn has_flow_table(&self) -> bool {
+        !self.flows.is_empty()
     }
 
     pub fn params(&self) -> &FqCodelParams {
@@ -321,6 +347,9 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
     }
     /// O(1); on overflow O(flows) + at most `drop_batch_size` drops.
     fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        if self.flows.is_empty() {
+            self.build_flows();
+        }
         let idx = self.bucket_of(pkt.meta()) as usize;
         let flow = &mut self.flows[idx];
         flow.q.push(pkt, now);
@@ -420,6 +449,29 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
         f("drop_overlimit", self.drop_overlimit as f64);
         f("drop_overmemory", self.drop_overmemory as f64);
         f("sojourn_us", self.last_sojourn.0 as f64 / 1000.0);
+        f("flow_table", f64::from(u8::from(self.has_flow_table())));
+        f("flow_tables_built", self.built as f64);
+        f("flow_tables_released", self.released as f64);
+    }
+    /// `17 × interval` (see [`super::lazy`]).
+    fn release_hold_inner(&self) -> Option<Duration> {
+        Some(Duration(self.p.interval.0.saturating_mul(17)))
+    }
+    fn release_state_inner(&mut self) -> bool {
+        if self.flows.is_empty() {
+            return false;
+        }
+        self.flows = Vec::new();
+        self.new_flows = VecDeque::new();
+        self.old_flows = VecDeque::new();
+        self.released += 1;
+        true
+    }
+    /// O(flows): the queues' buffers are counted one by one.
+    fn state_bytes_inner(&self) -> usize {
+        let lists = (self.new_flows.capacity() + self.old_flows.capacity()) * 4;
+        let flows = self.flows.capacity() * std::mem::size_of::<Flow<P>>();
+        lists + flows + self.flows.iter().map(|f| f.q.heap_bytes()).sum::<usize>()
     }
 }
 

@@ -6,7 +6,9 @@
 //! boxed behind the common interface (SFQ, FQ-CoDel, RED…), whose counters and victims the parent
 //! aggregates. This mirrors Linux, where every class owns a child qdisc (`pfifo` by default,
 //! net/sched/sch_htb.c `htb_change_class`, sch_cbq.c `cbq_change_class`), with the FIFO case
-//! made cheap.
+//! made cheap. A boxed per-flow leaf (fq_codel, sfq, flow-hash drr) builds its table at its
+//! first packet and gives it back when its scheduler reclaims it after an idle spell
+//! ([`super::lazy`]), so an idle class costs its record, not its flows.
 
 use super::fifo::FifoLimit;
 use super::Qdisc;

@@ -25,11 +25,13 @@
 //! ([`QdiscStats::check_conservation`] checks it in tests).
 
 pub mod adopt;
+pub mod cake;
 pub mod codel;
 pub mod discipline;
 pub mod drr;
 pub mod fifo;
 pub mod fq_codel;
+pub mod lazy;
 pub mod leaf;
 pub mod prio;
 pub mod red;
@@ -38,7 +40,7 @@ pub mod sfq;
 pub mod tbf;
 
 use crate::packet::Packet;
-use crate::units::{Rate, Time};
+use crate::units::{Duration, Rate, Time};
 pub use discipline::{Books, Discipline};
 
 /// Result of a dequeue.
@@ -84,10 +86,13 @@ pub enum DropReason {
     TooBig,
     /// The packet could not be parsed and the policy drops such packets.
     Malformed,
+    /// A queued TCP ACK made redundant by a newer one of the same connection (CAKE's
+    /// `ack_filter`).
+    AckFilter,
 }
 
 impl DropReason {
-    pub const ALL: [DropReason; 9] = [
+    pub const ALL: [DropReason; 10] = [
         DropReason::QueueLimit,
         DropReason::ByteLimit,
         DropReason::FlowLimit,
@@ -97,6 +102,7 @@ impl DropReason {
         DropReason::Latency,
         DropReason::TooBig,
         DropReason::Malformed,
+        DropReason::AckFilter,
     ];
     /// Stable snake_case name, used in JSON, metrics labels and `stat` output.
     pub fn name(self) -> &'static str {
@@ -110,6 +116,7 @@ impl DropReason {
             DropReason::Latency => "latency",
             DropReason::TooBig => "too_big",
             DropReason::Malformed => "malformed",
+            DropReason::AckFilter => "ack_filter",
         }
     }
     fn index(self) -> usize {
@@ -327,6 +334,19 @@ pub trait Qdisc<P: Packet>: discipline::sealed::Sealed<P> + Send {
     /// stable snake_case names: e.g. CoDel's `sojourn_us`, RED's `avg_queue_bytes`, SFQ's
     /// `active_flows`. Shown by `stat`, sampled by the simulator. Default: none.
     fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64));
+    /// A leaf with per-flow state built at its first packet ([`lazy`]): how long it must have
+    /// been empty before [`Qdisc::release_state`] cannot change what it does next. `None`: no
+    /// such state (FIFOs, classful schedulers).
+    fn release_hold(&self) -> Option<Duration>;
+    /// Free the per-flow state if the qdisc holds no packet (it is built again at the next
+    /// enqueue). Returns whether anything was freed.
+    fn release_state(&mut self) -> bool;
+    /// Heap bytes of the per-flow state [`Qdisc::release_state`] would free (0 when released).
+    fn state_bytes(&self) -> usize;
+    /// For schedulers with such leaves: release the state of the leaves that have been empty
+    /// for the scheduler's hold at `now`, at most `budget` of them, in the order they went
+    /// empty. O(released) ([`lazy`]). Returns how many were released.
+    fn reclaim_idle(&mut self, now: Time, budget: u32) -> u32;
 }
 
 /// An invalid discipline parameter: which one, what is wrong, and how to fix it. Config maps it to

@@ -155,6 +155,13 @@ pub(crate) struct Child<P> {
 }
 
 impl<P: Packet> Child<P> {
+    /// Heap bytes of the child's queue: a FIFO's buffer, a qdisc's box and per-flow state.
+    pub(crate) fn heap_bytes(&self) -> usize {
+        match &self.q {
+            ChildQ::Fifo(f) => f.heap_bytes(),
+            ChildQ::Qdisc(q) => std::mem::size_of_val(q.as_ref()) + q.state_bytes(),
+        }
+    }
     pub(crate) fn from_spec(spec: LeafSpec<P>) -> Self {
         Child {
             q: match spec {

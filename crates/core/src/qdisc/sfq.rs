@@ -44,12 +44,22 @@
 //! slot whose credit is spent gets `quantum` more and goes to the back; a packet larger than the
 //! quantum costs at most `⌈len / quantum⌉` such turns. Re-keying is O(1).
 //!
+//! ## Memory that follows traffic
+//! The slots, both bucket tables, the depth lists and the per-bucket counters (about 45 KB at
+//! the defaults) are built at the first enqueue and given back by [`Qdisc::release_state`] when
+//! the qdisc is empty ([`super::lazy`]): an empty SFQ has every slot free and both tables
+//! empty, so a rebuilt one behaves as the one it replaces (hold 0); the hash key, its
+//! generation and the perturbation clock are kept. Per-bucket counters restart.
+//!
 //! ## Stats
-//! `extra_stats`: `active_flows`, `perturbations`, `perturbations_deferred`.
+//! `extra_stats`: `active_flows`, `perturbations`, `perturbations_deferred`, `flow_table`,
+//! `flow_tables_built`, `flow_tables_released`.
 //! [`Sfq::flow_stats`] lists per-bucket counters (O(divisor), on demand).
 
 use std::collections::VecDeque;
 
+#[cfg(doc)]
+use super::Qdisc;
 use super::{Books, Counter, Dequeued, Discipline, DropReason, Dropped, ParamError};
 use crate::packet::Packet;
 use crate::units::{Duration, Time};
@@ -242,6 +252,9 @@ pub struct Sfq<P> {
     dep: Vec<u32>,
     max_depth: u32,
     buckets: Vec<BucketStat>,
+    /// Tables built and released ([`super::lazy`]).
+    built: u64,
+    released: u64,
     books: Books<P>,
 }
 
@@ -250,9 +263,39 @@ impl<P: Packet> Sfq<P> {
         params.validate()?;
         let mut rng = params.seed ^ 0x5346_515F_4B45_5953; // "SFQ_KEYS"
         let key = splitmix64(&mut rng);
-        let flows = params.flows as usize;
         let limit = (params.limit as u64).min(params.depth as u64 * params.flows as u64);
-        let slots = (0..flows)
+        Ok(Sfq {
+            limit,
+            slots: Vec::new(),
+            free: Vec::new(),
+            ht: Vec::new(),
+            ht_old: Vec::new(),
+            key,
+            old_key: key,
+            gen: 0,
+            old_active: 0,
+            rng,
+            next_perturb: None,
+            perturbations: 0,
+            deferred: 0,
+            head: NONE,
+            active: 0,
+            dep: Vec::new(),
+            max_depth: 0,
+            buckets: Vec::new(),
+            built: 0,
+            released: 0,
+            books: Books::new(),
+            params,
+        })
+    }
+
+    /// Build the slots and tables (at the first enqueue after creation or a release).
+    #[cold]
+    fn build_table(&mut self) {
+        let flows = self.params.flows as usize;
+        let divisor = self.params.divisor as usize;
+        self.slots = (0..flows)
             .map(|_| Slot {
                 q: VecDeque::new(),
                 bytes: 0,
@@ -265,28 +308,18 @@ impl<P: Packet> Sfq<P> {
                 dprev: NONE,
             })
             .collect();
-        Ok(Sfq {
-            limit,
-            slots,
-            free: (0..flows as u32).rev().collect(),
-            ht: vec![NONE; params.divisor as usize],
-            ht_old: vec![NONE; params.divisor as usize],
-            key,
-            old_key: key,
-            gen: 0,
-            old_active: 0,
-            rng,
-            next_perturb: None,
-            perturbations: 0,
-            deferred: 0,
-            head: NONE,
-            active: 0,
-            dep: vec![NONE; params.depth as usize + 2],
-            max_depth: 0,
-            buckets: vec![BucketStat::default(); params.divisor as usize],
-            books: Books::new(),
-            params,
-        })
+        self.free = (0..flows as u32).rev().collect();
+        self.ht = vec![NONE; divisor];
+        self.ht_old = vec![NONE; divisor];
+        self.dep = vec![NONE; self.params.depth as usize + 2];
+        self.max_depth = 0;
+        self.buckets = vec![BucketStat::default(); divisor];
+        self.built += 1;
+    }
+
+    /// Whether the slots and tables are built (not while fresh or released).
+    pub fn has_flow_table(&self) -> bool {
+        !self.slots.is_empty()
     }
 
     pub fn params(&self) -> &SfqParams {
@@ -458,6 +491,9 @@ impl<P: Packet> Discipline<P> for Sfq<P> {
     }
     /// O(1) in the number of flows.
     fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        if self.slots.is_empty() {
+            self.build_table();
+        }
         self.maybe_perturb(now);
         let len = pkt.len();
         let fh = pkt.meta().flow_hash;
@@ -574,6 +610,43 @@ impl<P: Packet> Discipline<P> for Sfq<P> {
         f("active_flows", self.active as f64);
         f("perturbations", self.perturbations as f64);
         f("perturbations_deferred", self.deferred as f64);
+        f("flow_table", f64::from(u8::from(self.has_flow_table())));
+        f("flow_tables_built", self.built as f64);
+        f("flow_tables_released", self.released as f64);
+    }
+    /// Nothing per flow depends on time (module docs).
+    fn release_hold_inner(&self) -> Option<Duration> {
+        Some(Duration::ZERO)
+    }
+    fn release_state_inner(&mut self) -> bool {
+        if self.slots.is_empty() || self.active > 0 || self.old_active > 0 {
+            return false;
+        }
+        self.slots = Vec::new();
+        self.free = Vec::new();
+        self.ht = Vec::new();
+        self.ht_old = Vec::new();
+        self.dep = Vec::new();
+        self.buckets = Vec::new();
+        self.head = NONE;
+        self.max_depth = 0;
+        self.released += 1;
+        true
+    }
+    fn state_bytes_inner(&self) -> usize {
+        use std::mem::size_of;
+        let slots = self.slots.capacity() * size_of::<Slot<P>>()
+            + self
+                .slots
+                .iter()
+                .map(|s| s.q.capacity() * size_of::<P>())
+                .sum::<usize>();
+        let tables = (self.free.capacity()
+            + self.ht.capacity()
+            + self.ht_old.capacity()
+            + self.dep.capacity())
+            * 4;
+        slots + tables + self.buckets.capacity() * size_of::<BucketStat>()
     }
 }
 

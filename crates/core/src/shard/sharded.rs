@@ -238,6 +238,29 @@ impl<P: Packet> Discipline<P> for ShardedHtb<P> {
         "htb"
     }
 
+    /// The shards' leaves, shard by shard, within one budget.
+    fn reclaim_idle_inner(&mut self, now: Time, budget: u32) -> u32 {
+        let mut n = 0;
+        for s in &mut self.shards {
+            n += s.reclaim_idle(now, budget - n);
+        }
+        n
+    }
+
+    /// The shards' gauges and counters, summed.
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
+        let mut sums: Vec<(&'static str, f64)> = Vec::new();
+        for s in &self.shards {
+            s.extra_stats(&mut |k, v| match sums.iter_mut().find(|(n, _)| *n == k) {
+                Some((_, x)) => *x += v,
+                None => sums.push((k, v)),
+            });
+        }
+        for (k, v) in sums {
+            f(k, v);
+        }
+    }
+
     fn drain_inner(&mut self, now: Time) -> Vec<P> {
         let mut out = Vec::new();
         for s in &mut self.shards {

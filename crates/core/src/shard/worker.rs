@@ -166,6 +166,14 @@ impl<P: Packet> Discipline<P> for Shard<P> {
         self.htb.visit_classes(f)
     }
 
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
+        self.htb.extra_stats(f)
+    }
+
+    fn reclaim_idle_inner(&mut self, now: Time, budget: u32) -> u32 {
+        self.htb.reclaim_idle(now, budget)
+    }
+
     fn as_any_inner(&mut self) -> Option<&mut dyn std::any::Any> {
         Some(self)
     }

@@ -16,7 +16,14 @@
 //!   address family). A filter that names no family is written once for IPv4 and once for IPv6;
 //!   a DSCP list becomes one rule per code point; a port range becomes the few value/mask pairs
 //!   that cover it exactly (e.g. 1000-1999 is 8 rules); a port rule without a protocol is written
-//!   for TCP and for UDP, as linkshare matches ports only on those.
+//!   for TCP and for UDP, as linkshare matches ports only on those (`u32_out.rs`).
+//! - A run of 16 or more filters that each match one host address and nothing else (a
+//!   subscriber each) becomes a u32 hash table on the address's last byte per family instead of
+//!   one priority per filter (`u32_hash.rs`): the kernel loads and classifies it in time that
+//!   does not grow with the number of subscribers.
+//! - A tree of more classes than one HTB can number (65,533) becomes `mq` with one HTB per
+//!   transmit queue, its top-level classes spread over them (`mq.rs`); a single top-level class
+//!   with more classes beneath it is an error that names the limit.
 //!
 //! Where the kernel's u32 sees less than linkshare's classifier, the script says so in a comment
 //! and the difference is documented in docs/export-tc.md: u32 reads ports at a fixed offset, so
@@ -29,12 +36,13 @@
 //! for (`rio`, the flow-hashing `drr` leaf).
 
 use std::fmt::Write as _;
-use std::net::IpAddr;
 
 use anyhow::{bail, Context};
 use linkshare_config::{ClassInfo, LeafKind, Policy, QdiscKind};
-use linkshare_core::classify::{FilterSpec, IpPrefix, PROTO_TCP, PROTO_UDP};
 use linkshare_core::units::Duration;
+
+pub use super::u32_out::port_blocks;
+use super::u32_out::{filters, Target};
 
 /// The script as shell commands: every batch line prefixed with `tc`, comments kept.
 pub fn as_shell(script: &str, dev: &str) -> String {
@@ -72,6 +80,35 @@ fn check_dev(dev: &str) -> anyhow::Result<()> {
 /// `# note: ` describe where the kernel will behave differently from linkshare.
 /// `linkshare lab --kernel` applies it in the router namespace.
 pub fn tc_script(policy: &Policy, dev: &str) -> anyhow::Result<String> {
+    tc_script_with(policy, dev, &ExportOptions::default())
+}
+
+/// What `export tc` may change about the script's shape.
+#[derive(Clone, Debug)]
+pub struct ExportOptions {
+    /// The most classes one HTB gets before the tree is split over `mq` and one HTB per
+    /// transmit queue: 65,533 (16-bit minor class ids, 0 and the leaf handles taken).
+    pub htb_class_limit: usize,
+    /// Write runs of single-address filters as u32 hash tables (`u32_hash.rs`); `false` gives
+    /// one priority per filter, the linear form, for comparison.
+    pub hash_filters: bool,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            htb_class_limit: HTB_CLASS_LIMIT,
+            hash_filters: true,
+        }
+    }
+}
+
+/// Classes one kernel HTB can number: minor ids are 16 bits, 0 is the qdisc itself and the
+/// leaf qdisc handles `<i+2>:` must fit in 16 bits as well.
+pub const HTB_CLASS_LIMIT: usize = 0xfffd;
+
+/// [`tc_script`] with options.
+pub fn tc_script_with(policy: &Policy, dev: &str, opts: &ExportOptions) -> anyhow::Result<String> {
     check_dev(dev)?;
     let mut out = String::new();
     let _ = writeln!(
@@ -89,7 +126,7 @@ pub fn tc_script(policy: &Policy, dev: &str) -> anyhow::Result<String> {
         let _ = writeln!(out, "{n}");
     }
     match policy.kind() {
-        QdiscKind::Htb => htb(policy, dev, &stab, &mut out)?,
+        QdiscKind::Htb => htb(policy, dev, &stab, opts, &mut out)?,
         QdiscKind::Leaf => {
             let Some(leaf) = policy.root_leaf() else {
                 bail!("{}: the policy has no root discipline", policy.origin());
@@ -126,15 +163,16 @@ pub fn leaf_handle(i: usize) -> String {
     format!("{:x}:", i + 2)
 }
 
-fn htb(policy: &Policy, dev: &str, stab: &str, out: &mut String) -> anyhow::Result<()> {
+fn htb(
+    policy: &Policy,
+    dev: &str,
+    stab: &str,
+    opts: &ExportOptions,
+    out: &mut String,
+) -> anyhow::Result<()> {
     let classes = policy.classes();
-    // Minor 0 is the qdisc itself; leaf qdisc handles i+2 must fit in 16 bits as well.
-    if classes.len() > 0xfffd {
-        bail!(
-            "{}: {} classes do not fit in tc's 16-bit class ids (at most 65533)",
-            policy.origin(),
-            classes.len()
-        );
+    if classes.len() > opts.htb_class_limit {
+        return super::mq::htb_per_queue(policy, dev, stab, opts, out);
     }
     let default = policy.default_class_id() as usize;
     let r2q = policy.htb_params().r2q;
@@ -148,19 +186,7 @@ fn htb(policy: &Policy, dev: &str, stab: &str, out: &mut String) -> anyhow::Resu
             .parent_id
             .map(|p| classid(p as usize))
             .unwrap_or_else(|| "1:".into());
-        let _ = writeln!(
-            out,
-            "class add dev {dev} parent {parent} classid {} htb rate {}bit ceil {}bit \
-             burst {}b cburst {}b prio {} quantum {}  # {}",
-            classid(i),
-            c.rate.bits_per_sec(),
-            c.ceil.bits_per_sec(),
-            c.burst,
-            c.cburst,
-            c.prio,
-            c.quantum,
-            c.name
-        );
+        class_line(dev, &parent, &classid(i), c, out);
     }
     for (i, c) in classes.iter().enumerate().filter(|(_, c)| c.is_leaf) {
         let q = leaf_qdisc(&c.leaf, out).with_context(|| leaf_context(policy, c))?;
@@ -171,10 +197,34 @@ fn htb(policy: &Policy, dev: &str, stab: &str, out: &mut String) -> anyhow::Resu
             leaf_handle(i)
         );
     }
-    filters(policy, dev, out)
+    let list: Vec<(usize, &linkshare_config::FilterInfo)> =
+        policy.filters().iter().enumerate().collect();
+    let target = Target {
+        dev,
+        parent: "1:".into(),
+        classid: &classid,
+        hash: opts.hash_filters,
+    };
+    filters(policy, &list, &target, out)
 }
 
-fn leaf_context(policy: &Policy, c: &ClassInfo) -> String {
+/// One `class add` line: every HTB parameter written out, the class's name as the comment.
+pub(super) fn class_line(dev: &str, parent: &str, id: &str, c: &ClassInfo, out: &mut String) {
+    let _ = writeln!(
+        out,
+        "class add dev {dev} parent {parent} classid {id} htb rate {}bit ceil {}bit \
+         burst {}b cburst {}b prio {} quantum {}  # {}",
+        c.rate.bits_per_sec(),
+        c.ceil.bits_per_sec(),
+        c.burst,
+        c.cburst,
+        c.prio,
+        c.quantum,
+        c.name
+    );
+}
+
+pub(super) fn leaf_context(policy: &Policy, c: &ClassInfo) -> String {
     format!(
         "{}:{}: class `{}`: its leaf cannot be exported",
         policy.origin(),
@@ -188,8 +238,50 @@ fn us(d: Duration) -> String {
     format!("{}us", d.as_nanos().div_ceil(1000))
 }
 
+/// tc-cake(8)'s words for `p` (iproute2 sets target to rtt/20, so another target cannot be
+/// written).
+fn cake_words(p: &linkshare_core::qdisc::cake::CakeParams, q: &mut String) -> anyhow::Result<()> {
+    use linkshare_core::qdisc::cake::ack_filter::AckFilter;
+    let implied = Duration((p.rtt.as_nanos() / 20).max(1000));
+    if p.target != implied {
+        bail!(
+            "tc-cake sets target to rtt/20 ({}): leave `target` out, or set rtt to 20 x target",
+            us(implied)
+        );
+    }
+    q.push_str("cake");
+    match p.bandwidth {
+        Some(b) => {
+            let _ = write!(q, " bandwidth {}bit", b.bits_per_sec());
+        }
+        None => q.push_str(" unlimited"),
+    }
+    let _ = write!(
+        q,
+        " rtt {} {} {}",
+        us(p.rtt),
+        p.diffserv.name(),
+        p.isolation.name()
+    );
+    q.push_str(if p.wash { " wash" } else { " nowash" });
+    q.push_str(match p.ack_filter {
+        AckFilter::Off => " no-ack-filter",
+        AckFilter::On => " ack-filter",
+        AckFilter::Aggressive => " ack-filter-aggressive",
+    });
+    let _ = write!(q, " {}", p.overhead.tc_words());
+    if p.overhead.mpu != 0 && p.overhead.tc_words().starts_with("raw") {
+        let _ = write!(q, " mpu {}", p.overhead.mpu);
+    }
+    if let Some(m) = p.memlimit {
+        let _ = write!(q, " memlimit {m}b");
+    }
+    q.push_str(if p.ingress { " ingress" } else { " egress" });
+    Ok(())
+}
+
 /// The tc qdisc (kind and options) equivalent to `leaf`; notes for `out` where they differ.
-fn leaf_qdisc(leaf: &LeafKind, out: &mut String) -> anyhow::Result<String> {
+pub(super) fn leaf_qdisc(leaf: &LeafKind, out: &mut String) -> anyhow::Result<String> {
     let mut q = String::new();
     match leaf {
         LeafKind::Pfifo { limit } => {
@@ -299,6 +391,7 @@ fn leaf_qdisc(leaf: &LeafKind, out: &mut String) -> anyhow::Result<String> {
                 let _ = write!(q, " ce_threshold {}", us(t));
             }
         }
+        LeafKind::Cake(p) => cake_words(p, &mut q)?,
         LeafKind::Drr(_) => bail!(
             "the kernel's drr is a classful qdisc without flow hashing, not linkshare's per-flow drr leaf: \
              use leaf = \"sfq\" or \"fq_codel\" for per-flow fairness in the kernel"
@@ -312,207 +405,31 @@ fn leaf_qdisc(leaf: &LeafKind, out: &mut String) -> anyhow::Result<String> {
     Ok(q)
 }
 
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Family {
-    V4,
-    V6,
-    /// Every frame (`protocol all`): only for a filter that sets no field.
-    All,
-}
-
-impl Family {
-    fn protocol(self) -> &'static str {
-        match self {
-            Family::V4 => "ip",
-            Family::V6 => "ipv6",
-            Family::All => "all",
-        }
-    }
-}
-
-fn prefix_family(p: &IpPrefix) -> Family {
-    match p.addr {
-        IpAddr::V4(_) => Family::V4,
-        IpAddr::V6(_) => Family::V6,
-    }
-}
-
-/// The aligned value/mask pairs that together match exactly the ports `lo..=hi`: the fewest
-/// power-of-two blocks, at most 30 for any range.
-pub fn port_blocks(lo: u16, hi: u16) -> Vec<(u16, u16)> {
-    let mut blocks = Vec::new();
-    let (mut lo, hi) = (u32::from(lo), u32::from(hi));
-    while lo <= hi {
-        // The largest block that starts at `lo` (aligned) and ends within the range.
-        let mut size = if lo == 0 {
-            1 << 16
-        } else {
-            lo & lo.wrapping_neg()
-        };
-        while lo + size - 1 > hi {
-            size >>= 1;
-        }
-        blocks.push((lo as u16, (!(size - 1) & 0xffff) as u16));
-        lo += size;
-    }
-    blocks
-}
-
-/// The u32 rules (each a list of `match …` clauses, all of which must hold) for one filter in
-/// one family.
-fn rules(f: &FilterSpec, fam: Family) -> Vec<Vec<String>> {
-    if fam == Family::All {
-        return vec![vec!["match u32 0 0".into()]];
-    }
-    let v4 = fam == Family::V4;
-    let mut base: Vec<String> = Vec::new();
-    if let Some((val, mask)) = f.tos {
-        base.push(if v4 {
-            format!("match ip tos 0x{val:02x} 0x{mask:02x}")
-        } else {
-            // The traffic class sits in bits 4-11 of the header's first 16 bits.
-            format!(
-                "match u16 0x{:04x} 0x{:04x} at 0",
-                u16::from(val) << 4,
-                u16::from(mask) << 4
-            )
-        });
-    }
-    for (p, dir) in [(&f.src, "src"), (&f.dst, "dst")] {
-        if let Some(p) = p {
-            let kw = if v4 { "ip" } else { "ip6" };
-            base.push(format!("match {kw} {dir} {}/{}", p.addr, p.len));
-        }
-    }
-    let dscps: Vec<Option<u8>> = match &f.dscp {
-        Some(list) => list.iter().filter(|d| **d < 64).map(|d| Some(*d)).collect(),
-        None => vec![None],
-    };
-    let has_ports = f.src_port.is_some() || f.dst_port.is_some();
-    let protos: Vec<Option<u8>> = match (f.protocol, has_ports) {
-        (Some(p), _) => vec![Some(p)],
-        (None, true) => vec![Some(PROTO_TCP), Some(PROTO_UDP)],
-        (None, false) => vec![None],
-    };
-    let blocks = |r: Option<(u16, u16)>| -> Vec<Option<(u16, u16)>> {
-        match r {
-            Some((lo, hi)) if lo <= hi => port_blocks(lo, hi)
-                .into_iter()
-                .map(|(v, m)| (m != 0).then_some((v, m)))
-                .collect(),
-            Some(_) => Vec::new(),
-            None => vec![None],
-        }
-    };
-    let (sports, dports) = (blocks(f.src_port), blocks(f.dst_port));
-    let mut out = Vec::new();
-    for d in &dscps {
-        for proto in &protos {
-            for sp in &sports {
-                for dp in &dports {
-                    let mut m = base.clone();
-                    if let Some(d) = d {
-                        m.push(if v4 {
-                            format!("match ip dsfield 0x{:02x} 0xfc", d << 2)
-                        } else {
-                            format!("match u16 0x{:04x} 0x0fc0 at 0", u16::from(*d) << 6)
-                        });
-                    }
-                    if let Some(p) = proto {
-                        let kw = if v4 { "ip" } else { "ip6" };
-                        m.push(format!("match {kw} protocol {p} 0xff"));
-                    }
-                    if has_ports && v4 {
-                        // u32 reads IPv4 ports at offset 20: require a header without options
-                        // and the first fragment (later fragments have no ports).
-                        m.push("match u8 0x05 0x0f at 0".into());
-                        m.push("match u16 0x0000 0x1fff at 6".into());
-                    }
-                    let kw = if v4 { "ip" } else { "ip6" };
-                    if let Some((v, mask)) = sp {
-                        m.push(format!("match {kw} sport {v} 0x{mask:04x}"));
-                    }
-                    if let Some((v, mask)) = dp {
-                        m.push(format!("match {kw} dport {v} 0x{mask:04x}"));
-                    }
-                    out.push(m);
-                }
-            }
-        }
-    }
-    out
-}
-
-fn filters(policy: &Policy, dev: &str, out: &mut String) -> anyhow::Result<()> {
-    let mut prio: u32 = 0;
-    let mut v4_ports = false;
-    let mut v6_chain = false;
-    for (k, f) in policy.filters().iter().enumerate() {
-        let spec = &f.spec;
-        if spec.issues().iter().any(|i| i.matches_nothing()) {
-            let _ = writeln!(
-                out,
-                "# filter {} (line {}) matches nothing and is left out",
-                k + 1,
-                f.line
-            );
-            continue;
-        }
-        let fams: Vec<Family> = match (&spec.src, &spec.dst) {
-            (Some(p), _) | (None, Some(p)) => vec![prefix_family(p)],
-            (None, None) if spec.is_match_all() => vec![Family::All],
-            (None, None) => vec![Family::V4, Family::V6],
-        };
-        let flowid = classid(spec.class as usize);
-        for fam in fams {
-            prio += 1;
-            if prio > 0xffff {
-                bail!(
-                    "{}: the filters need more than 65535 tc priorities",
-                    policy.origin()
-                );
-            }
-            let rs = rules(spec, fam);
-            let ports = spec.src_port.is_some() || spec.dst_port.is_some();
-            v4_ports |= fam == Family::V4 && ports;
-            v6_chain |= fam == Family::V6 && (ports || spec.protocol.is_some());
-            let _ = writeln!(
-                out,
-                "# filter {} (line {}) -> {}: {} rule{}",
-                k + 1,
-                f.line,
-                f.class,
-                rs.len(),
-                if rs.len() == 1 { "" } else { "s" }
-            );
-            for r in rs {
-                let _ = writeln!(
-                    out,
-                    "filter add dev {dev} parent 1: protocol {} prio {prio} u32 {} flowid {flowid}",
-                    fam.protocol(),
-                    r.join(" ")
-                );
-            }
-        }
-    }
-    if v4_ports {
-        let _ = writeln!(
-            out,
-            "# note: u32 reads IPv4 ports at a fixed offset: port rules here skip packets with IP options, which linkshare still matches"
-        );
-    }
-    if v6_chain {
-        let _ = writeln!(
-            out,
-            "# note: u32 reads the IPv6 next header and ports at fixed offsets: packets with extension headers miss these rules, linkshare walks the chain"
-        );
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cake_is_written_with_its_options() {
+        use linkshare_core::qdisc::cake::overhead::CakeOverhead;
+        use linkshare_core::qdisc::cake::CakeParams;
+        let mut p = CakeParams {
+            bandwidth: Some(linkshare_core::units::Rate::mbit(100)),
+            overhead: CakeOverhead::keyword("pppoe-ptm").unwrap(),
+            memlimit: Some(1 << 20),
+            ..Default::default()
+        };
+        p.overhead.mpu = 64;
+        let mut out = String::new();
+        let q = leaf_qdisc(&LeafKind::Cake(p.clone()), &mut out).unwrap();
+        assert_eq!(
+            q,
+            "cake bandwidth 100000000bit rtt 100000us diffserv3 triple-isolate nowash \
+             no-ack-filter overhead 30 mpu 64 ptm memlimit 1048576b egress"
+        );
+        p.target = Duration::from_millis(1);
+        assert!(leaf_qdisc(&LeafKind::Cake(p), &mut out).is_err());
+    }
 
     fn covered(blocks: &[(u16, u16)], p: u16) -> bool {
         blocks.iter().any(|(v, m)| p & m == *v)

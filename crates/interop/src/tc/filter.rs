@@ -100,6 +100,37 @@ impl Image {
         Ok(())
     }
 
+    /// Lay every match of `other` on this image too (a link's matches on its table's rules).
+    pub fn and(&mut self, other: &Image) {
+        for i in 0..IMG {
+            if (self.val[i] ^ other.val[i]) & self.mask[i] & other.mask[i] != 0 {
+                self.conflict = true;
+            }
+            self.val[i] |= other.val[i] & other.mask[i];
+            self.mask[i] |= other.mask[i];
+        }
+        self.conflict |= other.conflict;
+    }
+
+    /// The value of the big-endian word at `off` under `mask`, when the image fixes every bit
+    /// of the mask there (what a hash key reads); `None` when some bit is free or out of range.
+    pub fn pinned(&self, mask: u32, off: i64) -> Option<u32> {
+        let at = usize::try_from(off).ok().filter(|a| a + 4 <= IMG)?;
+        let v = u32::from_be_bytes([
+            self.val[at],
+            self.val[at + 1],
+            self.val[at + 2],
+            self.val[at + 3],
+        ]);
+        let m = u32::from_be_bytes([
+            self.mask[at],
+            self.mask[at + 1],
+            self.mask[at + 2],
+            self.mask[at + 3],
+        ]);
+        (m & mask == mask).then_some(v & mask)
+    }
+
     fn any(&self, r: std::ops::Range<usize>) -> bool {
         self.mask[r].iter().any(|&m| m != 0)
     }
@@ -298,8 +329,36 @@ fn put_prefix(img: &mut Image, s: &str, v6: bool, at: i64) -> Result<(), String>
     Ok(())
 }
 
-/// Words of a u32 filter after `u32`, up to the end: the image and the flowid.
-pub fn parse_u32(words: &[String], v6: bool) -> Result<(Image, Option<ClassRef>), String> {
+/// A u32 filter's words, parsed: the header image its matches make, and the hash-table words
+/// (tc-u32(8) "hashing filters") when it has them.
+#[derive(Clone, Debug, Default)]
+pub struct U32 {
+    pub img: Image,
+    pub flowid: Option<ClassRef>,
+    /// `ht T:B:`: the table and bucket the rule goes in.
+    pub ht: Option<(u32, u32)>,
+    /// `link T:`: the table the rule sends its packets on to.
+    pub link: Option<u32>,
+    /// `hashkey mask M at O`.
+    pub hashkey: Option<(u32, i64)>,
+    /// `divisor N`: the command creates table `handle` with N buckets.
+    pub divisor: Option<u32>,
+}
+
+/// A u32 table id as tc writes it in `ht`/`link`: `T:`, `T:B:` or `T:B:N` (hex): (table, bucket).
+fn table_ref(s: &str) -> Option<(u32, u32)> {
+    let mut parts = s.split(':');
+    let t = u32::from_str_radix(parts.next()?, 16).ok()?;
+    let b = match parts.next() {
+        None | Some("") => 0,
+        Some(b) => u32::from_str_radix(b, 16).ok()?,
+    };
+    (t <= 0xfff && b <= 0xff).then_some((t, b))
+}
+
+/// Words of a u32 filter after `u32`, up to the end.
+pub fn parse_u32(words: &[String], v6: bool) -> Result<U32, String> {
+    let mut out = U32::default();
     let mut img = Image::default();
     let mut flowid = None;
     let mut i = 0;
@@ -402,9 +461,39 @@ pub fn parse_u32(words: &[String], v6: bool) -> Result<(Image, Option<ClassRef>)
                 i += 2;
             }
             "skip_hw" | "skip_sw" => i += 1,
-            "ht" | "link" | "hashkey" | "divisor" | "sample" | "offset" | "order" => {
+            "ht" | "link" => {
+                let s = arg(i + 1)?;
+                let t = table_ref(s).ok_or_else(|| format!("`{s}` is not a u32 table id"))?;
+                if words[i] == "ht" {
+                    out.ht = Some(t);
+                } else {
+                    out.link = Some(t.0);
+                }
+                i += 2;
+            }
+            "hashkey" => {
+                if arg(i + 1)? != "mask" || arg(i + 3)? != "at" {
+                    return Err("write the hash key as `hashkey mask 0x000000ff at 16`".into());
+                }
+                let m = num(i + 2)?;
+                let off = arg(i + 4)?;
+                let off: i64 = off
+                    .parse()
+                    .map_err(|_| format!("`{off}` is not an offset"))?;
+                out.hashkey = Some((m as u32, off));
+                i += 5;
+            }
+            "divisor" => {
+                let d = num(i + 1)?;
+                if !(1..=256).contains(&d) || !d.is_power_of_two() {
+                    return Err(format!("divisor {d}: tc-u32 tables have 1 to 256 buckets, a power of two"));
+                }
+                out.divisor = Some(d as u32);
+                i += 2;
+            }
+            "sample" | "offset" | "order" => {
                 return Err(format!(
-                    "`{}`: u32 hash tables and links are not imported; write one rule per match",
+                    "`{}`: u32 sampling, offsets and node order are not imported; write one rule per match",
                     words[i]
                 ))
             }
@@ -417,7 +506,9 @@ pub fn parse_u32(words: &[String], v6: bool) -> Result<(Image, Option<ClassRef>)
             other => return Err(format!("unknown tc-u32 keyword `{other}`")),
         }
     }
-    Ok((img, flowid))
+    out.img = img;
+    out.flowid = flowid;
+    Ok(out)
 }
 
 fn port_range(s: &str) -> Result<(u16, u16), String> {
@@ -567,7 +658,20 @@ pub fn decode_u32(
     prio: u32,
 ) -> Result<Option<Rule>, Diag> {
     let err = |m: String| Diag::new(file, line, m);
-    let (img, flowid) = parse_u32(words, v6).map_err(err)?;
+    let u = parse_u32(words, v6).map_err(err)?;
+    rule_of(&u.img, u.flowid, v6, line, file, prio)
+}
+
+/// A parsed u32 rule as a [`Rule`] (`None`: its matches contradict each other).
+pub fn rule_of(
+    img: &Image,
+    flowid: Option<ClassRef>,
+    v6: bool,
+    line: usize,
+    file: &str,
+    prio: u32,
+) -> Result<Option<Rule>, Diag> {
+    let err = |m: String| Diag::new(file, line, m);
     let Some(flowid) = flowid else {
         return Err(
             Diag::new(file, line, "the u32 filter has no `flowid`/`classid`")

@@ -27,6 +27,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::diag::{Diag, ImportError};
 use crate::policy_writer::{ClassDraft, Draft, Field, FilterDraft, Root};
 use crate::tc::filter::{self, class_ref, ClassRef, Rule};
+use crate::tc::hashed_in::{self, HashedDef};
 use crate::tc::leaf;
 use crate::tc::lex::{self, Cmd, Line};
 use crate::Imported;
@@ -58,6 +59,8 @@ pub struct ClassDef {
 #[derive(Clone, Debug)]
 pub enum FilterDef {
     Rule(Rule),
+    /// A u32 hash table, a rule in one of its buckets, or a link to it (`hashed_in.rs`).
+    Hashed(HashedDef),
     /// Left out, with the reason (a note in the output).
     Skipped(usize, String),
 }
@@ -333,8 +336,27 @@ fn command(conf: &mut TcConf, cmd: &Cmd, file: &str) -> Result<(), Diag> {
             }
             let prio = prio.unwrap_or(0xffff);
             let rule = match kind.as_str() {
-                "u32" => filter::decode_u32(&opts, fam.unwrap_or(false), line, file, prio)?.map(
-                    |mut r| {
+                "u32" => {
+                    let v6 = fam.unwrap_or(false);
+                    let u = filter::parse_u32(&opts, v6).map_err(|e| bad(file, line, e))?;
+                    let table = match &handle {
+                        Some(h) => Some(cref(h)?.0),
+                        None => None,
+                    };
+                    if let Some(kind) =
+                        hashed_in::classify(&u, table).map_err(|e| bad(file, line, e))?
+                    {
+                        let qdisc = parent.flatten().map(|p| p.0).unwrap_or(0);
+                        conf.filters.push(FilterDef::Hashed(HashedDef {
+                            line,
+                            prio,
+                            qdisc,
+                            v6,
+                            kind,
+                        }));
+                        return Ok(());
+                    }
+                    filter::rule_of(&u.img, u.flowid, v6, line, file, prio)?.map(|mut r| {
                         if fam.is_none() {
                             if r.m
                                 == (filter::Match {
@@ -350,8 +372,8 @@ fn command(conf: &mut TcConf, cmd: &Cmd, file: &str) -> Result<(), Diag> {
                             }
                         }
                         r
-                    },
-                ),
+                    })
+                }
                 "flower" => {
                     let (m, flowid) = filter::parse_flower(&opts, fam.unwrap_or(false))
                         .map_err(|e| bad(file, line, e))?;
@@ -495,7 +517,7 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
             .into());
     };
     let mut d = match root.kind.as_str() {
-        "htb" => Draft::new(Root::Htb),
+        "htb" | "mq" => Draft::new(Root::Htb),
         "hfsc" => return Err(bad(file, root.line, "linkshare has no HFSC yet").help("rewrite the tree with htb: each class's rate, its parent's rate as ceil where it may borrow").into()),
         "cbq" => return Err(bad(file, root.line, "the kernel's cbq (removed in Linux 6.3) is not imported").help("write the tree as htb").into()),
         kind => {
@@ -519,8 +541,42 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
     }
     d.notes.extend(conf.notes.iter().cloned());
     d.top.extend(crate::tc::stab::fields(conf.stab));
-    let major = root.handle.unwrap_or(1);
     let mut errors = Vec::new();
+    // The HTBs: the root, or one per transmit queue under `mq` (what `export tc` writes for
+    // trees larger than one HTB can number); their classes become one tree.
+    let htbs: Vec<&QdiscDef> = if root.kind == "mq" {
+        let mq = root.handle.unwrap_or(0);
+        let under: Vec<&QdiscDef> = conf
+            .qdiscs
+            .iter()
+            .filter(|q| q.parent.is_some_and(|p| p.0 == mq))
+            .collect();
+        if let Some(q) = under.iter().find(|q| q.kind != "htb") {
+            return Err(bad(
+                file,
+                q.line,
+                format!(
+                    "a `{}` under mq: linkshare imports mq with one htb per queue",
+                    q.kind
+                ),
+            )
+            .into());
+        }
+        if under.is_empty() {
+            return Err(bad(
+                file,
+                root.line,
+                "mq without an htb under any queue: nothing to import",
+            )
+            .into());
+        }
+        under
+    } else {
+        vec![root]
+    };
+    let majors: std::collections::HashSet<u32> =
+        htbs.iter().map(|q| q.handle.unwrap_or(1)).collect();
+    let mut major = htbs[0].handle.unwrap_or(1);
     // Names: the comment, else the class id; unique.
     let mut names: HashMap<ClassRef, String> = HashMap::new();
     let mut used: HashMap<String, usize> = HashMap::new();
@@ -537,27 +593,30 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
         conf.classes.iter().map(|c| c.parent).collect();
     let mut r2q = None;
     let mut default = None;
-    let mut o = root.opts.iter();
-    while let Some(k) = o.next() {
-        match k.as_str() {
-            "default" => {
-                default = o
-                    .next()
-                    .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok())
+    for q in &htbs {
+        let mut o = q.opts.iter();
+        while let Some(k) = o.next() {
+            match k.as_str() {
+                "default" if default.is_none() => {
+                    default = o
+                        .next()
+                        .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok());
+                    major = q.handle.unwrap_or(1);
+                }
+                "r2q" => r2q = o.next().and_then(|v| v.parse::<u32>().ok()),
+                "direct_qlen" | "direct_packets_stat" | "ver" => {
+                    o.next();
+                }
+                "offload" => {}
+                other => errors.push(
+                    bad(
+                        file,
+                        root.line,
+                        format!("htb: unknown qdisc option `{other}`"),
+                    )
+                    .help("tc-htb(8) qdisc options: default, r2q, direct_qlen"),
+                ),
             }
-            "r2q" => r2q = o.next().and_then(|v| v.parse::<u32>().ok()),
-            "direct_qlen" | "direct_packets_stat" | "ver" => {
-                o.next();
-            }
-            "offload" => {}
-            other => errors.push(
-                bad(
-                    file,
-                    root.line,
-                    format!("htb: unknown qdisc option `{other}`"),
-                )
-                .help("tc-htb(8) qdisc options: default, r2q, direct_qlen"),
-            ),
         }
     }
     for c in &conf.classes {
@@ -569,18 +628,20 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
             ));
             continue;
         }
-        if c.id.0 != major {
+        if !majors.contains(&c.id.0) {
             errors.push(bad(
                 file,
                 c.line,
                 format!(
-                    "class {:x}:{:x} is not under the root qdisc {major:x}:",
-                    c.id.0, c.id.1
+                    "class {:x}:{:x} is not under the root qdisc {:x}:",
+                    c.id.0,
+                    c.id.1,
+                    htbs[0].handle.unwrap_or(1)
                 ),
             ));
             continue;
         }
-        let parent = if c.parent == (major, 0) {
+        let parent = if c.parent.1 == 0 && majors.contains(&c.parent.0) {
             None
         } else if let Some(p) = names.get(&c.parent) {
             Some(p.clone())
@@ -636,7 +697,7 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
     }
     for q in &conf.qdiscs {
         if let Some(p) = q.parent {
-            if !names.contains_key(&p) {
+            if !names.contains_key(&p) && !htbs.iter().any(|h| std::ptr::eq(*h, q)) {
                 errors.push(bad(
                     file,
                     q.line,
@@ -681,10 +742,22 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
         d.top.push(Field::int("r2q", i64::from(r)));
     }
     // Filters in tc's order: prio ascending, then as added.
-    let mut by_prio: BTreeMap<u32, Vec<Rule>> = BTreeMap::new();
-    for f in &conf.filters {
+    // Under mq each HTB has its own list: its filters stay together, in the HTBs' order.
+    let mut by_prio: BTreeMap<(u32, u32), Vec<Rule>> = BTreeMap::new();
+    let flat = match hashed_in::flatten(conf.filters.clone(), file) {
+        Ok(f) => f,
+        Err(e) => {
+            errors.extend(e);
+            Vec::new()
+        }
+    };
+    for f in &flat {
         match f {
-            FilterDef::Rule(r) => by_prio.entry(r.prio).or_default().push(r.clone()),
+            FilterDef::Rule(r) => by_prio
+                .entry((if htbs.len() > 1 { r.flowid.0 } else { 0 }, r.prio))
+                .or_default()
+                .push(r.clone()),
+            FilterDef::Hashed(_) => {}
             FilterDef::Skipped(line, why) => d
                 .notes
                 .push(format!("filter at line {line} was left out: {why}")),

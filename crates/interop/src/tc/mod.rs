@@ -2,9 +2,13 @@
 
 pub mod export;
 pub mod filter;
+pub mod hashed_in;
 pub mod import;
 pub mod leaf;
 pub mod lex;
 pub mod live;
 mod merge;
+mod mq;
 pub mod stab;
+pub mod u32_hash;
+mod u32_out;

@@ -20,6 +20,9 @@ pub(super) struct Flood {
     pub(super) flows: u16,
     pub(super) rate_bps: Option<f64>,
     pub(super) tos: u8,
+    /// Destination addresses: `n` consecutive ones from `first` (round robin, port
+    /// `BASE_PORT`), routed to C (see `scale.rs`); `None`: C's own address on `ports` ports.
+    pub(super) hosts: Option<(Ipv4Addr, u32)>,
 }
 
 /// Ethernet + IPv4 + UDP header bytes in front of a UDP payload.
@@ -53,16 +56,20 @@ pub(super) fn flood_here(f: &Flood, dst: Ipv4Addr, secs: f64) -> u64 {
     }
     const BATCH: usize = 32;
     let buf = vec![0x42u8; f.payload];
-    let addrs: Vec<libc::sockaddr_in> = (0..f.ports.max(1))
-        .map(|k| libc::sockaddr_in {
-            sin_family: libc::AF_INET as libc::sa_family_t,
-            sin_port: (BASE_PORT + k).to_be(),
-            sin_addr: libc::in_addr {
-                s_addr: u32::from(dst).to_be(),
-            },
-            sin_zero: [0; 8],
-        })
-        .collect();
+    let sockaddr = |ip: u32, port: u16| libc::sockaddr_in {
+        sin_family: libc::AF_INET as libc::sa_family_t,
+        sin_port: port.to_be(),
+        sin_addr: libc::in_addr { s_addr: ip.to_be() },
+        sin_zero: [0; 8],
+    };
+    let addrs: Vec<libc::sockaddr_in> = match f.hosts {
+        Some((first, n)) => (0..n.max(1))
+            .map(|k| sockaddr(u32::from(first).wrapping_add(k), BASE_PORT))
+            .collect(),
+        None => (0..f.ports.max(1))
+            .map(|k| sockaddr(u32::from(dst), BASE_PORT + k))
+            .collect(),
+    };
     let mut iov = libc::iovec {
         iov_base: buf.as_ptr() as *mut libc::c_void,
         iov_len: buf.len(),
@@ -219,5 +226,6 @@ pub(super) fn small_flood(ports: u16, flows: u16) -> Flood {
         flows,
         rate_bps: None,
         tos: 0,
+        hosts: None,
     }
 }

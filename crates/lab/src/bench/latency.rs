@@ -275,15 +275,27 @@ pub(super) fn probe_rtts(
     gap: Duration,
     secs: f64,
 ) -> anyhow::Result<Vec<f64>> {
+    Ok(probes(bed, tos, gap, secs, Duration::from_millis(500))?.1)
+}
+
+/// [`probe_rtts`] that also counts the probes sent: `(sent, RTTs in µs of those answered)`;
+/// a probe is given up after `wait`.
+pub(super) fn probes(
+    bed: &Hosts,
+    tos: u8,
+    gap: Duration,
+    secs: f64,
+    wait: Duration,
+) -> anyhow::Result<(u64, Vec<f64>)> {
     let c = bed.ns_c().to_string();
     let ip = bed.addr_c();
     let _echo = Responder::start(&c, SocketAddrV4::new(ip, 5203), None)?;
     let a = bed.ns_a().to_string();
-    let rtts = in_ns(&a, move || -> std::io::Result<Vec<f64>> {
+    let rtts = in_ns(&a, move || -> std::io::Result<(u64, Vec<f64>)> {
         let s = UdpSocket::bind("0.0.0.0:0")?;
         set_tos(&s, tos)?;
         s.connect(SocketAddrV4::new(ip, 5203))?;
-        s.set_read_timeout(Some(Duration::from_millis(500)))?;
+        s.set_read_timeout(Some(wait))?;
         let mut out = Vec::new();
         let mut buf = [0u8; 64];
         let t0 = Instant::now();
@@ -301,7 +313,7 @@ pub(super) fn probe_rtts(
             }
             std::thread::sleep(gap);
         }
-        Ok(out)
+        Ok((seq, out))
     })?;
     rtts.context("UDP probes A ↔ C")
 }

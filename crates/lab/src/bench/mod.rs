@@ -23,6 +23,7 @@ mod floor;
 mod latency;
 mod pacing;
 mod rates;
+mod scale;
 mod workers;
 
 use flood::REPEAT;
@@ -30,6 +31,8 @@ use latency::{priority, request_response, throughput};
 use pacing::pacing;
 use rates::{accuracy, classes, cpu_per_frame, forwarding, sfq_flood};
 use workers::{shared_parent, workers};
+
+pub use scale::scale_policy;
 
 /// The measurements, by the name `--only` takes.
 const SUITES: &[(&str, &str)] = &[
@@ -44,7 +47,11 @@ const SUITES: &[(&str, &str)] = &[
     ("cpu", "issue 14 targets: machine CPU per 60-byte frame against the kernel's HTB, 1 and 100 classes"),
     ("workers", "issue 14 §4: forwarding rate and CPU per frame with one and two datapath threads"),
     ("shared-parent", "issue 14 §4: the rate of a parent shared by classes on two workers"),
+    ("scale", "issue 35 §10: ISP scale, one class per subscriber: linkshare against the kernel's HTB from `export tc`"),
 ];
+
+/// Subscriber counts of `scale` when `--subscribers` is not given.
+pub const SCALE_DEFAULT: &[usize] = &[10_000, 100_000];
 
 /// What `linkshare lab bench` measures (the CLI's options, parsed).
 #[derive(Clone, Debug)]
@@ -52,12 +59,14 @@ pub struct BenchOptions {
     /// Seconds of traffic per figure
     pub seconds: f64,
     /// Run only these measurements (comma separated): throughput, rr, forwarding, classes, sfq,
-    /// accuracy, priority, pacing, cpu, workers, shared-parent
+    /// accuracy, priority, pacing, cpu, workers, shared-parent, scale
     pub only: Vec<String>,
     /// Also write every figure as JSON to this file
     pub json: Option<PathBuf>,
     /// Measure each packet-flood figure and each TCP goodput this many times and report the median
     pub repeat: usize,
+    /// Subscriber counts for `scale` (empty: [`SCALE_DEFAULT`])
+    pub subscribers: Vec<usize>,
 }
 
 /// The names `only` takes, each with its title.
@@ -94,6 +103,20 @@ pub fn run(args: &BenchOptions, mut emit: impl FnMut(&str)) -> anyhow::Result<()
         )));
     }
     REPEAT.store(args.repeat, std::sync::atomic::Ordering::Relaxed);
+    if let Some(n) = args
+        .subscribers
+        .iter()
+        .find(|n| !(1..=4_000_000).contains(*n))
+    {
+        return Err(crate::invalid(format!(
+            "--subscribers {n} is out of range: use 1 to 4000000"
+        )));
+    }
+    let sizes = if args.subscribers.is_empty() {
+        SCALE_DEFAULT.to_vec()
+    } else {
+        args.subscribers.clone()
+    };
     let want = |n: &str| args.only.is_empty() || args.only.iter().any(|o| o == n);
     let secs = args.seconds;
     let mut all = serde_json::Map::new();
@@ -119,6 +142,7 @@ pub fn run(args: &BenchOptions, mut emit: impl FnMut(&str)) -> anyhow::Result<()
             "pacing" => pacing(secs)?,
             "workers" => workers(secs)?,
             "shared-parent" => shared_parent(secs)?,
+            "scale" => scale::scale(secs, &sizes)?,
             _ => unreachable!("names checked above"),
         };
         out(name, title, t);

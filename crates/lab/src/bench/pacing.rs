@@ -110,6 +110,7 @@ pub(super) fn pacing(secs: f64) -> anyhow::Result<Table> {
                 flows: 1,
                 rate_bps: Some(rate_mbit as f64 * 1e6 * factor),
                 tos: 0,
+                hosts: None,
             },
             secs,
         )?;

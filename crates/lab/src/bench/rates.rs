@@ -197,6 +197,7 @@ pub(super) fn accuracy(secs: f64) -> anyhow::Result<Table> {
                 flows: 1,
                 rate_bps: Some(want * 1.3),
                 tos: 0,
+                hosts: None,
             };
             let policy = one_class(&format!("{rate_mbit}mbit"), PFIFO);
             let k = measure_flood(&bed(Via::Kernel, &policy)?, f(), secs)?;

@@ -78,6 +78,7 @@ pub(super) fn shared_parent(secs: f64) -> anyhow::Result<Table> {
             flows: FLOWS,
             rate_bps: Some(want * 1.6),
             tos: 0,
+            hosts: None,
         };
         let mut cells = vec![format!("{rate_mbit} Mbit/s")];
         for via in [

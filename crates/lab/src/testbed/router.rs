@@ -42,6 +42,8 @@ pub struct LinkshareRouter {
     pub extra_args: Vec<String>,
     child: Option<Child>,
     control: PathBuf,
+    /// How long `start` waits for the control socket (10 s; large policies take longer).
+    pub start_timeout: Duration,
 }
 
 impl LinkshareRouter {
@@ -52,7 +54,13 @@ impl LinkshareRouter {
             extra_args,
             child: None,
             control: PathBuf::new(),
+            start_timeout: Duration::from_secs(10),
         })
+    }
+
+    /// The control socket (once started).
+    pub fn control(&self) -> &Path {
+        &self.control
     }
 }
 
@@ -111,7 +119,12 @@ impl Router for LinkshareRouter {
         }
         let t0 = Instant::now();
         loop {
-            if self.control.exists() && linkshare_router::control::stat(&self.control).is_ok() {
+            // `hello`: the event loop answers; cheap at any policy size (a `stat` of 100,000
+            // classes may be refused for its size).
+            let hello = linkshare_router::control::proto::Request::Hello {};
+            if self.control.exists()
+                && linkshare_router::control::call(&self.control, &hello).is_ok()
+            {
                 return Ok(());
             }
             if let Some(ch) = self.child.as_mut() {
@@ -121,8 +134,11 @@ impl Router for LinkshareRouter {
                     bail!("`linkshare run` in the router namespace exited ({st}): {msg}");
                 }
             }
-            if t0.elapsed() > Duration::from_secs(10) || interrupted() {
-                bail!("`linkshare run` did not open its control socket within 10 s");
+            if t0.elapsed() > self.start_timeout || interrupted() {
+                bail!(
+                    "`linkshare run` did not open its control socket within {:.0} s",
+                    self.start_timeout.as_secs_f64()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }

@@ -4,8 +4,6 @@
 //! without interfaces, files or clock — which the tests and the `control` fuzz target drive
 //! through the same code path as the socket.
 
-use std::collections::HashMap;
-
 use linkshare_core::Time;
 
 use super::proto::{
@@ -38,7 +36,7 @@ pub fn answer(h: &mut dyn Handler, line: &str) -> Response {
 pub fn respond(h: &mut dyn Handler, req: Request) -> Response {
     match req {
         Request::Hello {} => Response::Hello(Hello::current()),
-        Request::Stat {} => Response::Stat(Box::new(h.snapshot())),
+        Request::Stat { select } => Response::Stat(Box::new(select.apply(&h.snapshot()))),
         Request::Policy { direction } => match h.policy(direction) {
             Ok(p) => Response::Policy(p),
             Err(e) => Response::Error(e),
@@ -111,7 +109,7 @@ impl Handler for Offline {
                     ..DirectionSnapshot::default()
                 };
                 if let Some(o) = &self.dirs[i] {
-                    stat::fill_sched(&mut d, &o.sched, &HashMap::new());
+                    stat::fill_sched(&mut d, &o.sched);
                 }
                 d
             })

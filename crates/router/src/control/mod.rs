@@ -6,7 +6,10 @@
 //! side is [`call`]. Wire format and an example session: docs/router.md, "Control protocol".
 
 pub mod dispatch;
+pub(crate) mod plane;
 pub mod proto;
+pub(crate) mod raw;
+pub mod select;
 pub mod server;
 pub mod snapshot;
 pub(crate) mod stat;
@@ -25,6 +28,7 @@ pub use proto::{
     Direction, Envelope, ErrorKind, ErrorReply, Hello, PolicySource, PolicyText, ReloadReport,
     Request, Response,
 };
+pub use select::{Select, TopBy};
 pub use server::{ControlStats, Server, MAX_REPLY, MAX_REQUEST};
 pub use snapshot::Snapshot;
 
@@ -47,6 +51,14 @@ impl Shaper {
                     reloads.push((direction.index(), id, source_of(source)));
                     continue;
                 }
+                // Answered by the stats plane (plane.rs), off the loop.
+                Ok(Request::Stat { select }) if self.plane.is_some() => {
+                    srv.defer(id);
+                    if let Some(p) = &self.plane {
+                        p.ask(id, select);
+                    }
+                    continue;
+                }
                 Ok(req) => respond(self, req),
                 Err(e) => Response::Error(e),
             };
@@ -56,6 +68,28 @@ impl Shaper {
         for (d, id, src) in reloads {
             self.start_reload(d, Asker::Client(id), src);
         }
+    }
+}
+
+impl Shaper {
+    /// The stats plane rang: write its replies to their clients, and copy the counters when it
+    /// asked (names with the first copy of each policy generation).
+    pub(crate) fn serve_plane(&mut self) {
+        let Some(p) = self.plane.take() else {
+            return;
+        };
+        let (replies, copy) = p.poll();
+        if let Some(srv) = self.control.as_mut() {
+            for r in replies {
+                srv.reply(r.id, &r.line, sys::monotonic_ns());
+            }
+        }
+        if copy {
+            let names = [0, 1].map(|d| self.copied_gens[d] != Some(self.dirs[d].gen));
+            p.send(self.stat_raw(names));
+            self.copied_gens = [Some(self.dirs[0].gen), Some(self.dirs[1].gen)];
+        }
+        self.plane = Some(p);
     }
 }
 
@@ -126,9 +160,43 @@ pub fn call_ok(control: &Path, req: &Request) -> anyhow::Result<Response> {
     }
 }
 
-/// The running shaper's snapshot (`stat`).
+/// The running shaper's snapshot (`stat`), every class: fetched page by page
+/// ([`select::MAX_PAGE`] classes per direction each) from one snapshot.
 pub fn stat(control: &Path) -> anyhow::Result<Snapshot> {
-    match call_ok(control, &Request::Stat {})? {
+    stat_select(control, &Select::default())
+}
+
+/// The classes `select` picks from the running shaper's snapshot; without a `limit` or `top`,
+/// every page of one snapshot (its `seq`), appended.
+pub fn stat_select(control: &Path, select: &Select) -> anyhow::Result<Snapshot> {
+    let fullest = |s: &Snapshot| s.directions.iter().map(|d| d.classes.len()).max();
+    let mut out = stat_page(control, select.clone())?;
+    if select.limit.is_some() || select.top.is_some() {
+        return Ok(out);
+    }
+    let mut offset = select.offset;
+    let mut got = fullest(&out).unwrap_or(0);
+    // A page is full (MAX_PAGE in some direction) until the last one.
+    while got >= select::MAX_PAGE {
+        offset += got;
+        let next = stat_page(
+            control,
+            Select {
+                offset,
+                seq: Some(out.seq),
+                ..select.clone()
+            },
+        )?;
+        got = fullest(&next).unwrap_or(0);
+        for (a, b) in out.directions.iter_mut().zip(next.directions) {
+            a.classes.extend(b.classes);
+        }
+    }
+    Ok(out)
+}
+
+fn stat_page(control: &Path, select: Select) -> anyhow::Result<Snapshot> {
+    match call_ok(control, &Request::Stat { select })? {
         Response::Stat(s) => Ok(*s),
         r => anyhow::bail!("the shaper answered `stat` with {}", reply_name(&r)),
     }

@@ -18,6 +18,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::select::Select;
 use super::snapshot::Snapshot;
 
 /// The protocol version this build speaks.
@@ -39,6 +40,8 @@ pub const FEATURES: &[&str] = &[
     // Drops by reason and ECN marks per class and per direction.
     "drops_by_reason",
     "ecn_marks",
+    // `stat` takes `select` (class, parent, top N by rate/drops/backlog, pages of a snapshot).
+    "stat_select",
 ];
 
 /// A message with its protocol version: `{"v": 1, …the message's fields…}`.
@@ -93,8 +96,13 @@ pub enum Request {
     /// The server's versions, requests, features and limits. (Variants without fields are
     /// written `{}` so that an unknown field is refused for them too.)
     Hello {},
-    /// The typed [`Snapshot`] of interfaces, directions and classes.
-    Stat {},
+    /// The typed [`Snapshot`] of interfaces, directions and classes; `select` picks the
+    /// classes (by name, parent, top N, page: control/select.rs), every class (first page)
+    /// when left out.
+    Stat {
+        #[serde(default, skip_serializing_if = "Select::is_all")]
+        select: Select,
+    },
     /// The policy a direction runs, as text.
     Policy {
         #[serde(default)]
@@ -151,19 +159,77 @@ pub struct PolicyText {
     pub path: Option<PathBuf>,
 }
 
-/// What a reload did (the `reloaded` reply; `Qdisc::adopt`'s report).
+/// What a reload did (the `reloaded` reply). A reload that an HTB can apply in place (new
+/// rates, bursts, quanta, FIFO limits, filters) touches only the classes in `changed`; any
+/// other installs a new tree that takes over the old one's state (`Qdisc::adopt`).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ReloadReport {
-    /// Classes present before and after (queue, counters and state kept).
-    pub kept: Vec<String>,
+    /// How many classes are present before and after and unchanged (queue, counters and state
+    /// kept).
+    pub kept: u64,
     pub added: Vec<String>,
     pub removed: Vec<String>,
+    /// Classes present before and after whose parameters or filters changed (their queue and
+    /// counters kept too), in class order.
+    #[serde(default)]
+    pub changed: Vec<String>,
+    /// Whether the change was applied to the running tree in place (no new tree built).
+    #[serde(default)]
+    pub in_place: bool,
     /// Queued packets moved into the new scheduler.
     pub moved_packets: u64,
     /// Of those, packets whose class was gone and that went through the new filters.
     pub reclassified: u64,
     /// Packets lost on the way (refused by the new scheduler or dropped by the old while draining).
     pub dropped_packets: u64,
+    /// The names of the classes kept, for combining several workers' reports; not sent.
+    #[serde(skip)]
+    pub kept_names: Vec<String>,
+}
+
+/// Names shown per list in [`ReloadReport::summary`].
+pub const SUMMARY_NAMES: usize = 5;
+
+impl ReloadReport {
+    /// One line for people: what changed, as counts with the first few names of each list
+    /// (never the classes kept), then the packets moved or lost, e.g.
+    /// `in place: 1 changed (c17); 0 added, 0 removed, 99999 kept unchanged`.
+    pub fn summary(&self) -> String {
+        fn list(what: &str, names: &[String]) -> String {
+            if names.is_empty() {
+                return format!("0 {what}");
+            }
+            let shown: Vec<&str> = names
+                .iter()
+                .take(SUMMARY_NAMES)
+                .map(String::as_str)
+                .collect();
+            let more = match names.len().saturating_sub(SUMMARY_NAMES) {
+                0 => String::new(),
+                n => format!(" and {n} more"),
+            };
+            format!("{} {what} ({}{more})", names.len(), shown.join(", "))
+        }
+        let mut s = format!(
+            "{}: {}; {}, {}, {} kept unchanged",
+            if self.in_place {
+                "in place"
+            } else {
+                "new tree"
+            },
+            list("changed", &self.changed),
+            list("added", &self.added),
+            list("removed", &self.removed),
+            self.kept
+        );
+        if !self.in_place {
+            s.push_str(&format!(
+                "; moved {} queued packets ({} classified again), dropped {}",
+                self.moved_packets, self.reclassified, self.dropped_packets
+            ));
+        }
+        s
+    }
 }
 
 /// What went wrong, for programs to match on.
@@ -186,6 +252,9 @@ pub enum ErrorKind {
     Io,
     /// The server cannot do this (e.g. read files, for a server without a file system).
     Unsupported,
+    /// A newer reload of the same direction came before this one was built; the newer one is
+    /// the one installed.
+    Superseded,
     /// A kind this build does not know (a newer server's).
     #[serde(other)]
     Other,

@@ -51,7 +51,9 @@ fn error_kind(r: &Response) -> Option<ErrorKind> {
 fn every_request_survives_the_wire() {
     let reqs = [
         Request::Hello {},
-        Request::Stat {},
+        Request::Stat {
+            select: Default::default(),
+        },
         Request::Policy {
             direction: Direction::Reverse,
         },
@@ -79,7 +81,12 @@ fn every_request_survives_the_wire() {
 #[test]
 fn the_wire_shape_is_the_documented_one() {
     // docs/router.md shows these lines.
-    assert_eq!(line(&Request::Stat {}), r#"{"v":1,"cmd":"stat"}"#);
+    assert_eq!(
+        line(&Request::Stat {
+            select: Default::default()
+        }),
+        r#"{"v":1,"cmd":"stat"}"#
+    );
     let reload = Request::Reload {
         direction: Direction::Reverse,
         source: PolicySource::File {
@@ -117,12 +124,14 @@ fn every_response_survives_the_wire() {
             path: Some("/etc/tree.toml".into()),
         }),
         Response::Reloaded(ReloadReport {
-            kept: vec!["root".into()],
+            kept: 1,
             added: vec!["x".into()],
             removed: vec![],
+            changed: vec!["y".into()],
             moved_packets: 3,
             reclassified: 1,
             dropped_packets: 0,
+            ..Default::default()
         }),
         Response::Error(ErrorReply {
             kind: ErrorKind::PolicyRejected,
@@ -259,7 +268,7 @@ fn a_reload_reports_kept_added_and_removed_classes() {
     };
     assert_eq!(r.added, ["b2"]);
     assert_eq!(r.removed, ["b1"]);
-    assert_eq!(r.kept.len(), 4, "{r:?}");
+    assert_eq!(r.kept, 4, "{r:?}");
     let Response::Policy(p) = answer(&mut o, r#"{"v":1,"cmd":"policy"}"#) else {
         panic!("no policy")
     };
@@ -307,4 +316,46 @@ fn the_client_refuses_a_reply_of_another_version() {
     // An error kind this build does not know still reads, as `other`.
     let r = parse_response(r#"{"v":1,"reply":"error","kind":"on_fire","message":"m"}"#);
     assert_eq!(error_kind(&r.expect("reads")), Some(ErrorKind::Other));
+}
+
+#[test]
+fn a_reload_summary_counts_and_names_the_first_few_never_the_kept() {
+    let names = |n: usize| (0..n).map(|i| format!("sub{i}")).collect::<Vec<_>>();
+    let r = ReloadReport {
+        kept: 99_990,
+        changed: names(1),
+        added: names(7),
+        in_place: true,
+        kept_names: names(3),
+        ..Default::default()
+    };
+    let s = r.summary();
+    assert!(s.starts_with("in place: 1 changed (sub0); "), "{s}");
+    assert!(
+        s.contains("7 added (sub0, sub1, sub2, sub3, sub4 and 2 more)"),
+        "{s}"
+    );
+    assert!(s.contains("0 removed, 99990 kept unchanged"), "{s}");
+    assert!(!s.contains("queued"), "{s}");
+    let rebuilt = ReloadReport {
+        removed: names(2),
+        moved_packets: 3,
+        dropped_packets: 1,
+        ..Default::default()
+    };
+    let s = rebuilt.summary();
+    assert!(
+        s.starts_with("new tree: 0 changed; 0 added, 2 removed (sub0, sub1)"),
+        "{s}"
+    );
+    assert!(
+        s.ends_with("moved 3 queued packets (0 classified again), dropped 1"),
+        "{s}"
+    );
+    // The names kept stay off the wire.
+    let line = serde_json::to_string(&r).unwrap();
+    assert!(
+        !line.contains("kept_names") && line.contains("\"kept\":99990"),
+        "{line}"
+    );
 }

@@ -56,6 +56,10 @@ pub struct Snapshot {
     /// With `--workers N`: one row per datapath thread (empty with one).
     #[serde(default)]
     pub workers: Vec<WorkerSnapshot>,
+    /// Which copy of the counters this is (the stats plane numbers them, control/plane.rs):
+    /// a paged `stat` asks for the pages of one `seq`.
+    #[serde(default)]
+    pub seq: u64,
 }
 
 /// One datapath thread of `--workers N`: what it received and scheduled, and what it passed
@@ -164,6 +168,9 @@ pub struct DirectionSnapshot {
     pub qdisc: Option<QdiscSnapshot>,
     pub classes: Vec<ClassSnapshot>,
     pub emulate: Option<EmulateSnapshot>,
+    /// Classes of the direction before a `stat` selection (control/select.rs) picked `classes`.
+    #[serde(default)]
+    pub class_count: u64,
 }
 
 /// The scheduler's own counters (`QdiscStats`).
@@ -241,7 +248,56 @@ pub struct PathDelaySnapshot {
     pub delay_ns: u64,
 }
 
+impl Snapshot {
+    /// Everything but the directions' class rows (which a selection or the stats plane fills).
+    pub fn clone_without_classes(&self) -> Snapshot {
+        Snapshot {
+            uptime_s: self.uptime_s,
+            policy: self.policy.clone(),
+            kind: self.kind.clone(),
+            lateness_us: self.lateness_us,
+            lateness_ns: self.lateness_ns,
+            interfaces: self.interfaces.clone(),
+            control: self.control,
+            directions: self
+                .directions
+                .iter()
+                .map(DirectionSnapshot::clone_without_classes)
+                .collect(),
+            lateness_hist: self.lateness_hist.clone(),
+            reloads: self.reloads,
+            early_wake_ns: self.early_wake_ns,
+            early_wake_learnt: self.early_wake_learnt,
+            timer_wake_ns: self.timer_wake_ns,
+            catch_up_turns: self.catch_up_turns,
+            rx_coalesced: self.rx_coalesced,
+            workers: self.workers.clone(),
+            seq: self.seq,
+        }
+    }
+}
+
 impl DirectionSnapshot {
+    /// The direction without its class rows.
+    pub fn clone_without_classes(&self) -> DirectionSnapshot {
+        DirectionSnapshot {
+            from: self.from.clone(),
+            to: self.to.clone(),
+            shaped: self.shaped,
+            device_buffer_bytes: self.device_buffer_bytes,
+            line_bps: self.line_bps,
+            drain_bps: self.drain_bps,
+            policy: self.policy.clone(),
+            kind: self.kind.clone(),
+            backlog_packets: self.backlog_packets,
+            backlog_bytes: self.backlog_bytes,
+            qdisc: self.qdisc.clone(),
+            classes: Vec::new(),
+            emulate: self.emulate.clone(),
+            class_count: self.class_count,
+        }
+    }
+
     /// Each class's depth in the tree (roots 0), in row order, from the `parent` names. A
     /// parent missing from the rows counts as a root; a cycle cannot hang (depth is bounded by
     /// the number of rows).

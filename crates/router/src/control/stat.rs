@@ -6,13 +6,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use linkshare_core::qdisc::{ClassView, DropCounts};
+use linkshare_core::qdisc::DropCounts;
 
+use super::raw::{self, Namer, Raw, RawDir};
 use crate::control::snapshot::{
     finite, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot, LatenessHist,
     LatenessNs, LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
 };
-use crate::{Hist, Live, Sched, Shaper};
+use crate::{Hist, Sched, Shaper};
 
 /// Bounds of the lateness histogram's buckets: 1 µs to 50 ms, 1-2-5 steps.
 const LATENESS_BOUNDS_NS: [u64; 14] = [
@@ -21,57 +22,28 @@ const LATENESS_BOUNDS_NS: [u64; 14] = [
 ];
 
 /// Packets per drop reason, by the reason's name (reasons that never happened left out).
-fn by_reason(dc: &DropCounts) -> BTreeMap<String, u64> {
+pub(crate) fn by_reason(dc: &DropCounts) -> BTreeMap<String, u64> {
     dc.iter()
         .filter(|(_, c)| c.packets > 0)
         .map(|(r, c)| (r.name().to_string(), c.packets))
         .collect()
 }
 
-/// One row per class of `s`, in visiting order, with live rates from `live`.
-pub(crate) fn classes(s: &Sched, live: &HashMap<String, Live>) -> Vec<ClassSnapshot> {
-    // Parent ids are class ids: index the names by id, not by visiting position.
-    let mut names: HashMap<u32, String> = HashMap::new();
-    s.qr().visit_classes(&mut |c: &ClassView<'_>| {
-        names.insert(c.id, c.name.to_string());
-    });
-    let mut rows = Vec::new();
-    s.qr().visit_classes(&mut |c: &ClassView<'_>| {
-        let l = live.get(c.name).copied().unwrap_or_default();
-        rows.push(ClassSnapshot {
-            name: c.name.to_string(),
-            id: c.id,
-            parent: c.parent.and_then(|p| names.get(&p).cloned()),
-            parent_id: c.parent,
-            leaf: c.is_leaf,
-            level: c.level,
-            rate_bps: c.rate.bits_per_sec(),
-            ceil_bps: c.ceil.bits_per_sec(),
-            prio: c.prio,
-            mode: c.mode.name().to_string(),
-            live_rate_bps: finite(l.bps),
-            live_pps: finite(l.pps),
-            sent_bytes: c.stats.sent.bytes,
-            sent_packets: c.stats.sent.packets,
-            drops: c.stats.drops,
-            drops_by_reason: by_reason(&c.leaf_drops),
-            marked: c.stats.marked,
-            overlimits: c.stats.overlimits,
-            lended: c.stats.lends,
-            borrowed: c.stats.borrows,
-            giants: c.stats.giants,
-            backlog_packets: c.backlog.packets,
-            backlog_bytes: c.backlog.bytes,
-            tokens: c.tokens,
-            ctokens: c.ctokens,
-            avgidle_ns: c.avgidle_ns,
-        });
-    });
-    rows
+/// One row per class of `s`, in visiting order (copied, then named: raw.rs). Live rates are 0:
+/// they come from successive snapshots ([`super::raw::Rates`]).
+pub(crate) fn classes(s: &Sched) -> Vec<ClassSnapshot> {
+    Namer::default().rows(raw::copy(s, 0, true))
 }
 
 /// The scheduler's part of a direction: its kind, counters, backlog and classes.
-pub(crate) fn fill_sched(d: &mut DirectionSnapshot, s: &Sched, live: &HashMap<String, Live>) {
+pub(crate) fn fill_sched(d: &mut DirectionSnapshot, s: &Sched) {
+    fill_qdisc(d, s);
+    d.classes = classes(s);
+    d.class_count = d.classes.len() as u64;
+}
+
+/// The scheduler's part of a direction but its classes.
+fn fill_qdisc(d: &mut DirectionSnapshot, s: &Sched) {
     let st = s.qr().stats();
     d.shaped = true;
     d.kind = Some(s.qr().kind().to_string());
@@ -91,7 +63,6 @@ pub(crate) fn fill_sched(d: &mut DirectionSnapshot, s: &Sched, live: &HashMap<St
         backlog_packets: st.backlog.packets,
         backlog_bytes: st.backlog.bytes,
     });
-    d.classes = classes(s, live);
 }
 
 /// The quantiles of histogram `h`, in ns.
@@ -123,8 +94,38 @@ pub(crate) fn fill_lateness(s: &mut Snapshot, h: &Hist) {
 }
 
 impl Shaper {
-    /// The `stat` reply.
+    /// The `stat` reply, every class in it (built here: the workers' and in-process callers';
+    /// the single shaper's readers go through the stats plane, [`Shaper::stat_raw`]).
     pub fn stat(&mut self) -> Snapshot {
+        let mut snap = self.stat_frame();
+        for (i, d) in self.dirs.iter().enumerate() {
+            if let (Some(s), Some(out)) = (&d.sched, snap.directions.get_mut(i)) {
+                out.classes = classes(s);
+                out.class_count = out.classes.len() as u64;
+            }
+        }
+        snap
+    }
+
+    /// The datapath's part of a snapshot for the stats plane: everything but the class rows,
+    /// and each direction's classes as numbers (raw.rs), with names when `names[d]`.
+    pub(crate) fn stat_raw(&mut self, names: [bool; 2]) -> Raw {
+        let snap = self.stat_frame();
+        let dirs = [0, 1].map(|i| {
+            let d = &self.dirs[i];
+            match &d.sched {
+                Some(s) => raw::copy(s, d.gen, names[i]),
+                None => RawDir {
+                    gen: d.gen,
+                    ..RawDir::default()
+                },
+            }
+        });
+        Raw { snap, dirs }
+    }
+
+    /// The snapshot without class rows: interfaces, directions' counters, lateness.
+    fn stat_frame(&mut self) -> Snapshot {
         self.refresh_ports();
         let interfaces = (0..2)
             .map(|i| {
@@ -213,7 +214,7 @@ impl Shaper {
             ..DirectionSnapshot::default()
         };
         if let Some(s) = &d.sched {
-            fill_sched(&mut out, s, &d.live);
+            fill_qdisc(&mut out, s);
         }
         out
     }
@@ -254,7 +255,7 @@ rate = "5mbit"
             Ok(x) => x,
             Err(d) => panic!("{d}"),
         };
-        let rows = classes(&s, &HashMap::new());
+        let rows = classes(&s);
         let row = |n: &str| {
             rows.iter()
                 .find(|r| r.name == n)

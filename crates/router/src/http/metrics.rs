@@ -1,10 +1,15 @@
 //! `/metrics`: the shaper's [`Snapshot`] rendered as OpenMetrics text (OpenMetrics 1.0; the
 //! `prometheus-client` crate's encoder), or as Prometheus text format 0.0.4 for scrapers that do
-//! not ask for OpenMetrics. Rendering only: the state is computed once, by `stat.rs`, for `stat`,
-//! the metrics and the dashboard alike.
+//! not ask for OpenMetrics. Rendering only: the state is computed once, by the stats plane
+//! (control/plane.rs), for `stat`, the metrics and the dashboard alike.
+//!
+//! Cardinality: a scrape carries every class's series up to [`DEFAULT_MAX_CLASS_SERIES`]
+//! classes, and beyond that only the inner classes' (each its subtree's aggregate) and the
+//! per-parent sums (`linkshare_parent_*{parent}`); `?classes=all`, `?classes=parents` and
+//! `?top=N&by=rate|drops|backlog` (the inner classes and the first N leaves) choose otherwise.
 //!
 //! Naming follows Prometheus' conventions (base units, `_total` on counters, the unit in the
-//! name): `linkshare_class_sent_bytes_total{dev,class,parent}` and so on; `dev` is the interface
+//! name): `linkshare_class_sent_bytes_total{dev,direction,class,parent}` and so on; `dev` is the interface
 //! a direction sends on (as in `tc -s class show dev DEV`). Rates are in bytes per second (the
 //! base unit; the policy's bit/s divided by 8). Label values are escaped as the
 //! exposition formats require (`\\`, `\"`, `\n`), since class names come from the policy.
@@ -20,8 +25,78 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::{MetricType, TypedMetric};
 use prometheus_client::registry::{Registry, Unit};
 
+use std::sync::Arc;
+
 use super::{Request, Route};
-use crate::control::snapshot::Snapshot;
+use crate::control::select::{top, TopBy};
+use crate::control::snapshot::{ClassSnapshot, Snapshot};
+
+/// Above this many classes in a direction, a scrape carries per-class series only for inner
+/// classes (the per-parent aggregates) unless it asks for them (`?classes=all` or `?top=N`).
+pub const DEFAULT_MAX_CLASS_SERIES: usize = 10_000;
+
+/// About how many bytes of series one class adds to a scrape (13 series of ~120 bytes).
+const BYTES_PER_CLASS: usize = 1600;
+
+/// Which classes' series a scrape carries (Prometheus exporters' cardinality controls).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClassSeries {
+    /// Every class.
+    All,
+    /// Inner classes, and the first N leaves by `TopBy`.
+    Top(usize, TopBy),
+    /// Inner classes only: each is its subtree's aggregate (sent bytes and packets, backlog),
+    /// and `linkshare_parent_*` sums its children's drops.
+    Parents,
+}
+
+impl ClassSeries {
+    /// From a scrape's query (`classes=all|parents`, `top=N`, `by=rate|drops|backlog`); the
+    /// default is every class up to [`DEFAULT_MAX_CLASS_SERIES`] per direction, else parents.
+    pub fn from_request(req: &Request, s: &Snapshot) -> Result<ClassSeries, String> {
+        let by = match req.param("by") {
+            None => TopBy::Rate,
+            Some(b) => {
+                TopBy::parse(&b).ok_or_else(|| format!("by={b}: use rate, drops or backlog"))?
+            }
+        };
+        if let Some(n) = req.param("top") {
+            let n = n
+                .parse()
+                .map_err(|_| format!("top={n}: a number of classes"))?;
+            return Ok(ClassSeries::Top(n, by));
+        }
+        match req.param("classes").as_deref() {
+            Some("all") => Ok(ClassSeries::All),
+            Some("parents") | Some("none") => Ok(ClassSeries::Parents),
+            Some(o) => Err(format!("classes={o}: use all or parents")),
+            None => Ok(ClassSeries::default_for(s)),
+        }
+    }
+
+    /// The default for a snapshot of this size.
+    pub fn default_for(s: &Snapshot) -> ClassSeries {
+        let most = s.directions.iter().map(|d| d.classes.len()).max();
+        if most.unwrap_or(0) > DEFAULT_MAX_CLASS_SERIES {
+            ClassSeries::Parents
+        } else {
+            ClassSeries::All
+        }
+    }
+
+    /// The rows of `classes` it keeps.
+    fn pick<'a>(&self, classes: &'a [ClassSnapshot]) -> Vec<&'a ClassSnapshot> {
+        let inner = classes.iter().filter(|c| !c.leaf);
+        match *self {
+            ClassSeries::All => classes.iter().collect(),
+            ClassSeries::Parents => inner.collect(),
+            ClassSeries::Top(n, by) => {
+                let leaves: Vec<&ClassSnapshot> = classes.iter().filter(|c| c.leaf).collect();
+                inner.chain(top(leaves, n, by)).collect()
+            }
+        }
+    }
+}
 
 /// Content types of the two formats.
 pub const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -113,7 +188,7 @@ fn i(v: u64) -> i64 {
 }
 
 /// Build the registry of `s`'s metrics.
-pub fn registry(s: &Snapshot) -> Registry {
+pub fn registry(s: &Snapshot, which: ClassSeries) -> Registry {
     let mut r = Registry::with_prefix("linkshare");
     let bps = || Unit::Other("bytes_per_second".to_string());
     let sent_b = counter(
@@ -252,11 +327,42 @@ pub fn registry(s: &Snapshot) -> Registry {
     );
     up.get_or_create(&Vec::new()).set(s.uptime_s);
 
-    for d in &s.directions {
+    let p_drops = counter(
+        &mut r,
+        "parent_drops",
+        "Packets dropped by the queues of the parent's children",
+        None,
+    );
+    let p_children = gauge(
+        &mut r,
+        "parent_children",
+        "Classes directly under the parent",
+        None,
+    );
+    for (di, d) in s.directions.iter().enumerate() {
         let dev = lv(&d.to);
+        let direction = lv(if di == 0 { "forward" } else { "reverse" });
+        let mut parents: std::collections::HashMap<&str, (u64, i64)> = Default::default();
         for c in &d.classes {
+            if let Some(p) = &c.parent {
+                let e = parents.entry(p.as_str()).or_default();
+                e.0 += c.drops;
+                e.1 += 1;
+            }
+        }
+        for (p, (dr, n)) in parents {
             let l: Labels = vec![
                 ("dev", dev.clone()),
+                ("direction", direction.clone()),
+                ("parent", lv(p)),
+            ];
+            p_drops.get_or_create(&l).inc_by(dr);
+            p_children.get_or_create(&l).set(n);
+        }
+        for c in which.pick(&d.classes) {
+            let l: Labels = vec![
+                ("dev", dev.clone()),
+                ("direction", direction.clone()),
                 ("class", lv(&c.name)),
                 ("parent", lv(c.parent.as_deref().unwrap_or(""))),
             ];
@@ -340,18 +446,28 @@ fn lateness(s: &Snapshot) -> FixedHistogram {
     }
 }
 
-/// OpenMetrics text of `s` (ends with `# EOF`).
+/// OpenMetrics text of `s` (ends with `# EOF`), with the default class series.
 pub fn openmetrics(s: &Snapshot) -> String {
+    openmetrics_of(s, ClassSeries::default_for(s))
+}
+
+/// OpenMetrics text of `s` with the series of `which` classes.
+pub fn openmetrics_of(s: &Snapshot, which: ClassSeries) -> String {
     let mut out = String::new();
     // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, &registry(s));
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry(s, which));
     out
 }
 
-/// The same metrics in Prometheus text format 0.0.4: no `# UNIT` or `# EOF` lines, and a
-/// counter's `# HELP`/`# TYPE` name its samples' `_total` name.
+/// The same metrics in Prometheus text format 0.0.4, with the default class series.
 pub fn text_004(s: &Snapshot) -> String {
-    let om = openmetrics(s);
+    text_004_of(s, ClassSeries::default_for(s))
+}
+
+/// Prometheus text format 0.0.4: no `# UNIT` or `# EOF` lines, and a counter's
+/// `# HELP`/`# TYPE` name its samples' `_total` name.
+pub fn text_004_of(s: &Snapshot, which: ClassSeries) -> String {
+    let om = openmetrics_of(s, which);
     let mut counters = std::collections::HashSet::new();
     for l in om.lines() {
         if let Some(rest) = l.strip_prefix("# TYPE ") {
@@ -383,16 +499,32 @@ pub fn text_004(s: &Snapshot) -> String {
     out
 }
 
-/// Answer `/metrics` (OpenMetrics when the scraper accepts it, else text 0.0.4) and 404 others.
-pub fn route(req: &Request, snap: &mut dyn FnMut() -> Snapshot) -> Route {
+/// Answer `/metrics` (OpenMetrics when the scraper accepts it, else text 0.0.4; the class
+/// series the query asks for, [`ClassSeries`]) and 404 others.
+pub fn route(req: &Request, snap: &mut dyn FnMut() -> Arc<Snapshot>) -> Route {
     if req.path != "/metrics" {
         return Route::text(404, "not found: the metrics are at /metrics\n");
     }
     let s = snap();
+    let which = match ClassSeries::from_request(req, &s) {
+        Ok(w) => w,
+        Err(e) => return Route::text(400, &format!("{e}\n")),
+    };
+    // Refused before rendering what could not be sent (each class: ~13 series of ~120 bytes).
+    let rows: usize = s.directions.iter().map(|d| d.classes.len()).sum();
+    if which == ClassSeries::All && rows.saturating_mul(BYTES_PER_CLASS) > super::MAX_BODY {
+        let msg = format!(
+            "classes=all: {rows} classes make about {} MB of series, more than a response \
+             holds ({} MiB); ask for ?top=N or ?classes=parents\n",
+            rows * BYTES_PER_CLASS / 1_000_000,
+            super::MAX_BODY >> 20
+        );
+        return Route::text(400, &msg);
+    }
     if req.accept.contains("application/openmetrics-text") {
-        Route::ok(OPENMETRICS, openmetrics(&s).into_bytes())
+        Route::ok(OPENMETRICS, openmetrics_of(&s, which).into_bytes())
     } else {
-        Route::ok(TEXT_004, text_004(&s).into_bytes())
+        Route::ok(TEXT_004, text_004_of(&s, which).into_bytes())
     }
 }
 

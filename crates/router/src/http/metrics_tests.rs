@@ -151,11 +151,12 @@ fn routes_by_path_and_accept() {
         method: "GET".into(),
         path: path.into(),
         accept: accept.into(),
+        query: String::new(),
     };
     let mut calls = 0;
     let mut s = || {
         calls += 1;
-        snap()
+        std::sync::Arc::new(snap())
     };
     assert_eq!(route(&req("/", ""), &mut s).status, 404);
     let om = route(

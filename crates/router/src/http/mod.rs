@@ -55,6 +55,40 @@ pub struct Request {
     pub path: String,
     /// The `Accept` header, lower-cased (empty when absent).
     pub accept: String,
+    /// The query string after `?` (empty when absent), as sent.
+    pub query: String,
+}
+
+impl Request {
+    /// The value of query parameter `key` (`a=1&b=2`; `+` and `%XX` decoded), if present.
+    pub fn param(&self, key: &str) -> Option<String> {
+        self.query
+            .split('&')
+            .filter_map(|kv| kv.split_once('=').or(Some((kv, ""))))
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| decode(v))
+    }
+}
+
+/// `+` as a space and `%XX` as its byte (application/x-www-form-urlencoded); a bad escape is
+/// kept as it is.
+fn decode(v: &str) -> String {
+    let b = v.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |j: usize| b.get(j).and_then(|c| (*c as char).to_digit(16));
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if hex(i + 1).is_some() && hex(i + 2).is_some() => {
+                out.push((hex(i + 1).unwrap_or(0) * 16 + hex(i + 2).unwrap_or(0)) as u8);
+                i += 2;
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A response to queue: status, content type and body.
@@ -364,7 +398,8 @@ fn parse_head(buf: &[u8]) -> Head {
     if !version.starts_with("HTTP/1.") || method.is_empty() || !target.starts_with('/') {
         return Head::Bad;
     }
-    let path = target.split('?').next().unwrap_or(target).to_string();
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
+    let (path, query) = (path.to_string(), query.to_string());
     let accept = lines
         .filter_map(|l| l.split_once(':'))
         .find(|(k, _)| k.trim().eq_ignore_ascii_case("accept"))
@@ -374,6 +409,7 @@ fn parse_head(buf: &[u8]) -> Head {
         method: method.to_string(),
         path,
         accept,
+        query,
     })
 }
 
@@ -461,18 +497,6 @@ pub fn announce(h: &Http, what: &str, path: &str) {
             "linkshare: warning: {what} bound to {addr}, not loopback: anyone who reaches it \
              sees the class names and counters"
         );
-    }
-}
-
-impl crate::Shaper {
-    /// One turn of the metrics endpoint. Never blocks.
-    pub(crate) fn serve_http(&mut self) {
-        let Some(mut h) = self.http.take() else {
-            return;
-        };
-        let now = sys::monotonic_ns();
-        h.serve(now, &mut |req| metrics::route(req, &mut || self.stat()));
-        self.http = Some(h);
     }
 }
 

@@ -174,7 +174,9 @@ pub fn serve(frames: &[Snapshot], addr: SocketAddr, speed: f64) -> anyhow::Resul
         let now = sys::monotonic_ns();
         let i = (now.saturating_sub(start) / step_ns.max(1)) as usize % frames.len();
         let before = h.streams();
-        h.serve(now, &mut |req| web::route(req, &mut || frames[i].clone()));
+        h.serve(now, &mut |req| {
+            web::route(req, &mut || std::sync::Arc::new(frames[i].clone()))
+        });
         if h.streams() > before
             || (h.streams() > 0 && now.saturating_sub(h.last_event_ns) >= step_ns)
         {

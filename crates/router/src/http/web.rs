@@ -7,9 +7,61 @@
 //! The streams are the HTTP server's (http/mod.rs): non-blocking, and dropped when a reader
 //! falls more than `MAX_STREAM_PENDING` bytes behind.
 
+use std::sync::Arc;
+
 use super::{Request, Route};
+use crate::control::select::{Select, TopBy};
 use crate::control::snapshot::Snapshot;
 use crate::sys;
+
+/// Above this many classes in a direction, the page and the events carry the inner classes and
+/// the [`EVENT_TOP`] busiest leaves (`/snapshot.json?…` selects any others, server-side).
+pub const EVENT_MAX_CLASSES: usize = 2_000;
+/// Leaves by live rate in a trimmed event.
+pub const EVENT_TOP: usize = 200;
+
+/// What the page and the events show of `s`: all of it when small, else the inner classes and
+/// the busiest leaves (each direction's `class_count` says how many there are).
+pub fn shown(s: &Snapshot) -> Snapshot {
+    if s.directions
+        .iter()
+        .all(|d| d.classes.len() <= EVENT_MAX_CLASSES)
+    {
+        return s.clone();
+    }
+    let mut out = s.clone_without_classes();
+    for (o, d) in out.directions.iter_mut().zip(&s.directions) {
+        let leaves = d.classes.iter().filter(|c| c.leaf).collect();
+        let busy = crate::control::select::top(leaves, EVENT_TOP, TopBy::Rate);
+        o.classes = d.classes.iter().filter(|c| !c.leaf).cloned().collect();
+        o.classes.extend(busy.into_iter().cloned());
+        o.class_count = d.classes.len() as u64;
+    }
+    out
+}
+
+/// The selection a `/snapshot.json` query asks for (`class`, `parent`, `top`, `by`, `offset`,
+/// `limit`, as `stat`'s).
+pub fn select_of(req: &Request) -> Result<Select, String> {
+    let num = |k: &str| -> Result<Option<usize>, String> {
+        req.param(k)
+            .map(|v| v.parse().map_err(|_| format!("{k}={v}: a number")))
+            .transpose()
+    };
+    let by = match req.param("by") {
+        None => TopBy::Rate,
+        Some(b) => TopBy::parse(&b).ok_or_else(|| format!("by={b}: rate, drops or backlog"))?,
+    };
+    Ok(Select {
+        class: req.param("class").filter(|c| !c.is_empty()),
+        parent: req.param("parent").filter(|c| !c.is_empty()),
+        top: num("top")?,
+        by,
+        offset: num("offset")?.unwrap_or(0),
+        limit: num("limit")?,
+        seq: None,
+    })
+}
 
 /// The page.
 pub const PAGE: &str = include_str!("dashboard.html");
@@ -31,13 +83,19 @@ pub fn page(s: &Snapshot) -> String {
 }
 
 /// Route the dashboard's paths.
-pub fn route(req: &Request, snap: &mut dyn FnMut() -> Snapshot) -> Route {
+pub fn route(req: &Request, snap: &mut dyn FnMut() -> Arc<Snapshot>) -> Route {
     match req.path.as_str() {
-        "/" | "/index.html" => Route::ok("text/html; charset=utf-8", page(&snap()).into_bytes()),
-        "/snapshot.json" => {
-            let body = serde_json::to_vec(&snap()).unwrap_or_default();
-            Route::ok("application/json", body)
-        }
+        "/" | "/index.html" => Route::ok(
+            "text/html; charset=utf-8",
+            page(&shown(&snap())).into_bytes(),
+        ),
+        "/snapshot.json" => match select_of(req) {
+            Ok(q) => {
+                let body = serde_json::to_vec(&q.apply(&snap())).unwrap_or_default();
+                Route::ok("application/json", body)
+            }
+            Err(e) => Route::text(400, &format!("{e}\n")),
+        },
         // The first event follows in the same turn (`serve_web`).
         "/events" => Route {
             stream: true,
@@ -51,25 +109,14 @@ pub fn route(req: &Request, snap: &mut dyn FnMut() -> Snapshot) -> Route {
 /// second, and at once when a stream has just opened (so a page fills without waiting). Never
 /// blocks. `snap` gives the snapshot (the shaper's `stat`, or the control thread's latest
 /// merged one with `--workers N`).
-pub(crate) fn serve_turn(h: &mut super::Http, snap: &mut dyn FnMut() -> Snapshot) {
+pub(crate) fn serve_turn(h: &mut super::Http, snap: &mut dyn FnMut() -> Arc<Snapshot>) {
     let now = sys::monotonic_ns();
     let before = h.streams();
     h.serve(now, &mut |req| route(req, &mut *snap));
     let opened = h.streams() > before;
     if opened || (h.streams() > 0 && now.saturating_sub(h.last_event_ns) >= EVENT_NS) {
-        let ev = event(&snap());
+        let ev = event(&shown(&snap()));
         h.broadcast(&ev, now);
-    }
-}
-
-impl crate::Shaper {
-    /// One turn of the dashboard ([`serve_turn`] over the shaper's `stat`).
-    pub(crate) fn serve_web(&mut self) {
-        let Some(mut h) = self.web.take() else {
-            return;
-        };
-        serve_turn(&mut h, &mut || self.stat());
-        self.web = Some(h);
     }
 }
 
@@ -83,12 +130,13 @@ mod tests {
             method: "GET".into(),
             path: path.into(),
             accept: String::new(),
+            query: String::new(),
         }
     }
 
     #[test]
     fn page_is_self_contained() {
-        let r = route(&req("/"), &mut Snapshot::default);
+        let r = route(&req("/"), &mut Default::default);
         assert_eq!((r.status, r.stream), (200, false));
         let page = String::from_utf8(r.body).expect("utf-8");
         assert!(
@@ -149,8 +197,8 @@ mod tests {
         let json = e.trim_end().split_once("data: ").map(|x| x.1).unwrap_or("");
         let back: Snapshot = serde_json::from_str(json).expect("the event's JSON parses");
         assert_eq!(back, s);
-        let r = route(&req("/events"), &mut || s.clone());
+        let r = route(&req("/events"), &mut || Arc::new(s.clone()));
         assert!(r.stream && r.content_type == "text/event-stream");
-        assert_eq!(route(&req("/x"), &mut Snapshot::default).status, 404);
+        assert_eq!(route(&req("/x"), &mut Default::default).status, 404);
     }
 }

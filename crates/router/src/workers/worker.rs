@@ -301,7 +301,8 @@ impl Shaper {
     /// A reload's shard for this worker: adopt the running one's state, steer by the new tree.
     fn install_shard(&mut self, i: Install) {
         let now = self.now();
-        let report = self.dirs[i.dir].install(
+        // The shard replaced is freed here (workers do not patch in place: docs/router.md).
+        let (report, _old) = self.dirs[i.dir].install(
             Sched::Shard(Box::new(i.shard)),
             i.link,
             (i.text, i.origin),

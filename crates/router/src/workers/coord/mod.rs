@@ -70,7 +70,7 @@ impl Handle {
 struct Gather {
     seq: u64,
     parts: Vec<Part>,
-    waiting: Vec<u64>,
+    waiting: Vec<(u64, crate::control::Select)>,
 }
 
 struct Coord {
@@ -99,6 +99,8 @@ struct Coord {
     web: Option<Http>,
     /// The last merged snapshot, and when its gathering started.
     latest: Snapshot,
+    /// Live rates of the merged snapshots (control/raw.rs).
+    rates: crate::control::raw::Rates,
     gathered: Option<Instant>,
 }
 
@@ -130,7 +132,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     // Signals are blocked here, before any worker starts, so that every thread inherits the
     // mask and only this thread's signalfd hears them.
     let sig = sys::signalfd_term_hup()?;
-    let builder = Builder::start().context("cannot start the policy builder thread")?;
+    let builder = Builder::start(false).context("cannot start the policy builder thread")?;
     let wake = Arc::new(sys::eventfd()?);
     let (reply_tx, replies) = channel::<Reply>();
     let mut inboxes = Vec::new();
@@ -240,6 +242,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         http: None,
         web: None,
         latest: Snapshot::default(),
+        rates: Default::default(),
         gathered: None,
     };
     let io = match c.wait_started() {
@@ -399,13 +402,13 @@ impl Coord {
         if let Some(h) = self.http.as_mut() {
             if ready.iter().any(|t| *t == T_HTTP || *t == T_HTTP_CLIENT) || h.due(now) {
                 h.serve(now, &mut |req| {
-                    crate::http::metrics::route(req, &mut || latest.clone())
+                    crate::http::metrics::route(req, &mut || std::sync::Arc::new(latest.clone()))
                 });
             }
         }
         if let Some(h) = self.web.as_mut() {
             if ready.iter().any(|t| *t == T_WEB || *t == T_WEB_CLIENT) || h.due(now) {
-                crate::http::web::serve_turn(h, &mut || latest.clone());
+                crate::http::web::serve_turn(h, &mut || std::sync::Arc::new(latest.clone()));
             }
         }
     }
@@ -432,9 +435,9 @@ impl Coord {
         for (id, line) in reqs {
             let resp = match proto::parse_request(&line) {
                 Ok(Request::Hello {}) => Response::Hello(Hello::current()),
-                Ok(Request::Stat {}) => {
+                Ok(Request::Stat { select }) => {
                     srv.defer(id);
-                    self.want_stat(id);
+                    self.want_stat(id, select);
                     continue;
                 }
                 Ok(Request::Policy { direction }) => {
@@ -466,16 +469,16 @@ impl Coord {
     }
 
     /// A client waits for a `stat`: join the one being gathered, or start one.
-    fn want_stat(&mut self, id: u64) {
+    fn want_stat(&mut self, id: u64, select: crate::control::Select) {
         if let Some(g) = &mut self.gather {
-            g.waiting.push(id);
+            g.waiting.push((id, select));
             return;
         }
-        self.start_gather(vec![id]);
+        self.start_gather(vec![(id, select)]);
     }
 
     /// Ask every worker for its snapshot; `waiting` are the clients to answer with the merge.
-    fn start_gather(&mut self, waiting: Vec<u64>) {
+    fn start_gather(&mut self, waiting: Vec<(u64, crate::control::Select)>) {
         self.seq += 1;
         let seq = self.seq;
         self.gather = Some(Gather {
@@ -525,13 +528,15 @@ impl Coord {
         snap.reloads = self.reloads;
         snap.policy = self.paths[0].as_ref().map(|p| p.display().to_string());
         snap.kind = snap.directions.first().and_then(|d| d.kind.clone());
-        let line = Response::Stat(Box::new(snap.clone())).to_line();
-        self.latest = snap;
+        // Live rates from successive merged snapshots (the workers measure none).
+        self.rates.apply(&mut snap);
         if let Some(srv) = self.control.as_mut() {
-            for id in g.waiting {
+            for (id, select) in g.waiting {
+                let line = Response::Stat(Box::new(select.apply(&snap))).to_line();
                 srv.reply(id, &line, sys::monotonic_ns());
             }
         }
+        self.latest = snap;
     }
 
     /// Exit: every worker stops receiving; once all have (so no frame is still being handed

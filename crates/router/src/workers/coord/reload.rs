@@ -67,6 +67,7 @@ impl Coord {
                 let e = match f {
                     Failure::Io(m) => ErrorReply::new(ErrorKind::Io, m),
                     Failure::Rejected(diag) => rejected(diag),
+                    Failure::Superseded => crate::reload::superseded(),
                 };
                 self.finish(b.asker, b.dir, Err(e));
                 return;
@@ -184,9 +185,11 @@ fn combine(reports: Vec<ReloadReport>) -> ReloadReport {
     let mut kept = BTreeSet::new();
     let mut added = BTreeSet::new();
     let mut removed = BTreeSet::new();
+    let mut changed = BTreeSet::new();
     let mut out = ReloadReport::default();
     for r in reports {
-        kept.extend(r.kept);
+        kept.extend(r.kept_names);
+        changed.extend(r.changed);
         added.extend(r.added);
         removed.extend(r.removed);
         out.moved_packets += r.moved_packets;
@@ -197,7 +200,9 @@ fn combine(reports: Vec<ReloadReport>) -> ReloadReport {
     kept.extend(moved.iter().cloned());
     out.added = added.difference(&kept).cloned().collect();
     out.removed = removed.difference(&kept).cloned().collect();
-    out.kept = kept.into_iter().collect();
+    out.changed = changed.into_iter().collect();
+    out.kept = kept.len() as u64;
+    out.kept_names = kept.into_iter().collect();
     out
 }
 

@@ -1,0 +1,175 @@
+//! Building an HFSC tree from its description.
+//!
+//! Principles: the tree is checked once, completely, before anything is allocated (shape by
+//! [`crate::tree::ClassTree`], curves here, filters and the default class against the tree), and
+//! refuses what Linux's `hfsc_change_class` refuses: a class without any curve, an upper limit
+//! without a link-sharing curve, and a parent without a link-sharing curve (CVE-2023-4623: an
+//! rt-only parent let a child activate a class that was never in a vt tree). A real-time curve
+//! on an inner class is kept but unused, as in Linux and OpenBSD, where only leaves are eligible
+//! (config warns). The root of the tree is an extra class after the given ones.
+use super::*;
+use crate::leaf::LeafSpec;
+use crate::tree::{ClassTree, DepthLimits};
+
+impl<P: Packet> Hfsc<P> {
+    /// Build a tree. The classifier's default class is where unmatched packets go.
+    pub fn new(
+        params: HfscParams,
+        specs: Vec<HfscClassSpec<P>>,
+        classifier: Classifier,
+    ) -> Result<Self, HfscError> {
+        let n = specs.len();
+        if n == 0 {
+            return Err(HfscError::Empty);
+        }
+        if n >= NIL as usize / 2 {
+            return Err(HfscError::TooDeep {
+                class: "too many classes".into(),
+            });
+        }
+        let parents: Vec<Option<ClassId>> = specs.iter().map(|s| s.parent).collect();
+        let limits = DepthLimits {
+            leaf: MAX_DEPTH as u32 - 1,
+            inner: MAX_DEPTH as u32 - 1,
+        };
+        let name = |i: usize| specs[i].name.clone();
+        let tree = ClassTree::new(&parents, limits).map_err(|e| HfscError::from_tree(e, name))?;
+        let nonzero = |c: Option<ServiceCurve>| c.filter(|c| !c.is_zero());
+        for (i, s) in specs.iter().enumerate() {
+            let (rt, ls) = (nonzero(s.rt), nonzero(s.ls));
+            if tree.is_inner(i) && ls.is_none() {
+                return Err(HfscError::InnerWithoutLs {
+                    class: s.name.clone(),
+                });
+            }
+            if s.ul.is_some() && ls.is_none() {
+                return Err(HfscError::UlWithoutLs {
+                    class: s.name.clone(),
+                });
+            }
+            if rt.is_none() && ls.is_none() {
+                return Err(HfscError::NoCurve {
+                    class: s.name.clone(),
+                });
+            }
+        }
+        let default = tree
+            .check_classifier(&classifier)
+            .map_err(|e| HfscError::from_tree(e, name))?;
+        let height = tree.heights();
+        let root = n as u32;
+        let mut classes = Vec::with_capacity(n + 1);
+        for (i, s) in specs.into_iter().enumerate() {
+            let inner = tree.is_inner(i);
+            let leaf = if inner {
+                Leaf::Inner
+            } else {
+                match s.leaf {
+                    LeafSpec::Fifo(l) => Leaf::Fifo(FifoQueue::new(l)),
+                    LeafSpec::Qdisc(q) => Leaf::Boxed { q, head: None },
+                }
+            };
+            let rsc = if inner { None } else { nonzero(s.rt) };
+            classes.push(Class::new(
+                s.name,
+                s.parent.unwrap_or(root),
+                height[i],
+                rsc,
+                nonzero(s.ls),
+                nonzero(s.ul),
+                leaf,
+                inner,
+            ));
+        }
+        let top = height.iter().copied().max().unwrap_or(0).saturating_add(1);
+        classes.push(Class::new(
+            "root".into(),
+            NIL,
+            top,
+            None,
+            None,
+            None,
+            Leaf::Inner,
+            true,
+        ));
+        Ok(Hfsc {
+            params,
+            classes,
+            root,
+            order: tree.into_order(),
+            el_wait: BTreeSet::new(),
+            el_ready: BTreeSet::new(),
+            unfit: BTreeSet::new(),
+            clock: 0,
+            classifier,
+            default,
+            books: Books::new(),
+            rt_packets: 0,
+            ls_packets: 0,
+        })
+    }
+}
+
+impl<P> Class<P> {
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        name: String,
+        parent: u32,
+        level: u8,
+        rsc: Option<ServiceCurve>,
+        fsc: Option<ServiceCurve>,
+        usc: Option<ServiceCurve>,
+        leaf: Leaf<P>,
+        inner: bool,
+    ) -> Self {
+        let rt = |c: &Option<ServiceCurve>| c.map(|c| Runtime::new(&c, 0, 0)).unwrap_or_default();
+        let deadline = rt(&rsc);
+        let eligible = match rsc {
+            Some(c) if c.is_convex() => deadline.linear_part(),
+            _ => deadline,
+        };
+        Class {
+            name,
+            parent,
+            level,
+            rsc,
+            fsc,
+            usc,
+            deadline,
+            eligible,
+            virt: rt(&fsc),
+            ulimit: rt(&usc),
+            cumul: 0,
+            total: 0,
+            e: 0,
+            d: 0,
+            vt: 0,
+            vtadj: 0,
+            vtoff: 0,
+            pcvtoff: 0,
+            cvtmin: 0,
+            cvtoff: 0,
+            cvtmax: 0,
+            vtperiod: 0,
+            parentperiod: 0,
+            nactive: 0,
+            f: 0,
+            myf: 0,
+            myfadj: 0,
+            cfmin: 0,
+            el_on: false,
+            el_ready: false,
+            key_e: 0,
+            key_d: 0,
+            key_vt: 0,
+            key_f: 0,
+            fit: false,
+            kids: inner.then(Box::default),
+            leaf,
+            sent: Counter::default(),
+            rt_sent: Counter::default(),
+            drops: 0,
+            marks_seen: 0,
+        }
+    }
+}

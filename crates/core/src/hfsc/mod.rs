@@ -1,0 +1,278 @@
+//! The Hierarchical Fair Service Curve scheduler (Stoica, Zhang & Ng, "A Hierarchical Fair
+//! Service Curve Algorithm for Link-Sharing, Real-Time and Priority Services", SIGCOMM 1997),
+//! with Linux's semantics (net/sched/sch_hfsc.c, Patrick McHardy's port of ALTQ) by default and
+//! OpenBSD's (sys/net/hfsc.c, Kenjiro Cho's ALTQ code) as named choices ([`HfscParams`]).
+//!
+//! ## What it promises
+//! Each class may have three **service curves** ([`ServiceCurve`], two-piece linear: `m1` for
+//! `d`, then `m2`): a **real-time** curve `rt` — a leaf backlogged since `t0` has received at
+//! least `rt(t − t0)` by any time `t`, less one maximum-size packet at link rate — whatever its
+//! siblings do; a **link-sharing** curve `ls` — the excess is shared among siblings in proportion
+//! to their `ls` curves, level by level; an **upper limit** `ul` — a class never gets more than
+//! `ul` through link-sharing. A concave `rt` (`m1 > m2`) gives a low delay without a high rate:
+//! this decoupling of delay and bandwidth is what HTB and CBQ cannot do.
+//!
+//! ## State (the paper's symbols)
+//! Per class: the cumulative service `c` (`cumul`, bytes sent by the real-time criterion) and
+//! `w` (`total`, all bytes sent); runtime curves ([`Runtime`]) for the **deadline** (the `rt`
+//! curve anchored where the class last became active, `rtsc_min`), the **eligible** curve (the
+//! deadline curve; for a convex `rt` only its linear part), the **virtual** curve (the `ls`
+//! curve, giving the virtual time) and the **upper limit**; the eligible time
+//! `e = eligible⁻¹(c)`, the deadline `d = deadline⁻¹(c + next packet)`, the virtual time
+//! `vt = virtual⁻¹(w)`, the fit time `myf = ulimit⁻¹(w)` and `f = max(myf, min f of children)`.
+//! Per inner class: its active children by `vt`, by `f`, and those that *fit* (`f ≤ now`) by
+//! `vt`; `cvtmin` (the least `vt` served in this period) and `cvtoff` (the largest `vt` of a child
+//! that went passive).
+//!
+//! ## Dequeue
+//! **Real-time criterion** first: among leaves whose eligible time has come, the one with the
+//! smallest deadline is served, and its `c` advances. Otherwise **link-sharing**: from the root,
+//! descend to the child with the smallest `vt` among those that fit under their upper limit,
+//! down to a leaf. Either way the virtual times of the leaf and its ancestors advance by the
+//! packet (`update_vf`). When nothing is eligible and nothing fits: `NotBefore(min(next e, root's
+//! min f))`.
+//!
+//! ## Complexity
+//! Every set is an ordered tree: the eligible leaves waiting for `e`, the eligible leaves by `d`,
+//! per inner class its active children by `vt` and by `f` and its fitting children by `vt`, and
+//! one set of non-fitting classes by `f`. A class moves between the waiting and ready sets once
+//! per change of its key (time never goes back: `now` is clamped to the latest seen). So enqueue
+//! and dequeue cost O(h log n) for a tree of height `h` and `n` active classes (Linux scans the
+//! eligible list for the smallest deadline and the vt tree for the first fit: linear at worst).
+//!
+//! ## Leaves, and the 2025 stall
+//! A leaf's queue is any linkshare discipline ([`LeafSpec`]). A FIFO is peeked; any other leaf's
+//! next packet is taken out into a one-packet *head* slot (Linux's `qdisc_peek_dequeued`), so the
+//! deadline can use the next packet's length. A leaf is active exactly while it holds a packet,
+//! and it becomes passive in one place ([`Hfsc::set_passive`], guarded by its own state): when a
+//! child such as FQ-CoDel drops its last packets while asked for the next one, the leaf goes
+//! passive once, and its siblings are served (Linux's idempotent `hfsc_qlen_notify` of 2025
+//! decremented the parent's active count twice and stalled them, OpenWrt #24277).
+//!
+//! ## Layout
+//! `curve` (service and runtime curves, exact integer arithmetic), `spec` (params, classes,
+//! errors), `build`, `sched` (the criteria, `init_ed`/`update_vf`…, the ordered sets), `leafq`
+//! (leaf queues, head slots, victims), `stats` (views, invariants). The choices against Linux and
+//! OpenBSD are documented in docs/hfsc.md.
+
+mod build;
+pub mod curve;
+mod leafq;
+mod sched;
+mod spec;
+mod stats;
+
+pub use curve::{Runtime, ServiceCurve};
+pub use spec::*;
+pub use stats::HfscClassState;
+
+use std::collections::BTreeSet;
+
+use crate::classify::{ClassId, Classifier};
+use crate::packet::Packet;
+use crate::qdisc::fifo::FifoQueue;
+use crate::qdisc::{Books, ClassView, Counter, Dequeued, Discipline, Dropped, Qdisc};
+use crate::units::Time;
+
+const NIL: u32 = u32::MAX;
+
+enum Leaf<P> {
+    Inner,
+    Fifo(FifoQueue<P>),
+    /// Any other qdisc, and its next packet once taken out (see the module docs).
+    Boxed {
+        q: Box<dyn Qdisc<P>>,
+        head: Option<P>,
+    },
+}
+
+/// Sets of an inner class's active children (empty for leaves).
+#[derive(Default)]
+struct Kids {
+    /// All active children by `(vt, id)` (Linux's `vt_tree`).
+    vt: BTreeSet<(u64, u32)>,
+    /// Active children by `(f, id)` (Linux's `cf_tree`): the first gives `cfmin`.
+    cf: BTreeSet<(u64, u32)>,
+    /// Active children with `f ≤ now`, by `(vt, id)`: the link-sharing choice is the first.
+    fit: BTreeSet<(u64, u32)>,
+}
+
+struct Class<P> {
+    name: String,
+    parent: u32,
+    level: u8,
+    rsc: Option<ServiceCurve>,
+    fsc: Option<ServiceCurve>,
+    usc: Option<ServiceCurve>,
+    deadline: Runtime,
+    eligible: Runtime,
+    virt: Runtime,
+    ulimit: Runtime,
+    /// `c`: bytes served by the real-time criterion.
+    cumul: u64,
+    /// `w`: all bytes served (the subtree's, for inner classes).
+    total: u64,
+    e: u64,
+    d: u64,
+    vt: u64,
+    vtadj: u64,
+    /// OpenBSD's curve offset of the current period, and the parent's offset it was taken from.
+    vtoff: u64,
+    pcvtoff: u64,
+    cvtmin: u64,
+    /// Linux: the largest `vt` of a child gone passive. OpenBSD: the sum of the periods' offsets.
+    cvtoff: u64,
+    /// OpenBSD: the largest `vt` of a child gone passive in this period.
+    cvtmax: u64,
+    vtperiod: u64,
+    parentperiod: u64,
+    /// Active children (leaves: 1 while active for link-sharing).
+    nactive: u32,
+    f: u64,
+    myf: u64,
+    myfadj: u64,
+    cfmin: u64,
+    /// Filed in the real-time sets, under which keys, and whether in the ready set.
+    el_on: bool,
+    el_ready: bool,
+    key_e: u64,
+    key_d: u64,
+    /// Filed in its parent's sets under these keys, and whether it fits.
+    key_vt: u64,
+    key_f: u64,
+    fit: bool,
+    kids: Option<Box<Kids>>,
+    leaf: Leaf<P>,
+    sent: Counter,
+    rt_sent: Counter,
+    drops: u64,
+    marks_seen: u64,
+}
+
+/// The HFSC qdisc. See the module documentation.
+pub struct Hfsc<P: Packet> {
+    params: HfscParams,
+    /// The classes by id, then the root (index `root`).
+    classes: Vec<Class<P>>,
+    root: u32,
+    /// Parents before children (ids of the given classes).
+    order: Vec<u32>,
+    /// Real-time: leaves not yet eligible by `(e, id)`; eligible leaves by `(d, id)`.
+    el_wait: BTreeSet<(u64, u32)>,
+    el_ready: BTreeSet<(u64, u32)>,
+    /// Active classes that do not fit (`f > now`), by `(f, id)`.
+    unfit: BTreeSet<(u64, u32)>,
+    /// The latest `now` seen (time never goes back inside).
+    clock: u64,
+    classifier: Classifier,
+    default: u32,
+    books: Books<P>,
+    /// Packets served by each criterion.
+    rt_packets: u64,
+    ls_packets: u64,
+}
+
+impl<P: Packet> Hfsc<P> {
+    /// Index of the class with this name.
+    pub fn class_id(&self, name: &str) -> Option<ClassId> {
+        self.classes[..self.root as usize]
+            .iter()
+            .position(|c| c.name == name)
+            .map(|i| i as ClassId)
+    }
+
+    /// Name of a class.
+    pub fn class_name(&self, id: ClassId) -> Option<&str> {
+        (id < self.root).then(|| self.classes[id as usize].name.as_str())
+    }
+
+    /// Number of classes (the root not counted).
+    pub fn len(&self) -> usize {
+        self.root as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.root == 0
+    }
+
+    pub fn params(&self) -> &HfscParams {
+        &self.params
+    }
+
+    pub fn classifier(&self) -> &Classifier {
+        &self.classifier
+    }
+
+    /// Bytes and packets a class sent (inner classes: their subtree), and of those, what the
+    /// real-time criterion sent.
+    pub fn class_sent(&self, id: ClassId) -> Option<(Counter, Counter)> {
+        (id < self.root).then(|| {
+            let c = &self.classes[id as usize];
+            (c.sent, c.rt_sent)
+        })
+    }
+
+    /// Enqueue into a given leaf class, bypassing the classifier (an inner or unknown id goes to
+    /// the default class). O(h log n).
+    pub fn enqueue_to(&mut self, class: ClassId, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        let len = pkt.len();
+        self.books.offer(len);
+        let r = self.enqueue_class(class, pkt, now);
+        self.books.settle(len, &r);
+        r
+    }
+}
+
+impl<P: Packet> Discipline<P> for Hfsc<P> {
+    fn books(&self) -> &Books<P> {
+        &self.books
+    }
+    fn books_mut(&mut self) -> &mut Books<P> {
+        &mut self.books
+    }
+
+    fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
+        let c = self.classifier.classify(pkt.meta());
+        self.enqueue_class(c, pkt, now)
+    }
+
+    fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
+        self.serve(now)
+    }
+
+    fn drain_inner(&mut self, now: Time) -> Vec<P> {
+        let mut out = Vec::new();
+        for &c in &self.order.clone() {
+            out.extend(self.drain_leaf(c, now));
+        }
+        self.reset_activity();
+        out
+    }
+
+    fn kind_inner(&self) -> &'static str {
+        "hfsc"
+    }
+
+    fn as_any_inner(&mut self) -> Option<&mut dyn std::any::Any> {
+        Some(self)
+    }
+
+    fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
+        f("rt_packets", self.rt_packets as f64);
+        f("ls_packets", self.ls_packets as f64);
+        f(
+            "eligible_classes",
+            (self.el_ready.len() + self.el_wait.len()) as f64,
+        );
+        f("unfit_classes", self.unfit.len() as f64);
+    }
+
+    fn visit_classes_inner(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
+        self.visit(f)
+    }
+}
+
+#[cfg(test)]
+mod tests;
+#[cfg(test)]
+mod tests_figures;

@@ -1,0 +1,466 @@
+//! HFSC's criteria: the real-time sets (`init_ed`, `update_ed`, `update_d`), the link-sharing
+//! virtual times (`init_vf`, `update_vf`), the upper limit's fit time, and the dequeue that
+//! chooses between them.
+//!
+//! Principles: the names and the order of the updates are those of Linux's sch_hfsc.c (itself
+//! ALTQ's), so that each line can be checked against it; where OpenBSD's hfsc.c differs, the
+//! branch names the choice ([`PeriodVt`], [`HfscParams::ul_catchup`]). Every set membership is
+//! filed under the key it was inserted with (`key_*`), so a class is always removed under the
+//! key it is found by, and [`Hfsc::check_invariants`] can verify each set against the classes.
+//! Time never goes back inside: `clock = max(clock, now)`.
+use super::*;
+
+/// The mean of two `u64` without overflow.
+fn mid(a: u64, b: u64) -> u64 {
+    ((a as u128 + b as u128) / 2) as u64
+}
+
+impl<P: Packet> Hfsc<P> {
+    fn kids(&mut self, p: u32) -> &mut Kids {
+        self.classes[p as usize]
+            .kids
+            .get_or_insert_with(Box::default)
+            .as_mut()
+    }
+
+    // ---- real time ----
+
+    fn file_el(&mut self, c: u32) {
+        let clock = self.clock;
+        let cl = &mut self.classes[c as usize];
+        cl.el_on = true;
+        cl.key_e = cl.e;
+        cl.key_d = cl.d;
+        cl.el_ready = cl.e <= clock;
+        if cl.el_ready {
+            self.el_ready.insert((cl.d, c));
+        } else {
+            self.el_wait.insert((cl.e, c));
+        }
+    }
+
+    pub(super) fn unfile_el(&mut self, c: u32) {
+        let cl = &mut self.classes[c as usize];
+        if !cl.el_on {
+            return;
+        }
+        cl.el_on = false;
+        if cl.el_ready {
+            self.el_ready.remove(&(cl.key_d, c));
+        } else {
+            self.el_wait.remove(&(cl.key_e, c));
+        }
+    }
+
+    /// The leaf becomes active for real time: the deadline curve is the minimum of the old one
+    /// and `rt` anchored at `(now, c)`; `e` and `d` follow (Linux `init_ed`).
+    fn init_ed(&mut self, c: u32, next_len: u32) {
+        let clock = self.clock;
+        let cl = &mut self.classes[c as usize];
+        let Some(rsc) = cl.rsc else { return };
+        cl.deadline.min(&rsc, clock, cl.cumul);
+        cl.eligible = if rsc.is_convex() {
+            cl.deadline.linear_part()
+        } else {
+            cl.deadline
+        };
+        cl.e = cl.eligible.y2x(cl.cumul);
+        cl.d = cl.deadline.y2x(cl.cumul.saturating_add(next_len as u64));
+        self.file_el(c);
+    }
+
+    /// After a real-time packet: new `e` and `d` (Linux `update_ed`); after a link-sharing one
+    /// only `d` moves (`update_d`).
+    fn update_ed(&mut self, c: u32, next_len: u32, realtime: bool) {
+        self.unfile_el(c);
+        let cl = &mut self.classes[c as usize];
+        if realtime {
+            cl.e = cl.eligible.y2x(cl.cumul);
+        }
+        cl.d = cl.deadline.y2x(cl.cumul.saturating_add(next_len as u64));
+        self.file_el(c);
+    }
+
+    // ---- link sharing ----
+
+    fn file_vt(&mut self, c: u32) {
+        let clock = self.clock;
+        let cl = &mut self.classes[c as usize];
+        let (vt, f, p) = (cl.vt, cl.f, cl.parent);
+        cl.key_vt = vt;
+        cl.key_f = f;
+        cl.fit = f <= clock;
+        let fit = cl.fit;
+        let k = self.kids(p);
+        k.vt.insert((vt, c));
+        k.cf.insert((f, c));
+        if fit {
+            k.fit.insert((vt, c));
+        } else {
+            self.unfit.insert((f, c));
+        }
+    }
+
+    fn unfile_vt(&mut self, c: u32) {
+        let cl = &self.classes[c as usize];
+        let (vt, f, p, fit) = (cl.key_vt, cl.key_f, cl.parent, cl.fit);
+        let k = self.kids(p);
+        k.vt.remove(&(vt, c));
+        k.cf.remove(&(f, c));
+        if fit {
+            k.fit.remove(&(vt, c));
+        } else {
+            self.unfit.remove(&(f, c));
+        }
+    }
+
+    /// Refile `c` under its current `vt` and `f`, touching only the sets whose key changed (on
+    /// the common path only `vt` moves: two sets, not four).
+    fn refile_vt(&mut self, c: u32) {
+        let cl = &self.classes[c as usize];
+        if cl.key_f != cl.f {
+            self.unfile_vt(c);
+            self.file_vt(c);
+            return;
+        }
+        if cl.key_vt == cl.vt {
+            return;
+        }
+        let (old, vt, p, fit) = (cl.key_vt, cl.vt, cl.parent, cl.fit);
+        self.classes[c as usize].key_vt = vt;
+        let k = self.kids(p);
+        k.vt.remove(&(old, c));
+        k.vt.insert((vt, c));
+        if fit {
+            k.fit.remove(&(old, c));
+            k.fit.insert((vt, c));
+        }
+    }
+
+    fn update_cfmin(&mut self, p: u32) {
+        let m = self.kids(p).cf.first().map(|&(f, _)| f).unwrap_or(0);
+        self.classes[p as usize].cfmin = m;
+    }
+
+    /// The leaf `c` and the ancestors it makes active join their parents' sets with a virtual
+    /// time that neither jumps ahead of nor lags their active siblings (Linux `init_vf`).
+    fn init_vf(&mut self, c: u32) {
+        let mut go_active = true;
+        let mut cl = c;
+        while cl != self.root {
+            let p = self.classes[cl as usize].parent;
+            let going = go_active && {
+                let x = &mut self.classes[cl as usize];
+                x.nactive += 1;
+                x.nactive == 1
+            };
+            go_active = going;
+            if going {
+                self.activate_vt(cl, p);
+            }
+            let x = &mut self.classes[cl as usize];
+            let f = x.myf.max(x.cfmin);
+            if going {
+                x.f = f;
+                self.file_vt(cl);
+            } else if f != x.f {
+                x.f = f;
+                self.refile_vt(cl);
+            }
+            self.update_cfmin(p);
+            cl = p;
+        }
+    }
+
+    /// Class `cl` goes active under `p`: its `vt`, virtual curve, period and fit time.
+    fn activate_vt(&mut self, cl: u32, p: u32) {
+        let clock = self.clock;
+        let max_vt = self.kids(p).vt.last().map(|&(vt, _)| vt);
+        let (pc, cc) = pair(&mut self.classes, p, cl);
+        match max_vt {
+            Some(max) => {
+                // The average of the least vt served and the largest active: a newcomer neither
+                // takes over the link nor waits behind everybody. Within the same parent period
+                // the class's vt never decreases.
+                let vt = if pc.cvtmin != 0 {
+                    mid(pc.cvtmin, max)
+                } else {
+                    max
+                };
+                if pc.vtperiod != cc.parentperiod || vt > cc.vt {
+                    cc.vt = vt;
+                }
+            }
+            None => match self.params.period_vt {
+                PeriodVt::Linux => {
+                    cc.vt = pc.cvtoff;
+                    pc.cvtmin = 0;
+                }
+                PeriodVt::OpenBsd => {
+                    pc.cvtoff = pc.cvtoff.saturating_add(pc.cvtmax);
+                    pc.cvtmax = 0;
+                    pc.cvtmin = 0;
+                    cc.vt = 0;
+                }
+            },
+        }
+        if let Some(fsc) = cc.fsc {
+            match self.params.period_vt {
+                PeriodVt::Linux => cc.virt.min(&fsc, cc.vt, cc.total),
+                PeriodVt::OpenBsd => {
+                    cc.vtoff = pc.cvtoff.saturating_sub(cc.pcvtoff);
+                    let vt = cc.vt.saturating_add(cc.vtoff);
+                    cc.virt.min(&fsc, vt, cc.total);
+                    if cc.virt.x == vt {
+                        cc.virt.x -= cc.vtoff;
+                        cc.vtoff = 0;
+                        cc.pcvtoff = pc.cvtoff;
+                    }
+                }
+            }
+        }
+        cc.vtadj = 0;
+        cc.vtperiod += 1;
+        cc.parentperiod = pc.vtperiod;
+        if pc.nactive == 0 {
+            cc.parentperiod += 1;
+        }
+        if let Some(usc) = cc.usc {
+            cc.ulimit.min(&usc, clock, cc.total);
+            cc.myf = cc.ulimit.y2x(cc.total);
+            cc.myfadj = 0;
+        }
+    }
+
+    /// `len` bytes were served from leaf `c`: `w` of it and its ancestors grows, their virtual
+    /// and fit times advance and they are refiled; those left without active children go
+    /// passive (Linux `update_vf`).
+    pub(super) fn update_vf(&mut self, c: u32, len: u32) {
+        let clock = self.clock;
+        let catchup = self.params.ul_catchup;
+        let openbsd = self.params.period_vt == PeriodVt::OpenBsd;
+        let mut go_passive = self.leaf_len(c) == 0 && self.classes[c as usize].fsc.is_some();
+        let mut cl = c;
+        while cl != self.root {
+            let p = self.classes[cl as usize].parent;
+            let x = &mut self.classes[cl as usize];
+            x.total = x.total.saturating_add(len as u64);
+            if x.fsc.is_none() || x.nactive == 0 {
+                cl = p;
+                continue;
+            }
+            let going = go_passive && {
+                x.nactive -= 1;
+                x.nactive == 0
+            };
+            go_passive = going;
+            let (pc, x) = pair(&mut self.classes, p, cl);
+            let vt = x
+                .virt
+                .y2x(x.total)
+                .saturating_sub(x.vtoff)
+                .saturating_add(x.vtadj);
+            let vt = if vt < pc.cvtmin {
+                // Skipped earlier for not fitting: catch up with the period's least vt.
+                x.vtadj += pc.cvtmin - vt;
+                pc.cvtmin
+            } else {
+                vt
+            };
+            if going {
+                if openbsd {
+                    pc.cvtmax = pc.cvtmax.max(x.vt);
+                } else {
+                    pc.cvtoff = pc.cvtoff.max(vt);
+                }
+                x.vt = vt;
+                self.unfile_vt(cl);
+                self.update_cfmin(p);
+                cl = p;
+                continue;
+            }
+            x.vt = vt;
+            if x.usc.is_some() {
+                x.myf = x.myfadj.saturating_add(x.ulimit.y2x(x.total));
+                if let Some(tick) = catchup {
+                    // OpenBSD: a fit time lagging more than a tick moves up to the clock.
+                    if x.myf.saturating_add(tick) < clock {
+                        let delta = clock - x.myf;
+                        x.myfadj += delta;
+                        x.myf += delta;
+                    }
+                }
+            }
+            x.f = x.myf.max(x.cfmin);
+            let f_moved = x.f != x.key_f;
+            self.refile_vt(cl);
+            if f_moved {
+                self.update_cfmin(p);
+            }
+            cl = p;
+        }
+    }
+
+    /// The leaf holds no packet any more: it leaves every set, once (guarded by its own state:
+    /// calling it again does nothing).
+    pub(super) fn set_passive(&mut self, c: u32) {
+        self.unfile_el(c);
+        let cl = &self.classes[c as usize];
+        if cl.fsc.is_some() && cl.nactive > 0 {
+            self.update_vf(c, 0);
+        }
+    }
+
+    /// The leaf got its first packet, of `len` bytes.
+    pub(super) fn set_active(&mut self, c: u32, len: u32, now: Time) {
+        self.clock = self.clock.max(now.0);
+        let cl = &self.classes[c as usize];
+        if cl.rsc.is_some() && !cl.el_on {
+            self.init_ed(c, len);
+        }
+        let cl = &self.classes[c as usize];
+        if cl.fsc.is_some() && cl.nactive == 0 {
+            self.init_vf(c);
+        }
+    }
+
+    // ---- dequeue ----
+
+    /// Time has come for the classes waiting on `e` or on `f`.
+    fn promote(&mut self) {
+        while let Some(&(e, c)) = self.el_wait.first() {
+            if e > self.clock {
+                break;
+            }
+            self.el_wait.pop_first();
+            let cl = &mut self.classes[c as usize];
+            cl.el_ready = true;
+            self.el_ready.insert((cl.key_d, c));
+        }
+        while let Some(&(f, c)) = self.unfit.first() {
+            if f > self.clock {
+                break;
+            }
+            self.unfit.pop_first();
+            let cl = &mut self.classes[c as usize];
+            cl.fit = true;
+            let (vt, p) = (cl.key_vt, cl.parent);
+            self.kids(p).fit.insert((vt, c));
+        }
+    }
+
+    /// The leaf with the smallest `vt` among fitting classes, level by level (Linux
+    /// `vttree_get_minvt`), raising each parent's `cvtmin` on the way.
+    fn pick_ls(&mut self) -> Option<u32> {
+        let mut cl = self.root;
+        while self.classes[cl as usize].kids.is_some() {
+            let &(vt, child) = self.classes[cl as usize].kids.as_ref()?.fit.first()?;
+            let pc = &mut self.classes[cl as usize];
+            pc.cvtmin = pc.cvtmin.max(vt);
+            cl = child;
+        }
+        (cl != self.root).then_some(cl)
+    }
+
+    /// The dequeue: real time first, then link sharing (Linux `hfsc_dequeue`). Each turn of
+    /// the loop either sends or makes a leaf passive, so it ends within `n + 1` turns.
+    pub(super) fn serve(&mut self, now: Time) -> Dequeued<P> {
+        self.clock = self.clock.max(now.0);
+        for _ in 0..=self.root {
+            if self.books.backlog().packets == 0 {
+                return Dequeued::Empty;
+            }
+            self.promote();
+            let (c, realtime) = match self.el_ready.first() {
+                Some(&(_, c)) => (c, true),
+                None => match self.pick_ls() {
+                    Some(c) => (c, false),
+                    None => return Dequeued::NotBefore(Time(self.next_time())),
+                },
+            };
+            let pkt = match self.take(c, now) {
+                Ok(p) => p,
+                Err(Some(t)) => return Dequeued::NotBefore(Time(t.max(self.clock))),
+                Err(None) => {
+                    // The leaf had nothing after all (its AQM dropped the rest): passive, once.
+                    self.set_passive(c);
+                    continue;
+                }
+            };
+            let len = pkt.len();
+            let next = self.peek_len(c, now);
+            self.update_vf(c, len);
+            let cl = &mut self.classes[c as usize];
+            cl.sent.add(len);
+            if realtime {
+                cl.cumul = cl.cumul.saturating_add(len as u64);
+                cl.rt_sent.add(len);
+                self.rt_packets += 1;
+            } else {
+                self.ls_packets += 1;
+            }
+            let mut x = cl.parent;
+            while x != self.root {
+                self.classes[x as usize].sent.add(len);
+                x = self.classes[x as usize].parent;
+            }
+            if self.classes[c as usize].el_on {
+                match next {
+                    Some(n) => self.update_ed(c, n, realtime),
+                    None => self.unfile_el(c),
+                }
+            }
+            if next.is_none() && self.leaf_len(c) > 0 {
+                // A leaf that holds packets but cannot say the next one's length (it answered
+                // `NotBefore`): keep its deadline for the packet just sent.
+                self.set_active(c, len, now);
+            }
+            return Dequeued::Packet(pkt);
+        }
+        Dequeued::NotBefore(Time(self.next_time()))
+    }
+
+    /// When to call again: the next eligible time or the root's least fit time (Linux
+    /// `hfsc_schedule_watchdog`); one ms ahead if neither exists (a leaf that answered
+    /// `NotBefore` without saying when).
+    fn next_time(&self) -> u64 {
+        let e = self.el_wait.first().map(|&(e, _)| e);
+        let f = self.unfit.first().map(|&(f, _)| f);
+        match (e, f) {
+            (Some(a), Some(b)) => a.min(b),
+            (Some(a), None) | (None, Some(a)) => a,
+            (None, None) => self.clock.saturating_add(1_000_000),
+        }
+        .max(self.clock)
+    }
+
+    /// Every class passive and out of every set (after a drain); counters and curves stay.
+    pub(super) fn reset_activity(&mut self) {
+        self.el_wait.clear();
+        self.el_ready.clear();
+        self.unfit.clear();
+        for cl in &mut self.classes {
+            cl.el_on = false;
+            cl.el_ready = false;
+            cl.fit = false;
+            cl.nactive = 0;
+            cl.cvtmin = 0;
+            cl.cfmin = 0;
+            if let Some(k) = cl.kids.as_mut() {
+                **k = Kids::default();
+            }
+        }
+    }
+}
+
+/// Mutable references to a parent and its child (distinct indices).
+fn pair<P>(v: &mut [Class<P>], p: u32, c: u32) -> (&mut Class<P>, &mut Class<P>) {
+    let (p, c) = (p as usize, c as usize);
+    if p < c {
+        let (a, b) = v.split_at_mut(c);
+        (&mut a[p], &mut b[0])
+    } else {
+        let (a, b) = v.split_at_mut(p);
+        (&mut b[0], &mut a[c])
+    }
+}

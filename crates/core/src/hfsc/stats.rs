@@ -1,0 +1,282 @@
+//! HFSC's read side: per-class views (`tc -s class show`), the scheduler state of a class as
+//! `tc -s class show dev … ` prints it for hfsc (`period`, `level`, `vt`, `ft`, `et`, `dt`…), and
+//! the internal invariants the tests check.
+//!
+//! Principles: reading never changes state; views are built in tree order with each inner
+//! class's backlog the sum of its subtree's; the invariants state what the ordered sets promise
+//! (each active class filed once, under its current keys) and that the books balance.
+use super::*;
+use crate::qdisc::{Backlog, ClassMode, ClassStats, DropCounts, DropReason};
+use crate::units::Rate;
+
+/// A class's scheduler state, in tc's words for hfsc classes (times in ns since the clock's
+/// origin, amounts in bytes).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct HfscClassState {
+    /// Backlog periods of the class (`period`).
+    pub period: u64,
+    /// 0 for leaves, parents one above their highest child (`level`).
+    pub level: u8,
+    /// Virtual time (`vt`).
+    pub vt: u64,
+    /// Fit time `f` (`ft`): the class may not be served by link-sharing before it.
+    pub f: u64,
+    /// Eligible time (`et`) and deadline (`dt`) of a real-time leaf.
+    pub e: u64,
+    pub d: u64,
+    /// Bytes served by the real-time criterion (`c`) and in all (`w`).
+    pub cumul: u64,
+    pub total: u64,
+    /// Active children (leaves: 1 while active for link-sharing).
+    pub nactive: u32,
+}
+
+impl<P: Packet> Hfsc<P> {
+    /// The scheduler state of a class.
+    pub fn class_state(&self, id: ClassId) -> Option<HfscClassState> {
+        (id < self.root).then(|| {
+            let c = &self.classes[id as usize];
+            HfscClassState {
+                period: c.vtperiod,
+                level: c.level,
+                vt: c.vt,
+                f: c.f,
+                e: c.e,
+                d: c.d,
+                cumul: c.cumul,
+                total: c.total,
+                nactive: c.nactive,
+            }
+        })
+    }
+
+    /// Heap bytes of the scheduler's own structures, an estimate: the class records, names,
+    /// the per-parent sets and the global sets (a B-tree entry counted as twice its key, for the
+    /// nodes' slack). Leaf queues' packets are not counted.
+    pub fn memory_bytes(&self) -> usize {
+        let entry = 2 * std::mem::size_of::<(u64, u32)>();
+        let mut b = self.classes.capacity() * std::mem::size_of::<Class<P>>();
+        b += self.order.capacity() * 4;
+        for c in &self.classes {
+            b += c.name.capacity();
+            if let Some(k) = c.kids.as_ref() {
+                b += std::mem::size_of::<Kids>() + (k.vt.len() + k.cf.len() + k.fit.len()) * entry;
+            }
+        }
+        b + (self.el_wait.len() + self.el_ready.len() + self.unfit.len()) * entry
+    }
+
+    /// The curves of a class as in effect (`rt` of an inner class is dropped).
+    pub fn class_curves(
+        &self,
+        id: ClassId,
+    ) -> Option<(
+        Option<ServiceCurve>,
+        Option<ServiceCurve>,
+        Option<ServiceCurve>,
+    )> {
+        (id < self.root).then(|| {
+            let c = &self.classes[id as usize];
+            (c.rsc, c.fsc, c.usc)
+        })
+    }
+
+    /// Check the internal invariants (tests): active flags match backlog, every set holds
+    /// exactly the active classes under their current keys, `nactive` counts active children,
+    /// `cfmin` is the least child `f`, conservation. O(n log n).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let n = self.root as usize;
+        let mut sum = Backlog::default();
+        let mut nactive = vec![0u32; n + 1];
+        for c in 0..n {
+            let cl = &self.classes[c];
+            let b = self.leaf_backlog(c as u32);
+            sum.packets += b.packets;
+            sum.bytes += b.bytes;
+            let backlogged = b.packets > 0;
+            if cl.kids.is_none() {
+                let rt_on = cl.rsc.is_some() && backlogged;
+                if cl.el_on != rt_on {
+                    return Err(format!(
+                        "{}: el_on {} backlogged {backlogged}",
+                        cl.name, cl.el_on
+                    ));
+                }
+                let ls_on = cl.fsc.is_some() && backlogged;
+                if (cl.nactive == 1) != ls_on || cl.nactive > 1 {
+                    return Err(format!(
+                        "{}: nactive {} backlogged {backlogged}",
+                        cl.name, cl.nactive
+                    ));
+                }
+            }
+            if cl.el_on {
+                let ok = if cl.el_ready {
+                    self.el_ready.contains(&(cl.key_d, c as u32)) && cl.key_e <= self.clock
+                } else {
+                    self.el_wait.contains(&(cl.key_e, c as u32))
+                };
+                if !ok || cl.key_e != cl.e || cl.key_d != cl.d {
+                    return Err(format!("{}: real-time sets out of step", cl.name));
+                }
+            }
+            if cl.nactive > 0 {
+                let p = cl.parent as usize;
+                nactive[p] += 1;
+                let Some(k) = self.classes[p].kids.as_ref() else {
+                    return Err(format!("{}: parent has no sets", cl.name));
+                };
+                let key = (cl.key_vt, c as u32);
+                let filed = k.vt.contains(&key)
+                    && k.cf.contains(&(cl.key_f, c as u32))
+                    && (if cl.fit {
+                        k.fit.contains(&key) && cl.key_f <= self.clock
+                    } else {
+                        self.unfit.contains(&(cl.key_f, c as u32))
+                    });
+                if !filed || cl.key_vt != cl.vt || cl.key_f != cl.f {
+                    return Err(format!("{}: link-sharing sets out of step", cl.name));
+                }
+                if cl.f != cl.myf.max(cl.cfmin) {
+                    return Err(format!("{}: f {} != max(myf, cfmin)", cl.name, cl.f));
+                }
+            }
+        }
+        for (c, cl) in self.classes[..n].iter().enumerate() {
+            if cl.kids.is_some() && cl.nactive != nactive[c] {
+                return Err(format!(
+                    "{}: nactive {} != {}",
+                    cl.name, cl.nactive, nactive[c]
+                ));
+            }
+            if let Some(k) = cl.kids.as_ref() {
+                let m = k.cf.first().map(|&(f, _)| f).unwrap_or(0);
+                if m != cl.cfmin && cl.nactive > 0 {
+                    return Err(format!("{}: cfmin {} != {m}", cl.name, cl.cfmin));
+                }
+            }
+        }
+        let filed: usize = self
+            .classes
+            .iter()
+            .filter_map(|c| c.kids.as_ref())
+            .map(|k| k.vt.len())
+            .sum();
+        let active = self.classes[..n].iter().filter(|c| c.nactive > 0).count();
+        if filed != active {
+            return Err(format!(
+                "{filed} classes filed for link-sharing, {active} active"
+            ));
+        }
+        let el = self.classes.iter().filter(|c| c.el_on).count();
+        if el != self.el_ready.len() + self.el_wait.len() {
+            return Err("real-time sets hold other classes".into());
+        }
+        if sum != self.books.backlog() {
+            return Err(format!(
+                "backlog {:?} != sum of leaves {:?}",
+                self.books.backlog(),
+                sum
+            ));
+        }
+        self.books.stats().check_conservation()
+    }
+
+    /// The `ceil` a view shows: the nearest upper limit on the way to the root, else the sum of
+    /// the top-level classes' link-sharing rates (what the tree can get at most).
+    fn ceil_of(&self, c: u32) -> u64 {
+        let mut x = c;
+        while x != self.root {
+            if let Some(u) = self.classes[x as usize].usc {
+                return u.m2;
+            }
+            x = self.classes[x as usize].parent;
+        }
+        self.classes[..self.root as usize]
+            .iter()
+            .filter(|k| k.parent == self.root)
+            .filter_map(|k| k.fsc.or(k.rsc))
+            .map(|s| s.m2)
+            .fold(0u64, u64::saturating_add)
+    }
+
+    pub(super) fn visit(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
+        let n = self.root as usize;
+        let mut backlogs = vec![Backlog::default(); n];
+        for i in 0..n {
+            let b = self.leaf_backlog(i as u32);
+            if b.packets == 0 {
+                continue;
+            }
+            let mut x = i as u32;
+            while x != self.root {
+                backlogs[x as usize].packets += b.packets;
+                backlogs[x as usize].bytes += b.bytes;
+                x = self.classes[x as usize].parent;
+            }
+        }
+        for &c in &self.order {
+            let cl = &self.classes[c as usize];
+            let mut leaf_drops = DropCounts::default();
+            match &cl.leaf {
+                Leaf::Boxed { q, .. } => {
+                    let s = q.stats();
+                    leaf_drops = s.refused;
+                    for (r, cnt) in s.dropped.iter() {
+                        leaf_drops.add_counter(r, cnt);
+                    }
+                }
+                Leaf::Fifo(q) => {
+                    let reason = match q.limit() {
+                        crate::qdisc::fifo::FifoLimit::Packets(_) => DropReason::QueueLimit,
+                        crate::qdisc::fifo::FifoLimit::Bytes(_) => DropReason::ByteLimit,
+                    };
+                    leaf_drops.add_counter(
+                        reason,
+                        Counter {
+                            packets: cl.drops,
+                            bytes: 0,
+                        },
+                    );
+                }
+                Leaf::Inner => {}
+            }
+            // rate: the long-term guarantee (rt's m2, else ls's); ceil: the upper limit's m2.
+            let rate = cl.rsc.or(cl.fsc).map(|s| s.m2).unwrap_or(0);
+            let ceil = self.ceil_of(c);
+            let limited = cl.usc.is_some() && cl.myf > self.clock;
+            f(&ClassView {
+                name: &cl.name,
+                parent: (cl.parent != self.root).then_some(cl.parent),
+                id: c,
+                level: cl.level,
+                is_leaf: !matches!(cl.leaf, Leaf::Inner),
+                rate: Rate(rate),
+                ceil: Rate(ceil),
+                prio: 0,
+                mode: if limited {
+                    ClassMode::CantSend
+                } else {
+                    ClassMode::CanSend
+                },
+                tokens: 0,
+                ctokens: 0,
+                stats: ClassStats {
+                    sent: cl.sent,
+                    drops: cl.drops,
+                    overlimits: 0,
+                    lends: 0,
+                    borrows: 0,
+                    giants: 0,
+                    marked: match &cl.leaf {
+                        Leaf::Boxed { q, .. } => q.stats().marked,
+                        _ => 0,
+                    },
+                },
+                backlog: backlogs[c as usize],
+                leaf_drops,
+                avgidle_ns: None,
+            });
+        }
+    }
+}

@@ -1,0 +1,301 @@
+//! The datapath's part of a snapshot, and the rest done elsewhere.
+//!
+//! Principles: the datapath thread copies only numbers ([`RawClass`]: `Copy` fields, no string,
+//! no map; the rare leaf with drops boxes its per-reason counts) in one pass over the classes,
+//! and class names only with the first copy of each policy (a direction's `gen` changes on
+//! every install); the names, parents, reason maps and live rates are made from that copy off
+//! the datapath ([`Namer::rows`], [`Rates::apply`]), by the stats plane (plane.rs). Nothing here runs
+//! periodically: a copy is made when a reader asks for one.
+//!
+//! Live rates: [`Rates`] keeps each class's last counters and an exponentially weighted rate
+//! (time constant 1 s, as `tc`'s default estimator averages) and updates them from each new
+//! snapshot's counters and its time, so the rate between two snapshots is measured whatever
+//! their spacing; a class whose counters went backwards (a reload) restarts at 0.
+
+use std::collections::HashMap;
+
+use linkshare_core::qdisc::{Backlog, ClassMode, ClassStats, ClassView, DropCounts};
+
+use super::snapshot::{finite, ClassSnapshot, Snapshot};
+use super::stat::by_reason;
+use crate::Sched;
+
+/// One class's numbers, as the datapath copies them.
+#[derive(Clone, Debug)]
+pub(crate) struct RawClass {
+    pub id: u32,
+    pub parent: Option<u32>,
+    pub level: u8,
+    pub leaf: bool,
+    pub rate_bps: u64,
+    pub ceil_bps: u64,
+    pub prio: u8,
+    pub mode: ClassMode,
+    pub tokens: i64,
+    pub ctokens: i64,
+    pub stats: ClassStats,
+    pub backlog: Backlog,
+    /// Per-reason drops of the leaf queue, only when it dropped anything.
+    pub leaf_drops: Option<Box<DropCounts>>,
+    pub avgidle_ns: Option<i64>,
+}
+
+/// One direction's classes as copied, with their names when `gen` is new to the reader.
+#[derive(Debug, Default)]
+pub(crate) struct RawDir {
+    pub gen: u64,
+    pub names: Option<Vec<(u32, String)>>,
+    pub classes: Vec<RawClass>,
+}
+
+/// A snapshot as the datapath hands it over: everything but the class rows, and both
+/// directions' classes as numbers.
+#[derive(Debug)]
+pub(crate) struct Raw {
+    pub snap: Snapshot,
+    pub dirs: [RawDir; 2],
+}
+
+/// What the stats plane keeps between copies to finish them: names and rates.
+#[derive(Debug, Default)]
+pub(crate) struct Finisher {
+    pub namers: [Namer; 2],
+    pub rates: Rates,
+}
+
+impl Finisher {
+    /// The whole snapshot from a copy: rows named, live rates measured.
+    pub fn finish(&mut self, raw: Raw) -> Snapshot {
+        let Raw { mut snap, dirs } = raw;
+        for (i, rd) in dirs.into_iter().enumerate() {
+            let rows = self.namers[i].rows(rd);
+            if let Some(d) = snap.directions.get_mut(i) {
+                d.class_count = rows.len() as u64;
+                d.classes = rows;
+            }
+        }
+        self.rates.apply(&mut snap);
+        snap
+    }
+}
+
+/// Copy the classes of `s` (one `visit_classes` pass); names too when `with_names`.
+pub(crate) fn copy(s: &Sched, gen: u64, with_names: bool) -> RawDir {
+    let mut out = RawDir {
+        gen,
+        names: with_names.then(Vec::new),
+        classes: Vec::new(),
+    };
+    s.qr().visit_classes(&mut |c: &ClassView<'_>| {
+        if let Some(n) = &mut out.names {
+            n.push((c.id, c.name.to_string()));
+        }
+        out.classes.push(RawClass {
+            id: c.id,
+            parent: c.parent,
+            level: c.level,
+            leaf: c.is_leaf,
+            rate_bps: c.rate.bits_per_sec(),
+            ceil_bps: c.ceil.bits_per_sec(),
+            prio: c.prio,
+            mode: c.mode,
+            tokens: c.tokens,
+            ctokens: c.ctokens,
+            stats: c.stats,
+            backlog: c.backlog,
+            leaf_drops: (c.leaf_drops.total().packets > 0).then(|| Box::new(c.leaf_drops)),
+            avgidle_ns: c.avgidle_ns,
+        });
+    });
+    out
+}
+
+/// The names of one direction's classes by id, for the policy generation it last saw.
+#[derive(Debug, Default)]
+pub(crate) struct Namer {
+    gen: Option<u64>,
+    names: HashMap<u32, String>,
+}
+
+impl Namer {
+    /// The rows of `raw`, in its order; learns its names when it carries them.
+    pub fn rows(&mut self, raw: RawDir) -> Vec<ClassSnapshot> {
+        if let Some(n) = raw.names {
+            self.names = n.into_iter().collect();
+            self.gen = Some(raw.gen);
+        }
+        let name = |id: u32| {
+            self.names
+                .get(&id)
+                .cloned()
+                .unwrap_or_else(|| format!("#{id}"))
+        };
+        raw.classes
+            .into_iter()
+            .map(|c| ClassSnapshot {
+                name: name(c.id),
+                id: c.id,
+                parent: c.parent.map(name),
+                parent_id: c.parent,
+                leaf: c.leaf,
+                level: c.level,
+                rate_bps: c.rate_bps,
+                ceil_bps: c.ceil_bps,
+                prio: c.prio,
+                mode: c.mode.name().to_string(),
+                live_rate_bps: 0.0,
+                live_pps: 0.0,
+                sent_bytes: c.stats.sent.bytes,
+                sent_packets: c.stats.sent.packets,
+                drops: c.stats.drops,
+                drops_by_reason: c.leaf_drops.map(|d| by_reason(&d)).unwrap_or_default(),
+                marked: c.stats.marked,
+                overlimits: c.stats.overlimits,
+                lended: c.stats.lends,
+                borrowed: c.stats.borrows,
+                giants: c.stats.giants,
+                backlog_packets: c.backlog.packets,
+                backlog_bytes: c.backlog.bytes,
+                tokens: c.tokens,
+                ctokens: c.ctokens,
+                avgidle_ns: c.avgidle_ns,
+            })
+            .collect()
+    }
+}
+
+/// One class's last counters and its rate estimate.
+#[derive(Clone, Copy, Debug, Default)]
+struct Est {
+    bytes: u64,
+    packets: u64,
+    bps: f64,
+    pps: f64,
+}
+
+/// Live rates of every class of both directions, from successive snapshots.
+#[derive(Debug, Default)]
+pub struct Rates {
+    /// The uptime of the last snapshot applied.
+    at_s: Option<f64>,
+    est: [HashMap<String, Est>; 2],
+}
+
+impl Rates {
+    /// Set `s`'s classes' `live_rate_bps` and `live_pps` from the counters it carries and the
+    /// time since the last snapshot applied (its `uptime_s`). The first snapshot gives 0.
+    pub fn apply(&mut self, s: &mut Snapshot) {
+        let dt = self.at_s.map(|t| s.uptime_s - t).filter(|dt| *dt > 0.0);
+        if self.at_s.is_some() && dt.is_none() {
+            // The same instant (or a clock that went back): keep the last estimates.
+            for (d, dir) in s.directions.iter_mut().take(2).enumerate() {
+                for c in &mut dir.classes {
+                    let e = self.est[d].get(&c.name).copied().unwrap_or_default();
+                    c.live_rate_bps = finite(e.bps);
+                    c.live_pps = finite(e.pps);
+                }
+            }
+            return;
+        }
+        self.at_s = Some(s.uptime_s);
+        for (d, dir) in s.directions.iter_mut().take(2).enumerate() {
+            let mut next = HashMap::with_capacity(dir.classes.len());
+            let old = &mut self.est[d];
+            for c in &mut dir.classes {
+                let mut e = Est {
+                    bytes: c.sent_bytes,
+                    packets: c.sent_packets,
+                    ..Est::default()
+                };
+                if let (Some(dt), Some(o)) = (dt, old.remove(&c.name)) {
+                    let alpha = 1.0 - (-dt).exp();
+                    let db = c.sent_bytes.saturating_sub(o.bytes) as f64 * 8.0 / dt;
+                    let dp = c.sent_packets.saturating_sub(o.packets) as f64 / dt;
+                    if c.sent_bytes >= o.bytes {
+                        e.bps = o.bps + (db - o.bps) * alpha;
+                        e.pps = o.pps + (dp - o.pps) * alpha;
+                    }
+                }
+                c.live_rate_bps = finite(e.bps);
+                c.live_pps = finite(e.pps);
+                next.insert(c.name.clone(), e);
+            }
+            self.est[d] = next;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::control::snapshot::DirectionSnapshot;
+
+    fn snap(t: f64, bytes: u64) -> Snapshot {
+        Snapshot {
+            uptime_s: t,
+            directions: vec![DirectionSnapshot {
+                classes: vec![ClassSnapshot {
+                    name: "a".into(),
+                    sent_bytes: bytes,
+                    sent_packets: bytes / 1000,
+                    ..ClassSnapshot::default()
+                }],
+                ..DirectionSnapshot::default()
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn rates_follow_the_counters_whatever_the_spacing() {
+        let mut r = Rates::default();
+        let mut s = snap(1.0, 0);
+        r.apply(&mut s);
+        assert_eq!(s.directions[0].classes[0].live_rate_bps, 0.0);
+        // 1 Mbit/s for many seconds, sampled every 0.5 s: the estimate converges to it.
+        let mut last = 0.0;
+        for i in 1..=20 {
+            let t = 1.0 + 0.5 * i as f64;
+            let mut s = snap(t, (125_000.0 * 0.5 * i as f64) as u64);
+            r.apply(&mut s);
+            last = s.directions[0].classes[0].live_rate_bps;
+        }
+        assert!((last - 1e6).abs() < 1e3, "{last}");
+        // Then 10 s without a snapshot and no traffic: the next one says (almost) 0.
+        let mut s = snap(21.0, 1_250_000);
+        r.apply(&mut s);
+        assert!(s.directions[0].classes[0].live_rate_bps < 1e2);
+        // The same instant twice keeps the estimate; counters that went back restart at 0.
+        let mut again = snap(21.0, 1_250_000);
+        r.apply(&mut again);
+        assert_eq!(
+            again.directions[0].classes[0].live_rate_bps,
+            s.directions[0].classes[0].live_rate_bps
+        );
+        let mut reset = snap(22.0, 10);
+        r.apply(&mut reset);
+        assert_eq!(reset.directions[0].classes[0].live_rate_bps, 0.0);
+    }
+
+    #[test]
+    fn names_are_learnt_once_per_generation() {
+        let text =
+            "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"10mbit\"\n\
+                    [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"5mbit\"\n";
+        let (_, s) = match crate::load_sched(text, "p.toml") {
+            Ok(x) => x,
+            Err(d) => panic!("{d}"),
+        };
+        let mut n = Namer::default();
+        let rows = n.rows(copy(&s, 1, true));
+        assert_eq!(n.gen, Some(1));
+        // A copy without names is named from what the first one taught.
+        let again = n.rows(copy(&s, 1, false));
+        assert_eq!(rows, again);
+        let a = rows
+            .iter()
+            .find(|r| r.name == "a")
+            .map(|r| r.parent.clone());
+        assert_eq!(a, Some(Some("root".to_string())));
+    }
+}

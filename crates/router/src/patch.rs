@@ -1,0 +1,254 @@
+//! A reload that touches only what changed: the new policy is compared with the running one on
+//! the builder thread (builder.rs), and when they differ only in what an HTB can change in place
+//! — a class's rate, ceil, bursts, quantum or FIFO limit, the filters or the default class — the
+//! loop applies that difference ([`Patch`]: `Htb::retune` per class changed, one classifier
+//! swapped by pointer) instead of installing a new tree. The loop's work is then proportional to
+//! the change, not to the tree: one subscriber's new rate among 100,000 is one class's buckets
+//! settled and one profile looked up, and no other class's tokens, counters or queue are touched.
+//!
+//! Anything else (a class added, removed, renamed or moved, a new prio or leaf kind, another
+//! discipline, `r2q`, `mtu` or the link layer) is a rebuild: the new tree is built on the builder
+//! thread and adopts the running one's state on the loop (reload.rs).
+//!
+//! The comparison is by position: a policy's class ids are its file order, so a policy whose
+//! classes are the same names in the same order keeps every id, and the running tree's ids are
+//! the new policy's. O(n + f) for `n` classes and `f` filters, all of it off the datapath.
+
+use linkshare_config::{ClassInfo, LeafKind, Policy, QdiscKind};
+use std::collections::HashMap;
+
+use linkshare_core::classify::{ClassId, Classifier, FilterSpec};
+use linkshare_core::htb::ClassTune;
+
+/// The difference between the running policy and a new one, applied in place.
+#[derive(Debug)]
+pub(crate) struct Patch {
+    /// Classes whose parameters change, with their new ones.
+    pub tunes: Vec<(ClassId, ClassTune)>,
+    /// New filters (or a new default class), to swap in whole.
+    pub classifier: Option<Classifier>,
+    /// Names of the classes changed: new parameters, or filters that now lead to them or no
+    /// longer do; in class order.
+    pub changed: Vec<String>,
+    /// Classes in the tree (the report's `kept` is those not changed).
+    pub classes: usize,
+    /// The new sum of the roots' ceils, when a root's changes (the device model follows it).
+    pub root_ceil: Option<u64>,
+}
+
+/// The patch from `old` to `new`, or `None` when the change needs a rebuild.
+pub(crate) fn diff(old: &Policy, new: &Policy) -> Option<Patch> {
+    let same_frame = old.kind() == QdiscKind::Htb
+        && new.kind() == QdiscKind::Htb
+        && old.root_leaf().is_none()
+        && new.root_leaf().is_none()
+        && old.htb_params() == new.htb_params()
+        && old.link_layer() == new.link_layer()
+        && old.classes().len() == new.classes().len();
+    if !same_frame {
+        return None;
+    }
+    let mut tunes = Vec::new();
+    let mut changed = vec![false; new.classes().len()];
+    let mut root_changed = false;
+    for (o, n) in old.classes().iter().zip(new.classes()) {
+        if !same_shape(o, n) {
+            return None;
+        }
+        let t = tune(n);
+        if tune(o) != t {
+            tunes.push((n.id, t));
+            changed[n.id as usize] = true;
+            root_changed |= n.parent_id.is_none();
+        }
+    }
+    let (of, nf) = (old.filters(), new.filters());
+    let filters_differ = old.default_class_id() != new.default_class_id()
+        || of.len() != nf.len()
+        || of.iter().zip(nf).any(|(a, b)| a.spec != b.spec);
+    let classifier = filters_differ.then(|| {
+        // The classes a changed filter led to before or leads to now.
+        for i in 0..of.len().max(nf.len()) {
+            let (a, b) = (of.get(i), nf.get(i));
+            if a.map(|f| &f.spec) != b.map(|f| &f.spec) {
+                for f in a.into_iter().chain(b) {
+                    if let Some(c) = changed.get_mut(f.spec.class as usize) {
+                        *c = true;
+                    }
+                }
+            }
+        }
+        if old.default_class_id() != new.default_class_id() {
+            for d in [old.default_class_id(), new.default_class_id()] {
+                if let Some(c) = changed.get_mut(d as usize) {
+                    *c = true;
+                }
+            }
+        }
+        Classifier::new(
+            nf.iter().map(|f| f.spec.clone()).collect(),
+            new.default_class_id(),
+        )
+    });
+    let root_ceil = root_changed.then(|| {
+        new.classes()
+            .iter()
+            .filter(|c| c.parent_id.is_none())
+            .fold(0u64, |s, c| s.saturating_add(c.ceil.bits_per_sec()))
+    });
+    Some(Patch {
+        tunes,
+        classifier,
+        changed: new
+            .classes()
+            .iter()
+            .filter(|c| changed[c.id as usize])
+            .map(|c| c.name.clone())
+            .collect(),
+        classes: new.classes().len(),
+        root_ceil,
+    })
+}
+
+/// For a rebuild: the classes of `new` also in `old` (by name) whose parameters, parent, prio,
+/// leaf or filters differ, in `new`'s order. O(n + f).
+pub(crate) fn changed_by_name(old: &Policy, new: &Policy) -> Vec<String> {
+    let by_name: HashMap<&str, &ClassInfo> =
+        old.classes().iter().map(|c| (c.name.as_str(), c)).collect();
+    fn filters_of(p: &Policy) -> HashMap<&str, Vec<&FilterSpec>> {
+        let mut m: HashMap<&str, Vec<&FilterSpec>> = HashMap::new();
+        for f in p.filters() {
+            m.entry(f.class.as_str()).or_default().push(&f.spec);
+        }
+        m
+    }
+    let (of, nf) = (filters_of(old), filters_of(new));
+    // Filters are compared without their target's id, which a rebuild may renumber.
+    let strip = |v: Option<&Vec<&FilterSpec>>| {
+        v.map(|v| {
+            v.iter()
+                .map(|f| FilterSpec {
+                    class: 0,
+                    ..(*f).clone()
+                })
+                .collect::<Vec<_>>()
+        })
+    };
+    new.classes()
+        .iter()
+        .filter(|n| {
+            by_name.get(n.name.as_str()).is_some_and(|o| {
+                o.parent != n.parent
+                    || o.prio != n.prio
+                    || o.is_leaf != n.is_leaf
+                    || o.leaf != n.leaf
+                    || tune(o) != tune(n)
+                    || strip(of.get(n.name.as_str())) != strip(nf.get(n.name.as_str()))
+            })
+        })
+        .map(|c| c.name.clone())
+        .collect()
+}
+
+/// Whether two classes are the same place in the tree with the same kind of queue.
+fn same_shape(o: &ClassInfo, n: &ClassInfo) -> bool {
+    o.id == n.id
+        && o.name == n.name
+        && o.parent_id == n.parent_id
+        && o.prio == n.prio
+        && o.is_leaf == n.is_leaf
+        && (!n.is_leaf || same_leaf(&o.leaf, &n.leaf))
+}
+
+/// Same leaf discipline with the same parameters, but for a FIFO's limit (a tune).
+fn same_leaf(o: &LeafKind, n: &LeafKind) -> bool {
+    matches!(
+        (o, n),
+        (LeafKind::Pfifo { .. }, LeafKind::Pfifo { .. })
+            | (LeafKind::Bfifo { .. }, LeafKind::Bfifo { .. })
+    ) || o == n
+}
+
+/// The parameters of a class that change in place.
+fn tune(c: &ClassInfo) -> ClassTune {
+    ClassTune {
+        rate: c.rate,
+        ceil: c.ceil,
+        burst: c.burst,
+        cburst: c.cburst,
+        quantum: c.quantum,
+        fifo_limit: match (&c.leaf, c.is_leaf) {
+            (LeafKind::Pfifo { limit } | LeafKind::Bfifo { limit }, true) => *limit,
+            _ => 0,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policy(classes: &[(&str, &str)], filters: &[(&str, &str)]) -> Policy {
+        let mut s = String::from(
+            "qdisc = \"htb\"\ndefault = \"c0\"\n[[class]]\nname = \"root\"\nrate = \"100mbit\"\n",
+        );
+        for (name, rate) in classes {
+            s.push_str(&format!(
+                "[[class]]\nname = \"{name}\"\nparent = \"root\"\nrate = \"{rate}\"\n"
+            ));
+        }
+        for (class, dst) in filters {
+            s.push_str(&format!(
+                "[[filter]]\nclass = \"{class}\"\ndst = \"{dst}\"\n"
+            ));
+        }
+        Policy::parse(&s, "t.toml").unwrap()
+    }
+
+    #[test]
+    fn a_rate_change_is_one_tune() {
+        let a = policy(&[("c0", "1mbit"), ("c1", "1mbit"), ("c2", "1mbit")], &[]);
+        let b = policy(&[("c0", "1mbit"), ("c1", "2mbit"), ("c2", "1mbit")], &[]);
+        let p = diff(&a, &b).unwrap();
+        assert_eq!(p.tunes.len(), 1);
+        assert_eq!(p.tunes[0].0, 2);
+        assert_eq!(p.tunes[0].1.rate.bits_per_sec(), 2_000_000);
+        assert_eq!(p.changed, ["c1"]);
+        assert!(p.classifier.is_none() && p.root_ceil.is_none());
+        // The same policy: nothing to do.
+        let same = diff(&a, &a).unwrap();
+        assert!(same.tunes.is_empty() && same.changed.is_empty() && same.classifier.is_none());
+    }
+
+    #[test]
+    fn a_moved_address_swaps_the_filters_and_names_both_classes() {
+        let cl = [("c0", "1mbit"), ("c1", "1mbit"), ("c2", "1mbit")];
+        let a = policy(&cl, &[("c1", "10.0.0.1/32"), ("c2", "10.0.0.2/32")]);
+        let b = policy(&cl, &[("c0", "10.0.0.1/32"), ("c2", "10.0.0.2/32")]);
+        let p = diff(&a, &b).unwrap();
+        assert!(p.tunes.is_empty());
+        assert_eq!(p.classifier.as_ref().unwrap().filters()[0].class, 1);
+        assert_eq!(p.changed, ["c0", "c1"]);
+    }
+
+    #[test]
+    fn a_class_added_removed_or_renamed_is_a_rebuild() {
+        let a = policy(&[("c0", "1mbit"), ("c1", "1mbit")], &[]);
+        let added = policy(&[("c0", "1mbit"), ("c1", "1mbit"), ("c2", "1mbit")], &[]);
+        let renamed = policy(&[("c0", "1mbit"), ("cx", "1mbit")], &[]);
+        assert!(diff(&a, &added).is_none());
+        assert!(diff(&added, &a).is_none());
+        assert!(diff(&a, &renamed).is_none());
+    }
+
+    #[test]
+    fn a_root_change_carries_the_new_link_rate() {
+        let a = policy(&[("c0", "1mbit")], &[]);
+        let text = "qdisc = \"htb\"\ndefault = \"c0\"\n[[class]]\nname = \"root\"\nrate = \
+                    \"50mbit\"\n[[class]]\nname = \"c0\"\nparent = \"root\"\nrate = \"1mbit\"\n";
+        let b = Policy::parse(text, "t.toml").unwrap();
+        let p = diff(&a, &b).unwrap();
+        assert_eq!(p.root_ceil, Some(50_000_000));
+        assert_eq!(p.changed, ["root"]);
+    }
+}
