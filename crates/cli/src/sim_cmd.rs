@@ -107,6 +107,10 @@ pub fn run(
         }
     }
 
+    let budget = linkshare_sim::series::Budget::default();
+    if let Some(n) = linkshare_sim::series::Plan::new(&sc, budget).note(&sc, budget) {
+        eprintln!("{}: warning: {n}", sc.origin);
+    }
     let result = {
         let mut bar = Progress::new(&sc.name);
         let mut cb = |f: f64| bar.update(f);

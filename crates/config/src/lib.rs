@@ -33,6 +33,7 @@
 mod cake;
 pub mod csv;
 mod diag;
+mod doc_kind;
 mod hfsc;
 mod leaf;
 mod link;
@@ -54,6 +55,7 @@ use linkshare_core::units::Rate;
 use linkshare_core::{Packet, Qdisc};
 
 pub use diag::{ConfigError, Diagnostic, Severity};
+pub use doc_kind::{looks_like, wrong_kind, DocKind};
 pub use hfsc::{HfscClass, HfscCompat};
 pub use leaf::LeafKind;
 pub use raw::PolicyDoc;
@@ -346,7 +348,8 @@ pub struct Policy {
 
 impl Policy {
     /// Parse and check a policy. `origin` is the file name used in diagnostics; a subscriber
-    /// table it names is read from the filesystem, relative to `origin`'s directory.
+    /// table it names is read from the filesystem, relative to `origin`'s directory. A rejected
+    /// file that looks like a scenario says so first (`linkshare sim` reads it).
     pub fn parse(text: &str, origin: &str) -> Result<Policy, ConfigError> {
         Self::parse_with(text, origin, &|p: &Path| std::fs::read_to_string(p))
     }
@@ -354,8 +357,15 @@ impl Policy {
     /// [`Policy::parse`] with the subscriber table read by `files` (given the path the policy
     /// names, joined to `origin`'s directory).
     pub fn parse_with(text: &str, origin: &str, files: ReadTable) -> Result<Policy, ConfigError> {
-        let doc: PolicyDoc = toml::from_str(text).map_err(|e| syntax_error(&e, text, origin))?;
-        validate::validate(&doc, text, origin, files)
+        let parsed = toml::from_str::<PolicyDoc>(text)
+            .map_err(|e| syntax_error(&e, text, origin))
+            .and_then(|doc| validate::validate(&doc, text, origin, files));
+        parsed.map_err(|mut e| {
+            if let Some(d) = doc_kind::wrong_kind(text, origin, DocKind::Policy) {
+                e.diagnostics.insert(0, d);
+            }
+            e
+        })
     }
 
     /// Read, parse and check a policy file. A file that cannot be read gives one diagnostic at

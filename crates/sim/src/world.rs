@@ -33,6 +33,7 @@ use crate::model::{
 use crate::packet::{PktKind, SimPacket};
 use crate::ping::PingSource;
 use crate::scenario::{FlowKind, Scenario};
+use crate::series::{Budget, Plan};
 use crate::tcp::{AckInfo, Receiver, Sender};
 use crate::udp::UdpSource;
 
@@ -152,17 +153,27 @@ struct World<'a> {
     samples: Vec<Sample>,
     class_states: Vec<ClassState>,
     rtt_points: Vec<(f64, String, f64)>,
+    /// Keep one echo reply in `probe_every` in `rtt_points`; `probes` counts them all.
+    probe_every: u64,
+    probes: u64,
     last_sample: u64,
     /// Name the whole scheduler is reported under when it has no classes: the root discipline
     /// (`sfq`, `fq_codel`, …) or `pfifo` without a policy.
     root_name: &'static str,
 }
 
-/// Run a scenario to its end.
-pub fn run(
+/// Run a scenario to its end, keeping at most the default [`Budget`] of time series.
+pub fn run(sc: &Scenario, progress: Option<&mut dyn FnMut(f64)>) -> Result<SimResult, SimError> {
+    run_within(sc, Budget::default(), progress)
+}
+
+/// Run a scenario to its end, keeping at most `budget` of time series ([`crate::series`]).
+pub fn run_within(
     sc: &Scenario,
+    budget: Budget,
     mut progress: Option<&mut dyn FnMut(f64)>,
 ) -> Result<SimResult, SimError> {
+    let plan = Plan::new(sc, budget);
     let qdisc: Box<dyn Qdisc<SimPacket>> = match &sc.policy {
         Some(p) if sc.workers > 1 => p
             .build_sharded(sc.workers)
@@ -173,6 +184,7 @@ pub fn run(
         None => crate::policy::default_qdisc(sc.link.queue),
     };
     let mut w = World::new(sc, qdisc);
+    w.probe_every = plan.probe_every;
     let duration = sc.duration.0;
     for (i, f) in w.flows.iter().enumerate() {
         if f.start < duration {
@@ -182,7 +194,7 @@ pub fn run(
             }
         }
     }
-    w.eng.at(sc.sample.0.min(duration), Ev::Sample);
+    w.eng.at(plan.interval_ns.min(duration), Ev::Sample);
     loop {
         // The earliest of: the heap's top, the wire's end of transmission, the lines' fronts.
         let mut best = w.eng.peek_key().unwrap_or((u64::MAX, u64::MAX));
@@ -215,7 +227,7 @@ pub fn run(
                         p(w.eng.now() as f64 / duration as f64);
                     }
                     if w.eng.now() < duration {
-                        let next = (w.eng.now() + sc.sample.0).min(duration);
+                        let next = w.eng.now().saturating_add(plan.interval_ns).min(duration);
                         w.eng.at(next, Ev::Sample);
                     }
                 } else {
@@ -417,6 +429,8 @@ impl<'a> World<'a> {
             samples: Vec::new(),
             class_states: Vec::new(),
             rtt_points: Vec::new(),
+            probe_every: 1,
+            probes: 0,
             last_sample: 0,
             root_name: sc
                 .policy
@@ -689,8 +703,14 @@ impl<'a> World<'a> {
                 f.m.rtt_sample(rtt);
                 // A probe's RTT is the queue it met when it was sent: the point is placed at the
                 // send time, as the lab's pinger places it (lab/src/traffic/ping.rs).
-                self.rtt_points
-                    .push((p.sent_at as f64 / 1e9, f.name.clone(), rtt as f64 / 1e6));
+                if self.probes.is_multiple_of(self.probe_every) {
+                    self.rtt_points.push((
+                        p.sent_at as f64 / 1e9,
+                        f.name.clone(),
+                        rtt as f64 / 1e6,
+                    ));
+                }
+                self.probes += 1;
             }
             _ => {}
         }

@@ -11,10 +11,18 @@
 //! Lines that are neither tc commands nor variable assignments (`set -e`, `ip link …`) are
 //! returned as [`Line::Other`] so that the importer can say it ignored them. Nothing here can
 //! panic on any input; an unterminated quote or an unknown variable is a located error.
+//!
+//! Expansion is bounded: the values a logical line expands may add up to at most
+//! [`MAX_EXPANSION`] bytes, so every variable is at most that plus a line long. Without the cap
+//! `X=a` followed by 40 lines of `X=$X$X` would ask for 2^40 bytes from a 300-byte script.
 
 use std::collections::HashMap;
 
 use crate::diag::Diag;
+
+/// Bytes that the variables of one logical line may expand to, in all (a tc command is a few
+/// hundred bytes; a script that needs more is building its values by repeated doubling).
+pub const MAX_EXPANSION: usize = 64 * 1024;
 
 /// One logical command.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -128,6 +136,7 @@ fn split_line(
     let mut cur = String::new();
     let mut in_word = false;
     let mut quoted = false;
+    let mut expanded = 0usize; // bytes of variable values expanded on this line
     let chars: Vec<char> = line.chars().collect();
     let mut i = 0;
     let err = |m: &str| Diag::new(file, lineno, m.to_string());
@@ -194,8 +203,9 @@ fn split_line(
                         break;
                     }
                     if q == '"' && d == '$' {
-                        let (v, used) = expand(&chars[i..], vars).map_err(|m| err(&m))?;
-                        cur.push_str(&v);
+                        let (v, used) =
+                            expand(&chars[i..], vars, &mut expanded).map_err(|m| err(&m))?;
+                        cur.push_str(v);
                         i += used;
                         continue;
                     }
@@ -213,7 +223,7 @@ fn split_line(
             }
             '$' => {
                 // Unquoted: the value is split into words, as sh does.
-                let (v, used) = expand(&chars[i..], vars).map_err(|m| err(&m))?;
+                let (v, used) = expand(&chars[i..], vars, &mut expanded).map_err(|m| err(&m))?;
                 for c in v.chars() {
                     if c.is_whitespace() {
                         finish_word(
@@ -282,7 +292,13 @@ fn is_redirection(w: &str) -> bool {
 }
 
 /// Expand `$NAME` or `${NAME}` at the start of `chars`: the value and the characters used.
-fn expand(chars: &[char], vars: &HashMap<String, String>) -> Result<(String, usize), String> {
+/// `expanded` counts the bytes this line has expanded so far; past [`MAX_EXPANSION`] it is an
+/// error.
+fn expand<'v>(
+    chars: &[char],
+    vars: &'v HashMap<String, String>,
+    expanded: &mut usize,
+) -> Result<(&'v str, usize), String> {
     let (name, used): (String, usize) = if chars.get(1) == Some(&'{') {
         let end = chars
             .iter()
@@ -298,10 +314,22 @@ fn expand(chars: &[char], vars: &HashMap<String, String>) -> Result<(String, usi
         (n, len + 1)
     };
     if name.is_empty() {
-        return Ok(("$".into(), 1));
+        return Ok(("$", 1));
     }
     match vars.get(&name) {
-        Some(v) => Ok((v.clone(), used)),
+        Some(v) => {
+            *expanded = expanded.saturating_add(v.len());
+            if *expanded > MAX_EXPANSION {
+                return Err(format!(
+                    "the variables on this line expand to more than {} KiB (`${name}` is {} bytes); \
+                     a tc command needs a few hundred bytes: write the values out instead of \
+                     building them by repeated expansion",
+                    MAX_EXPANSION / 1024,
+                    v.len()
+                ));
+            }
+            Ok((v.as_str(), used))
+        }
         None => Err(format!(
             "variable `${name}` is not set in this script (only NAME=value lines of the script are read)"
         )),
@@ -352,5 +380,27 @@ mod tests {
         assert!(matches!(l[0], Line::Other(2, ref w) if w == "set"));
         assert!(lex("tc qdisc add dev $NOPE root sfq", "t").is_err());
         assert!(lex("tc qdisc add dev 'eth0 root sfq", "t").is_err());
+    }
+
+    #[test]
+    fn repeated_doubling_is_refused_at_the_line_that_passes_the_cap() {
+        // `X=a` then 40 doublings: 2^40 bytes unbounded. 2^16 = 64 KiB is reached by the 16th
+        // doubling (line 17); the 17th (line 18) would pass the cap.
+        let mut script = String::from("X=a\n");
+        for _ in 0..40 {
+            script.push_str("X=$X$X\n");
+        }
+        script.push_str("tc qdisc add dev $X root sfq\n");
+        let e = lex(&script, "double.sh").unwrap_err().to_string();
+        assert!(e.contains("double.sh:18"), "{e}");
+        assert!(e.contains("64 KiB"), "{e}");
+        assert!(e.contains("write the values out"), "{e}");
+        // Below the cap the same construction still works.
+        let mut ok = String::from("X=a\n");
+        for _ in 0..4 {
+            ok.push_str("X=$X$X\n");
+        }
+        ok.push_str("tc qdisc add dev $X root sfq\n");
+        assert_eq!(tc(&ok)[0].1[3], "a".repeat(16));
     }
 }

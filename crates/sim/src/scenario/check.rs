@@ -7,6 +7,7 @@
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
+use linkshare_config::DocKind;
 use linkshare_core::Duration;
 
 use super::error::{toml_error, Doc, ScenarioError};
@@ -30,8 +31,16 @@ impl Scenario {
         default_name: &str,
     ) -> Result<Scenario, ScenarioError> {
         let doc = Doc { text, origin };
-        let raw: RawScenario = toml::from_str(text).map_err(|e| toml_error(&doc, &e))?;
-        Self::from_raw(raw, &doc, base, default_name)
+        let parsed = toml::from_str::<RawScenario>(text)
+            .map_err(|e| toml_error(&doc, &e))
+            .and_then(|raw| Self::from_raw(raw, &doc, base, default_name));
+        // A policy given to `sim` says so first (`linkshare check` reads it).
+        parsed.map_err(|mut e| {
+            if let Some(d) = linkshare_config::wrong_kind(text, origin, DocKind::Scenario) {
+                e.diagnostics.insert(0, d);
+            }
+            e
+        })
     }
 
     fn from_raw(

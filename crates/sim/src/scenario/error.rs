@@ -83,12 +83,47 @@ pub(crate) fn toml_error(doc: &Doc<'_>, e: &toml::de::Error) -> ScenarioError {
         .next()
         .unwrap_or("invalid TOML")
         .to_string();
-    let help = if msg.starts_with("unknown field") {
-        Some("see docs/scenario-format.md for the keys a scenario accepts".to_string())
-    } else {
-        None
-    };
+    let help = unknown_field(&msg).map(|field| unknown_field_help(doc.text, span.start, field));
     doc.err(span, msg, help)
+}
+
+/// Top-level keys of a scenario: written below a `[table]` header they belong to that table.
+const TOP_LEVEL: &[&str] = &["name", "duration", "seed", "sample", "policy"];
+
+/// `policy` out of "unknown field `policy`, expected one of …".
+fn unknown_field(msg: &str) -> Option<&str> {
+    let rest = msg.strip_prefix("unknown field `")?;
+    rest.split('`').next()
+}
+
+/// The last `[table]` or `[[table]]` header before byte `offset`, as written.
+fn header_before(text: &str, offset: usize) -> Option<&str> {
+    let before = text.get(..offset.min(text.len()))?;
+    before
+        .lines()
+        .map(str::trim)
+        .rfind(|l| l.starts_with('['))
+        .map(|l| l.split('#').next().unwrap_or(l).trim_end())
+}
+
+/// The fix for an unknown key: TOML's scope for a top-level key written below a table, the
+/// policy's filters for a flow's `class`, else the format's reference.
+fn unknown_field_help(text: &str, offset: usize, field: &str) -> String {
+    let header = header_before(text, offset);
+    match header {
+        Some(h) if h == "[[flow]]" && field == "class" => {
+            "a flow does not name its class: the policy's filters classify packets by DSCP and \
+             addresses. Mark the flow (e.g. `dscp = \"ef\"`, or give it `src`/`dst`/`dport`) and \
+             add a `[[policy.filter]]` with `class = \"…\"` and the same `dscp = \"ef\"` (or \
+             addresses and ports); unmatched flows go to the policy's `default` class"
+                .to_string()
+        }
+        Some(h) if TOP_LEVEL.contains(&field) => format!(
+            "in TOML every key after `{h}` belongs to `{h}`: move `{field} = …` above the first \
+             [table] header, with the scenario's other top-level keys"
+        ),
+        _ => "see docs/scenario-format.md for the keys a scenario accepts".to_string(),
+    }
 }
 
 impl Doc<'_> {

@@ -83,3 +83,58 @@ fn udp_sizes_and_patterns() {
         format!("{BASE}[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\nsize = 1600\n");
     assert!(Scenario::parse(&text, "t.toml").is_err());
 }
+
+/// The first diagnostic of a rejected scenario: `file:line: message` and its help.
+fn first_error(text: &str) -> (usize, String, String) {
+    let e = Scenario::parse(text, "t.toml").unwrap_err();
+    let d = e.first().unwrap().clone();
+    (d.line, d.message, d.help.unwrap_or_default())
+}
+
+#[test]
+fn a_top_level_key_below_link_is_told_about_toml_scope() {
+    let text = "name = \"t\"\n[link]\nrate = \"10mbit\"\npolicy = \"office.toml\"\n";
+    let (line, msg, help) = first_error(text);
+    assert_eq!(line, 4);
+    assert!(msg.contains("unknown field `policy`"), "{msg}");
+    assert!(
+        help.contains("every key after `[link]` belongs to `[link]`"),
+        "{help}"
+    );
+    assert!(help.contains("move `policy = …` above"), "{help}");
+}
+
+#[test]
+fn a_flow_with_a_class_is_told_about_filters() {
+    let text = format!("{BASE}[[flow]]\nname = \"v\"\nkind = \"udp\"\nclass = \"voice\"\n");
+    let (line, msg, help) = first_error(&text);
+    assert_eq!(line, 8);
+    assert!(msg.contains("unknown field `class`"), "{msg}");
+    assert!(
+        help.contains("classify packets by DSCP and addresses"),
+        "{help}"
+    );
+    assert!(help.contains("[[policy.filter]]"), "{help}");
+    assert!(help.contains("dscp = \"ef\""), "{help}");
+}
+
+#[test]
+fn negative_rates_and_sizes_say_so() {
+    let text = format!("{BASE}[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = -2000000\n");
+    let (line, msg, help) = first_error(&text);
+    assert_eq!(line, 8);
+    assert_eq!(msg, "rate -2000000 is negative");
+    assert!(!msg.contains("found an integer"));
+    assert!(help.contains("2000000 (bits per second)"), "{help}");
+    let text = format!("{BASE}[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = 1000\nsize = -5\n");
+    assert_eq!(first_error(&text).1, "size -5 is negative");
+}
+
+#[test]
+fn a_policy_given_as_a_scenario_says_use_check() {
+    let text = "qdisc = \"htb\"\ndefault = \"a\"\n\n[[class]]\nname = \"a\"\nrate = \"1mbit\"\n";
+    let (line, msg, help) = first_error(text);
+    assert_eq!(line, 4);
+    assert!(msg.contains("this looks like a policy"), "{msg}");
+    assert!(help.contains("linkshare check t.toml"), "{help}");
+}

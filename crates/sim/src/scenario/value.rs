@@ -44,6 +44,11 @@ pub(super) fn dur_val(doc: &Doc<'_>, v: &SV) -> Result<Duration, ScenarioError> 
 pub(super) fn rate_val(doc: &Doc<'_>, v: &SV) -> Result<Rate, ScenarioError> {
     match v.get_ref() {
         Val::Int(n) if *n >= 0 => Ok(Rate(*n as u64)),
+        Val::Int(n) => Err(doc.err(
+            v.span(),
+            format!("rate {n} is negative"),
+            Some("a rate is at least 0: write e.g. \"2mbit\" or 2000000 (bits per second)".into()),
+        )),
         Val::Str(s) => Rate::parse(s).map_err(|e| doc.err(v.span(), e.to_string(), None)),
         other => Err(doc.err(
             v.span(),
@@ -59,6 +64,11 @@ pub(super) fn rate_val(doc: &Doc<'_>, v: &SV) -> Result<Rate, ScenarioError> {
 pub(super) fn size_val(doc: &Doc<'_>, v: &SV) -> Result<u64, ScenarioError> {
     match v.get_ref() {
         Val::Int(n) if *n >= 0 => Ok(*n as u64),
+        Val::Int(n) => Err(doc.err(
+            v.span(),
+            format!("size {n} is negative"),
+            Some("a size is at least 0: write e.g. 1500 (bytes) or \"64k\"".into()),
+        )),
         Val::Str(s) => Size::parse(s)
             .map(|s| s.0)
             .map_err(|e| doc.err(v.span(), e.to_string(), None)),
