@@ -23,7 +23,14 @@ use linkshare_core::qdisc::{Dequeued, Qdisc};
 use linkshare_core::Time;
 use serde_json::json;
 
-use crate::bench_sched::{active_leaves, rss_bytes, SchedArgs};
+use crate::thread_time::rss_bytes;
+
+/// What the report prints besides the tree: the format and the tree's labels.
+pub(crate) struct Out<'a> {
+    pub json: bool,
+    pub levels: u32,
+    pub leaf: &'a str,
+}
 
 /// One state of the tree: scheduler heap, leaf records, per-flow state, resident set.
 #[derive(Copy, Clone, Debug)]
@@ -55,18 +62,18 @@ fn gauge(q: &Htb<BenchPacket>, name: &str) -> f64 {
 }
 
 /// Print the report (text, or one JSON object with `--json`).
+/// `act`: the leaves sent one packet each, of `n_leaves`.
 pub(crate) fn report(
-    a: &SchedArgs,
-    leaf: &str,
+    a: &Out,
     mut q: Htb<BenchPacket>,
-    leaves: Vec<u32>,
+    n_leaves: usize,
+    act: Vec<u32>,
     rss0: u64,
     build_s: f64,
 ) -> anyhow::Result<i32> {
+    let leaf = a.leaf;
     let classes = q.len();
-    let n_leaves = leaves.len();
     let idle = snap(&q, rss0);
-    let act = active_leaves(leaves, a.active, a.active_layout);
     let mut now = 0u64;
     for (i, &l) in act.iter().enumerate() {
         let p = BenchPacket {

@@ -19,7 +19,7 @@ use linkshare_core::benchkit::{
 use linkshare_core::qdisc::cake::{Cake, CakeParams};
 use serde_json::json;
 
-use crate::thread_time::thread_cpu_s;
+use crate::thread_time::{rss_bytes, thread_cpu_s};
 
 /// Micro-benchmarks of the datapath, without I/O.
 #[derive(Args, Debug)]
@@ -132,17 +132,6 @@ pub struct SchedArgs {
     pub memory: bool,
 }
 
-/// Resident set size of this process in bytes (Linux), 0 if unknown.
-pub(crate) fn rss_bytes() -> u64 {
-    let Ok(s) = std::fs::read_to_string("/proc/self/status") else {
-        return 0;
-    };
-    s.lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map_or(0, |kb| kb * 1024)
-}
-
 pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     match &args.which {
         BenchWhich::Sched(a) => sched(a),
@@ -200,7 +189,14 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
                 build_htb_with(&shape, &|| leaf.spec()).map_err(anyhow::Error::msg)?;
             if a.memory {
                 let build_s = t0.elapsed().as_secs_f64();
-                return crate::bench_memory::report(a, leaf_name, q, leaves, rss0, build_s);
+                let n_leaves = leaves.len();
+                let act = active_leaves(leaves, a.active, a.active_layout);
+                let out = crate::bench_memory::Out {
+                    json: a.json,
+                    levels: a.levels,
+                    leaf: leaf_name,
+                };
+                return crate::bench_memory::report(&out, q, n_leaves, act, rss0, build_s);
             }
             let classes = q.len();
             let name = match leaf {

@@ -6,6 +6,8 @@
 //! Exit status: 0 the policy is valid (warnings allowed), 1 the input could not be imported or
 //! the result is not a valid policy, 2 a file cannot be read or written.
 
+mod libreqos;
+
 use std::path::{Path, PathBuf};
 
 use clap::{Args, Subcommand};
@@ -101,7 +103,7 @@ pub fn run(args: &ImportArgs) -> i32 {
                 return crate::check::EXIT_USAGE;
             }
         },
-        ImportSource::Libreqos(a) => return crate::import_libreqos::run(a, args.out.as_deref()),
+        ImportSource::Libreqos(a) => return libreqos::run(a, args.out.as_deref()),
         ImportSource::Pf { file, on } => {
             let text = match read(file) {
                 Ok(t) => t,

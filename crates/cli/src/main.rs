@@ -11,7 +11,6 @@ mod exit;
 mod export_tc;
 mod fidelity_doc;
 mod import_cmd;
-mod import_libreqos;
 mod lab_cmd;
 mod router_cmds;
 mod seeds_doc;

@@ -355,8 +355,18 @@ fn metrics_scraped_during_traffic_parse_and_grow() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let (_, text3) = get(&bed.ns_r, "/metrics", "text/plain");
-    let ok = value(&text3, "linkshare_reloads_total", "result=\"ok\"");
+    // /metrics serves a snapshot up to 500 ms old (docs/router.md, "Stats plane"): look again
+    // for up to 3 s.
+    let mut text3 = String::new();
+    let mut ok = None;
+    for _ in 0..30 {
+        text3 = get(&bed.ns_r, "/metrics", "text/plain").1;
+        ok = value(&text3, "linkshare_reloads_total", "result=\"ok\"");
+        if ok == Some(1.0) {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
     assert_eq!(ok, Some(1.0), "{text3}");
 
     // Other paths and methods.

@@ -25,14 +25,13 @@ use linkshare_core::qdisc::cake::{CakeParams, RTT_PRESETS};
 use toml::Spanned;
 
 use crate::diag::suggest;
-use crate::leaf::LeafKind;
 use crate::params::Params;
 use crate::raw::Raw;
 use crate::source::Sink;
 use crate::values;
 
-/// Read a `cake` table's keys into [`LeafKind::Cake`].
-pub(crate) fn read(mut p: Params) -> Option<LeafKind> {
+/// Read a `cake` table's keys (the leaf module wraps them as `LeafKind::Cake`).
+pub(crate) fn read(mut p: Params) -> Option<CakeParams> {
     let mut q = CakeParams::default();
     let mut bw = None;
     p.opt_rate("bandwidth", &mut bw);
@@ -91,7 +90,7 @@ pub(crate) fn read(mut p: Params) -> Option<LeafKind> {
     });
     p.int("seed", &mut q.seed, 0, i64::MAX);
     let check = q.validate();
-    p.finish(LeafKind::Cake(q), check)
+    p.finish(q, check)
 }
 
 /// `rtt`: a preset name or a time; `(rtt, target)`.
@@ -175,7 +174,7 @@ mod tests {
         let p = Policy::parse(text, "p.toml").unwrap();
         assert_eq!(p.build::<PacketMeta>().unwrap().kind(), "cake");
         match p.root_leaf() {
-            Some(LeafKind::Cake(q)) => q.clone(),
+            Some(crate::LeafKind::Cake(q)) => q.clone(),
             other => panic!("{other:?}"),
         }
     }

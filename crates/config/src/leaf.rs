@@ -322,7 +322,7 @@ pub(crate) fn read_leaf(sink: &mut Sink, ctx: &str, v: &Spanned<Raw>) -> Option<
             let check = q.validate();
             p.finish(LeafKind::FqCodel(q), check)
         }
-        "cake" => crate::cake::read(p),
+        "cake" => crate::cake::read(p).map(LeafKind::Cake),
         _ => {
             let help = match suggest(&kind, LeafKind::KNOWN.iter().copied()) {
                 Some(s) => format!("did you mean \"{s}\"? known leaf qdiscs: {kinds}"),

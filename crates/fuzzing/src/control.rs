@@ -88,8 +88,13 @@ pub fn run(data: &[u8]) {
         let resp = answer(&mut shaper, &line);
         let wire = resp.to_line();
         assert!(!wire.contains('\n'), "a reply spans lines: {wire}");
+        // A reload report's `kept_names` is for merging workers' reports and is not sent.
+        let mut sent = resp.clone();
+        if let Response::Reloaded(r) = &mut sent {
+            r.kept_names.clear();
+        }
         match parse_response(&wire) {
-            Ok(back) => assert_eq!(back, resp, "the reply changed on the wire"),
+            Ok(back) => assert_eq!(back, sent, "the reply changed on the wire"),
             Err(e) => panic!("the client cannot read the reply ({e}): {wire}"),
         }
         match parse_request(&line) {

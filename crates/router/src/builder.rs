@@ -32,7 +32,6 @@ use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use linkshare_config::Policy;
 
 use crate::patch::{self, Patch};
-use crate::reload::sched_of;
 use crate::Sched;
 
 /// Who asked for a reload, to answer when it is built.
@@ -329,6 +328,22 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
         text,
         origin,
         path,
+    })
+}
+
+/// Build a parsed policy's scheduler; `Err` carries the rendered diagnostics (`text` is the
+/// policy's, for their excerpts).
+pub(crate) fn sched_of(p: &Policy, text: &str) -> Result<Sched, String> {
+    Ok(if p.kind_name() == "htb" {
+        Sched::Htb(Box::new(
+            p.build_htb()
+                .map_err(|e| crate::render_config_error(text, &e))?,
+        ))
+    } else {
+        Sched::Other(
+            p.build()
+                .map_err(|e| crate::render_config_error(text, &e))?,
+        )
     })
 }
 

@@ -33,6 +33,7 @@ pub mod http;
 pub mod notify;
 mod options;
 mod patch;
+mod plane;
 pub mod port;
 mod reload;
 mod run;
@@ -100,7 +101,7 @@ pub struct Shaper {
     control_stats: control::ControlStats,
     /// The stats plane, started by [`Shaper::run`]: answers `stat`, `/metrics` and the
     /// dashboard off this thread from copies of the counters (control/plane.rs).
-    plane: Option<control::plane::Plane>,
+    plane: Option<plane::Plane>,
     /// The policy generation of each direction's last copy for the plane (names are sent
     /// with the first copy of each generation).
     copied_gens: [Option<u64>; 2],

@@ -5,7 +5,7 @@
 //! nothing. Reloads asked over the control socket or by SIGHUP are built on the builder thread
 //! (builder.rs) and only installed here, on the loop. See docs/router.md, "Reload".
 
-use crate::builder::{self, Asker, Built, Failure, Job, Plan, Ready, Source};
+use crate::builder::{self, sched_of, Asker, Built, Failure, Job, Plan, Ready, Source};
 use crate::control::dispatch::rejected;
 use crate::control::proto::{ErrorKind, ErrorReply, ReloadReport, Response};
 use crate::{Sched, Shaper};
@@ -35,18 +35,6 @@ pub fn load_sched(text: &str, origin: &str) -> Result<(Policy, Sched), String> {
     let p = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
     let s = sched_of(&p, text)?;
     Ok((p, s))
-}
-
-/// Build a parsed policy's scheduler; `Err` carries the rendered diagnostics (`text` is the
-/// policy's, for their excerpts).
-pub(crate) fn sched_of(p: &Policy, text: &str) -> Result<Sched, String> {
-    Ok(if p.kind_name() == "htb" {
-        Sched::Htb(Box::new(
-            p.build_htb().map_err(|e| render_config_error(text, &e))?,
-        ))
-    } else {
-        Sched::Other(p.build().map_err(|e| render_config_error(text, &e))?)
-    })
 }
 
 /// The new scheduler takes over the old one's state through `Qdisc::adopt` (every discipline:

@@ -6,7 +6,6 @@
 
 use linkshare_config::Policy;
 
-use crate::reload::render_config_error;
 use crate::Sched;
 
 /// The reverse direction's scheduler, text, origin and policy, when `p` has an upload side.
@@ -18,13 +17,7 @@ pub(crate) fn side(
     let Some(u) = p.upload() else {
         return Ok(None);
     };
-    let sched = if u.kind_name() == "htb" {
-        Sched::Htb(Box::new(
-            u.build_htb().map_err(|e| render_config_error(text, &e))?,
-        ))
-    } else {
-        Sched::Other(u.build().map_err(|e| render_config_error(text, &e))?)
-    };
+    let sched = crate::builder::sched_of(u, text)?;
     Ok(Some((
         sched,
         text.to_string(),

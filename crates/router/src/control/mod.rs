@@ -6,7 +6,6 @@
 //! side is [`call`]. Wire format and an example session: docs/router.md, "Control protocol".
 
 pub mod dispatch;
-pub(crate) mod plane;
 pub mod proto;
 pub(crate) mod raw;
 pub mod select;

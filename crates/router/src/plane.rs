@@ -24,10 +24,10 @@ use std::sync::mpsc::{channel, Receiver, RecvTimeoutError, Sender, TryRecvError}
 use std::sync::Arc;
 use std::time::Duration;
 
-use super::proto::{ErrorKind, ErrorReply, Response};
-use super::raw::{Finisher, Raw};
-use super::select::Select;
-use super::snapshot::Snapshot;
+use crate::control::proto::{ErrorKind, ErrorReply, Response};
+use crate::control::raw::{Finisher, Raw};
+use crate::control::select::Select;
+use crate::control::snapshot::Snapshot;
 use crate::http::{self, Http};
 use crate::sys;
 

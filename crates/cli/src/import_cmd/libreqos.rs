@@ -14,8 +14,8 @@ use linkshare_core::units::Rate;
 use linkshare_interop::libreqos::synthetic::{generate, Synthetic};
 use linkshare_interop::libreqos::{import, uplink, Options};
 
+use super::{print_errors, print_warnings, read, LibreqosArgs};
 use crate::check::{EXIT_INVALID, EXIT_OK, EXIT_USAGE};
-use crate::import_cmd::{print_errors, print_warnings, read, LibreqosArgs};
 
 pub fn run(a: &LibreqosArgs, out: Option<&Path>) -> i32 {
     let Some(out) = out else {
