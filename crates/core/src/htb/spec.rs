@@ -102,36 +102,56 @@ impl<P: Packet> HtbClassSpec<P> {
                 prio: self.prio,
             });
         }
-        if self.rate.0 == 0 {
-            return Err(HtbError::ZeroRate { class: class() });
-        }
-        if self.ceil < self.rate {
-            return Err(HtbError::CeilBelowRate {
-                class: class(),
-                rate: self.rate,
-                ceil: self.ceil,
-            });
-        }
-        if self.quantum == 0 {
-            return Err(HtbError::ZeroQuantum { class: class() });
-        }
-        if self.quantum > QUANTUM_LIMIT {
-            return Err(HtbError::QuantumTooLarge {
-                class: class(),
-                quantum: self.quantum,
-            });
-        }
-        for (key, bytes) in [("burst", self.burst), ("cburst", self.cburst)] {
-            if bytes > BURST_LIMIT {
-                return Err(HtbError::BurstTooLarge {
-                    class: class(),
-                    key,
-                    bytes,
-                });
-            }
-        }
-        Ok(())
+        check_rates(
+            &class,
+            self.rate,
+            self.ceil,
+            self.quantum,
+            self.burst,
+            self.cburst,
+        )
     }
+}
+
+/// The checks on a class's rates, quantum and bursts, for a new class
+/// ([`HtbClassSpec::validate`]) and for new parameters of a running one (`Htb::retune`).
+pub(super) fn check_rates(
+    class: &dyn Fn() -> String,
+    rate: Rate,
+    ceil: Rate,
+    quantum: u32,
+    burst: u32,
+    cburst: u32,
+) -> Result<(), HtbError> {
+    if rate.0 == 0 {
+        return Err(HtbError::ZeroRate { class: class() });
+    }
+    if ceil < rate {
+        return Err(HtbError::CeilBelowRate {
+            class: class(),
+            rate,
+            ceil,
+        });
+    }
+    if quantum == 0 {
+        return Err(HtbError::ZeroQuantum { class: class() });
+    }
+    if quantum > QUANTUM_LIMIT {
+        return Err(HtbError::QuantumTooLarge {
+            class: class(),
+            quantum,
+        });
+    }
+    for (key, bytes) in [("burst", burst), ("cburst", cburst)] {
+        if bytes > BURST_LIMIT {
+            return Err(HtbError::BurstTooLarge {
+                class: class(),
+                key,
+                bytes,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Default burst for a rate: what the rate sends in one millisecond plus one MTU.

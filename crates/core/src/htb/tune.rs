@@ -107,35 +107,7 @@ impl<P: Packet> Htb<P> {
     /// The checks of [`HtbClassSpec::validate`] for new parameters of class `c`.
     fn check_tune(&self, c: ClassId, t: &ClassTune) -> Result<(), HtbError> {
         let class = || self.name(c);
-        if t.rate.0 == 0 {
-            return Err(HtbError::ZeroRate { class: class() });
-        }
-        if t.ceil < t.rate {
-            return Err(HtbError::CeilBelowRate {
-                class: class(),
-                rate: t.rate,
-                ceil: t.ceil,
-            });
-        }
-        if t.quantum == 0 {
-            return Err(HtbError::ZeroQuantum { class: class() });
-        }
-        if t.quantum > QUANTUM_LIMIT {
-            return Err(HtbError::QuantumTooLarge {
-                class: class(),
-                quantum: t.quantum,
-            });
-        }
-        for (key, bytes) in [("burst", t.burst), ("cburst", t.cburst)] {
-            if bytes > BURST_LIMIT {
-                return Err(HtbError::BurstTooLarge {
-                    class: class(),
-                    key,
-                    bytes,
-                });
-            }
-        }
-        Ok(())
+        super::spec::check_rates(&class, t.rate, t.ceil, t.quantum, t.burst, t.cburst)
     }
 
     /// Point class `c` at a profile equal to `p`: one in use if there is one, else the slot
