@@ -108,6 +108,11 @@ pub struct RunArgs {
     /// owner's pid; default /run/linkshare)
     #[arg(long, value_name = "DIR")]
     pub lock_dir: Option<PathBuf>,
+    /// Keep the last policy accepted (at start and by each reload) in DIR, and start from it,
+    /// with a warning, when --policy does not validate. Default under systemd
+    /// (StateDirectory=): $STATE_DIRECTORY/<policy file stem>.last-good; `none`: keep nothing
+    #[arg(long, value_name = "DIR|none")]
+    pub last_good: Option<PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -215,6 +220,11 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
             .lock_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from(linkshare_router::DEFAULT_RUN_DIR)),
+        last_good: match &a.last_good {
+            Some(d) if d.as_os_str() == "none" => None,
+            Some(d) => Some(linkshare_router::last_good::LastGood::new(d.clone())),
+            None => linkshare_router::last_good::LastGood::from_state_directory(&a.policy),
+        },
         device_buffer: a.device_buffer,
         busy_poll_ns: a.busy_poll_us.map(|u| u.saturating_mul(1_000)),
         catch_up_ns: a.catch_up_ms.saturating_mul(1_000_000),

@@ -298,6 +298,7 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
     };
     let policy = Policy::parse(&text, &origin)
         .map_err(|e| Failure::Rejected(crate::render_config_error(&text, &e)))?;
+    crate::last_good::remember(&text, &origin, &policy);
     let patch = match &base {
         Some(Some(old)) => patch::diff(old, &policy),
         _ => None,

@@ -30,6 +30,7 @@ pub mod frame;
 pub mod guard;
 pub mod hist;
 pub mod http;
+pub mod last_good;
 pub mod notify;
 mod options;
 mod patch;
@@ -72,6 +73,30 @@ const TX_RETRY_NS: u64 = 20_000;
 const CATCH_UP_AFTER_NS: u64 = 50_000;
 /// Spare frame buffers kept for reuse.
 const POOL_MAX: usize = 4096;
+
+/// Keep the policy the shaper starts with as the last good one (on a thread of its own: a
+/// large subscriber table is copied), unless it is that copy already.
+pub(crate) fn keep_started(
+    opts: &Options,
+    text: &str,
+    origin: &str,
+    policy: &linkshare_config::Policy,
+) {
+    let Some(store) = opts.last_good.clone() else {
+        return;
+    };
+    last_good::configure(store.clone());
+    if store
+        .saved()
+        .is_some_and(|s| s.display().to_string() == origin)
+    {
+        return;
+    }
+    let (text, origin, policy) = (text.to_string(), origin.to_string(), policy.clone());
+    let _ = std::thread::Builder::new()
+        .name("last-good".into())
+        .spawn(move || last_good::remember(&text, &origin, &policy));
+}
 
 /// The running shaper.
 pub struct Shaper {
@@ -133,10 +158,9 @@ impl Shaper {
         };
         guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
         let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
-        let text = std::fs::read_to_string(&opts.policy)
-            .with_context(|| format!("cannot read {}", opts.policy.display()))?;
-        let origin = opts.policy.display().to_string();
-        let (fwd_policy, fwd) = load_sched(&text, &origin).map_err(|d| anyhow::anyhow!("{d}"))?;
+        let ((fwd_policy, fwd), text, origin) =
+            last_good::load_at_start(&opts.policy, opts.last_good.as_ref(), load_sched)?;
+        keep_started(&opts, &text, &origin, &fwd_policy);
         let rev = match &opts.reverse_policy {
             Some(p) => {
                 let t = std::fs::read_to_string(p)

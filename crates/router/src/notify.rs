@@ -8,6 +8,10 @@
 //!   reload starts, then `READY=1` when it is done; `STOPPING=1` when the drain begins; `STATUS=`
 //!   a line `systemctl status` shows.
 //! * `$NOTIFY_SOCKET` is a path, or an abstract socket name written with a leading `@`.
+//! * `WATCHDOG=1` every half of `$WATCHDOG_USEC` (`WatchdogSec=`, sd_watchdog_enabled(3)) from
+//!   the loop that forwards, after a turn of it: a loop that hangs stops the pings and systemd
+//!   restarts the unit. With workers, the control thread pings only while every worker's loop
+//!   has turned within the interval ([`Watchdog`]).
 //! * Without `$NOTIFY_SOCKET` (not run by systemd) nothing is sent. Failing to send is not an
 //!   error of the shaper: the datagram is best effort, as in libsystemd, and is reported once.
 
@@ -41,6 +45,50 @@ pub fn send_to(socket: &str, state: &str) -> std::io::Result<()> {
         return Err(std::io::Error::other("short write to $NOTIFY_SOCKET"));
     }
     Ok(())
+}
+
+/// When to send `WATCHDOG=1`: every half of the interval systemd asked for, as
+/// sd_watchdog_enabled(3) advises.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Watchdog {
+    /// The unit's `WatchdogSec=`, in ns.
+    pub interval_ns: u64,
+    next: u64,
+}
+
+impl Watchdog {
+    /// From the environment systemd sets (`$WATCHDOG_USEC`, and `$WATCHDOG_PID` when the
+    /// request is for one process only); `None` when no watchdog is asked of this process.
+    pub fn from_env() -> Option<Watchdog> {
+        let usec = std::env::var("WATCHDOG_USEC").ok();
+        let pid = std::env::var("WATCHDOG_PID").ok();
+        Self::from_values(usec.as_deref(), pid.as_deref(), std::process::id())
+    }
+
+    /// [`Watchdog::from_env`] on given values: `usec` must be a positive integer, and `pid`,
+    /// when set, this process's id.
+    pub fn from_values(usec: Option<&str>, pid: Option<&str>, my_pid: u32) -> Option<Watchdog> {
+        let usec: u64 = usec?.trim().parse().ok().filter(|u| *u > 0)?;
+        if let Some(p) = pid {
+            if p.trim().parse::<u32>().ok() != Some(my_pid) {
+                return None;
+            }
+        }
+        Some(Watchdog {
+            interval_ns: usec.saturating_mul(1000),
+            next: 0,
+        })
+    }
+
+    /// Whether a ping is due at `now` (monotonic ns); if so, the next one is half an
+    /// interval later.
+    pub fn due(&mut self, now: u64) -> bool {
+        if now < self.next {
+            return false;
+        }
+        self.next = now.saturating_add(self.interval_ns / 2);
+        true
+    }
 }
 
 /// `notify`, with a failure reported on stderr (the shaper keeps running).
@@ -102,6 +150,21 @@ mod tests {
         send_to(&format!("@{name}"), "READY=1\nSTATUS=shaping")
             .unwrap_or_else(|e| panic!("send: {e}"));
         assert_eq!(recv(&sock), "READY=1\nSTATUS=shaping");
+    }
+
+    #[test]
+    fn the_watchdog_pings_every_half_interval_for_this_process_only() {
+        assert_eq!(Watchdog::from_values(None, None, 7), None);
+        assert_eq!(Watchdog::from_values(Some("0"), None, 7), None);
+        assert_eq!(Watchdog::from_values(Some("x"), None, 7), None);
+        assert_eq!(Watchdog::from_values(Some("5000000"), Some("8"), 7), None);
+        let mut w = Watchdog::from_values(Some("5000000"), Some("7"), 7)
+            .unwrap_or_else(|| panic!("a watchdog for pid 7"));
+        assert_eq!(w.interval_ns, 5_000_000_000);
+        assert!(w.due(1_000));
+        assert!(!w.due(1_000 + 2_499_999_999));
+        assert!(w.due(1_000 + 2_500_000_000));
+        assert!(!w.due(1_000 + 2_600_000_000));
     }
 
     #[test]

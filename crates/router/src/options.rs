@@ -20,6 +20,9 @@ pub struct Options {
     pub control: PathBuf,
     /// Directory of the interface locks ([`DEFAULT_RUN_DIR`] unless given).
     pub lock_dir: PathBuf,
+    /// Where the last accepted policy is kept, and started from when the file given does not
+    /// validate (`--last-good`, or systemd's state directory; last_good.rs).
+    pub last_good: Option<crate::last_good::LastGood>,
     /// Bytes the modelled device buffer holds behind the frame on the wire (the pull rule of
     /// `linkshare_core::egress`); `None`: [`default_device_buffer`](crate::default_device_buffer)
     /// of the root rate.

@@ -102,6 +102,9 @@ pub struct PortCounters {
     pub kicks: u64,
     /// Receive blocks walked.
     pub rx_blocks: u64,
+    /// Errors the receive socket reported and the loop read and cleared (`SO_ERROR`, e.g.
+    /// `ENETDOWN` when the interface went down): each one is a wake-up, not a spin.
+    pub socket_errors: u64,
 }
 
 /// A place frames come from and go to: an AF_PACKET pair of rings ([`PacketPort`]) or an AF_XDP
@@ -121,6 +124,9 @@ pub trait Port {
     fn tx_flush(&mut self) -> bool;
     /// Counters; `refresh` also reads the kernel's receive-ring statistics.
     fn counters(&mut self, refresh: bool) -> PortCounters;
+    /// Read and clear an error pending on [`Port::fd`] (epoll reported `EPOLLERR`); count it.
+    /// Until it is read, a level-triggered epoll reports the fd ready on every wait.
+    fn take_error(&mut self) {}
     /// The I/O in use, as `run` and `stat` print it (`packet`, `xdp native/copy`, …).
     fn io(&self) -> String {
         "packet".to_string()
@@ -284,12 +290,15 @@ impl PacketPort {
 
     /// Join receive fanout group `group` (`linkshare run --workers N`: one port per worker on
     /// each interface, all in one group): the kernel gives each received frame to exactly one
-    /// socket of the group, chosen by a hash of its flow (`PACKET_FANOUT_HASH`, with IP
-    /// fragments reassembled for hashing first, `PACKET_FANOUT_FLAG_DEFRAG`), so a flow stays
+    /// socket of the group, chosen by a hash of its flow (`PACKET_FANOUT_HASH`), so a flow stays
     /// on one worker and its order is kept. Without the group every socket would get a copy.
+    ///
+    /// Not `PACKET_FANOUT_FLAG_DEFRAG`: with it the kernel reassembles IP fragments and hands
+    /// the member the whole datagram, which does not fit a ring slot and could not be sent as
+    /// one frame anyway. Without it the fragments of a datagram hash alike (the kernel's flow
+    /// dissector reads no ports from a fragment), and each is forwarded as it came.
     pub fn join_fanout(&mut self, group: u16) -> io::Result<()> {
-        let v: u32 =
-            u32::from(group) | ((opt::PACKET_FANOUT_HASH | opt::PACKET_FANOUT_FLAG_DEFRAG) << 16);
+        let v: u32 = u32::from(group) | (opt::PACKET_FANOUT_HASH << 16);
         let Some(rx) = &self.rx else {
             return Ok(());
         };
@@ -712,6 +721,11 @@ impl Port for PacketPort {
     }
     fn tx_flush(&mut self) -> bool {
         self.tx.kick(&mut self.c)
+    }
+    fn take_error(&mut self) {
+        if sys::take_socket_error(self.fd()).is_some() {
+            self.c.socket_errors += 1;
+        }
     }
     fn counters(&mut self, refresh: bool) -> PortCounters {
         if refresh {

@@ -132,6 +132,13 @@ impl Shaper {
             None => Some(self.start_control_plane(ep.as_raw_fd())?),
         };
         let mut ready = Vec::new();
+        let mut errored = Vec::new();
+        // systemd's watchdog is fed from this loop (the single shaper) or by the control
+        // thread from the workers' heartbeats (workers/coord).
+        let mut watchdog = match self.worker {
+            None => notify::Watchdog::from_env(),
+            Some(_) => None,
+        };
         let mut last_ports = sys::monotonic_ns();
         let mut stopping: Option<u64> = None;
         let mut armed: Option<u64> = None;
@@ -180,6 +187,12 @@ impl Shaper {
                 let t = self.now();
                 self.dirs.iter_mut().for_each(|d| d.reclaim_idle(t));
                 last_ports = now;
+                if let Some(l) = &self.worker {
+                    l.heartbeat.store(now, std::sync::atomic::Ordering::Relaxed);
+                }
+                if watchdog.as_mut().is_some_and(|w| w.due(now)) {
+                    notify::tell("WATCHDOG=1");
+                }
             }
             if let Some(t0) = stopping {
                 // A worker first takes what its peers handed over before it stopped.
@@ -242,8 +255,15 @@ impl Shaper {
             if spinning && now.saturating_sub(last_poll) < SPIN_POLL_NS {
                 continue;
             }
-            sys::epoll_wait(ep.as_raw_fd(), &mut ready, timeout)?;
+            sys::epoll_wait_flagged(ep.as_raw_fd(), &mut ready, &mut errored, timeout)?;
             last_poll = sys::monotonic_ns();
+            // An error on a port's socket (ENETDOWN when its link goes down) keeps the fd ready
+            // until it is read: read it, or every wait returns at once and the loop spins.
+            for &tok in errored.iter() {
+                if let Some(p) = [T_SOCK0, T_SOCK1].iter().position(|t| *t == tok) {
+                    self.ports[p].take_error();
+                }
+            }
             if timeout != 0 {
                 self.wake.slept(now, last_poll);
             }

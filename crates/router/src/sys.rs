@@ -64,7 +64,6 @@ pub mod opt {
     /// low 16 bits and the mode and flags in the high 16.
     pub const PACKET_FANOUT: libc::c_int = 18;
     pub const PACKET_FANOUT_HASH: u32 = 0;
-    pub const PACKET_FANOUT_FLAG_DEFRAG: u32 = 0x8000;
     pub const PACKET_MR_PROMISC: libc::c_ushort = 1;
     pub const TPACKET_V2: libc::c_int = 1;
     pub const TPACKET_V3: libc::c_int = 2;
@@ -518,6 +517,20 @@ pub fn epoll_del(ep: RawFd, fd: RawFd) -> io::Result<()> {
 
 /// Wait for events; returns the tokens ready. `timeout_ms` -1 blocks.
 pub fn epoll_wait(ep: RawFd, out: &mut Vec<u64>, timeout_ms: i32) -> io::Result<()> {
+    let mut errors = Vec::new();
+    epoll_wait_flagged(ep, out, &mut errors, timeout_ms)
+}
+
+/// [`epoll_wait`], also listing in `errors` the tokens whose fd reported `EPOLLERR` (an error
+/// pending on the socket: level-triggered, it stays ready until the error is read, e.g. with
+/// [`take_socket_error`]).
+pub fn epoll_wait_flagged(
+    ep: RawFd,
+    out: &mut Vec<u64>,
+    errors: &mut Vec<u64>,
+    timeout_ms: i32,
+) -> io::Result<()> {
+    errors.clear();
     let mut evs = [libc::epoll_event { events: 0, u64: 0 }; 16];
     // SAFETY: `evs` has room for the 16 events announced.
     let n = unsafe { libc::epoll_wait(ep, evs.as_mut_ptr(), evs.len() as i32, timeout_ms) };
@@ -532,8 +545,28 @@ pub fn epoll_wait(ep: RawFd, out: &mut Vec<u64>, timeout_ms: i32) -> io::Result<
     for ev in &evs[..n as usize] {
         let t = ev.u64;
         out.push(t);
+        if ev.events & libc::EPOLLERR as u32 != 0 {
+            errors.push(t);
+        }
     }
     Ok(())
+}
+
+/// Read and clear the error pending on socket `fd` (`SO_ERROR`); `None` when there is none.
+pub fn take_socket_error(fd: RawFd) -> Option<i32> {
+    let mut v: libc::c_int = 0;
+    let mut len = std::mem::size_of::<libc::c_int>() as libc::socklen_t;
+    // SAFETY: `v` and `len` are valid for the option's size.
+    let r = unsafe {
+        libc::getsockopt(
+            fd,
+            libc::SOL_SOCKET,
+            libc::SO_ERROR,
+            (&mut v as *mut libc::c_int).cast(),
+            &mut len,
+        )
+    };
+    (r == 0 && v != 0).then_some(v)
 }
 
 pub fn timerfd_create() -> io::Result<OwnedFd> {

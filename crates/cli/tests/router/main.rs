@@ -14,7 +14,8 @@
 //! * `datapath_thread`: `--realtime`, `--nice`, `--cpus`, and catching up after pauses;
 //! * `reverse_and_delay`: the reverse policy and delay emulation (`--emulate`, `--path-delay`);
 //! * `control`: the control protocol and `stat`'s forms;
-//! * `malformed_and_exit`: namespace clean-up on panic, malformed frames, SIGHUP and SIGTERM.
+//! * `malformed_and_exit`: namespace clean-up on panic, malformed frames, SIGHUP and SIGTERM;
+//! * `link_faults`: IP fragments through several workers, a link that goes down and up.
 //!
 //! Tests take the testbed one at a time (`SERIAL` in `helpers`), whatever `--test-threads`.
 
@@ -24,6 +25,7 @@ mod class_rates;
 mod control;
 mod datapath_thread;
 mod forwarding;
+mod link_faults;
 mod malformed_and_exit;
 mod reload;
 mod reverse_and_delay;

@@ -139,6 +139,9 @@ pub struct InterfaceSnapshot {
     pub rx_truncated: u64,
     pub rx_own_skipped: u64,
     pub rx_blocks: u64,
+    /// Errors the receive socket reported (`ENETDOWN` when the link went down), read and cleared.
+    #[serde(default)]
+    pub socket_errors: u64,
     /// Frames that did not parse, by reason; dropped.
     pub malformed: BTreeMap<String, u64>,
     /// Packets classified despite a parse issue, by issue.

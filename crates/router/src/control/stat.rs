@@ -154,6 +154,7 @@ impl Shaper {
                     rx_truncated: p.rx_truncated,
                     rx_own_skipped: p.rx_own_skipped,
                     rx_blocks: p.rx_blocks,
+                    socket_errors: p.socket_errors,
                     malformed: map(&s.malformed),
                     parse_issues: map(&s.issues),
                 }

@@ -72,6 +72,7 @@ fn add_interface(a: &mut InterfaceSnapshot, b: &InterfaceSnapshot) {
     a.rx_truncated += b.rx_truncated;
     a.rx_own_skipped += b.rx_own_skipped;
     a.rx_blocks += b.rx_blocks;
+    a.socket_errors += b.socket_errors;
     add_map(&mut a.malformed, &b.malformed);
     add_map(&mut a.parse_issues, &b.parse_issues);
 }

@@ -38,6 +38,7 @@ mod merge;
 mod worker;
 
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::sync::atomic::AtomicU64;
 use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 
@@ -184,6 +185,9 @@ pub(crate) struct Link {
     pub counts: HandoffCounts,
     /// Receiving stopped (`Cmd::Quiesce`).
     pub quiet: bool,
+    /// When this worker's loop last turned (monotonic ns): the control thread feeds systemd's
+    /// watchdog only while every worker's is recent (notify.rs).
+    pub heartbeat: Arc<AtomicU64>,
 }
 
 impl Link {

@@ -10,6 +10,7 @@
 use std::collections::BTreeSet;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{channel, sync_channel, Receiver, RecvTimeoutError, Sender};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -102,6 +103,9 @@ struct Coord {
     /// Live rates of the merged snapshots (control/raw.rs).
     rates: crate::control::raw::Rates,
     gathered: Option<Instant>,
+    /// Every worker's loop heartbeat, and systemd's watchdog when the unit asks for one.
+    heartbeats: Vec<Arc<AtomicU64>>,
+    watchdog: Option<notify::Watchdog>,
 }
 
 /// `linkshare run --workers N`: run until SIGTERM/SIGINT. Returns the exit code.
@@ -121,11 +125,18 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     let files = [Some(opts.policy.clone()), opts.reverse_policy.clone()];
     for (d, f) in files.into_iter().enumerate() {
         let Some(f) = f else { continue };
-        let text =
-            std::fs::read_to_string(&f).with_context(|| format!("cannot read {}", f.display()))?;
-        let origin = f.display().to_string();
-        cuts[d] =
-            Some(cut(&text, &origin, n, &opts.placement, 1).map_err(|e| anyhow::anyhow!("{e}"))?);
+        // The forward policy falls back to the last good one when it does not validate.
+        let store = if d == 0 {
+            opts.last_good.as_ref()
+        } else {
+            None
+        };
+        let (c, text, origin) =
+            crate::last_good::load_at_start(&f, store, |t, o| cut(t, o, n, &opts.placement, 1))?;
+        if d == 0 {
+            crate::keep_started(&opts, &text, &origin, &c.policy);
+        }
+        cuts[d] = Some(c);
         texts[d] = Some((text, origin));
         paths[d] = Some(f);
     }
@@ -167,8 +178,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
                 .collect();
         }
     }
+    let mut heartbeats = Vec::new();
     for (i, (inbox, w)) in inboxes.into_iter().enumerate() {
         let (cmd_tx, cmds) = channel::<Cmd>();
+        let heartbeat = Arc::new(AtomicU64::new(sys::monotonic_ns()));
+        heartbeats.push(heartbeat.clone());
         let link = Link {
             index: i,
             wake: w.clone(),
@@ -182,6 +196,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             local: Vec::new(),
             counts: HandoffCounts::default(),
             quiet: false,
+            heartbeat,
         };
         let mut dirs: [Option<DirSpec>; 2] = [None, None];
         for d in 0..2 {
@@ -244,6 +259,8 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         latest: Snapshot::default(),
         rates: Default::default(),
         gathered: None,
+        heartbeats,
+        watchdog: notify::Watchdog::from_env(),
     };
     let io = match c.wait_started() {
         Ok(io) => io,
@@ -383,6 +400,23 @@ impl Coord {
                 self.serve_control();
             }
             self.serve_http(&ready);
+            self.feed_watchdog();
+        }
+    }
+
+    /// `WATCHDOG=1` when due and every worker's loop has turned within the interval: a hung
+    /// worker stops the pings, and systemd restarts the unit.
+    fn feed_watchdog(&mut self) {
+        let Some(w) = self.watchdog.as_mut() else {
+            return;
+        };
+        let now = sys::monotonic_ns();
+        let alive = self
+            .heartbeats
+            .iter()
+            .all(|h| now.saturating_sub(h.load(Ordering::Relaxed)) < w.interval_ns);
+        if alive && w.due(now) {
+            notify::tell("WATCHDOG=1");
         }
     }
 
