@@ -69,7 +69,7 @@ enum Command {
         workers: Option<u32>,
     },
     /// Shape real traffic: a bump-in-the-wire between two Linux interfaces
-    Run(router_cmds::RunArgs),
+    Run(Box<router_cmds::RunArgs>),
     /// Show the running shaper's class tree with live rates and counters (like `tc -s class show`)
     Stat(router_cmds::StatArgs),
     /// Add, change or delete a class of the running shaper

@@ -113,6 +113,11 @@ pub struct RunArgs {
     /// (StateDirectory=): $STATE_DIRECTORY/<policy file stem>.last-good; `none`: keep nothing
     #[arg(long, value_name = "DIR|none")]
     pub last_good: Option<PathBuf>,
+    /// The key of the flow hash that fq_codel, DRR, SFQ and CAKE bucket flows by (default:
+    /// random at each start, so that nobody outside can pick ports that land in another flow's
+    /// queue; give one only to reproduce a run)
+    #[arg(long, value_name = "N")]
+    pub flow_key: Option<u64>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -220,6 +225,12 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
             .lock_dir
             .clone()
             .unwrap_or_else(|| PathBuf::from(linkshare_router::DEFAULT_RUN_DIR)),
+        flow_key: match a.flow_key {
+            Some(k) => k,
+            None => linkshare_router::random_flow_key().ok_or_else(|| {
+                anyhow::anyhow!("cannot draw a random flow-hash key (getrandom failed)")
+            })?,
+        },
         last_good: match &a.last_good {
             Some(d) if d.as_os_str() == "none" => None,
             Some(d) => Some(linkshare_router::last_good::LastGood::new(d.clone())),

@@ -23,9 +23,17 @@ pub enum Parsed {
 
 /// Parse a received frame. An IP frame is charged its whole length as it will leave
 /// (Ethernet header and VLAN tags included, no FCS or preamble) — the bytes the kernel's HTB
-/// charges too, so a class's rate means the same on both.
+/// charges too, so a class's rate means the same on both. The flow hash is unkeyed: tests and
+/// tools; the shaper uses [`classify_frame_keyed`].
 pub fn classify_frame(bytes: Vec<u8>) -> Parsed {
-    match wire::parse_ethernet(&bytes) {
+    classify_frame_keyed(bytes, 0)
+}
+
+/// [`classify_frame`] with the flow hash under `key` (the shaper's, drawn at random at start:
+/// [`crate::Options::flow_key`]), so that the per-flow queues a frame lands in cannot be
+/// predicted from outside.
+pub fn classify_frame_keyed(bytes: Vec<u8>, key: u64) -> Parsed {
+    match wire::parse_ethernet_keyed(&bytes, key) {
         Ok(mut meta) => match meta.l3 {
             linkshare_core::packet::L3::Other(_) => Parsed::Other(bytes),
             _ => {
@@ -127,6 +135,44 @@ mod tests {
         ip[22..24].copy_from_slice(&2000u16.to_be_bytes());
         ip[24..26].copy_from_slice(&8u16.to_be_bytes());
         f
+    }
+
+    /// A UDP frame 10.0.0.1:`sport` → 10.0.0.2:2000.
+    fn udp_from(sport: u16) -> Vec<u8> {
+        let mut f = ipv4_udp(0);
+        f[34..36].copy_from_slice(&sport.to_be_bytes());
+        f
+    }
+
+    fn bucket(bytes: Vec<u8>, key: u64) -> u32 {
+        match classify_frame_keyed(bytes, key) {
+            Parsed::Ip(f) => f.meta.flow_hash % 1024,
+            _ => panic!("not ip"),
+        }
+    }
+
+    /// An attacker who knows the unkeyed hash picks a source port whose flow lands in a victim
+    /// flow's fq_codel bucket (1024 buckets). Under the shaper's random keys the same pair of
+    /// flows shares a bucket only by chance (1 in 1024).
+    #[test]
+    fn a_source_port_chosen_offline_does_not_share_a_bucket_under_a_key() {
+        let victim = 1000;
+        let crafted = (1001..=u16::MAX)
+            .find(|p| bucket(udp_from(*p), 0) == bucket(udp_from(victim), 0))
+            .unwrap_or_else(|| panic!("no colliding port in the whole range"));
+        let mut shared = 0;
+        for i in 0..200u64 {
+            let key = 0x9e37_79b9_7f4a_7c15_u64.wrapping_mul(i + 1);
+            if bucket(udp_from(crafted), key) == bucket(udp_from(victim), key) {
+                shared += 1;
+            }
+        }
+        assert!(
+            shared <= 3,
+            "port {crafted} shares the victim's bucket under {shared} of 200 keys"
+        );
+        // The key changes nothing else: the same flow stays in one bucket under one key.
+        assert_eq!(bucket(udp_from(crafted), 7), bucket(udp_from(crafted), 7));
     }
 
     #[test]

@@ -53,7 +53,7 @@ pub use control::call;
 pub use dir::{default_device_buffer, device_model, Sched, FULL_FRAME};
 pub use frame::{classify_frame, Frame, Parsed};
 pub use hist::Hist;
-pub use options::{default_control, Options, RxSplit, DEFAULT_RUN_DIR};
+pub use options::{default_control, random_flow_key, Options, RxSplit, DEFAULT_RUN_DIR};
 pub use port::{PacketPort, Port, PortCounters, RxFrame, RxRingKind, TxDrop};
 pub use reload::{adopt_state, load_sched, render_config_error};
 pub use workers::run as run_workers;
@@ -328,7 +328,7 @@ impl Shaper {
         self.ifs[i].rx_packets += 1;
         self.ifs[i].rx_bytes += bytes.len() as u64;
         let to = self.dirs[i].to;
-        match classify_frame(bytes) {
+        match frame::classify_frame_keyed(bytes, self.opts.flow_key) {
             Parsed::Other(bytes) => {
                 self.ifs[i].non_ip += 1;
                 self.send(to, bytes);

@@ -23,6 +23,10 @@ pub struct Options {
     /// Where the last accepted policy is kept, and started from when the file given does not
     /// validate (`--last-good`, or systemd's state directory; last_good.rs).
     pub last_good: Option<crate::last_good::LastGood>,
+    /// The key of the flow hash that per-flow queues (fq_codel, DRR, SFQ, CAKE) bucket by:
+    /// random per process ([`random_flow_key`]), or fixed by `--flow-key` for reproducible
+    /// tests, so that no remote host can pick ports that share another flow's queue.
+    pub flow_key: u64,
     /// Bytes the modelled device buffer holds behind the frame on the wire (the pull rule of
     /// `linkshare_core::egress`); `None`: [`default_device_buffer`](crate::default_device_buffer)
     /// of the root rate.
@@ -119,4 +123,12 @@ pub const DEFAULT_RUN_DIR: &str = "/run/linkshare";
 /// Default control socket path for a pair of interfaces.
 pub fn default_control(dev_in: &str, dev_out: &str) -> PathBuf {
     PathBuf::from(format!("{DEFAULT_RUN_DIR}/{dev_in}-{dev_out}.sock"))
+}
+
+/// A flow-hash key from the kernel's random source (getrandom(2)); `None` if it is unavailable.
+pub fn random_flow_key() -> Option<u64> {
+    let mut b = [0u8; 8];
+    // SAFETY: `b` is valid for 8 bytes.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    (n == 8).then(|| u64::from_ne_bytes(b))
 }

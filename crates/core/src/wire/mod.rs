@@ -190,8 +190,15 @@ pub mod proto {
 ///
 /// A frame whose (innermost) EtherType is not IPv4 or IPv6 (nor an encapsulation of them)
 /// parses as `L3::Other(ethertype)` with `len` = the frame length. `meta.vlan` is the outermost
-/// VLAN id.
+/// VLAN id. The flow hash is unkeyed (key 0): see [`parse_ethernet_keyed`].
 pub fn parse_ethernet(frame: &[u8]) -> Result<PacketMeta, ParseError> {
+    parse_ethernet_keyed(frame, 0)
+}
+
+/// [`parse_ethernet`] with the flow hash under `key` ([`flow_hash`]). A shaper facing the
+/// network draws its key at random, so that no remote host can choose ports offline that put
+/// its flow in the queue of another (fq_codel, DRR and SFQ buckets come from this hash).
+pub fn parse_ethernet_keyed(frame: &[u8], key: u64) -> Result<PacketMeta, ParseError> {
     let eth = EthernetFrame::new_checked(frame)?;
     let mut ethertype = eth.ethertype();
     let mut rest = eth.payload();
@@ -215,15 +222,15 @@ pub fn parse_ethernet(frame: &[u8]) -> Result<PacketMeta, ParseError> {
         }
     }
     let mut meta = match ethertype {
-        ethertype::IPV4 => parse_ipv4(rest)?,
-        ethertype::IPV6 => parse_ipv6(rest)?,
+        ethertype::IPV4 => parse_ipv4(rest, key)?,
+        ethertype::IPV6 => parse_ipv6(rest, key)?,
         other => {
             let mut meta = PacketMeta {
                 len: saturating_u32(frame.len()),
                 l3: L3::Other(other),
                 ..PacketMeta::default()
             };
-            meta.flow_hash = flow_hash(&meta, 0);
+            meta.flow_hash = flow_hash(&meta, key);
             meta
         }
     };
@@ -257,13 +264,13 @@ pub fn ip_offset(frame: &[u8]) -> Option<(usize, u16)> {
 pub fn parse_ip(packet: &[u8]) -> Result<PacketMeta, ParseError> {
     match packet.first().map(|b| b >> 4) {
         None => Err(ParseError::TruncatedIp),
-        Some(4) => parse_ipv4(packet),
-        Some(6) => parse_ipv6(packet),
+        Some(4) => parse_ipv4(packet, 0),
+        Some(6) => parse_ipv6(packet, 0),
         Some(_) => Err(ParseError::BadIpVersion),
     }
 }
 
-fn parse_ipv4(bytes: &[u8]) -> Result<PacketMeta, ParseError> {
+fn parse_ipv4(bytes: &[u8], key: u64) -> Result<PacketMeta, ParseError> {
     let ip = Ipv4Packet::new_checked(bytes)?;
     let frag = fragment_kind(ip.frag_offset(), ip.more_frags());
     let mut meta = PacketMeta {
@@ -279,11 +286,11 @@ fn parse_ipv4(bytes: &[u8]) -> Result<PacketMeta, ParseError> {
     if frag != Fragment::Later {
         set_ports(&mut meta, ip.payload());
     }
-    meta.flow_hash = flow_hash(&meta, 0);
+    meta.flow_hash = flow_hash(&meta, key);
     Ok(meta)
 }
 
-fn parse_ipv6(bytes: &[u8]) -> Result<PacketMeta, ParseError> {
+fn parse_ipv6(bytes: &[u8], key: u64) -> Result<PacketMeta, ParseError> {
     let ip = Ipv6Packet::new_checked(bytes)?;
     let payload = ip.payload();
     let upper = ipv6::walk_extensions(ip.next_header(), payload);
@@ -301,7 +308,7 @@ fn parse_ipv6(bytes: &[u8]) -> Result<PacketMeta, ParseError> {
     if upper.issue.is_none() && upper.frag != Fragment::Later {
         set_ports(&mut meta, payload.get(upper.offset..).unwrap_or(&[]));
     }
-    meta.flow_hash = flow_hash(&meta, 0);
+    meta.flow_hash = flow_hash(&meta, key);
     Ok(meta)
 }
 
