@@ -7,7 +7,12 @@
 //! is read up to the blank line that ends its header section (at most [`MAX_HEAD`] bytes, else
 //! 431); only `GET` (and `HEAD`) are served (405 with `Allow` otherwise); each response carries
 //! `Content-Length` and `Connection: close`, and the connection is closed once it is written (no
-//! keep-alive, no request body). Paths are routed by the caller ([`Route`]).
+//! keep-alive, no request body). Paths are routed by the caller ([`Route`]). A client that
+//! half-closes right after its request (`nc -N`) is answered: end of input after a complete head
+//! is not a disconnect. A head whose blank line lies beyond [`MAX_HEAD`] gets 431 however it
+//! arrived. Closing is lingering (as Apache's): once a response is written the server shuts its
+//! side and reads and discards what the client still sends, for at most [`LINGER_NS`], so that
+//! unread request bytes do not make the kernel reset the connection and destroy the response.
 //!
 //! A route may instead open a stream (server-sent events, for the dashboard): the headers go out
 //! without a length, the connection stays open, and [`Http::broadcast`] appends each event to
@@ -34,6 +39,8 @@ use crate::sys;
 
 /// Longest request head (request line and headers), bytes.
 pub const MAX_HEAD: usize = 8 << 10;
+/// How long a lingering close waits for the client to close after its response, ns.
+pub const LINGER_NS: u64 = 1_000_000_000;
 /// Longest response body, bytes (a larger one is answered with 500).
 pub const MAX_BODY: usize = 16 << 20;
 /// Connections served at once.
@@ -135,6 +142,11 @@ pub struct HttpStats {
 struct Client {
     stream: TcpStream,
     inbuf: Vec<u8>,
+    /// The client shut its sending side (read returned 0).
+    eof: bool,
+    /// The response is written and our side shut: reading and discarding until the client
+    /// closes or [`LINGER_NS`] has passed (since this instant).
+    lingering_since: Option<u64>,
     out: OutBuf,
     /// A request was taken: nothing more is read; close once the response is written.
     answered: bool,
@@ -299,6 +311,8 @@ impl Http {
             self.clients.push(Client {
                 stream,
                 inbuf: Vec::new(),
+                eof: false,
+                lingering_since: None,
                 out: OutBuf::default(),
                 answered: false,
                 streaming: false,
@@ -315,13 +329,23 @@ impl Http {
         route: &mut dyn FnMut(&Request) -> Route,
     ) -> Result<(), Gone> {
         let c = &mut self.clients[i];
+        if let Some(since) = c.lingering_since {
+            return linger(c, since, now_ns);
+        }
         if !c.answered {
             read_some(c)?;
-            match parse_head(&c.inbuf) {
+            let head = if head_end(&c.inbuf).is_some_and(|end| end > MAX_HEAD) {
+                Head::Partial
+            } else {
+                parse_head(&c.inbuf)
+            };
+            match head {
                 Head::Partial if c.inbuf.len() > MAX_HEAD => {
                     self.stats.bad_requests += 1;
                     respond(c, &Route::text(431, "request head too large\n"), false);
                 }
+                // The client said all it will say, and it is not a whole head.
+                Head::Partial if c.eof => return Err(Gone::Done),
                 Head::Partial => {
                     if now_ns.saturating_sub(c.progress_ns) > IDLE_NS {
                         return Err(Gone::Idle);
@@ -348,7 +372,11 @@ impl Http {
             write_some(c, now_ns)?;
             if c.out.pending() == 0 {
                 if !c.streaming {
-                    return Err(Gone::Done);
+                    // Lingering close: our side is shut; what the client still sends is read
+                    // and discarded so that the kernel does not reset the connection.
+                    let _ = c.stream.shutdown(std::net::Shutdown::Write);
+                    c.lingering_since = Some(now_ns);
+                    return linger(c, now_ns, now_ns);
                 }
                 // A stream whose peer closed: reading returns 0 (it sends nothing else).
                 let mut b = [0u8; 512];
@@ -379,11 +407,7 @@ enum Head {
 /// Parse a request head once its blank line has arrived (CRLF, or bare LF as RFC 9112 §2.2
 /// allows a recipient to accept).
 fn parse_head(buf: &[u8]) -> Head {
-    let end = buf
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .or_else(|| buf.windows(2).position(|w| w == b"\n\n"));
-    let Some(end) = end else {
+    let Some(end) = head_end(buf) else {
         return Head::Partial;
     };
     let Ok(head) = std::str::from_utf8(&buf[..end]) else {
@@ -467,11 +491,38 @@ fn respond(c: &mut Client, r: &Route, head_only: bool) {
     c.inbuf = Vec::new();
 }
 
-fn read_some(c: &mut Client) -> Result<(), Gone> {
+/// Where the request head ends (its blank line), if it has arrived.
+fn head_end(buf: &[u8]) -> Option<usize> {
+    buf.windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .or_else(|| buf.windows(2).position(|w| w == b"\n\n"))
+}
+
+/// A lingering close: discard input until the client closes (read returns 0), fails, or
+/// [`LINGER_NS`] has passed since `since`; `Ok` while it goes on.
+fn linger(c: &mut Client, since: u64, now_ns: u64) -> Result<(), Gone> {
     let mut buf = [0u8; 4096];
-    while c.inbuf.len() <= MAX_HEAD {
+    for _ in 0..16 {
         match c.stream.read(&mut buf) {
             Ok(0) => return Err(Gone::Done),
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::WouldBlock => break,
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(_) => return Err(Gone::Done),
+        }
+    }
+    if now_ns.saturating_sub(since) > LINGER_NS {
+        return Err(Gone::Done);
+    }
+    Ok(())
+}
+
+fn read_some(c: &mut Client) -> Result<(), Gone> {
+    let mut buf = [0u8; 4096];
+    while c.inbuf.len() <= MAX_HEAD && !c.eof {
+        match c.stream.read(&mut buf) {
+            // End of input: a half-close after a complete head is still answered (turn).
+            Ok(0) => c.eof = true,
             Ok(n) => c.inbuf.extend_from_slice(&buf[..n]),
             Err(e) if e.kind() == ErrorKind::WouldBlock => break,
             Err(e) if e.kind() == ErrorKind::Interrupted => {}

@@ -95,7 +95,107 @@ fn serves_over_tcp() {
     let long = ask(&mut h, &req);
     assert!(long.starts_with("HTTP/1.1 431"), "{long}");
     assert_eq!(h.stats.requests, 2);
+    // The lingering closes end when the clients (dropped by `ask`) close.
+    for _ in 0..200 {
+        h.serve(0, &mut |r| Route::text(200, &format!("path {}", r.path)));
+        if !h.busy() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+    }
     assert!(!h.busy(), "every client closed");
+}
+
+/// Serve `h` from a thread until `stop`; the test's client side blocks as real clients do.
+fn serve_in_background(
+    mut h: Http,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<Http> {
+    std::thread::spawn(move || {
+        let t0 = std::time::Instant::now();
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+            let now = t0.elapsed().as_nanos() as u64;
+            h.serve(now, &mut |r| Route::text(200, &format!("path {}", r.path)));
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        h
+    })
+}
+
+/// `printf 'GET / …' | nc -N`: the client shuts its sending side right after the request, and
+/// must still get its response (it got nothing 12 times in 20).
+#[test]
+fn a_request_followed_by_a_half_close_is_answered() {
+    use std::io::{Read, Write};
+    let h = Http::bind("127.0.0.1:0".parse().expect("addr")).expect("bind loopback");
+    let addr = h.local_addr().expect("addr");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = serve_in_background(h, stop.clone());
+    for i in 0..20 {
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.write_all(format!("GET /q{i} HTTP/1.1\r\nHost: x\r\n\r\n").as_bytes())
+            .expect("write");
+        s.shutdown(std::net::Shutdown::Write).expect("half-close");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+        let mut got = String::new();
+        s.read_to_string(&mut got).expect("read the response");
+        assert!(
+            got.starts_with("HTTP/1.1 200 OK") && got.ends_with(&format!("path /q{i}")),
+            "request {i}: {got:?}"
+        );
+    }
+    // A half-close before the head is complete is a disconnect, not a request.
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.write_all(b"GET /partial HTTP/1.1\r\n").expect("write");
+    s.shutdown(std::net::Shutdown::Write).expect("half-close");
+    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .expect("timeout");
+    let mut got = String::new();
+    let _ = s.read_to_string(&mut got);
+    assert_eq!(got, "", "no answer to an incomplete head");
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let h = server.join().expect("server thread");
+    assert_eq!(h.stats.requests, 20);
+}
+
+/// Heads past MAX_HEAD get 431 whatever their size and however they arrive (a 10 KiB head read
+/// in one go was answered 200), and a client that sends 64 KiB more than it should still
+/// reads its whole 431: the server reads and discards instead of resetting the connection.
+#[test]
+fn oversize_heads_get_a_whole_431() {
+    use std::io::{Read, Write};
+    let h = Http::bind("127.0.0.1:0".parse().expect("addr")).expect("bind loopback");
+    let addr = h.local_addr().expect("addr");
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let server = serve_in_background(h, stop.clone());
+    for size in [MAX_HEAD + 1_000, 12 << 10, 64 << 10] {
+        let mut req = b"GET / HTTP/1.1\r\nX-Pad: ".to_vec();
+        req.extend(std::iter::repeat_n(b'a', size));
+        req.extend_from_slice(b"\r\n\r\n");
+        let mut s = std::net::TcpStream::connect(addr).expect("connect");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .expect("timeout");
+        // Written from another thread: the server may answer before it has all of it.
+        let mut w = s.try_clone().expect("clone");
+        let writer = std::thread::spawn(move || {
+            let _ = w.write_all(&req);
+        });
+        let mut got = Vec::new();
+        let r = s.read_to_end(&mut got);
+        let _ = writer.join();
+        let text = String::from_utf8_lossy(&got);
+        assert!(
+            r.is_ok()
+                && text.starts_with("HTTP/1.1 431")
+                && text.ends_with("request head too large\n"),
+            "{size}-byte header: {r:?} {text:?}"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let h = server.join().expect("server thread");
+    assert_eq!(h.stats.requests, 0);
+    assert_eq!(h.stats.bad_requests, 3);
 }
 
 /// An event stream stays open and receives each broadcast; a reader that takes nothing is
