@@ -3,7 +3,11 @@
 //! * **A second shaper on an interface**: each interface is locked with flock(2) on
 //!   `<lock dir>/<ifname>@<netns inode>.lock`, which holds the owner's pid. The kernel drops the
 //!   lock when the process dies (SIGKILL included), so a stale file never blocks; the namespace
-//!   inode keeps equal interface names of different network namespaces apart.
+//!   inode keeps equal interface names of different network namespaces apart. The file is opened
+//!   without following symlinks and removed at exit while still locked (so files do not pile up
+//!   in the lock directory); a lock taken on a file that was removed meanwhile is taken again.
+//! * **An interface name that is not one**: longer than IFNAMSIZ − 1 bytes, empty, `.`/`..`, or
+//!   holding `/`, `:` or white space (names go into lock file paths).
 //! * **A forwarding loop**: the same interface given twice (by name or by ifindex), or the two
 //!   ends of one veth pair (the peer of one is the other: every frame sent on one comes back on
 //!   the other). The peer comes from rtnetlink (RTM_GETLINK, rtnetlink(7)): `IFLA_LINK` is the
@@ -33,7 +37,37 @@ pub struct Refused(pub String);
 /// Locks held on the interfaces; released when dropped or when the process dies.
 #[derive(Debug)]
 pub struct InterfaceLocks {
-    _files: Vec<File>,
+    files: Vec<(File, PathBuf)>,
+}
+
+impl Drop for InterfaceLocks {
+    fn drop(&mut self) {
+        // Removed while still locked: a shaper that opens the path now creates a new file, and
+        // one that opened the old file finds it removed once it gets the lock (and retries).
+        for (_, path) in &self.files {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Refuse a name that cannot be a Linux interface's (`dev_valid_name` in net/core/dev.c).
+pub fn check_interface_name(name: &str) -> anyhow::Result<()> {
+    let bad = name.is_empty()
+        || name.len() >= libc::IFNAMSIZ
+        || name == "."
+        || name == ".."
+        || name
+            .chars()
+            .any(|c| c == '/' || c == ':' || c.is_whitespace());
+    if bad {
+        return Err(Refused(format!(
+            "--dev {name:?} is not an interface name (1 to {} bytes, no `/`, `:` or white space); \
+             `ip link` lists the interfaces",
+            libc::IFNAMSIZ - 1
+        ))
+        .into());
+    }
+    Ok(())
 }
 
 /// Lock every interface in `devs` for this process, or say which process holds one.
@@ -44,14 +78,31 @@ pub fn lock_interfaces(dir: &Path, devs: &[&str]) -> anyhow::Result<InterfaceLoc
         .unwrap_or(0);
     let mut files = Vec::new();
     for dev in devs {
+        check_interface_name(dev)?;
         let path: PathBuf = dir.join(format!("{dev}@{ns}.lock"));
+        let mut f = lock_file(&path, dev)?;
+        f.set_len(0)?;
+        f.rewind()?;
+        writeln!(f, "{}", std::process::id())?;
+        f.flush()?;
+        files.push((f, path));
+    }
+    Ok(InterfaceLocks { files })
+}
+
+/// Open and lock `path` (the lock of interface `dev`), never through a symlink; a file removed
+/// by its previous holder between our open and our lock is opened again.
+fn lock_file(path: &Path, dev: &str) -> anyhow::Result<File> {
+    use std::os::unix::fs::OpenOptionsExt as _;
+    for _ in 0..8 {
         let mut f = std::fs::OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
-            .open(&path)
-            .with_context(|| format!("cannot open {}", path.display()))?;
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(path)
+            .with_context(|| format!("cannot open {} (a symlink is refused)", path.display()))?;
         // SAFETY: flock on an fd we own; no memory is passed.
         let r = unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
         if r != 0 {
@@ -69,13 +120,15 @@ pub fn lock_interfaces(dir: &Path, devs: &[&str]) -> anyhow::Result<InterfaceLoc
                 path.display()
             );
         }
-        f.set_len(0)?;
-        f.rewind()?;
-        writeln!(f, "{}", std::process::id())?;
-        f.flush()?;
-        files.push(f);
+        let same = std::fs::symlink_metadata(path)
+            .ok()
+            .zip(f.metadata().ok())
+            .is_some_and(|(p, o)| p.ino() == o.ino() && p.dev() == o.dev());
+        if same {
+            return Ok(f);
+        }
     }
-    Ok(InterfaceLocks { _files: files })
+    anyhow::bail!("cannot lock {}: it keeps being replaced", path.display())
 }
 
 /// Refuse `--dev a --dev b` when forwarding between them would loop.
@@ -229,7 +282,37 @@ mod tests {
             "{msg}"
         );
         drop(held);
+        let files = || std::fs::read_dir(&dir).map(|r| r.count()).unwrap_or(0);
+        // eth9's file of the refused call stays; eth7's and eth8's went with their locks.
+        assert_eq!(files(), 1, "lock files are removed with their locks");
         assert!(lock_interfaces(&dir, &["eth8"]).is_ok(), "freed on drop");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_symlinked_lock_file_and_names_that_are_not_interfaces_are_refused() {
+        let dir = scratch("symlink");
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ns = std::fs::metadata("/proc/self/ns/net")
+            .map(|m| m.ino())
+            .unwrap_or(0);
+        let target = dir.join("victim");
+        std::fs::write(&target, "precious\n").expect("victim");
+        std::os::unix::fs::symlink(&target, dir.join(format!("eth5@{ns}.lock"))).expect("link");
+        let e = lock_interfaces(&dir, &["eth5"]).expect_err("a symlink is not followed");
+        assert!(format!("{e:#}").contains("symlink"), "{e:#}");
+        assert_eq!(
+            std::fs::read_to_string(&target).ok().as_deref(),
+            Some("precious\n")
+        );
+        for bad in ["", "..", "a/b", "eth0:1", "x y", "abcdefghijklmnop"] {
+            let e = lock_interfaces(&dir, &[bad]).expect_err(bad);
+            assert!(e.downcast_ref::<Refused>().is_some(), "{bad:?}: {e:#}");
+        }
+        assert!(
+            check_interface_name("abcdefghijklmno").is_ok(),
+            "15 bytes fit"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

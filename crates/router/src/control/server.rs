@@ -101,7 +101,19 @@ impl Server {
                 path.display()
             );
         }
-        let _ = std::fs::remove_file(path);
+        // Only a stale socket is replaced: never a file, a directory or a symlink that
+        // `--control` names by mistake.
+        if let Ok(m) = std::fs::symlink_metadata(path) {
+            use std::os::unix::fs::FileTypeExt as _;
+            if !m.file_type().is_socket() {
+                anyhow::bail!(
+                    "{} exists and is not a socket: refusing to replace it; give another \
+                     --control or remove it",
+                    path.display()
+                );
+            }
+            let _ = std::fs::remove_file(path);
+        }
         let old = sys::umask(0o177);
         let l = UnixListener::bind(path);
         sys::umask(old);

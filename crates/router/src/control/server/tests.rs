@@ -108,3 +108,27 @@ fn clients_beyond_the_limit_are_refused_and_counted() {
     assert_eq!(srv.stats.clients, 0, "closed clients are dropped");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `--control` naming a file that is not a socket (a typo, a policy file) leaves it alone;
+/// a stale socket of a dead shaper is replaced.
+#[test]
+fn only_a_stale_socket_is_replaced() {
+    let dir = std::env::temp_dir().join(format!("lsctl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("dir");
+    let file = dir.join("policy.toml");
+    std::fs::write(&file, "precious").expect("write");
+    let e = match Server::bind(&file) {
+        Ok(_) => panic!("a regular file was replaced by the control socket"),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(e.contains("not a socket"), "{e}");
+    assert_eq!(
+        std::fs::read_to_string(&file).ok().as_deref(),
+        Some("precious")
+    );
+    let sock = dir.join("ctl.sock");
+    drop(std::os::unix::net::UnixListener::bind(&sock).expect("stale socket"));
+    assert!(Server::bind(&sock).is_ok(), "a stale socket is replaced");
+    let _ = std::fs::remove_dir_all(&dir);
+}
