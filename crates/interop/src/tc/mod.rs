@@ -3,6 +3,7 @@
 pub mod export;
 pub mod filter;
 pub mod hashed_in;
+pub mod hfsc_in;
 pub mod hfsc_out;
 pub mod import;
 pub mod leaf;
