@@ -143,18 +143,28 @@ fn pf_openbsd_queues_and_rules() {
     assert_eq!(p.kind_name(), "hfsc");
     assert_eq!(p.hfsc_compat(), Some(linkshare_config::HfscCompat::OpenBsd));
     assert_eq!(p.default_class(), "qdef");
-    let curves = |n: &str| class(&p, n).hfsc.unwrap_or_else(|| panic!("{n} has no curves"));
+    let curves = |n: &str| {
+        class(&p, n)
+            .hfsc
+            .unwrap_or_else(|| panic!("{n} has no curves"))
+    };
     let rate = |m: u64| Some(ServiceCurve::rate(m));
     // bandwidth = ls, min = rt, max = ul.
     let root = curves("rootq");
-    assert_eq!((root.rt, root.ls, root.ul), (None, rate(20_000_000), rate(20_000_000)));
+    assert_eq!(
+        (root.rt, root.ls, root.ul),
+        (None, rate(20_000_000), rate(20_000_000))
+    );
     let web = curves("qweb");
     assert_eq!(
         (web.rt, web.ls, web.ul),
         (rate(4_000_000), rate(6_000_000), rate(18_000_000))
     );
     assert_eq!(class(&p, "qweb").leaf.name(), "fq_codel");
-    assert_eq!((curves("qssh").rt, curves("qssh").ul), (None, rate(4_000_000)));
+    assert_eq!(
+        (curves("qssh").rt, curves("qssh").ul),
+        (None, rate(4_000_000))
+    );
     assert_eq!(class(&p, "qdef").leaf.to_string(), "pfifo(limit 200)");
     // `min 500K burst 3M for 200ms`: the real-time curve's first segment.
     let dns = curves("qdns");
@@ -270,10 +280,17 @@ fn pf_altq_hfsc_queues_keep_their_curves() {
     assert_eq!(p.kind_name(), "hfsc");
     assert_eq!(p.hfsc_compat(), Some(linkshare_config::HfscCompat::OpenBsd));
     assert_eq!(p.default_class(), "bulk");
-    let curves = |n: &str| class(&p, n).hfsc.unwrap_or_else(|| panic!("{n} has no curves"));
+    let curves = |n: &str| {
+        class(&p, n)
+            .hfsc
+            .unwrap_or_else(|| panic!("{n} has no curves"))
+    };
     let rate = |m: u64| Some(ServiceCurve::rate(m));
     // The root class is the interface's bandwidth.
-    assert_eq!((curves("root").ls, curves("root").ul), (rate(10_000_000), rate(10_000_000)));
+    assert_eq!(
+        (curves("root").ls, curves("root").ul),
+        (rate(10_000_000), rate(10_000_000))
+    );
     // realtime (m1, d ms, m2); linkshare 10% of the parent (the link).
     let voip = curves("voip");
     assert_eq!(
@@ -288,8 +305,16 @@ fn pf_altq_hfsc_queues_keep_their_curves() {
     assert_eq!(class(&p, "voip").leaf.to_string(), "pfifo(limit 50)");
     // An inner queue's realtime is left out with a note; bandwidth is the link share.
     let inter = curves("interactive");
-    assert_eq!((inter.rt, inter.ls, inter.ul), (None, rate(3_000_000), rate(8_000_000)));
-    assert!(i.toml.contains("realtime on a queue with children is not used"), "{}", i.toml);
+    assert_eq!(
+        (inter.rt, inter.ls, inter.ul),
+        (None, rate(3_000_000), rate(8_000_000))
+    );
+    assert!(
+        i.toml
+            .contains("realtime on a queue with children is not used"),
+        "{}",
+        i.toml
+    );
     assert_eq!(
         curves("ssh").ls,
         Some(ServiceCurve {
@@ -304,7 +329,10 @@ fn pf_altq_hfsc_queues_keep_their_curves() {
     assert_eq!((bulk.ls, bulk.ul), (rate(6_000_000), rate(9_500_000)));
     assert_eq!(class(&p, "bulk").leaf.name(), "red");
     let classes: Vec<&str> = p.filters().iter().map(|f| f.class.as_str()).collect();
-    assert!(classes.contains(&"voip") && classes.contains(&"ssh"), "{classes:?}");
+    assert!(
+        classes.contains(&"voip") && classes.contains(&"ssh"),
+        "{classes:?}"
+    );
 }
 
 /// pf expands a rule's `{ lists }` into their cross product: a 771-byte rule with four lists of

@@ -121,13 +121,24 @@ dscp = "ef"
     round_trip("hfsc", text);
     let p = Policy::parse(text, "h").unwrap();
     let script = export::tc_script(&p, "eth0").unwrap();
-    assert!(script.contains("qdisc replace dev eth0 root handle 1: hfsc default 4"), "{script}");
     assert!(
-        script.contains("classid 1:2 hfsc rt m1 400000bit d 30000us m2 100000bit ls m2 100000bit  # voip"),
+        script.contains("qdisc replace dev eth0 root handle 1: hfsc default 4"),
         "{script}"
     );
-    assert!(script.contains("classid 1:4 hfsc sc m2 8900000bit  # bulk"), "{script}");
-    assert!(script.contains("# note: class `video`: tc keeps curve slopes in whole bytes/s"), "{script}");
+    assert!(
+        script.contains(
+            "classid 1:2 hfsc rt m1 400000bit d 30000us m2 100000bit ls m2 100000bit  # voip"
+        ),
+        "{script}"
+    );
+    assert!(
+        script.contains("classid 1:4 hfsc sc m2 8900000bit  # bulk"),
+        "{script}"
+    );
+    assert!(
+        script.contains("# note: class `video`: tc keeps curve slopes in whole bytes/s"),
+        "{script}"
+    );
 }
 
 #[test]

@@ -92,8 +92,8 @@ impl<P: Packet> Hfsc<P> {
         ));
         // Each parent's heaps get a segment of the slabs as long as its children. Upper limits
         // are marked up the tree (children before parents: the tree order reversed).
-        for i in 0..n {
-            let p = classes[i].parent as usize;
+        let parents: Vec<usize> = classes[..n].iter().map(|c| c.parent as usize).collect();
+        for p in parents {
             classes[p].nkids += 1;
         }
         let order = tree.into_order();

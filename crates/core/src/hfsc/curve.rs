@@ -217,9 +217,11 @@ impl Runtime {
                     .saturating_add(seg_y2x_inv(y - self.y, self.m1, self.im1))
             }
         } else {
-            self.x
-                .saturating_add(self.dx)
-                .saturating_add(seg_y2x_inv(y - self.y - self.dy, self.m2, self.im2))
+            self.x.saturating_add(self.dx).saturating_add(seg_y2x_inv(
+                y - self.y - self.dy,
+                self.m2,
+                self.im2,
+            ))
         }
     }
 

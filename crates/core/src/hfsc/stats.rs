@@ -173,7 +173,10 @@ impl<P: Packet> Hfsc<P> {
         for c in 0..self.classes.len() {
             for which in [VT, CF, FIT] {
                 if !self.kid_is_heap(c, which) {
-                    return Err(format!("{}: heap {which} out of order", self.classes[c].name));
+                    return Err(format!(
+                        "{}: heap {which} out of order",
+                        self.classes[c].name
+                    ));
                 }
             }
         }

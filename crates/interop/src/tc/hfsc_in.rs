@@ -190,14 +190,23 @@ mod tests {
                 m2: 100_000
             }
         );
-        assert_eq!(curve(&words("m2 1Mbit")).unwrap().sc, ServiceCurve::rate(1_000_000));
+        assert_eq!(
+            curve(&words("m2 1Mbit")).unwrap().sc,
+            ServiceCurve::rate(1_000_000)
+        );
         assert_eq!(
             curve(&words("m1 0bit d 0us m2 1Mbit")).unwrap().sc,
             ServiceCurve::rate(1_000_000)
         );
-        assert_eq!(curve(&words("rate 2mbit")).unwrap().sc, ServiceCurve::rate(2_000_000));
+        assert_eq!(
+            curve(&words("rate 2mbit")).unwrap().sc,
+            ServiceCurve::rate(2_000_000)
+        );
         let u = curve(&words("umax 1500b dmax 30ms rate 100kbit")).unwrap();
-        assert_eq!(u.sc, ServiceCurve::from_umax(1500, 30_000_000, 100_000).unwrap());
+        assert_eq!(
+            u.sc,
+            ServiceCurve::from_umax(1500, 30_000_000, 100_000).unwrap()
+        );
         assert!(curve(&words("m1 1mbit d 1ms")).is_err());
         assert!(curve(&words("m1 1mbit d 1ms m2 1mbit rate 3mbit")).is_err());
         assert!(curve(&words("m2")).is_err());
@@ -205,8 +214,8 @@ mod tests {
 
     #[test]
     fn sc_is_rt_and_ls_and_an_inner_rt_is_left_out_with_a_note() {
-        let (f, n) = class_fields(&words("sc m1 400kbit d 30ms m2 100kbit ul m2 1mbit"), false)
-            .unwrap();
+        let (f, n) =
+            class_fields(&words("sc m1 400kbit d 30ms m2 100kbit ul m2 1mbit"), false).unwrap();
         let keys: Vec<&str> = f.iter().map(|f| f.key.as_str()).collect();
         assert_eq!(keys, ["rt", "ls", "ul"]);
         assert!(n.is_empty());

@@ -161,7 +161,10 @@ mod tests {
             curve_words(&voip, &mut n),
             "m1 400000bit d 30000us m2 100000bit"
         );
-        assert_eq!(curve_words(&ServiceCurve::rate(1_000_000), &mut n), "m2 1000000bit");
+        assert_eq!(
+            curve_words(&ServiceCurve::rate(1_000_000), &mut n),
+            "m2 1000000bit"
+        );
         assert!(n.is_empty(), "{n:?}");
         let odd = ServiceCurve {
             m1: 0,

@@ -523,12 +523,22 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
     let mut d = match root.kind.as_str() {
         "htb" | "mq" => Draft::new(Root::Htb),
         "hfsc" => Draft::new(Root::Hfsc),
-        "cbq" => return Err(bad(file, root.line, "the kernel's cbq (removed in Linux 6.3) is not imported").help("write the tree as htb").into()),
+        "cbq" => {
+            return Err(bad(
+                file,
+                root.line,
+                "the kernel's cbq (removed in Linux 6.3) is not imported",
+            )
+            .help("write the tree as htb")
+            .into())
+        }
         kind => {
             let l = leaf::leaf(kind, &root.opts).map_err(|e| bad(file, root.line, e))?;
             let mut d = Draft::new(Root::Leaf(l));
             d.top.extend(crate::tc::stab::fields(conf.stab));
-            if !conf.classes.is_empty() || conf.filters.iter().any(|f| matches!(f, FilterDef::Rule(_))) {
+            if !conf.classes.is_empty()
+                || conf.filters.iter().any(|f| matches!(f, FilterDef::Rule(_)))
+            {
                 d.notes.push(format!("the {kind} root's classes and filters were left out: linkshare's {kind} has none"));
             }
             d.title.push(title.to_string());
@@ -536,7 +546,10 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
                 d.title.push(format!("device {dev}"));
             }
             d.notes.extend(conf.notes.iter().cloned());
-            return Ok(Imported { toml: d.to_toml(), warnings: Vec::new() });
+            return Ok(Imported {
+                toml: d.to_toml(),
+                warnings: Vec::new(),
+            });
         }
     };
     d.title.push(title.to_string());
