@@ -27,7 +27,7 @@ pub fn curve_words(sc: &ServiceCurve, notes: &mut Vec<String>) -> String {
         return format!("m2 {}bit", tc_bits(sc.m2, notes));
     }
     let us = sc.d.div_ceil(1000);
-    if sc.d % 1000 != 0 {
+    if !sc.d.is_multiple_of(1000) {
         notes.push(format!(
             "tc keeps a curve's d in whole microseconds: {} ns becomes {us}us",
             sc.d
@@ -45,7 +45,7 @@ fn tc_bits(m: u64, notes: &mut Vec<String>) -> u64 {
         ));
         return TC_MAX_BITS;
     }
-    if m % 8 != 0 {
+    if !m.is_multiple_of(8) {
         notes.push(format!(
             "tc keeps curve slopes in whole bytes/s: {m}bit becomes {}bit",
             m / 8 * 8
