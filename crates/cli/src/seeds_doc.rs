@@ -14,6 +14,7 @@
 //! * `class_share:CLASS` — that rate as a percentage of the link;
 //! * `goodput:FLOW` — a flow's goodput in Mbit/s (`FLOW*` sums flows `FLOW.1` … `FLOW.N`);
 //! * `rtt_p50:FLOW` / `rtt_p99:FLOW` — a flow's RTT percentiles in ms;
+//! * `owd_p50:FLOW` / `owd_p99:FLOW` — a UDP flow's one-way delay percentiles in ms;
 //! * `fairness:CLASS` — Jain's index across the class's flows;
 //! * `utilisation` — of the bottleneck, percent;
 //! * `rate_error:CLASS` — `(rate / assigned rate − 1) × 100`, percent.
@@ -341,6 +342,21 @@ fn figure(spec: &str, r: &SimResult) -> anyhow::Result<f64> {
                 rtt.p50
             } else {
                 rtt.p99
+            })
+        }
+        ["owd_p50", flow] | ["owd_p99", flow] => {
+            let f = s
+                .flows
+                .get(*flow)
+                .ok_or_else(|| anyhow!("no flow `{flow}`"))?;
+            let owd = f
+                .owd_ms
+                .as_ref()
+                .ok_or_else(|| anyhow!("flow `{flow}` has no one-way delay"))?;
+            Ok(if parts[0] == "owd_p50" {
+                owd.p50
+            } else {
+                owd.p99
             })
         }
         ["fairness", class] => s

@@ -16,7 +16,9 @@
 use std::fmt::Write as _;
 
 use linkshare_interop::tc::export::{classid, leaf_handle};
-use linkshare_router::control::snapshot::{ClassSnapshot, DirectionSnapshot};
+use linkshare_router::control::snapshot::{
+    ClassSnapshot, CurveSnapshot, DirectionSnapshot, HfscSnapshot,
+};
 use linkshare_router::control::Snapshot;
 
 /// A rate in bit/s as tc prints it: `50Mbit`, `1500Kbit`, `999bit`.
@@ -107,6 +109,8 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
     for c in &d.classes {
         let parent = match c.parent_id.and_then(|p| by_id.get(&p)) {
             Some(p) => format!("parent {}", handle(p)),
+            // HFSC's top-level classes hang under the qdisc's own root class `1:`.
+            None if c.hfsc.is_some() => "parent 1:".to_string(),
             None => "root".to_string(),
         };
         let leaf = if c.leaf {
@@ -114,6 +118,10 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
         } else {
             String::new()
         };
+        if let Some(h) = &c.hfsc {
+            hfsc_class(out, c, h, &parent, &leaf);
+            continue;
+        }
         let _ = writeln!(
             out,
             "class {kind} {} {parent}{leaf} prio {} rate {} ceil {}  # {}",
@@ -143,6 +151,75 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
         );
         let _ = writeln!(out, " tokens: {} ctokens: {}\n", c.tokens, c.ctokens);
     }
+}
+
+/// tc's time as `tc class show` prints a curve's `d` (`30.0ms`, `500us`).
+fn tc_time(ns: u64) -> String {
+    let us = ns / 1000;
+    if us >= 1_000_000 {
+        format!("{:.1}s", us as f64 / 1e6)
+    } else if us >= 1000 {
+        format!("{:.1}ms", us as f64 / 1e3)
+    } else {
+        format!("{us}us")
+    }
+}
+
+/// One curve as tc prints it: `rt m1 400Kbit d 30.0ms m2 100Kbit`; a linear one as tc reads
+/// `rate X` (`m1 0bit d 0us m2 X`).
+fn curve(key: &str, c: &CurveSnapshot) -> String {
+    let m1 = if c.d_ns == 0 { 0 } else { c.m1_bps };
+    format!(
+        " {key} m1 {} d {} m2 {}",
+        rate(m1),
+        tc_time(c.d_ns),
+        rate(c.m2_bps)
+    )
+}
+
+/// An HFSC class as `tc -s class show` prints it: its curves (`sc` when `rt` and `ls` are the
+/// same), counters, and `period … work … rtwork … level …`.
+fn hfsc_class(out: &mut String, c: &ClassSnapshot, h: &HfscSnapshot, parent: &str, leaf: &str) {
+    let mut curves = String::new();
+    match (&h.rt, &h.ls) {
+        (Some(r), Some(l)) if r == l => curves.push_str(&curve("sc", r)),
+        (r, l) => {
+            if let Some(r) = r {
+                curves.push_str(&curve("rt", r));
+            }
+            if let Some(l) = l {
+                curves.push_str(&curve("ls", l));
+            }
+        }
+    }
+    if let Some(u) = &h.ul {
+        curves.push_str(&curve("ul", u));
+    }
+    let _ = writeln!(
+        out,
+        "class hfsc {} {parent}{leaf}{curves}  # {}",
+        handle(c),
+        c.name
+    );
+    let _ = writeln!(
+        out,
+        " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)",
+        c.sent_bytes, c.sent_packets, c.drops, c.overlimits
+    );
+    let _ = writeln!(
+        out,
+        " backlog {} {}p requeues 0",
+        size(c.backlog_bytes),
+        c.backlog_packets
+    );
+    let mut line = format!(" period {}", h.period);
+    if h.work_bytes > 0 {
+        let _ = write!(line, " work {} bytes", h.work_bytes);
+    }
+    if h.rtwork_bytes > 0 {
+        let _ = write!(line, " rtwork {} bytes", h.rtwork_bytes);
+    }
+    let _ = writeln!(out, "{line} level {}\n", h.level);
 }
 
 #[cfg(test)]
@@ -184,6 +261,38 @@ mod tests {
 
     /// `stat --tc` on an in-memory shaper: tc's layout, the handles `export tc` writes for the
     /// same policy, and rates in tc's units.
+    #[test]
+    fn hfsc_classes_show_their_curves_and_tc_s_fields() {
+        let policy = "qdisc = \"hfsc\"\ndefault = \"bulk\"\n\
+            [[class]]\nname = \"up\"\nls = \"1mbit\"\nul = \"1mbit\"\n\
+            [[class]]\nname = \"voip\"\nparent = \"up\"\nrt = { m1 = \"400kbit\", d = \"30ms\", m2 = \"100kbit\" }\nls = \"100kbit\"\n\
+            [[class]]\nname = \"bulk\"\nparent = \"up\"\nsc = \"900kbit\"\n";
+        let mut o = Offline::new(policy, "p.toml").unwrap_or_else(|d| panic!("{d}"));
+        let Response::Stat(s) = answer(&mut o, r#"{"v":1,"cmd":"stat"}"#) else {
+            panic!("no stat")
+        };
+        let text = render(&s);
+        assert!(
+            text.contains("class hfsc 1:1 parent 1: ls m1 0bit d 0us m2 1Mbit ul m1 0bit d 0us m2 1Mbit  # up"),
+            "{text}"
+        );
+        assert!(
+            text.contains("class hfsc 1:2 parent 1:1 leaf 3: rt m1 400Kbit d 30.0ms m2 100Kbit ls m1 0bit d 0us m2 100Kbit  # voip"),
+            "{text}"
+        );
+        assert!(
+            text.contains("class hfsc 1:3 parent 1:1 leaf 4: sc m1 0bit d 0us m2 900Kbit  # bulk"),
+            "{text}"
+        );
+        assert!(text.contains(" period 0 level 1\n"), "{text}");
+        assert!(text.contains(" period 0 level 0\n"), "{text}");
+        let plain = crate::stat_view::render(&s);
+        assert!(
+            plain.contains("period 0 level 0 work 0 rtwork 0 vt 0.0us ft 0.0us et 0.0us dt 0.0us"),
+            "{plain}"
+        );
+    }
+
     #[test]
     fn tc_layout_uses_export_handles() {
         let policy = "qdisc = \"htb\"\ndefault = \"bulk\"\n\

@@ -112,6 +112,25 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
             c.tokens,
             c.ctokens,
         );
+        if let Some(h) = &c.hfsc {
+            // HFSC: tc's period, level and work, and the paper's times (µs on the scheduler's
+            // clock; et/dt only for real-time leaves).
+            let us = |ns: u64| format!("{:.1}us", ns as f64 / 1e3);
+            let _ = write!(
+                out,
+                "{indent}  period {} level {} work {} rtwork {} vt {} ft {}",
+                h.period,
+                h.level,
+                h.work_bytes,
+                h.rtwork_bytes,
+                us(h.vt_ns),
+                us(h.ft_ns)
+            );
+            if h.rt.is_some() {
+                let _ = write!(out, " et {} dt {}", us(h.et_ns), us(h.dt_ns));
+            }
+            out.push('\n');
+        }
     }
 }
 

@@ -178,7 +178,7 @@ fn import_errors_are_located_and_exit_1() {
     assert_eq!(code, 1);
     assert!(
         err.contains(
-            "hfsc.conf:3: error: linkshare has no HFSC yet; use cbq or the OpenBSD queue syntax"
+            "hfsc.conf:3: error: queue `b` is a hfsc queue under `altq on em0 cbq`: one scheduler per interface"
         ),
         "{err}"
     );

@@ -293,9 +293,13 @@ pub fn build_cbq(shape: &Shape) -> Result<(Cbq<BenchPacket>, Vec<ClassId>), Stri
     Ok((cbq, lay.leaves))
 }
 
-/// An HFSC tree of `shape` on a [`PORT_RATE`] link: the root class has `ls` and `ul` at the
-/// port rate, every class a linear `ls` of an equal share of its parent's, and every leaf also a
-/// linear `rt` of half its share, so that both criteria run.
+/// An HFSC tree of `shape` on a [`PORT_RATE`] link: every class a linear `ls` of an equal share
+/// of its parent's (the root class the port rate), and every leaf also a linear `rt` of half its
+/// share, so that both criteria run. No class has an upper limit, as no HTB class of the bench is
+/// ever held by its ceil: the bench's clock stands still during a burst of dequeues, and an HFSC
+/// `ul` (which, unlike HTB's ceil, has no burst allowance) re-anchored at the standing clock
+/// holds its class after one packet — at the port rate it made 99.6 % of the dequeue calls end
+/// in `NotBefore`, measuring the throttle rather than the scheduler.
 pub fn build_hfsc(shape: &Shape) -> Result<(Hfsc<BenchPacket>, Vec<ClassId>), String> {
     let lay = shape.layout()?;
     let mut kids = vec![0u64; lay.parent.len()];
@@ -314,9 +318,6 @@ pub fn build_hfsc(shape: &Shape) -> Result<(Hfsc<BenchPacket>, Vec<ClassId>), St
         .enumerate()
         .map(|(c, &p)| {
             let mut s = HfscClassSpec::new(&class_name(c), p, ServiceCurve::rate(rate[c]));
-            if p.is_none() {
-                s.ul = Some(ServiceCurve::rate(PORT_RATE.0));
-            }
             if kids[c] == 0 {
                 s.rt = Some(ServiceCurve::rate((rate[c] / 2).max(1)));
             }

@@ -23,6 +23,9 @@ pub enum Val {
     Bool(bool),
     Strs(Vec<String>),
     Ints(Vec<i64>),
+    /// An inline table (`{ m1 = "400kbit", d = "30ms", m2 = "100kbit" }`); its fields' notes
+    /// are not written.
+    Table(Vec<Field>),
 }
 
 /// `key = value`, with the notes written above it.
@@ -76,6 +79,20 @@ impl Field {
             format!("{ns}ns")
         };
         Field::str(key, s)
+    }
+    /// An HFSC service curve: a linear one as its rate, else `{ m1 = …, d = …, m2 = … }`.
+    pub fn curve(key: &str, sc: &linkshare_core::hfsc::ServiceCurve) -> Field {
+        if sc.d == 0 {
+            return Field::rate(key, sc.m2);
+        }
+        Field::new(
+            key,
+            Val::Table(vec![
+                Field::rate("m1", sc.m1),
+                Field::time("d", sc.d),
+                Field::rate("m2", sc.m2),
+            ]),
+        )
     }
     pub fn note(mut self, n: impl Into<String>) -> Field {
         self.notes.push(n.into());
@@ -148,6 +165,7 @@ pub struct FilterDraft {
 pub enum Root {
     Htb,
     Cbq,
+    Hfsc,
     Leaf(Leaf),
 }
 
@@ -221,6 +239,7 @@ impl Draft {
         match &self.root {
             Root::Htb => out.push_str("qdisc = \"htb\"\n"),
             Root::Cbq => out.push_str("qdisc = \"cbq\"\n"),
+            Root::Hfsc => out.push_str("qdisc = \"hfsc\"\n"),
             Root::Leaf(l) => {
                 notes(&mut out, &l.notes);
                 for f in &l.fields {
@@ -312,6 +331,13 @@ fn value(v: &Val) -> String {
             "[{}]",
             v.iter()
                 .map(|i| i.to_string())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        Val::Table(fs) => format!(
+            "{{ {} }}",
+            fs.iter()
+                .map(|f| format!("{} = {}", f.key, value(&f.val)))
                 .collect::<Vec<_>>()
                 .join(", ")
         ),

@@ -3,6 +3,7 @@
 //! linkshare_config, the parser `linkshare check` uses.
 
 use linkshare_config::Policy;
+use linkshare_core::hfsc::ServiceCurve;
 use linkshare_interop::{pf, tc::import, Imported};
 
 fn fixture(p: &str) -> String {
@@ -101,8 +102,12 @@ fn tc_bad_input_gets_file_and_line() {
     );
     for (text, want) in [
         (
-            "qdisc add dev x root handle 1: hfsc default 1\n",
-            "1: error: linkshare has no HFSC yet",
+            "qdisc add dev x root handle 1: hfsc default 1\nclass add dev x parent 1: classid 1:1 hfsc rt m1 1mbit d 10ms\n",
+            "2: error: hfsc: the curve has no `m2`",
+        ),
+        (
+            "qdisc add dev x root handle 1: hfsc default 1 r2q 10\nclass add dev x parent 1: classid 1:1 hfsc sc rate 1mbit\n",
+            "1: error: hfsc: unknown qdisc option `r2q`",
         ),
         (
             "tc qdisc add dev x root sfq perturb\n",
@@ -135,32 +140,44 @@ fn tc_bad_input_gets_file_and_line() {
 fn pf_openbsd_queues_and_rules() {
     let i = pf::import(&fixture("pf/openbsd.conf"), "pf.conf", None).unwrap();
     let p = checked(&i);
-    assert_eq!(p.kind_name(), "htb");
+    assert_eq!(p.kind_name(), "hfsc");
+    assert_eq!(p.hfsc_compat(), Some(linkshare_config::HfscCompat::OpenBsd));
     assert_eq!(p.default_class(), "qdef");
-    let root = class(&p, "rootq");
+    let curves = |n: &str| {
+        class(&p, n)
+            .hfsc
+            .unwrap_or_else(|| panic!("{n} has no curves"))
+    };
+    let rate = |m: u64| Some(ServiceCurve::rate(m));
+    // bandwidth = ls, min = rt, max = ul.
+    let root = curves("rootq");
     assert_eq!(
-        (root.rate.bits_per_sec(), root.ceil.bits_per_sec()),
-        (20_000_000, 20_000_000)
+        (root.rt, root.ls, root.ul),
+        (None, rate(20_000_000), rate(20_000_000))
     );
-    let web = class(&p, "qweb");
+    let web = curves("qweb");
     assert_eq!(
-        (
-            web.rate.bits_per_sec(),
-            web.ceil.bits_per_sec(),
-            web.leaf.name()
-        ),
-        (6_000_000, 18_000_000, "fq_codel")
+        (web.rt, web.ls, web.ul),
+        (rate(4_000_000), rate(6_000_000), rate(18_000_000))
     );
-    assert_eq!(class(&p, "qssh").ceil.bits_per_sec(), 4_000_000);
+    assert_eq!(class(&p, "qweb").leaf.name(), "fq_codel");
+    assert_eq!(
+        (curves("qssh").rt, curves("qssh").ul),
+        (None, rate(4_000_000))
+    );
     assert_eq!(class(&p, "qdef").leaf.to_string(), "pfifo(limit 200)");
-    // burst 3M for 200ms over a 1M rate: (3M - 1M) x 0.2 s / 8 = 50000 bytes.
-    assert_eq!(class(&p, "qdns").burst, 50_000);
-    assert!(
-        i.toml
-            .contains("# note: min 500kbit: HFSC's real-time guarantee"),
-        "{}",
-        i.toml
+    // `min 500K burst 3M for 200ms`: the real-time curve's first segment.
+    let dns = curves("qdns");
+    assert_eq!(dns.ls, rate(1_000_000));
+    assert_eq!(
+        dns.rt,
+        Some(ServiceCurve {
+            m1: 3_000_000,
+            d: 200_000_000,
+            m2: 500_000
+        })
     );
+    assert!(curves("main").rt.is_none());
     // Filters: quick rule first, then the others from last to first; lists expanded; the
     // `in` rule swapped; the table rule left out.
     let f: Vec<(String, String)> = p
@@ -229,13 +246,18 @@ fn pf_bad_input_gets_file_and_line() {
     let e = pf::import(&fixture("pf/hfsc.conf"), "hfsc.conf", None).unwrap_err();
     assert_eq!(
         e.errors[0].to_string(),
-        "hfsc.conf:3: error: linkshare has no HFSC yet; use cbq or the OpenBSD queue syntax"
+        "hfsc.conf:3: error: queue `b` is a hfsc queue under `altq on em0 cbq`: one scheduler per interface"
     );
-    let e = pf::import("altq on em0 hfsc bandwidth 10Mb queue { a }\n", "p", None).unwrap_err();
+    let e = pf::import(
+        "altq on em0 hfsc bandwidth 10Mb queue { a }\nqueue a bandwidth 50% hfsc(default, realtime(1Mb, x, 2Mb))\n",
+        "p",
+        None,
+    )
+    .unwrap_err();
     assert!(
         e.errors[0]
             .to_string()
-            .starts_with("p:1: error: linkshare has no HFSC yet"),
+            .starts_with("p:2: error: queue `a`: `x` is not a time in ms"),
         "{e}"
     );
     for (text, want) in [
@@ -249,6 +271,68 @@ fn pf_bad_input_gets_file_and_line() {
         let e = pf::import(text, "p", None).unwrap_err();
         assert!(e.errors.iter().any(|d| d.to_string().starts_with(want)), "{want}: {e}");
     }
+}
+
+#[test]
+fn pf_altq_hfsc_queues_keep_their_curves() {
+    let i = pf::import(&fixture("pf/freebsd-hfsc.conf"), "pf.conf", None).unwrap();
+    let p = checked(&i);
+    assert_eq!(p.kind_name(), "hfsc");
+    assert_eq!(p.hfsc_compat(), Some(linkshare_config::HfscCompat::OpenBsd));
+    assert_eq!(p.default_class(), "bulk");
+    let curves = |n: &str| {
+        class(&p, n)
+            .hfsc
+            .unwrap_or_else(|| panic!("{n} has no curves"))
+    };
+    let rate = |m: u64| Some(ServiceCurve::rate(m));
+    // The root class is the interface's bandwidth.
+    assert_eq!(
+        (curves("root").ls, curves("root").ul),
+        (rate(10_000_000), rate(10_000_000))
+    );
+    // realtime (m1, d ms, m2); linkshare 10% of the parent (the link).
+    let voip = curves("voip");
+    assert_eq!(
+        voip.rt,
+        Some(ServiceCurve {
+            m1: 400_000,
+            d: 30_000_000,
+            m2: 100_000
+        })
+    );
+    assert_eq!(voip.ls, rate(1_000_000));
+    assert_eq!(class(&p, "voip").leaf.to_string(), "pfifo(limit 50)");
+    // An inner queue's realtime is left out with a note; bandwidth is the link share.
+    let inter = curves("interactive");
+    assert_eq!(
+        (inter.rt, inter.ls, inter.ul),
+        (None, rate(3_000_000), rate(8_000_000))
+    );
+    assert!(
+        i.toml
+            .contains("realtime on a queue with children is not used"),
+        "{}",
+        i.toml
+    );
+    assert_eq!(
+        curves("ssh").ls,
+        Some(ServiceCurve {
+            m1: 1_500_000,
+            d: 50_000_000,
+            m2: 1_000_000
+        })
+    );
+    let dns = curves("dns");
+    assert_eq!((dns.rt, dns.ls), (rate(200_000), rate(1_500_000)));
+    let bulk = curves("bulk");
+    assert_eq!((bulk.ls, bulk.ul), (rate(6_000_000), rate(9_500_000)));
+    assert_eq!(class(&p, "bulk").leaf.name(), "red");
+    let classes: Vec<&str> = p.filters().iter().map(|f| f.class.as_str()).collect();
+    assert!(
+        classes.contains(&"voip") && classes.contains(&"ssh"),
+        "{classes:?}"
+    );
 }
 
 /// pf expands a rule's `{ lists }` into their cross product: a 771-byte rule with four lists of

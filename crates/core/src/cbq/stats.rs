@@ -206,6 +206,7 @@ impl<P: Packet> Cbq<P> {
                 backlog: backlogs[c as usize],
                 leaf_drops,
                 avgidle_ns: Some(cl.est.avgidle_ns()),
+                hfsc: None,
             });
         }
     }

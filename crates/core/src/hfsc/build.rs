@@ -78,7 +78,6 @@ impl<P: Packet> Hfsc<P> {
                 nonzero(s.ls),
                 nonzero(s.ul),
                 leaf,
-                inner,
             ));
         }
         let top = height.iter().copied().max().unwrap_or(0).saturating_add(1);
@@ -90,16 +89,39 @@ impl<P: Packet> Hfsc<P> {
             None,
             None,
             Leaf::Inner,
-            true,
         ));
+        // Each parent's heaps get a segment of the slabs as long as its children. Upper limits
+        // are marked up the tree (children before parents: the tree order reversed).
+        let parents: Vec<usize> = classes[..n].iter().map(|c| c.parent as usize).collect();
+        for p in parents {
+            classes[p].nkids += 1;
+        }
+        let order = tree.into_order();
+        for &i in order.iter().rev() {
+            let cl = &mut classes[i as usize];
+            cl.has_ul |= cl.usc.is_some();
+            if cl.has_ul {
+                let p = cl.parent as usize;
+                classes[p].has_ul = true;
+                classes[p].cf_used = true;
+            }
+        }
+        let mut base = 0u32;
+        for cl in &mut classes {
+            cl.base = base;
+            base += cl.nkids;
+        }
+        let slab = || vec![heap::Entry::default(); n];
+        let glob = || vec![heap::Entry::default(); n + 1];
         Ok(Hfsc {
             params,
             classes,
             root,
-            order: tree.into_order(),
-            el_wait: BTreeSet::new(),
-            el_ready: BTreeSet::new(),
-            unfit: BTreeSet::new(),
+            order,
+            slab: [slab(), slab(), slab()],
+            glob: [glob(), glob(), glob()],
+            glen: [0; 3],
+            pos: vec![[OUT; SLOTS]; n + 1],
             clock: 0,
             classifier,
             default,
@@ -111,7 +133,6 @@ impl<P: Packet> Hfsc<P> {
 }
 
 impl<P> Class<P> {
-    #[allow(clippy::too_many_arguments)]
     fn new(
         name: String,
         parent: u32,
@@ -120,14 +141,9 @@ impl<P> Class<P> {
         fsc: Option<ServiceCurve>,
         usc: Option<ServiceCurve>,
         leaf: Leaf<P>,
-        inner: bool,
     ) -> Self {
         let rt = |c: &Option<ServiceCurve>| c.map(|c| Runtime::new(&c, 0, 0)).unwrap_or_default();
         let deadline = rt(&rsc);
-        let eligible = match rsc {
-            Some(c) if c.is_convex() => deadline.linear_part(),
-            _ => deadline,
-        };
         Class {
             name,
             parent,
@@ -136,7 +152,6 @@ impl<P> Class<P> {
             fsc,
             usc,
             deadline,
-            eligible,
             virt: rt(&fsc),
             ulimit: rt(&usc),
             cumul: 0,
@@ -164,7 +179,11 @@ impl<P> Class<P> {
             key_vt: 0,
             key_f: 0,
             fit: false,
-            kids: inner.then(Box::default),
+            base: 0,
+            nkids: 0,
+            klen: [0; 3],
+            has_ul: false,
+            cf_used: false,
             leaf,
             sent: Counter::default(),
             rt_sent: Counter::default(),

@@ -23,11 +23,47 @@ const NS_BITS_PER_BYTE: u128 = 8 * 1_000_000_000;
 /// "Never": the time a zero slope takes to serve one byte; sums saturate here.
 pub const INF: u64 = u64::MAX;
 
-/// Bytes a slope of `m` bit/s serves in `x` ns, rounded down (Linux `seg_x2y`).
+/// Bytes a slope of `m` bit/s serves in `x` ns, rounded down (Linux `seg_x2y`). When `x · m`
+/// fits in 64 bits (the usual case) the division by the constant compiles to a multiplication.
 #[inline]
 pub fn seg_x2y(x: u64, m: u64) -> u64 {
+    if let Some(p) = x.checked_mul(m) {
+        return p / NS_BITS_PER_BYTE as u64;
+    }
     let y = x as u128 * m as u128 / NS_BITS_PER_BYTE;
     y.min(u64::MAX as u128) as u64
+}
+
+/// `u64::MAX / m`, the reciprocal [`seg_y2x_inv`] divides with (0 for a zero slope). Computed
+/// once per curve, as Linux precomputes `ism`; unlike `ism` it only steers the division, whose
+/// result stays exact.
+#[inline]
+pub fn inverse(m: u64) -> u64 {
+    u64::MAX.checked_div(m).unwrap_or(0)
+}
+
+/// [`seg_y2x`] with `inv = inverse(m)`: the same value, without a division when `y · 8e9` fits in
+/// 64 bits. The quotient estimate `⌊n · inv / 2^64⌋` is at most `⌊n / m⌋` (as `inv ≤ 2^64 / m`)
+/// and at least `n / m − 2` (as `inv > (2^64 − 1) / m − 1` and `n < 2^64`), so at most three
+/// corrections make it exact.
+#[inline]
+pub fn seg_y2x_inv(y: u64, m: u64, inv: u64) -> u64 {
+    if y == 0 {
+        return 0;
+    }
+    if m == 0 {
+        return INF;
+    }
+    let Some(n) = y.checked_mul(NS_BITS_PER_BYTE as u64) else {
+        return seg_y2x(y, m);
+    };
+    let mut q = ((n as u128 * inv as u128) >> 64) as u64;
+    let mut r = n - q * m;
+    while r >= m {
+        q += 1;
+        r -= m;
+    }
+    q + u64::from(r != 0)
 }
 
 /// Nanoseconds a slope of `m` bit/s takes to serve `y` bytes, rounded up; [`INF`] when `m` is 0
@@ -128,6 +164,9 @@ pub struct Runtime {
     pub dx: u64,
     pub dy: u64,
     pub m2: u64,
+    /// [`inverse`] of `m1` and `m2`, kept with them.
+    im1: u64,
+    im2: u64,
 }
 
 impl Runtime {
@@ -140,6 +179,8 @@ impl Runtime {
             dx: sc.d,
             dy: sc.first_dy(),
             m2: sc.m2,
+            im1: inverse(sc.m1),
+            im2: inverse(sc.m2),
         }
     }
 
@@ -172,12 +213,15 @@ impl Runtime {
             if self.dy == 0 {
                 self.x.saturating_add(self.dx)
             } else {
-                self.x.saturating_add(seg_y2x(y - self.y, self.m1))
+                self.x
+                    .saturating_add(seg_y2x_inv(y - self.y, self.m1, self.im1))
             }
         } else {
-            self.x
-                .saturating_add(self.dx)
-                .saturating_add(seg_y2x(y - self.y - self.dy, self.m2))
+            self.x.saturating_add(self.dx).saturating_add(seg_y2x_inv(
+                y - self.y - self.dy,
+                self.m2,
+                self.im2,
+            ))
         }
     }
 
@@ -202,7 +246,7 @@ impl Runtime {
         }
         let y2 = self.x2y(x.saturating_add(sc.d));
         if y2 >= y.saturating_add(sc.first_dy()) {
-            *self = Runtime::new(sc, x, y);
+            self.reset(sc, x, y);
             return;
         }
         // They cross: here m1 > m2 (concave), so the divisor is at least 1.
@@ -213,12 +257,32 @@ impl Runtime {
         if old_end > x {
             dx = dx.saturating_add(old_end - x);
         }
+        self.set_slopes(sc);
         self.x = x;
         self.y = y;
-        self.m1 = sc.m1;
-        self.m2 = sc.m2;
         self.dx = dx;
         self.dy = seg_x2y(dx, sc.m1);
+    }
+
+    /// `sc` anchored at `(x, y)`, as [`Runtime::new`], without recomputing the inverses of
+    /// slopes that did not change (a runtime curve is always reshaped by the same class curve).
+    fn reset(&mut self, sc: &ServiceCurve, x: u64, y: u64) {
+        self.set_slopes(sc);
+        self.x = x;
+        self.y = y;
+        self.dx = sc.d;
+        self.dy = sc.first_dy();
+    }
+
+    fn set_slopes(&mut self, sc: &ServiceCurve) {
+        if self.m1 != sc.m1 || self.im1 == 0 {
+            self.m1 = sc.m1;
+            self.im1 = inverse(sc.m1);
+        }
+        if self.m2 != sc.m2 || self.im2 == 0 {
+            self.m2 = sc.m2;
+            self.im2 = inverse(sc.m2);
+        }
     }
 }
 
@@ -304,6 +368,20 @@ mod tests {
                     prop_assert!(rt.x2y(t - 1) <= y);
                 }
             }
+        }
+
+        /// The division steered by the reciprocal is the exact one, at every magnitude.
+        #[test]
+        fn y2x_with_the_inverse_is_exact(y in prop_oneof![0u64..1u64<<20, any::<u64>(), Just(u64::MAX / 8_000_000_000), Just(u64::MAX / 8_000_000_000 + 1)],
+                                          m in prop_oneof![1u64..10, 1u64..1u64<<33, Just(u32::MAX as u64), Just(u64::MAX), any::<u64>()]) {
+            prop_assert_eq!(seg_y2x_inv(y, m, inverse(m)), seg_y2x(y, m));
+        }
+
+        /// x2y's 64-bit path gives the exact value.
+        #[test]
+        fn x2y_fast_path_is_exact(x in any::<u64>(), m in prop_oneof![0u64..1u64<<34, any::<u64>()]) {
+            let exact = (x as u128 * m as u128 / NS_BITS_PER_BYTE).min(u64::MAX as u128) as u64;
+            prop_assert_eq!(seg_x2y(x, m), exact);
         }
 
         /// min never panics and, at its new anchor, is no higher than either curve.

@@ -33,12 +33,15 @@
 //! min f))`.
 //!
 //! ## Complexity
-//! Every set is an ordered tree: the eligible leaves waiting for `e`, the eligible leaves by `d`,
-//! per inner class its active children by `vt` and by `f` and its fitting children by `vt`, and
-//! one set of non-fitting classes by `f`. A class moves between the waiting and ready sets once
-//! per change of its key (time never goes back: `now` is clamped to the latest seen). So enqueue
-//! and dequeue cost O(h log n) for a tree of height `h` and `n` active classes (Linux scans the
-//! eligible list for the smallest deadline and the vt tree for the first fit: linear at worst).
+//! Every set is an indexed binary heap (`heap.rs`): the eligible leaves waiting for `e`, the
+//! eligible leaves by `d`, per inner class its active children by `vt` (largest first) and by
+//! `f` and its fitting children by `vt`, and one heap of non-fitting classes by `f`. Their
+//! storage is sized when the tree is built (a parent's heaps hold at most its children), so a
+//! packet allocates nothing. A class moves between the waiting and ready heaps once per change
+//! of its key (time never goes back: `now` is clamped to the latest seen). So enqueue and
+//! dequeue cost O(h log k) for a tree of height `h` and at most `k` active classes in a heap
+//! (Linux scans the eligible list for the smallest deadline and the vt tree for the first fit:
+//! linear at worst). Curve inversions divide through precomputed reciprocals (`curve.rs`).
 //!
 //! ## Leaves, and the 2025 stall
 //! A leaf's queue is any linkshare discipline ([`LeafSpec`]). A FIFO is peeked; any other leaf's
@@ -57,6 +60,7 @@
 
 mod build;
 pub mod curve;
+mod heap;
 mod leafq;
 mod sched;
 mod spec;
@@ -64,9 +68,9 @@ mod stats;
 
 pub use curve::{Runtime, ServiceCurve};
 pub use spec::*;
-pub use stats::HfscClassState;
+pub use stats::{HfscClassState, HfscClassView};
 
-use std::collections::BTreeSet;
+use heap::{Entry, OUT, SLOTS};
 
 use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
@@ -75,6 +79,11 @@ use crate::qdisc::{Books, ClassView, Counter, Dequeued, Discipline, Dropped, Qdi
 use crate::units::Time;
 
 const NIL: u32 = u32::MAX;
+
+/// The qdisc-wide heaps (`Hfsc::glob`).
+const WAIT: usize = 0;
+const READY: usize = 1;
+const UNFIT: usize = 2;
 
 enum Leaf<P> {
     Inner,
@@ -86,17 +95,6 @@ enum Leaf<P> {
     },
 }
 
-/// Sets of an inner class's active children (empty for leaves).
-#[derive(Default)]
-struct Kids {
-    /// All active children by `(vt, id)` (Linux's `vt_tree`).
-    vt: BTreeSet<(u64, u32)>,
-    /// Active children by `(f, id)` (Linux's `cf_tree`): the first gives `cfmin`.
-    cf: BTreeSet<(u64, u32)>,
-    /// Active children with `f ≤ now`, by `(vt, id)`: the link-sharing choice is the first.
-    fit: BTreeSet<(u64, u32)>,
-}
-
 struct Class<P> {
     name: String,
     parent: u32,
@@ -105,7 +103,6 @@ struct Class<P> {
     fsc: Option<ServiceCurve>,
     usc: Option<ServiceCurve>,
     deadline: Runtime,
-    eligible: Runtime,
     virt: Runtime,
     ulimit: Runtime,
     /// `c`: bytes served by the real-time criterion.
@@ -141,12 +138,31 @@ struct Class<P> {
     key_vt: u64,
     key_f: u64,
     fit: bool,
-    kids: Option<Box<Kids>>,
+    /// Its children's heaps: the segment `base..base + nkids` of each slab, and their lengths
+    /// (`heap::VT`, `CF`, `FIT`). `nkids` is 0 for leaves.
+    base: u32,
+    nkids: u32,
+    klen: [u32; 3],
+    /// Whether this class or one below it has an upper limit (else its `f` is always 0), and
+    /// whether one of its children has: only then is its `CF` heap kept.
+    has_ul: bool,
+    cf_used: bool,
     leaf: Leaf<P>,
     sent: Counter,
     rt_sent: Counter,
     drops: u64,
     marks_seen: u64,
+}
+
+impl<P> Class<P> {
+    /// The eligible curve: the deadline curve, or for a convex `rt` only its `m2` slope (Linux
+    /// keeps it as a copy made in `init_ed`, where the deadline curve alone changes).
+    fn eligible(&self) -> Runtime {
+        match self.rsc {
+            Some(r) if r.is_convex() => self.deadline.linear_part(),
+            _ => self.deadline,
+        }
+    }
 }
 
 /// The HFSC qdisc. See the module documentation.
@@ -157,11 +173,17 @@ pub struct Hfsc<P: Packet> {
     root: u32,
     /// Parents before children (ids of the given classes).
     order: Vec<u32>,
-    /// Real-time: leaves not yet eligible by `(e, id)`; eligible leaves by `(d, id)`.
-    el_wait: BTreeSet<(u64, u32)>,
-    el_ready: BTreeSet<(u64, u32)>,
-    /// Active classes that do not fit (`f > now`), by `(f, id)`.
-    unfit: BTreeSet<(u64, u32)>,
+    /// Per parent, its active children: by `!vt` (the first has the largest `vt`, Linux's
+    /// `vt_tree` last), by `f` (Linux's `cf_tree`: the first gives `cfmin`), and those with
+    /// `f ≤ now` by `vt` (the link-sharing choice is the first). One slab each, a parent's
+    /// segment sized to its children (`heap.rs`).
+    slab: [Vec<Entry>; 3],
+    /// Qdisc-wide: leaves not yet eligible by `e` (`WAIT`), eligible leaves by `d` (`READY`),
+    /// active classes that do not fit (`f > now`) by `f` (`UNFIT`); one slot per class each.
+    glob: [Vec<Entry>; 3],
+    glen: [u32; 3],
+    /// Where each class stands in each heap (`heap::VT`…), or [`heap::OUT`].
+    pos: Vec<[u32; SLOTS]>,
     /// The latest `now` seen (time never goes back inside).
     clock: u64,
     classifier: Classifier,
@@ -262,9 +284,9 @@ impl<P: Packet> Discipline<P> for Hfsc<P> {
         f("ls_packets", self.ls_packets as f64);
         f(
             "eligible_classes",
-            (self.el_ready.len() + self.el_wait.len()) as f64,
+            (self.glen[WAIT] + self.glen[READY]) as f64,
         );
-        f("unfit_classes", self.unfit.len() as f64);
+        f("unfit_classes", self.glen[UNFIT] as f64);
     }
 
     fn visit_classes_inner(&self, f: &mut dyn FnMut(&ClassView<'_>)) {

@@ -8,6 +8,7 @@
 //! filed under the key it was inserted with (`key_*`), so a class is always removed under the
 //! key it is found by, and [`Hfsc::check_invariants`] can verify each set against the classes.
 //! Time never goes back inside: `clock = max(clock, now)`.
+use super::heap::{Heap, CF, EL, FIT, VT};
 use super::*;
 
 /// The mean of two `u64` without overflow.
@@ -16,11 +17,32 @@ fn mid(a: u64, b: u64) -> u64 {
 }
 
 impl<P: Packet> Hfsc<P> {
-    fn kids(&mut self, p: u32) -> &mut Kids {
-        self.classes[p as usize]
-            .kids
-            .get_or_insert_with(Box::default)
-            .as_mut()
+    /// Heap `which` (`VT`, `CF`, `FIT`) of parent `p`'s children.
+    fn kid_heap(&mut self, p: u32, which: usize) -> Heap<'_> {
+        let cl = &mut self.classes[p as usize];
+        let (base, n) = (cl.base as usize, cl.nkids as usize);
+        Heap {
+            h: &mut self.slab[which][base..base + n],
+            len: &mut cl.klen[which],
+            pos: &mut self.pos,
+            which,
+        }
+    }
+
+    /// A qdisc-wide heap (`WAIT`, `READY`, `UNFIT`). A class is in one of `WAIT` and `READY`
+    /// at most, and in `UNFIT` only when not in its parent's `FIT`: they share position slots.
+    pub(super) fn glob_heap(&mut self, g: usize) -> Heap<'_> {
+        Heap {
+            h: &mut self.glob[g],
+            len: &mut self.glen[g],
+            pos: &mut self.pos,
+            which: if g == UNFIT { FIT } else { EL },
+        }
+    }
+
+    /// The least entry of a qdisc-wide heap.
+    pub(super) fn glob_first(&self, g: usize) -> Option<Entry> {
+        (self.glen[g] > 0).then(|| self.glob[g][0])
     }
 
     // ---- real time ----
@@ -33,9 +55,11 @@ impl<P: Packet> Hfsc<P> {
         cl.key_d = cl.d;
         cl.el_ready = cl.e <= clock;
         if cl.el_ready {
-            self.el_ready.insert((cl.d, c));
+            let d = cl.d;
+            self.glob_heap(READY).push(d, c);
         } else {
-            self.el_wait.insert((cl.e, c));
+            let e = cl.e;
+            self.glob_heap(WAIT).push(e, c);
         }
     }
 
@@ -45,11 +69,8 @@ impl<P: Packet> Hfsc<P> {
             return;
         }
         cl.el_on = false;
-        if cl.el_ready {
-            self.el_ready.remove(&(cl.key_d, c));
-        } else {
-            self.el_wait.remove(&(cl.key_e, c));
-        }
+        let g = if cl.el_ready { READY } else { WAIT };
+        self.glob_heap(g).remove(c);
     }
 
     /// The leaf becomes active for real time: the deadline curve is the minimum of the old one
@@ -59,26 +80,38 @@ impl<P: Packet> Hfsc<P> {
         let cl = &mut self.classes[c as usize];
         let Some(rsc) = cl.rsc else { return };
         cl.deadline.min(&rsc, clock, cl.cumul);
-        cl.eligible = if rsc.is_convex() {
-            cl.deadline.linear_part()
-        } else {
-            cl.deadline
-        };
-        cl.e = cl.eligible.y2x(cl.cumul);
+        cl.e = cl.eligible().y2x(cl.cumul);
         cl.d = cl.deadline.y2x(cl.cumul.saturating_add(next_len as u64));
         self.file_el(c);
     }
 
     /// After a real-time packet: new `e` and `d` (Linux `update_ed`); after a link-sharing one
-    /// only `d` moves (`update_d`).
+    /// only `d` moves (`update_d`). The leaf's keys change in place when it stays in the same
+    /// heap.
     fn update_ed(&mut self, c: u32, next_len: u32, realtime: bool) {
-        self.unfile_el(c);
+        let clock = self.clock;
         let cl = &mut self.classes[c as usize];
         if realtime {
-            cl.e = cl.eligible.y2x(cl.cumul);
+            cl.e = cl.eligible().y2x(cl.cumul);
         }
         cl.d = cl.deadline.y2x(cl.cumul.saturating_add(next_len as u64));
-        self.file_el(c);
+        let (e, d) = (cl.e, cl.d);
+        match (cl.el_ready, e <= clock) {
+            (true, true) => {
+                cl.key_e = e;
+                cl.key_d = d;
+                self.glob_heap(READY).rekey(c, d);
+            }
+            (false, false) => {
+                cl.key_e = e;
+                cl.key_d = d;
+                self.glob_heap(WAIT).rekey(c, e);
+            }
+            _ => {
+                self.unfile_el(c);
+                self.file_el(c);
+            }
+        }
     }
 
     // ---- link sharing ----
@@ -91,54 +124,71 @@ impl<P: Packet> Hfsc<P> {
         cl.key_f = f;
         cl.fit = f <= clock;
         let fit = cl.fit;
-        let k = self.kids(p);
-        k.vt.insert((vt, c));
-        k.cf.insert((f, c));
+        self.kid_heap(p, VT).push(!vt, c);
+        if self.classes[p as usize].cf_used {
+            self.kid_heap(p, CF).push(f, c);
+        }
         if fit {
-            k.fit.insert((vt, c));
+            self.kid_heap(p, FIT).push(vt, c);
         } else {
-            self.unfit.insert((f, c));
+            self.glob_heap(UNFIT).push(f, c);
         }
     }
 
     fn unfile_vt(&mut self, c: u32) {
         let cl = &self.classes[c as usize];
-        let (vt, f, p, fit) = (cl.key_vt, cl.key_f, cl.parent, cl.fit);
-        let k = self.kids(p);
-        k.vt.remove(&(vt, c));
-        k.cf.remove(&(f, c));
+        let (p, fit) = (cl.parent, cl.fit);
+        self.kid_heap(p, VT).remove(c);
+        if self.classes[p as usize].cf_used {
+            self.kid_heap(p, CF).remove(c);
+        }
         if fit {
-            k.fit.remove(&(vt, c));
+            self.kid_heap(p, FIT).remove(c);
         } else {
-            self.unfit.remove(&(f, c));
+            self.glob_heap(UNFIT).remove(c);
         }
     }
 
-    /// Refile `c` under its current `vt` and `f`, touching only the sets whose key changed (on
-    /// the common path only `vt` moves: two sets, not four).
+    /// Refile `c` under its current `vt` and `f`, changing the keys of only the heaps whose
+    /// key changed (on the common path only `vt` moves: two heaps, not four), and moving it
+    /// between its parent's fitting heap and the qdisc-wide unfit heap when it crossed `now`.
     fn refile_vt(&mut self, c: u32) {
-        let cl = &self.classes[c as usize];
-        if cl.key_f != cl.f {
-            self.unfile_vt(c);
-            self.file_vt(c);
-            return;
+        let clock = self.clock;
+        let cl = &mut self.classes[c as usize];
+        let (vt, f, p) = (cl.vt, cl.f, cl.parent);
+        let (vt_moved, f_moved) = (cl.key_vt != vt, cl.key_f != f);
+        let (was_fit, fit) = (cl.fit, f <= clock);
+        cl.key_vt = vt;
+        cl.key_f = f;
+        cl.fit = fit;
+        if vt_moved {
+            self.kid_heap(p, VT).rekey(c, !vt);
         }
-        if cl.key_vt == cl.vt {
-            return;
+        if f_moved && self.classes[p as usize].cf_used {
+            self.kid_heap(p, CF).rekey(c, f);
         }
-        let (old, vt, p, fit) = (cl.key_vt, cl.vt, cl.parent, cl.fit);
-        self.classes[c as usize].key_vt = vt;
-        let k = self.kids(p);
-        k.vt.remove(&(old, c));
-        k.vt.insert((vt, c));
-        if fit {
-            k.fit.remove(&(old, c));
-            k.fit.insert((vt, c));
+        match (was_fit, fit) {
+            (true, true) if vt_moved => self.kid_heap(p, FIT).rekey(c, vt),
+            (false, false) if f_moved => self.glob_heap(UNFIT).rekey(c, f),
+            (true, false) => {
+                self.kid_heap(p, FIT).remove(c);
+                self.glob_heap(UNFIT).push(f, c);
+            }
+            (false, true) => {
+                self.glob_heap(UNFIT).remove(c);
+                self.kid_heap(p, FIT).push(vt, c);
+            }
+            _ => {}
         }
     }
 
+    /// `cfmin` of `p`: the least `f` of its active children (0 when none of them can have an
+    /// upper limit below it: their `f` are all 0, and the heap is not kept).
     fn update_cfmin(&mut self, p: u32) {
-        let m = self.kids(p).cf.first().map(|&(f, _)| f).unwrap_or(0);
+        if !self.classes[p as usize].cf_used {
+            return;
+        }
+        let m = self.kid_heap(p, CF).first().map(|e| e.key).unwrap_or(0);
         self.classes[p as usize].cfmin = m;
     }
 
@@ -175,7 +225,7 @@ impl<P: Packet> Hfsc<P> {
     /// Class `cl` goes active under `p`: its `vt`, virtual curve, period and fit time.
     fn activate_vt(&mut self, cl: u32, p: u32) {
         let clock = self.clock;
-        let max_vt = self.kids(p).vt.last().map(|&(vt, _)| vt);
+        let max_vt = self.kid_heap(p, VT).first().map(|e| !e.key);
         let (pc, cc) = pair(&mut self.classes, p, cl);
         match max_vt {
             Some(max) => {
@@ -328,24 +378,25 @@ impl<P: Packet> Hfsc<P> {
 
     /// Time has come for the classes waiting on `e` or on `f`.
     fn promote(&mut self) {
-        while let Some(&(e, c)) = self.el_wait.first() {
+        while let Some(Entry { key: e, id: c }) = self.glob_first(WAIT) {
             if e > self.clock {
                 break;
             }
-            self.el_wait.pop_first();
+            self.glob_heap(WAIT).pop();
             let cl = &mut self.classes[c as usize];
             cl.el_ready = true;
-            self.el_ready.insert((cl.key_d, c));
+            let d = cl.key_d;
+            self.glob_heap(READY).push(d, c);
         }
-        while let Some(&(f, c)) = self.unfit.first() {
+        while let Some(Entry { key: f, id: c }) = self.glob_first(UNFIT) {
             if f > self.clock {
                 break;
             }
-            self.unfit.pop_first();
+            self.glob_heap(UNFIT).pop();
             let cl = &mut self.classes[c as usize];
             cl.fit = true;
             let (vt, p) = (cl.key_vt, cl.parent);
-            self.kids(p).fit.insert((vt, c));
+            self.kid_heap(p, FIT).push(vt, c);
         }
     }
 
@@ -353,8 +404,8 @@ impl<P: Packet> Hfsc<P> {
     /// `vttree_get_minvt`), raising each parent's `cvtmin` on the way.
     fn pick_ls(&mut self) -> Option<u32> {
         let mut cl = self.root;
-        while self.classes[cl as usize].kids.is_some() {
-            let &(vt, child) = self.classes[cl as usize].kids.as_ref()?.fit.first()?;
+        while self.classes[cl as usize].nkids > 0 {
+            let Entry { key: vt, id: child } = self.kid_heap(cl, FIT).first()?;
             let pc = &mut self.classes[cl as usize];
             pc.cvtmin = pc.cvtmin.max(vt);
             cl = child;
@@ -371,8 +422,8 @@ impl<P: Packet> Hfsc<P> {
                 return Dequeued::Empty;
             }
             self.promote();
-            let (c, realtime) = match self.el_ready.first() {
-                Some(&(_, c)) => (c, true),
+            let (c, realtime) = match self.glob_first(READY) {
+                Some(e) => (e.id, true),
                 None => match self.pick_ls() {
                     Some(c) => (c, false),
                     None => return Dequeued::NotBefore(Time(self.next_time())),
@@ -424,8 +475,8 @@ impl<P: Packet> Hfsc<P> {
     /// `hfsc_schedule_watchdog`); one ms ahead if neither exists (a leaf that answered
     /// `NotBefore` without saying when).
     fn next_time(&self) -> u64 {
-        let e = self.el_wait.first().map(|&(e, _)| e);
-        let f = self.unfit.first().map(|&(f, _)| f);
+        let e = self.glob_first(WAIT).map(|x| x.key);
+        let f = self.glob_first(UNFIT).map(|x| x.key);
         match (e, f) {
             (Some(a), Some(b)) => a.min(b),
             (Some(a), None) | (None, Some(a)) => a,
@@ -436,9 +487,8 @@ impl<P: Packet> Hfsc<P> {
 
     /// Every class passive and out of every set (after a drain); counters and curves stay.
     pub(super) fn reset_activity(&mut self) {
-        self.el_wait.clear();
-        self.el_ready.clear();
-        self.unfit.clear();
+        self.glen = [0; 3];
+        self.pos.fill([OUT; SLOTS]);
         for cl in &mut self.classes {
             cl.el_on = false;
             cl.el_ready = false;
@@ -446,9 +496,7 @@ impl<P: Packet> Hfsc<P> {
             cl.nactive = 0;
             cl.cvtmin = 0;
             cl.cfmin = 0;
-            if let Some(k) = cl.kids.as_mut() {
-                **k = Kids::default();
-            }
+            cl.klen = [0; 3];
         }
     }
 }

@@ -5,6 +5,7 @@
 //! Principles: reading never changes state; views are built in tree order with each inner
 //! class's backlog the sum of its subtree's; the invariants state what the ordered sets promise
 //! (each active class filed once, under its current keys) and that the books balance.
+use super::heap::{CF, EL, FIT, VT};
 use super::*;
 use crate::qdisc::{Backlog, ClassMode, ClassStats, DropCounts, DropReason};
 use crate::units::Rate;
@@ -31,6 +32,16 @@ pub struct HfscClassState {
     pub nactive: u32,
 }
 
+/// What a view of an HFSC class carries ([`ClassView::hfsc`]): its curves as in effect and its
+/// scheduler state.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct HfscClassView {
+    pub rt: Option<ServiceCurve>,
+    pub ls: Option<ServiceCurve>,
+    pub ul: Option<ServiceCurve>,
+    pub state: HfscClassState,
+}
+
 impl<P: Packet> Hfsc<P> {
     /// The scheduler state of a class.
     pub fn class_state(&self, id: ClassId) -> Option<HfscClassState> {
@@ -50,20 +61,18 @@ impl<P: Packet> Hfsc<P> {
         })
     }
 
-    /// Heap bytes of the scheduler's own structures, an estimate: the class records, names,
-    /// the per-parent sets and the global sets (a B-tree entry counted as twice its key, for the
-    /// nodes' slack). Leaf queues' packets are not counted.
+    /// Heap bytes of the scheduler's own structures: the class records, names, the heaps'
+    /// slabs and positions (all sized when the tree is built). Leaf queues' packets are not
+    /// counted.
     pub fn memory_bytes(&self) -> usize {
-        let entry = 2 * std::mem::size_of::<(u64, u32)>();
         let mut b = self.classes.capacity() * std::mem::size_of::<Class<P>>();
         b += self.order.capacity() * 4;
         for c in &self.classes {
             b += c.name.capacity();
-            if let Some(k) = c.kids.as_ref() {
-                b += std::mem::size_of::<Kids>() + (k.vt.len() + k.cf.len() + k.fit.len()) * entry;
-            }
         }
-        b + (self.el_wait.len() + self.el_ready.len() + self.unfit.len()) * entry
+        let entries: usize = self.slab.iter().chain(&self.glob).map(Vec::capacity).sum();
+        b += entries * std::mem::size_of::<Entry>();
+        b + self.pos.capacity() * std::mem::size_of::<[u32; SLOTS]>()
     }
 
     /// The curves of a class as in effect (`rt` of an inner class is dropped).
@@ -94,7 +103,7 @@ impl<P: Packet> Hfsc<P> {
             sum.packets += b.packets;
             sum.bytes += b.bytes;
             let backlogged = b.packets > 0;
-            if cl.kids.is_none() {
+            if cl.nkids == 0 {
                 let rt_on = cl.rsc.is_some() && backlogged;
                 if cl.el_on != rt_on {
                     return Err(format!(
@@ -112,9 +121,9 @@ impl<P: Packet> Hfsc<P> {
             }
             if cl.el_on {
                 let ok = if cl.el_ready {
-                    self.el_ready.contains(&(cl.key_d, c as u32)) && cl.key_e <= self.clock
+                    self.glob_holds(READY, c as u32, cl.key_d) && cl.key_e <= self.clock
                 } else {
-                    self.el_wait.contains(&(cl.key_e, c as u32))
+                    self.glob_holds(WAIT, c as u32, cl.key_e)
                 };
                 if !ok || cl.key_e != cl.e || cl.key_d != cl.d {
                     return Err(format!("{}: real-time sets out of step", cl.name));
@@ -123,16 +132,21 @@ impl<P: Packet> Hfsc<P> {
             if cl.nactive > 0 {
                 let p = cl.parent as usize;
                 nactive[p] += 1;
-                let Some(k) = self.classes[p].kids.as_ref() else {
+                if self.classes[p].nkids == 0 {
                     return Err(format!("{}: parent has no sets", cl.name));
+                }
+                let id = c as u32;
+                let cf_ok = if self.classes[p].cf_used {
+                    self.kid_holds(p, CF, id, cl.key_f)
+                } else {
+                    cl.key_f == 0 && self.classes[p].cfmin == 0
                 };
-                let key = (cl.key_vt, c as u32);
-                let filed = k.vt.contains(&key)
-                    && k.cf.contains(&(cl.key_f, c as u32))
+                let filed = self.kid_holds(p, VT, id, !cl.key_vt)
+                    && cf_ok
                     && (if cl.fit {
-                        k.fit.contains(&key) && cl.key_f <= self.clock
+                        self.kid_holds(p, FIT, id, cl.key_vt) && cl.key_f <= self.clock
                     } else {
-                        self.unfit.contains(&(cl.key_f, c as u32))
+                        self.glob_holds(UNFIT, id, cl.key_f)
                     });
                 if !filed || cl.key_vt != cl.vt || cl.key_f != cl.f {
                     return Err(format!("{}: link-sharing sets out of step", cl.name));
@@ -143,25 +157,30 @@ impl<P: Packet> Hfsc<P> {
             }
         }
         for (c, cl) in self.classes[..n].iter().enumerate() {
-            if cl.kids.is_some() && cl.nactive != nactive[c] {
+            if cl.nkids > 0 && cl.nactive != nactive[c] {
                 return Err(format!(
                     "{}: nactive {} != {}",
                     cl.name, cl.nactive, nactive[c]
                 ));
             }
-            if let Some(k) = cl.kids.as_ref() {
-                let m = k.cf.first().map(|&(f, _)| f).unwrap_or(0);
+            if cl.nkids > 0 {
+                let m = self.kid_first(c, CF).map(|e| e.key).unwrap_or(0);
                 if m != cl.cfmin && cl.nactive > 0 {
                     return Err(format!("{}: cfmin {} != {m}", cl.name, cl.cfmin));
                 }
             }
         }
-        let filed: usize = self
-            .classes
-            .iter()
-            .filter_map(|c| c.kids.as_ref())
-            .map(|k| k.vt.len())
-            .sum();
+        for c in 0..self.classes.len() {
+            for which in [VT, CF, FIT] {
+                if !self.kid_is_heap(c, which) {
+                    return Err(format!(
+                        "{}: heap {which} out of order",
+                        self.classes[c].name
+                    ));
+                }
+            }
+        }
+        let filed: usize = self.classes.iter().map(|c| c.klen[VT] as usize).sum();
         let active = self.classes[..n].iter().filter(|c| c.nactive > 0).count();
         if filed != active {
             return Err(format!(
@@ -169,7 +188,7 @@ impl<P: Packet> Hfsc<P> {
             ));
         }
         let el = self.classes.iter().filter(|c| c.el_on).count();
-        if el != self.el_ready.len() + self.el_wait.len() {
+        if el != (self.glen[READY] + self.glen[WAIT]) as usize {
             return Err("real-time sets hold other classes".into());
         }
         if sum != self.books.backlog() {
@@ -180,6 +199,34 @@ impl<P: Packet> Hfsc<P> {
             ));
         }
         self.books.stats().check_conservation()
+    }
+
+    /// Whether qdisc-wide heap `g` holds `id` under `key`.
+    fn glob_holds(&self, g: usize, id: u32, key: u64) -> bool {
+        let slot = if g == UNFIT { FIT } else { EL };
+        let i = self.pos[id as usize][slot];
+        i != OUT && i < self.glen[g] && self.glob[g][i as usize] == Entry { key, id }
+    }
+
+    /// Parent `p`'s heap `which`, as a slice of its members.
+    fn kid_members(&self, p: usize, which: usize) -> &[Entry] {
+        let cl = &self.classes[p];
+        let base = cl.base as usize;
+        &self.slab[which][base..base + cl.klen[which] as usize]
+    }
+
+    fn kid_first(&self, p: usize, which: usize) -> Option<Entry> {
+        self.kid_members(p, which).first().copied()
+    }
+
+    fn kid_holds(&self, p: usize, which: usize, id: u32, key: u64) -> bool {
+        let i = self.pos[id as usize][which];
+        i != OUT && self.kid_members(p, which).get(i as usize) == Some(&Entry { key, id })
+    }
+
+    fn kid_is_heap(&self, p: usize, which: usize) -> bool {
+        let h = self.kid_members(p, which);
+        (1..h.len()).all(|i| h[(i - 1) / 2] <= h[i])
     }
 
     /// The `ceil` a view shows: the nearest upper limit on the way to the root, else the sum of
@@ -276,6 +323,12 @@ impl<P: Packet> Hfsc<P> {
                 backlog: backlogs[c as usize],
                 leaf_drops,
                 avgidle_ns: None,
+                hfsc: Some(HfscClassView {
+                    rt: cl.rsc,
+                    ls: cl.fsc,
+                    ul: cl.usc,
+                    state: self.class_state(c).unwrap_or_default(),
+                }),
             });
         }
     }

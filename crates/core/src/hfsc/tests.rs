@@ -363,6 +363,58 @@ fn a_leaf_that_drops_its_last_packet_never_stalls_its_siblings() {
     assert!(q.stats().dropped.total().packets >= 3);
 }
 
+/// The 2025 stall with a real FQ-CoDel leaf: one flow of 9000-byte packets (above CoDel's MTU,
+/// so CoDel may drop a flow's last packet) waits in a slow class until CoDel, asked for the next
+/// packet, drops all it holds. The sibling is served on, the parent goes passive once.
+#[test]
+fn a_real_fq_codel_leaf_that_drops_its_last_packet_never_stalls_its_sibling() {
+    use crate::qdisc::fq_codel::{FqCodel, FqCodelParams};
+    let defs = [
+        def("p", None).ls(lin(10 * MBIT)),
+        def("a", Some("p")).ls(lin(MBIT)),
+        def("b", Some("p")).ls(lin(9 * MBIT)),
+    ];
+    let mut s = specs(&defs);
+    let fq = FqCodel::new(FqCodelParams::default()).unwrap();
+    s[1].leaf = LeafSpec::Qdisc(Box::new(fq));
+    let mut q = Hfsc::new(HfscParams::default(), s, Classifier::new(vec![], 2)).unwrap();
+    for _ in 0..40 {
+        q.enqueue_to(1, tp(1, 9000, 0), Time(0)).unwrap();
+    }
+    // `b` is kept backlogged for 3.6 s: `a` is asked every 72 ms, and CoDel's drops come faster.
+    let (mut t, mut sent_b, mut emptied_by_aqm, mut fed) = (0u64, 0, 0, 0);
+    for _ in 0..10_000 {
+        while fed < 3000 && q.leaf_backlog(2).packets < 100 {
+            q.enqueue_to(2, tp(2, 1500, t), Time(t)).unwrap();
+            fed += 1;
+        }
+        let a_before = q.leaf_backlog(1).packets;
+        match q.dequeue(Time(t)) {
+            Dequeued::Packet(p) => {
+                sent_b += u32::from(p.class == 2);
+                // `a` emptied by drops: not by sending its last packet.
+                if q.leaf_backlog(1).packets == 0 && a_before > 0 && (p.class != 1 || a_before > 1)
+                {
+                    emptied_by_aqm += 1;
+                }
+                t += p.meta.len as u64 * 8 * SEC / (10 * MBIT);
+            }
+            Dequeued::Empty => break,
+            Dequeued::NotBefore(x) => t = x.0,
+        }
+        while q.take_dropped().is_some() {}
+        q.check_invariants().unwrap();
+    }
+    assert_eq!(
+        emptied_by_aqm, 1,
+        "FQ-CoDel never dropped `a`'s last packets"
+    );
+    assert_eq!(sent_b, 3000, "b was stalled");
+    assert_eq!(q.backlog().packets, 0);
+    assert_eq!(q.class_state(0).unwrap().nactive, 0);
+    assert!(q.stats().dropped.total().packets > 0);
+}
+
 #[test]
 fn time_that_goes_back_is_taken_as_the_latest_seen() {
     let mut q = build(

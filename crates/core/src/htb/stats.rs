@@ -395,6 +395,7 @@ impl<P: Packet> Htb<P> {
                 stats,
                 backlog,
                 avgidle_ns: None,
+                hfsc: None,
                 leaf_drops,
             });
         }

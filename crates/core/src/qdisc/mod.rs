@@ -435,4 +435,8 @@ pub struct ClassView<'a> {
     /// CBQ's estimator: the class's average idle time in nanoseconds (negative when over its
     /// allocation); `None` for schedulers without one.
     pub avgidle_ns: Option<i64>,
+    /// HFSC's curves and scheduler state (what `tc -s class show` prints for hfsc: period,
+    /// level, work; and the virtual, fit, eligible and deadline times); `None` for other
+    /// schedulers.
+    pub hfsc: Option<crate::hfsc::HfscClassView>,
 }

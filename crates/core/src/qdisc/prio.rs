@@ -314,6 +314,7 @@ impl<P: Packet> Child<P> {
             backlog: self.backlog(),
             leaf_drops,
             avgidle_ns: None,
+            hfsc: None,
         }
     }
 }

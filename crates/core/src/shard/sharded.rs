@@ -184,6 +184,7 @@ impl<P: Packet> ShardedHtb<P> {
             backlog,
             leaf_drops: DropCounts::default(),
             avgidle_ns: None,
+            hfsc: None,
         });
     }
 }

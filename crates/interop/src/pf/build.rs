@@ -1,13 +1,12 @@
-//! pf queues and rules → a policy draft: the OpenBSD tree as HTB, ALTQ CBQ as CBQ, ALTQ PRIQ
-//! as strict priority under HTB, rules as filters (the mapping is in `pf/mod.rs`).
-
-use std::collections::HashMap;
+//! pf queues and rules → a policy draft: ALTQ CBQ as CBQ, ALTQ PRIQ as strict priority under
+//! HTB, ALTQ HFSC and the OpenBSD tree as HFSC (`hfsc.rs`), rules as filters (the mapping is in
+//! `pf/mod.rs`).
 
 use super::{Altq, Bw, PfRule, Queue};
 use crate::diag::{Diag, ImportError};
-use crate::policy_writer::{rate_text, ClassDraft, Draft, Field, FilterDraft, Leaf, Root};
+use crate::policy_writer::{ClassDraft, Draft, Field, FilterDraft, Leaf, Root};
 
-fn leaf_of(q: &Queue) -> Option<Leaf> {
+pub(super) fn leaf_of(q: &Queue) -> Option<Leaf> {
     let mut l = if q.opts.iter().any(|o| o == "rio") {
         Leaf::new("rio")
     } else if q.opts.iter().any(|o| o == "red" || o == "ecn") {
@@ -38,136 +37,6 @@ fn leaf_of(q: &Queue) -> Option<Leaf> {
             .push("cleardscp is not done: linkshare does not rewrite packets".into());
     }
     Some(l)
-}
-
-pub(crate) fn openbsd(queues: &[Queue], on: &str, file: &str) -> Result<Draft, ImportError> {
-    let mut d = Draft::new(Root::Htb);
-    let mut errors = Vec::new();
-    let mut tree: Vec<&Queue> = queues
-        .iter()
-        .filter(|q| q.iface.as_deref() == Some(on) && q.parent.is_none())
-        .collect();
-    let mut k = 0;
-    while k < tree.len() {
-        let name = tree[k].name.clone();
-        tree.extend(
-            queues
-                .iter()
-                .filter(|q| q.parent.as_deref() == Some(name.as_str())),
-        );
-        k += 1;
-        if tree.len() > 10_000 {
-            break;
-        }
-    }
-    for q in queues {
-        if let Some(p) = &q.parent {
-            if !queues.iter().any(|x| x.name == *p) {
-                errors.push(Diag::new(
-                    file,
-                    q.line,
-                    format!("queue `{}`: its parent `{p}` is not defined", q.name),
-                ));
-            }
-        }
-    }
-    let ceil_of: HashMap<&str, u64> = {
-        let mut m = HashMap::new();
-        for q in &tree {
-            let bw = match q.bw {
-                Some(Bw::Bits(b)) => b,
-                _ => 0,
-            };
-            let parent_ceil = q
-                .parent
-                .as_deref()
-                .and_then(|p| m.get(p).copied())
-                .unwrap_or(bw);
-            m.insert(
-                q.name.as_str(),
-                q.max
-                    .unwrap_or(parent_ceil)
-                    .min(parent_ceil.max(q.max.unwrap_or(0))),
-            );
-        }
-        m
-    };
-    let rate_of = |q: &Queue| -> Option<u64> {
-        match q.bw {
-            Some(Bw::Bits(b)) => Some(b),
-            Some(Bw::Percent(p)) => q
-                .parent
-                .as_deref()
-                .and_then(|par| queues.iter().find(|x| x.name == par))
-                .and_then(|x| match x.bw {
-                    Some(Bw::Bits(b)) => Some((b as f64 * p / 100.0) as u64),
-                    _ => None,
-                }),
-            None => None,
-        }
-    };
-    let is_parent = |n: &str| queues.iter().any(|x| x.parent.as_deref() == Some(n));
-    let mut default = None;
-    for q in &tree {
-        let Some(rate) = rate_of(q) else {
-            errors.push(
-                Diag::new(file, q.line, format!("queue `{}` has no bandwidth", q.name))
-                    .help("write `bandwidth 10M` (or a percentage of the parent's)"),
-            );
-            continue;
-        };
-        let mut c = ClassDraft::new(&q.name, Some(format!("{file}:{}", q.line)));
-        if let Some(p) = &q.parent {
-            c.fields.push(Field::str("parent", p.clone()));
-        }
-        let mut rf = Field::rate("rate", rate);
-        if let Some(m) = q.min {
-            rf = rf.note(format!(
-                "min {}: HFSC's real-time guarantee; in HTB the rate (bandwidth) is the guarantee",
-                rate_text(m)
-            ));
-        }
-        c.fields.push(rf);
-        let ceil = ceil_of
-            .get(q.name.as_str())
-            .copied()
-            .unwrap_or(rate)
-            .max(rate);
-        let mut cf = Field::rate("ceil", ceil);
-        if q.max.is_none() && q.parent.is_some() {
-            cf = cf.note("no max: the queue may borrow up to its parent's ceiling");
-        }
-        c.fields.push(cf);
-        if let Some((b, ms)) = q.burst {
-            let extra = (b.saturating_sub(rate) as u128 * u128::from(ms) / 8000) as u64;
-            if extra >= 1514 {
-                c.fields.push(Field::size("burst", extra).note(format!(
-                    "burst {} for {ms}ms: the bytes sent above the rate in that time",
-                    rate_text(b)
-                )));
-            } else {
-                c.notes.push(format!("burst {} for {ms}ms is less than one packet above the rate: left at the default", rate_text(b)));
-            }
-        }
-        if let Some(qn) = q.quantum {
-            c.fields.push(Field::size("quantum", u64::from(qn)));
-        }
-        if !is_parent(&q.name) {
-            c.leaf = leaf_of(q);
-            if q.default {
-                default = Some(q.name.clone());
-            }
-        }
-        d.classes.push(c);
-    }
-    if !errors.is_empty() {
-        return Err(ImportError { errors });
-    }
-    match default.or_else(|| d.classes.last().map(|c| c.name.clone())) {
-        Some(n) => d.top.push(Field::str("default", n)),
-        None => return Err(Diag::new(file, 0, format!("no queues on {on}")).into()),
-    }
-    Ok(d)
 }
 
 pub(crate) fn altq(
@@ -223,6 +92,18 @@ pub(crate) fn altq(
             ),
         }
     }
+    for (q, _) in &tree {
+        if let Some(s) = q.sched.as_deref().filter(|s| *s != a.sched) {
+            errors.push(Diag::new(
+                file,
+                q.line,
+                format!(
+                    "queue `{}` is a {s} queue under `altq on {on} {}`: one scheduler per interface",
+                    q.name, a.sched
+                ),
+            ));
+        }
+    }
     if !errors.is_empty() {
         return Err(ImportError { errors });
     }
@@ -232,9 +113,12 @@ pub(crate) fn altq(
         .map(|(q, _)| q.name.clone());
     let Some(default) = default else {
         return Err(Diag::new(file, a.line, "no leaf queue has `default`")
-            .help("ALTQ requires one default queue: add cbq(default) or priq(default) to one")
+            .help("ALTQ requires one default queue: add cbq(default), priq(default) or hfsc(default) to one")
             .into());
     };
+    if a.sched == "hfsc" {
+        return super::hfsc::altq(a, &tree, link, default, file);
+    }
     let mut d;
     if a.sched == "cbq" {
         d = Draft::new(Root::Cbq);

@@ -4,12 +4,11 @@
 //!
 //! What maps and how:
 //! - OpenBSD: `queue NAME on IF bandwidth X [max Z]` is the root, `queue NAME parent P
-//!   bandwidth X [min Y] [max Z] [burst B for T ms] [qlimit N] [flows N] [quantum N]
-//!   [default]` its descendants → an HTB tree: `rate` = bandwidth (HFSC's link-sharing share,
-//!   which HTB's rate also is), `ceil` = max, or the parent's ceil (OpenBSD queues borrow
-//!   unless capped); `min` (HFSC's real-time guarantee) is noted, `burst B for T ms` becomes
-//!   HTB's `burst` = the bytes sent above the rate in T; `qlimit` → a pfifo leaf limit, `flows N`
-//!   → an fq_codel leaf (OpenBSD's flow queueing is FQ-CoDel).
+//!   bandwidth X [min Y] [max Z] [qlimit N] [flows N] [quantum N] [default]` its descendants →
+//!   an HFSC tree, as OpenBSD runs them (`pf/hfsc.rs`): `bandwidth` = `ls`, `min` = `rt`, `max`
+//!   = `ul`, and a `burst B for T ms` after any of them is that curve's `m1 = B`, `d = T`;
+//!   `qlimit` → a pfifo leaf limit, `flows N` → an fq_codel leaf (OpenBSD's flow queueing is
+//!   FQ-CoDel); `quantum` is noted (HFSC has none).
 //! - ALTQ `cbq` → `qdisc = "cbq"` with ALTQ's behaviours (`altq_compat = true`): `bandwidth X%`
 //!   → `share`, absolute → `rate`; `priority N` (0-7, higher first) → `prio = 7 - N`;
 //!   `cbq(borrow)` → `borrow = true` (ALTQ's default is no borrowing: `borrow = false` is
@@ -18,7 +17,10 @@
 //!   guarantee (1 ‰ of the link) and the whole link as ceil, `prio` ranked from PRIQ's priority,
 //!   so what is borrowed — nearly everything — goes to the highest priority first. (The `prio`
 //!   leaf picks bands by TOS, not by rules, so it cannot carry pf's rules.)
-//! - ALTQ `hfsc` is refused with its line: linkshare has no HFSC yet.
+//! - ALTQ `hfsc` → `qdisc = "hfsc"` under a root class at the interface's bandwidth:
+//!   `hfsc(realtime SC, linkshare SC, upperlimit SC)` → `rt`, `ls`, `ul`, an SC being a
+//!   bandwidth or `(m1, d, m2)` with `d` in ms, percentages of the parent's bandwidth; without
+//!   `linkshare` the queue's `bandwidth` is its `ls` (pfctl's rule).
 //! - `pass`/`match` rules with `queue NAME` or `set queue NAME` → filters on proto, from/to
 //!   addresses (lists expanded) and ports (`=`, lists, `A:B`, `A >< B`, `>`, `>=`, `<`, `<=`,
 //!   service names). pf's last matching rule wins unless `quick`: the filters are written
@@ -35,9 +37,11 @@ use crate::policy_writer::Field;
 use crate::Imported;
 
 mod build;
+mod hfsc;
 mod parse;
 
-use build::{altq, filters, openbsd};
+use build::{altq, filters};
+use hfsc::openbsd;
 use parse::{bandwidth, list, parse_queue, parse_rule, statements};
 
 #[derive(Clone, Debug, PartialEq)]
@@ -55,7 +59,10 @@ pub(crate) struct Queue {
     pub(crate) bw: Option<Bw>,
     pub(crate) min: Option<u64>,
     pub(crate) max: Option<u64>,
+    /// `burst B for T ms` after `bandwidth`, `min` and `max`: (bits/s, ms).
     pub(crate) burst: Option<(u64, u64)>,
+    pub(crate) min_burst: Option<(u64, u64)>,
+    pub(crate) max_burst: Option<(u64, u64)>,
     pub(crate) qlimit: Option<u32>,
     pub(crate) flows: Option<u32>,
     pub(crate) quantum: Option<u32>,
@@ -140,13 +147,9 @@ pub fn import(text: &str, file: &str, iface: Option<&str>) -> Result<Imported, I
                     }
                     i += 2;
                 }
-                if a.sched == "hfsc" {
-                    errors.push(err(
-                        "linkshare has no HFSC yet; use cbq or the OpenBSD queue syntax".into(),
-                    ));
-                } else if a.sched != "cbq" && a.sched != "priq" {
+                if !matches!(a.sched.as_str(), "cbq" | "priq" | "hfsc") {
                     errors.push(err(format!(
-                        "altq scheduler `{}` is not imported: linkshare imports cbq and priq",
+                        "altq scheduler `{}` is not imported: linkshare imports cbq, priq and hfsc",
                         a.sched
                     )));
                 } else if a.iface.is_empty() || matches!(a.bw, Bw::Bits(0)) {

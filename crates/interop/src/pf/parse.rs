@@ -188,6 +188,8 @@ pub(crate) fn parse_queue(w: &[String], line: usize, file: &str) -> Result<Queue
         ..Queue::default()
     };
     let mut i = 2;
+    // The option a `burst … for …` belongs to (pf.conf(5): bandwidth, min and max each take one).
+    let mut last = "bandwidth";
     let val = |i: usize| {
         w.get(i + 1)
             .map(String::as_str)
@@ -203,9 +205,18 @@ pub(crate) fn parse_queue(w: &[String], line: usize, file: &str) -> Result<Queue
         match w[i].as_str() {
             "on" => q.iface = Some(val(i)?.to_string()),
             "parent" => q.parent = Some(val(i)?.to_string()),
-            "bandwidth" => q.bw = Some(bandwidth(val(i)?).ok_or_else(|| err(format!("`{}` is not a bandwidth (write 10M, 512K, 10Mb or 20%)", w[i + 1])))?),
-            "min" => q.min = Some(bits(val(i)?)?),
-            "max" => q.max = Some(bits(val(i)?)?),
+            "bandwidth" => {
+                last = "bandwidth";
+                q.bw = Some(bandwidth(val(i)?).ok_or_else(|| err(format!("`{}` is not a bandwidth (write 10M, 512K, 10Mb or 20%)", w[i + 1])))?)
+            }
+            "min" => {
+                last = "min";
+                q.min = Some(bits(val(i)?)?)
+            }
+            "max" => {
+                last = "max";
+                q.max = Some(bits(val(i)?)?)
+            }
             "burst" => {
                 let b = bits(val(i)?)?;
                 if w.get(i + 2).map(String::as_str) != Some("for") {
@@ -213,7 +224,12 @@ pub(crate) fn parse_queue(w: &[String], line: usize, file: &str) -> Result<Queue
                 }
                 let t = w.get(i + 3).map(String::as_str).unwrap_or("");
                 let ms: u64 = t.trim_end_matches("ms").parse().map_err(|_| err(format!("`{t}` is not a time in ms")))?;
-                q.burst = Some((b, ms));
+                let burst = Some((b, ms));
+                match last {
+                    "min" => q.min_burst = burst,
+                    "max" => q.max_burst = burst,
+                    _ => q.burst = burst,
+                }
                 i += 4;
                 continue;
             }
@@ -230,13 +246,20 @@ pub(crate) fn parse_queue(w: &[String], line: usize, file: &str) -> Result<Queue
                 q.sched = Some(s.to_string());
                 i += 1;
                 if w.get(i).map(String::as_str) == Some("(") {
+                    // Options up to the matching `)`; inner parentheses (hfsc's `realtime (m1,
+                    // d, m2)`) are kept as tokens.
                     i += 1;
+                    let mut depth = 1;
                     while let Some(t) = w.get(i) {
                         i += 1;
                         match t.as_str() {
-                            ")" => break,
+                            ")" if depth == 1 => break,
                             "," => {}
-                            o => q.opts.push(o.to_string()),
+                            o => {
+                                depth += usize::from(o == "(");
+                                depth -= usize::from(o == ")");
+                                q.opts.push(o.to_string());
+                            }
                         }
                     }
                 }
@@ -249,14 +272,9 @@ pub(crate) fn parse_queue(w: &[String], line: usize, file: &str) -> Result<Queue
                 q.children = list(w, &mut i);
                 continue;
             }
-            other => return Err(err(format!("unknown queue keyword `{other}`")).help("pf.conf(5) queue options: on, parent, bandwidth, min, max, burst … for … ms, qlimit, flows, quantum, default; ALTQ: priority, cbq(…), priq(…)")),
+            other => return Err(err(format!("unknown queue keyword `{other}`")).help("pf.conf(5) queue options: on, parent, bandwidth, min, max, burst … for … ms, qlimit, flows, quantum, default; ALTQ: priority, cbq(…), priq(…), hfsc(…)")),
         }
         i += 2;
-    }
-    if q.sched.as_deref() == Some("hfsc") {
-        return Err(err(
-            "linkshare has no HFSC yet; use cbq or the OpenBSD queue syntax".into(),
-        ));
     }
     Ok(q)
 }

@@ -9,6 +9,9 @@
 //!   `1:<i+1>`, minor numbers in hex as tc reads them) and one leaf qdisc per leaf class
 //!   (`handle <i+2>:`), every parameter written out explicitly so that the kernel does not
 //!   derive different ones.
+//! - An HFSC policy becomes `root handle 1: hfsc default D` and one `class add … hfsc` per
+//!   class with its `rt`/`ls`/`ul` curves in tc-hfsc(8)'s two-piece form (`hfsc_out.rs`), the
+//!   leaves and filters as for HTB.
 //! - A policy without classes (`qdisc = "sfq"`, …) becomes that qdisc at the root.
 //! - `overhead`, `mpu` and `linklayer` become a size table on the root qdisc
 //!   (`root handle 1: stab overhead N mpu M linklayer atm htb …`, tc-stab(8); see `stab.rs`).
@@ -127,6 +130,7 @@ pub fn tc_script_with(policy: &Policy, dev: &str, opts: &ExportOptions) -> anyho
     }
     match policy.kind() {
         QdiscKind::Htb => htb(policy, dev, &stab, opts, &mut out)?,
+        QdiscKind::Hfsc => super::hfsc_out::hfsc(policy, dev, &stab, opts, &mut out)?,
         QdiscKind::Leaf => {
             let Some(leaf) = policy.root_leaf() else {
                 bail!("{}: the policy has no root discipline", policy.origin());
@@ -144,7 +148,7 @@ pub fn tc_script_with(policy: &Policy, dev: &str, opts: &ExportOptions) -> anyho
             policy.origin()
         ),
         _ => bail!(
-            "{}: a `{}` root cannot be exported to tc yet; only HTB trees and classless roots can",
+            "{}: a `{}` root cannot be exported to tc yet; only HTB and HFSC trees and classless roots can",
             policy.origin(),
             policy.kind_name()
         ),

@@ -11,6 +11,9 @@
 //!   `prio`, `quantum`; it is named by the comment after its line when there is one (what
 //!   `export tc` writes), otherwise by its class id (`"1:10"`). A qdisc attached to a leaf
 //!   class becomes its `leaf`.
+//! - An HFSC root (tc-hfsc(8)) becomes `qdisc = "hfsc"` with its `default`; each class's `rt`,
+//!   `ls`, `ul` and `sc` curves become its `rt`, `ls` and `ul` (`hfsc_in.rs`); leaves, names
+//!   and filters as for HTB.
 //! - A classless root (`root sfq`, `root tbf …`) becomes that discipline at the root.
 //! - The root's size table (`stab overhead N mpu M linklayer atm`) becomes the policy's
 //!   `overhead`, `mpu` and `linklayer` (`stab.rs`); a size table below the root is refused.
@@ -19,7 +22,7 @@
 //! - `qdisc del dev DEV root` starts over (scripts begin with it); commands for other devices
 //!   are left out with a note, the first device named is the one imported.
 //!
-//! Refused, with the line: other classful roots (hfsc, cbq, drr, prio with filters), classes
+//! Refused, with the line: other classful roots (cbq, drr, prio with filters), classes
 //! whose parent does not exist, filters pointing at missing classes, unknown keywords.
 
 use std::collections::{BTreeMap, HashMap};
@@ -28,6 +31,7 @@ use crate::diag::{Diag, ImportError};
 use crate::policy_writer::{ClassDraft, Draft, Field, FilterDraft, Root};
 use crate::tc::filter::{self, class_ref, ClassRef, Rule};
 use crate::tc::hashed_in::{self, HashedDef};
+use crate::tc::hfsc_in;
 use crate::tc::leaf;
 use crate::tc::lex::{self, Cmd, Line};
 use crate::Imported;
@@ -518,13 +522,23 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
     };
     let mut d = match root.kind.as_str() {
         "htb" | "mq" => Draft::new(Root::Htb),
-        "hfsc" => return Err(bad(file, root.line, "linkshare has no HFSC yet").help("rewrite the tree with htb: each class's rate, its parent's rate as ceil where it may borrow").into()),
-        "cbq" => return Err(bad(file, root.line, "the kernel's cbq (removed in Linux 6.3) is not imported").help("write the tree as htb").into()),
+        "hfsc" => Draft::new(Root::Hfsc),
+        "cbq" => {
+            return Err(bad(
+                file,
+                root.line,
+                "the kernel's cbq (removed in Linux 6.3) is not imported",
+            )
+            .help("write the tree as htb")
+            .into())
+        }
         kind => {
             let l = leaf::leaf(kind, &root.opts).map_err(|e| bad(file, root.line, e))?;
             let mut d = Draft::new(Root::Leaf(l));
             d.top.extend(crate::tc::stab::fields(conf.stab));
-            if !conf.classes.is_empty() || conf.filters.iter().any(|f| matches!(f, FilterDef::Rule(_))) {
+            if !conf.classes.is_empty()
+                || conf.filters.iter().any(|f| matches!(f, FilterDef::Rule(_)))
+            {
                 d.notes.push(format!("the {kind} root's classes and filters were left out: linkshare's {kind} has none"));
             }
             d.title.push(title.to_string());
@@ -532,7 +546,10 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
                 d.title.push(format!("device {dev}"));
             }
             d.notes.extend(conf.notes.iter().cloned());
-            return Ok(Imported { toml: d.to_toml(), warnings: Vec::new() });
+            return Ok(Imported {
+                toml: d.to_toml(),
+                warnings: Vec::new(),
+            });
         }
     };
     d.title.push(title.to_string());
@@ -603,28 +620,33 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
                         .and_then(|v| u32::from_str_radix(v.trim_start_matches("0x"), 16).ok());
                     major = q.handle.unwrap_or(1);
                 }
-                "r2q" => r2q = o.next().and_then(|v| v.parse::<u32>().ok()),
+                "r2q" if root.kind != "hfsc" => r2q = o.next().and_then(|v| v.parse::<u32>().ok()),
                 "direct_qlen" | "direct_packets_stat" | "ver" => {
                     o.next();
                 }
-                "offload" => {}
+                "offload" if root.kind != "hfsc" => {}
                 other => errors.push(
                     bad(
                         file,
                         root.line,
-                        format!("htb: unknown qdisc option `{other}`"),
+                        format!("{}: unknown qdisc option `{other}`", root.kind),
                     )
-                    .help("tc-htb(8) qdisc options: default, r2q, direct_qlen"),
+                    .help(if root.kind == "hfsc" {
+                        "tc-hfsc(8) qdisc options: default"
+                    } else {
+                        "tc-htb(8) qdisc options: default, r2q, direct_qlen"
+                    }),
                 ),
             }
         }
     }
+    let class_kind = if root.kind == "hfsc" { "hfsc" } else { "htb" };
     for c in &conf.classes {
-        if c.kind != "htb" {
+        if c.kind != class_kind {
             errors.push(bad(
                 file,
                 c.line,
-                format!("class kind `{}` under an htb root", c.kind),
+                format!("class kind `{}` under an {class_kind} root", c.kind),
             ));
             continue;
         }
@@ -669,7 +691,13 @@ pub fn build(conf: &TcConf, file: &str, title: &str) -> Result<Imported, ImportE
         if let Some(p) = parent {
             cd.fields.push(Field::str("parent", p));
         }
-        match htb_fields(c, file) {
+        let fields = if class_kind == "hfsc" {
+            hfsc_in::class_fields(&c.opts, is_parent.contains(&c.id))
+                .map_err(|m| bad(file, c.line, m))
+        } else {
+            htb_fields(c, file)
+        };
+        match fields {
             Ok((f, n)) => {
                 cd.fields.extend(f);
                 cd.notes.extend(n);

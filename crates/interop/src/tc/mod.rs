@@ -3,6 +3,8 @@
 pub mod export;
 pub mod filter;
 pub mod hashed_in;
+pub mod hfsc_in;
+pub mod hfsc_out;
 pub mod import;
 pub mod leaf;
 pub mod lex;

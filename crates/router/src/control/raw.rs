@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use linkshare_core::qdisc::{Backlog, ClassMode, ClassStats, ClassView, DropCounts};
 
-use super::snapshot::{finite, ClassSnapshot, Snapshot};
+use super::snapshot::{finite, ClassSnapshot, HfscSnapshot, Snapshot};
 use super::stat::by_reason;
 use crate::Sched;
 
@@ -38,6 +38,8 @@ pub(crate) struct RawClass {
     /// Per-reason drops of the leaf queue, only when it dropped anything.
     pub leaf_drops: Option<Box<DropCounts>>,
     pub avgidle_ns: Option<i64>,
+    /// HFSC's curves and state, for HFSC classes only.
+    pub hfsc: Option<Box<linkshare_core::hfsc::HfscClassView>>,
 }
 
 /// One direction's classes as copied, with their names when `gen` is new to the reader.
@@ -105,6 +107,7 @@ pub(crate) fn copy(s: &Sched, gen: u64, with_names: bool) -> RawDir {
             backlog: c.backlog,
             leaf_drops: (c.leaf_drops.total().packets > 0).then(|| Box::new(c.leaf_drops)),
             avgidle_ns: c.avgidle_ns,
+            hfsc: c.hfsc.map(Box::new),
         });
     });
     out
@@ -159,6 +162,7 @@ impl Namer {
                 tokens: c.tokens,
                 ctokens: c.ctokens,
                 avgidle_ns: c.avgidle_ns,
+                hfsc: c.hfsc.as_deref().map(HfscSnapshot::of),
             })
             .collect()
     }

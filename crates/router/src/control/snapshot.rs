@@ -231,6 +231,62 @@ pub struct ClassSnapshot {
     pub ctokens: i64,
     /// CBQ's average idle time in ns; `None` for schedulers without an estimator.
     pub avgidle_ns: Option<i64>,
+    /// HFSC's curves and state; `None` for other schedulers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hfsc: Option<HfscSnapshot>,
+}
+
+/// One two-piece service curve: `m1` bit/s for `d` ns, then `m2` bit/s.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CurveSnapshot {
+    pub m1_bps: u64,
+    pub d_ns: u64,
+    pub m2_bps: u64,
+}
+
+/// An HFSC class: its curves, and its state in tc's words (`period`, `level`, `work` = all
+/// bytes sent, `rtwork` = bytes sent by the real-time criterion) and the paper's times (virtual
+/// time, fit time, eligible time, deadline; ns on the scheduler's clock).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HfscSnapshot {
+    pub rt: Option<CurveSnapshot>,
+    pub ls: Option<CurveSnapshot>,
+    pub ul: Option<CurveSnapshot>,
+    pub period: u64,
+    pub level: u8,
+    pub work_bytes: u64,
+    pub rtwork_bytes: u64,
+    pub vt_ns: u64,
+    pub ft_ns: u64,
+    pub et_ns: u64,
+    pub dt_ns: u64,
+}
+
+impl HfscSnapshot {
+    /// From the core's view of a class.
+    pub fn of(v: &linkshare_core::hfsc::HfscClassView) -> Self {
+        let c = |s: Option<linkshare_core::hfsc::ServiceCurve>| {
+            s.map(|s| CurveSnapshot {
+                m1_bps: s.m1,
+                d_ns: s.d,
+                m2_bps: s.m2,
+            })
+        };
+        let st = &v.state;
+        HfscSnapshot {
+            rt: c(v.rt),
+            ls: c(v.ls),
+            ul: c(v.ul),
+            period: st.period,
+            level: st.level,
+            work_bytes: st.total,
+            rtwork_bytes: st.cumul,
+            vt_ns: st.vt,
+            ft_ns: st.f,
+            et_ns: st.e,
+            dt_ns: st.d,
+        }
+    }
 }
 
 /// The emulated link after the scheduler (`--emulate`, `--path-delay`).

@@ -1,0 +1,205 @@
+//! Indexed binary min-heaps of `(key, class)` for HFSC's ordered sets, without allocation.
+//!
+//! Principles: each set HFSC keeps (leaves by eligible time or deadline, a parent's active
+//! children by virtual time or fit time) only needs its least element, insertion, removal of a
+//! given class and a change of a class's key, so a binary heap does (Cormen et al., ch. 6):
+//! O(log k) each for `k` members. The heap's storage is a fixed slice given by the caller — a
+//! parent's children get a segment of one slab sized at build time, the qdisc-wide sets a vector
+//! of one slot per class — so nothing is allocated per packet. Each class records where it
+//! stands in each heap it can be in (`pos[class][which]`), so a removal or a key change finds
+//! it in O(1). Entries order by `(key, class)`, as the ordered trees they replace did, so ties
+//! break the same way (the least class id first).
+
+/// A heap entry: the key and the class.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) struct Entry {
+    pub key: u64,
+    pub id: u32,
+}
+
+/// "Not in this heap".
+pub(super) const OUT: u32 = u32::MAX;
+
+/// Which position slot of a class a heap uses: a parent's heaps (`VT`, `CF`, `FIT`; also the
+/// slab index) and the real-time heaps (`EL`: a class waits or is ready, never both). The
+/// qdisc-wide heap of classes that do not fit uses `FIT`: a class is in one or the other.
+pub(super) const VT: usize = 0;
+pub(super) const CF: usize = 1;
+pub(super) const FIT: usize = 2;
+pub(super) const EL: usize = 3;
+pub(super) const SLOTS: usize = 4;
+
+/// One heap: its storage (capacity = `h.len()`), its length, the positions of its members.
+pub(super) struct Heap<'a> {
+    pub h: &'a mut [Entry],
+    pub len: &'a mut u32,
+    pub pos: &'a mut [[u32; SLOTS]],
+    pub which: usize,
+}
+
+impl Heap<'_> {
+    #[inline]
+    fn place(&mut self, i: usize, e: Entry) {
+        self.h[i] = e;
+        self.pos[e.id as usize][self.which] = i as u32;
+    }
+
+    fn sift_up(&mut self, mut i: usize) {
+        let e = self.h[i];
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if self.h[p] <= e {
+                break;
+            }
+            let up = self.h[p];
+            self.place(i, up);
+            i = p;
+        }
+        self.place(i, e);
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = *self.len as usize;
+        let e = self.h[i];
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let c = if l + 1 < n && self.h[l + 1] < self.h[l] {
+                l + 1
+            } else {
+                l
+            };
+            if e <= self.h[c] {
+                break;
+            }
+            let down = self.h[c];
+            self.place(i, down);
+            i = c;
+        }
+        self.place(i, e);
+    }
+
+    /// The least entry.
+    #[inline]
+    pub fn first(&self) -> Option<Entry> {
+        (*self.len > 0).then(|| self.h[0])
+    }
+
+    /// Add `id` under `key` (it must not be in the heap; the storage has room for every class
+    /// that can be in it).
+    pub fn push(&mut self, key: u64, id: u32) {
+        let i = *self.len as usize;
+        *self.len += 1;
+        self.h[i] = Entry { key, id };
+        self.sift_up(i);
+    }
+
+    /// Remove `id` if it is in the heap.
+    pub fn remove(&mut self, id: u32) {
+        let i = self.pos[id as usize][self.which];
+        if i == OUT {
+            return;
+        }
+        self.pos[id as usize][self.which] = OUT;
+        let i = i as usize;
+        *self.len -= 1;
+        let last = *self.len as usize;
+        if i == last {
+            return;
+        }
+        let moved = self.h[last];
+        self.h[i] = moved;
+        self.pos[moved.id as usize][self.which] = i as u32;
+        if i > 0 && moved < self.h[(i - 1) / 2] {
+            self.sift_up(i);
+        } else {
+            self.sift_down(i);
+        }
+    }
+
+    /// Change the key of `id`, which is in the heap.
+    pub fn rekey(&mut self, id: u32, key: u64) {
+        let i = self.pos[id as usize][self.which] as usize;
+        let old = self.h[i].key;
+        self.h[i].key = key;
+        if key < old {
+            self.sift_up(i);
+        } else if key > old {
+            self.sift_down(i);
+        }
+    }
+
+    /// Remove and return the least entry.
+    pub fn pop(&mut self) -> Option<Entry> {
+        let e = self.first()?;
+        self.remove(e.id);
+        Some(e)
+    }
+
+    /// Whether `id` is in the heap under `key`.
+    #[cfg(test)]
+    pub fn holds(&self, id: u32, key: u64) -> bool {
+        let i = self.pos[id as usize][self.which];
+        i != OUT && (i as usize) < *self.len as usize && self.h[i as usize] == Entry { key, id }
+    }
+
+    /// Whether every parent is at most its children.
+    #[cfg(test)]
+    pub fn is_heap(&self) -> bool {
+        (1..*self.len as usize).all(|i| self.h[(i - 1) / 2] <= self.h[i])
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeSet;
+
+    proptest! {
+        /// Against an ordered set: the same least element after every push, remove, rekey, pop.
+        #[test]
+        fn behaves_as_an_ordered_set(ops in proptest::collection::vec((0u8..4, 0u32..16, 0u64..8), 1..200)) {
+            let mut store = vec![Entry::default(); 16];
+            let mut len = 0u32;
+            let mut pos = vec![[OUT; SLOTS]; 16];
+            let mut set = BTreeSet::new();
+            let mut key = [0u64; 16];
+            for (op, id, k) in ops {
+                let mut h = Heap { h: &mut store, len: &mut len, pos: &mut pos, which: CF };
+                let inside = set.contains(&(key[id as usize], id));
+                match op {
+                    0 if !inside => {
+                        h.push(k, id);
+                        key[id as usize] = k;
+                        set.insert((k, id));
+                    }
+                    1 => {
+                        h.remove(id);
+                        set.remove(&(key[id as usize], id));
+                    }
+                    2 if inside => {
+                        h.rekey(id, k);
+                        set.remove(&(key[id as usize], id));
+                        key[id as usize] = k;
+                        set.insert((k, id));
+                    }
+                    3 => {
+                        let got = h.pop().map(|e| (e.key, e.id));
+                        prop_assert_eq!(got, set.pop_first());
+                    }
+                    _ => {}
+                }
+                let h = Heap { h: &mut store, len: &mut len, pos: &mut pos, which: CF };
+                prop_assert!(h.is_heap());
+                prop_assert_eq!(h.first().map(|e| (e.key, e.id)), set.first().copied());
+                prop_assert_eq!(*h.len as usize, set.len());
+                for &(k, i) in &set {
+                    prop_assert!(h.holds(i, k));
+                }
+            }
+        }
+    }
+}
