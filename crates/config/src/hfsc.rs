@@ -71,6 +71,7 @@ impl Policy {
                 "write `qdisc = \"hfsc\"` to build an HFSC tree",
             )
         })?;
+        let mut leaves = crate::leaf::LeafShare::default();
         let specs =
             self.classes
                 .iter()
@@ -80,7 +81,7 @@ impl Policy {
                     s.rt = k.rt;
                     s.ls = k.ls;
                     s.ul = k.ul;
-                    s.leaf = c.leaf.spec().map_err(|e| {
+                    s.leaf = leaves.spec(&c.leaf).map_err(|e| {
                         self.build_error(format!("class `{}`: {e}", c.name), &e.help)
                     })?;
                     Ok(s)

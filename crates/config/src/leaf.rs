@@ -8,13 +8,14 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
 
 use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::cake::{Cake, CakeParams};
 use linkshare_core::qdisc::codel::{Codel, CodelParams};
 use linkshare_core::qdisc::drr::{Drr, DrrParams};
 use linkshare_core::qdisc::fifo::{Fifo, FifoLimit, DEFAULT_BFIFO_LIMIT, DEFAULT_PFIFO_LIMIT};
-use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams};
+use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams, FqCodelShared};
 use linkshare_core::qdisc::prio::{Prio, PrioParams};
 use linkshare_core::qdisc::red::{Red, RedParams};
 use linkshare_core::qdisc::rio::{Rio, RioParams};
@@ -105,6 +106,42 @@ impl LeafKind {
             LeafKind::FqCodel(p) => Box::new(FqCodel::new(p.clone())?),
             LeafKind::Cake(p) => Box::new(Cake::new(p.clone())?),
         })
+    }
+}
+
+/// The leaves of one build, sharing what they can: an fq_codel leaf's parameters are one copy
+/// per distinct configuration among the classes (a plan's subscribers), not one per class —
+/// HTB's profiles for the leaves. Up to [`LeafShare::MAX`] configurations are remembered; a
+/// class beyond them gets a copy of its own (the same behaviour, more bytes).
+#[derive(Default)]
+pub(crate) struct LeafShare {
+    fq_codel: Vec<Arc<FqCodelShared>>,
+}
+
+impl LeafShare {
+    const MAX: usize = 64;
+
+    /// [`LeafKind::spec`], with the parameters of leaves configured alike shared.
+    pub(crate) fn spec<P: Packet + 'static>(
+        &mut self,
+        leaf: &LeafKind,
+    ) -> Result<LeafSpec<P>, ParamError> {
+        let LeafKind::FqCodel(p) = leaf else {
+            return leaf.spec();
+        };
+        // The last one found first: classes of one plan tend to come together.
+        let known = self.fq_codel.iter().rev().find(|s| s.params() == p);
+        let shared = match known {
+            Some(s) => s.clone(),
+            None => {
+                let s = FqCodelShared::new(p.clone())?;
+                if self.fq_codel.len() < Self::MAX {
+                    self.fq_codel.push(s.clone());
+                }
+                s
+            }
+        };
+        Ok(LeafSpec::Qdisc(Box::new(FqCodel::with_shared(shared))))
     }
 }
 
