@@ -129,19 +129,21 @@ impl LeafShare {
         let LeafKind::FqCodel(p) = leaf else {
             return leaf.spec();
         };
-        // The last one found first: classes of one plan tend to come together.
-        let known = self.fq_codel.iter().rev().find(|s| s.params() == p);
-        let shared = match known {
-            Some(s) => s.clone(),
-            None => {
-                let s = FqCodelShared::new(p.clone())?;
-                if self.fq_codel.len() < Self::MAX {
-                    self.fq_codel.push(s.clone());
-                }
-                s
-            }
-        };
+        let shared = self.fq_codel_shared(p)?;
         Ok(LeafSpec::Qdisc(Box::new(FqCodel::with_shared(shared))))
+    }
+
+    /// The shared parameters for `p`: one already made for equal ones, or a new one.
+    fn fq_codel_shared(&mut self, p: &FqCodelParams) -> Result<Arc<FqCodelShared>, ParamError> {
+        // The last one made first: classes of one plan tend to come together.
+        if let Some(s) = self.fq_codel.iter().rev().find(|s| s.params() == p) {
+            return Ok(s.clone());
+        }
+        let s = FqCodelShared::new(p.clone())?;
+        if self.fq_codel.len() < Self::MAX {
+            self.fq_codel.push(s.clone());
+        }
+        Ok(s)
     }
 }
 
@@ -462,5 +464,32 @@ mod tests {
         assert!(e[0].2.contains("target"), "{e:?}");
         let e = errors("qdisc = { type = \"fq_codel\", drop_batch_size = 5000 }\n");
         assert!(e[0].2.contains("drop_batch_size"), "{e:?}");
+    }
+
+    /// Equal fq_codel parameters give one shared copy, different ones their own; invalid ones
+    /// are refused as `LeafKind::spec` refuses them.
+    #[test]
+    fn leaves_configured_alike_share_their_parameters() {
+        let mut share = LeafShare::default();
+        let a = FqCodelParams::default();
+        let b = FqCodelParams {
+            target: linkshare_core::units::Duration::from_millis(10),
+            ..FqCodelParams::default()
+        };
+        let a1 = share.fq_codel_shared(&a).unwrap();
+        let b1 = share.fq_codel_shared(&b).unwrap();
+        let a2 = share.fq_codel_shared(&a.clone()).unwrap();
+        assert!(Arc::ptr_eq(&a1, &a2));
+        assert!(!Arc::ptr_eq(&a1, &b1));
+        assert_eq!(b1.params(), &b);
+        let bad = FqCodelParams {
+            flows: 0,
+            ..FqCodelParams::default()
+        };
+        assert!(share.fq_codel_shared(&bad).is_err());
+        let spec = share.spec::<PacketMeta>(&LeafKind::FqCodel(bad));
+        assert!(spec.is_err());
+        let spec = share.spec::<PacketMeta>(&LeafKind::Pfifo { limit: 5 });
+        assert!(matches!(spec, Ok(LeafSpec::Fifo(FifoLimit::Packets(5)))));
     }
 }

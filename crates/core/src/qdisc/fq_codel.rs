@@ -612,6 +612,28 @@ mod tests {
         FqCodelParams::default().validate().unwrap();
     }
 
+    /// An idle leaf is its counters and two pointers (parameters shared, no table), and leaves
+    /// built from one `FqCodelShared` share it.
+    #[test]
+    fn an_idle_leaf_is_small_and_shares_its_parameters() {
+        assert!(std::mem::size_of::<FqCodel<PacketMeta>>() <= 192);
+        let shared = FqCodelShared::new(FqCodelParams::default()).unwrap();
+        let a = FqCodel::<PacketMeta>::with_shared(shared.clone());
+        let mut b = FqCodel::<PacketMeta>::with_shared(shared);
+        assert!(std::ptr::eq(a.params(), b.params()));
+        assert!(!b.has_flow_table() && b.state_bytes() == 0);
+        b.enqueue(pkt(1, 100), Time(0)).unwrap();
+        assert!(b.has_flow_table() && !a.has_flow_table());
+        assert_eq!(b.dequeue(Time(0)).packet().map(|p| p.flow_hash), Some(1));
+        assert!(b.release_state());
+        assert!(!b.has_flow_table() && b.state_bytes() == 0);
+        assert!(FqCodelShared::new(FqCodelParams {
+            flows: 0,
+            ..Default::default()
+        })
+        .is_err());
+    }
+
     #[test]
     fn new_flow_is_served_before_old_flows() {
         let mut q = fq(FqCodelParams::default());

@@ -460,3 +460,44 @@ pub struct ClassView<'a> {
     /// allocation); `None` for schedulers without one.
     pub avgidle_ns: Option<i64>,
 }
+
+#[cfg(test)]
+mod drop_counts_tests {
+    use super::{Counter, DropCounts, DropReason};
+
+    /// Counters not yet allocated read as zero and equal zeroed ones; a drop allocates them.
+    #[test]
+    fn drop_counts_read_zero_until_the_first_drop() {
+        let mut a = DropCounts::default();
+        assert_eq!(a.total(), Counter::default());
+        assert_eq!(a.get(DropReason::Aqm), Counter::default());
+        assert_eq!(a.iter().count(), 0);
+        let mut zeroed = DropCounts::default();
+        zeroed.add_counter(DropReason::Overflow, Counter::default());
+        assert_eq!(a, zeroed);
+        a.add(DropReason::Aqm, 100);
+        a.add(DropReason::Overflow, 50);
+        a.add(DropReason::Aqm, 10);
+        assert_eq!(
+            a.get(DropReason::Aqm),
+            Counter {
+                packets: 2,
+                bytes: 110
+            }
+        );
+        assert_eq!(
+            a.total(),
+            Counter {
+                packets: 3,
+                bytes: 160
+            }
+        );
+        let reasons: Vec<DropReason> = a.iter().map(|(r, _)| r).collect();
+        assert_eq!(reasons, [DropReason::Overflow, DropReason::Aqm]);
+        assert_ne!(a, zeroed);
+        let mut b = DropCounts::default();
+        b.add_counter(DropReason::Aqm, a.get(DropReason::Aqm));
+        b.add_counter(DropReason::Overflow, a.get(DropReason::Overflow));
+        assert_eq!(a, b);
+    }
+}
