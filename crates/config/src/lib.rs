@@ -631,27 +631,27 @@ impl Policy {
             )
         })?;
         let mut leaves = crate::leaf::LeafShare::default();
-        let specs: Vec<CbqClassSpec<P>> =
-            self.classes
-                .iter()
-                .map(|c| -> Result<CbqClassSpec<P>, ConfigError> {
-                    let k = c.cbq.clone().unwrap_or_default();
-                    let mut s = CbqClassSpec::new(&c.name, c.parent_id, c.rate, &params);
-                    s.prio = c.prio;
-                    s.borrow = k.borrow;
-                    s.maxburst = k.maxburst;
-                    s.minburst = k.minburst;
-                    s.avgpkt = k.avgpkt;
-                    s.maxidle = k.maxidle;
-                    s.minidle = k.minidle;
-                    s.offtime = k.offtime;
-                    s.extradelay = k.extradelay;
-                    s.leaf = leaves.spec(&c.leaf).map_err(|e| {
-                        self.build_error(format!("class `{}`: {e}", c.name), &e.help)
-                    })?;
-                    Ok(s)
-                })
-                .collect::<Result<_, _>>()?;
+        let specs: Vec<CbqClassSpec<P>> = self
+            .classes
+            .iter()
+            .map(|c| -> Result<CbqClassSpec<P>, ConfigError> {
+                let k = c.cbq.clone().unwrap_or_default();
+                let mut s = CbqClassSpec::new(&c.name, c.parent_id, c.rate, &params);
+                s.prio = c.prio;
+                s.borrow = k.borrow;
+                s.maxburst = k.maxburst;
+                s.minburst = k.minburst;
+                s.avgpkt = k.avgpkt;
+                s.maxidle = k.maxidle;
+                s.minidle = k.minidle;
+                s.offtime = k.offtime;
+                s.extradelay = k.extradelay;
+                s.leaf = leaves
+                    .spec(&c.leaf)
+                    .map_err(|e| self.build_error(format!("class `{}`: {e}", c.name), &e.help))?;
+                Ok(s)
+            })
+            .collect::<Result<_, _>>()?;
         let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
         let classifier = Classifier::new(filters, self.default_id);
         Cbq::new(params, specs, classifier).map_err(|e| {

@@ -164,6 +164,12 @@ impl Shaper {
                 upload::load_directions(t, o, with_upload)
             })?;
         keep_started(&opts, &text, &origin, &fwd_policy);
+        let line = opts
+            .line_rate
+            .or_else(|| sys::link_speed_bps(&opts.dev_out));
+        if let Some(w) = guard::root_above_line(&fwd_policy, line, &opts.dev_out) {
+            eprintln!("warning: {w}");
+        }
         let rev = match &opts.reverse_policy {
             Some(p) => {
                 let t = std::fs::read_to_string(p)

@@ -529,8 +529,8 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
             return 0;
         };
         let lists = (t.new_flows.capacity() + t.old_flows.capacity()) * 4;
-        let flows = std::mem::size_of::<FlowTable<P>>()
-            + t.flows.len() * std::mem::size_of::<Flow<P>>();
+        let flows =
+            std::mem::size_of::<FlowTable<P>>() + t.flows.len() * std::mem::size_of::<Flow<P>>();
         lists + flows + t.flows.iter().map(|f| f.q.heap_bytes()).sum::<usize>()
     }
 }
