@@ -283,12 +283,16 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     }) {
         return Err(invalid(format!("--path-delay: {dup} is given twice")));
     }
-    if let Ok(p) = linkshare_config::Policy::load(&opts.policy) {
-        let line = opts
-            .line_rate
-            .or_else(|| linkshare_router::sys::link_speed_bps(&opts.dev_out));
-        if let Some(w) = linkshare_router::guard::root_above_line(&p, line, &opts.dev_out) {
-            eprintln!("warning: {w}");
+    // The single shaper warns from the policy it parses (Shaper::new): a second parse here
+    // would double the start-up of a large policy.
+    if opts.workers > 1 {
+        if let Ok(p) = linkshare_config::Policy::load(&opts.policy) {
+            let line = opts
+                .line_rate
+                .or_else(|| linkshare_router::sys::link_speed_bps(&opts.dev_out));
+            if let Some(w) = linkshare_router::guard::root_above_line(&p, line, &opts.dev_out) {
+                eprintln!("warning: {w}");
+            }
         }
     }
     let started = if opts.workers > 1 {

@@ -71,21 +71,22 @@ impl Policy {
                 "write `qdisc = \"hfsc\"` to build an HFSC tree",
             )
         })?;
-        let specs =
-            self.classes
-                .iter()
-                .map(|c| -> Result<HfscClassSpec<P>, ConfigError> {
-                    let k = c.hfsc.unwrap_or_default();
-                    let mut s = HfscClassSpec::new(&c.name, c.parent_id, ServiceCurve::default());
-                    s.rt = k.rt;
-                    s.ls = k.ls;
-                    s.ul = k.ul;
-                    s.leaf = c.leaf.spec().map_err(|e| {
-                        self.build_error(format!("class `{}`: {e}", c.name), &e.help)
-                    })?;
-                    Ok(s)
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+        let mut leaves = crate::leaf::LeafShare::default();
+        let specs = self
+            .classes
+            .iter()
+            .map(|c| -> Result<HfscClassSpec<P>, ConfigError> {
+                let k = c.hfsc.unwrap_or_default();
+                let mut s = HfscClassSpec::new(&c.name, c.parent_id, ServiceCurve::default());
+                s.rt = k.rt;
+                s.ls = k.ls;
+                s.ul = k.ul;
+                s.leaf = leaves
+                    .spec(&c.leaf)
+                    .map_err(|e| self.build_error(format!("class `{}`: {e}", c.name), &e.help))?;
+                Ok(s)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
         let classifier = Classifier::new(filters, self.default_id);
         Hfsc::new(params, specs, classifier).map_err(|e| {

@@ -8,13 +8,14 @@
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
 
 use linkshare_core::leaf::LeafSpec;
 use linkshare_core::qdisc::cake::{Cake, CakeParams};
 use linkshare_core::qdisc::codel::{Codel, CodelParams};
 use linkshare_core::qdisc::drr::{Drr, DrrParams};
 use linkshare_core::qdisc::fifo::{Fifo, FifoLimit, DEFAULT_BFIFO_LIMIT, DEFAULT_PFIFO_LIMIT};
-use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams};
+use linkshare_core::qdisc::fq_codel::{FqCodel, FqCodelParams, FqCodelShared};
 use linkshare_core::qdisc::prio::{Prio, PrioParams};
 use linkshare_core::qdisc::red::{Red, RedParams};
 use linkshare_core::qdisc::rio::{Rio, RioParams};
@@ -105,6 +106,44 @@ impl LeafKind {
             LeafKind::FqCodel(p) => Box::new(FqCodel::new(p.clone())?),
             LeafKind::Cake(p) => Box::new(Cake::new(p.clone())?),
         })
+    }
+}
+
+/// The leaves of one build, sharing what they can: an fq_codel leaf's parameters are one copy
+/// per distinct configuration among the classes (a plan's subscribers), not one per class —
+/// HTB's profiles for the leaves. Up to [`LeafShare::MAX`] configurations are remembered; a
+/// class beyond them gets a copy of its own (the same behaviour, more bytes).
+#[derive(Default)]
+pub(crate) struct LeafShare {
+    fq_codel: Vec<Arc<FqCodelShared>>,
+}
+
+impl LeafShare {
+    const MAX: usize = 64;
+
+    /// [`LeafKind::spec`], with the parameters of leaves configured alike shared.
+    pub(crate) fn spec<P: Packet + 'static>(
+        &mut self,
+        leaf: &LeafKind,
+    ) -> Result<LeafSpec<P>, ParamError> {
+        let LeafKind::FqCodel(p) = leaf else {
+            return leaf.spec();
+        };
+        let shared = self.fq_codel_shared(p)?;
+        Ok(LeafSpec::Qdisc(Box::new(FqCodel::with_shared(shared))))
+    }
+
+    /// The shared parameters for `p`: one already made for equal ones, or a new one.
+    fn fq_codel_shared(&mut self, p: &FqCodelParams) -> Result<Arc<FqCodelShared>, ParamError> {
+        // The last one made first: classes of one plan tend to come together.
+        if let Some(s) = self.fq_codel.iter().rev().find(|s| s.params() == p) {
+            return Ok(s.clone());
+        }
+        let s = FqCodelShared::new(p.clone())?;
+        if self.fq_codel.len() < Self::MAX {
+            self.fq_codel.push(s.clone());
+        }
+        Ok(s)
     }
 }
 
@@ -425,5 +464,32 @@ mod tests {
         assert!(e[0].2.contains("target"), "{e:?}");
         let e = errors("qdisc = { type = \"fq_codel\", drop_batch_size = 5000 }\n");
         assert!(e[0].2.contains("drop_batch_size"), "{e:?}");
+    }
+
+    /// Equal fq_codel parameters give one shared copy, different ones their own; invalid ones
+    /// are refused as `LeafKind::spec` refuses them.
+    #[test]
+    fn leaves_configured_alike_share_their_parameters() {
+        let mut share = LeafShare::default();
+        let a = FqCodelParams::default();
+        let b = FqCodelParams {
+            target: linkshare_core::units::Duration::from_millis(10),
+            ..FqCodelParams::default()
+        };
+        let a1 = share.fq_codel_shared(&a).unwrap();
+        let b1 = share.fq_codel_shared(&b).unwrap();
+        let a2 = share.fq_codel_shared(&a.clone()).unwrap();
+        assert!(Arc::ptr_eq(&a1, &a2));
+        assert!(!Arc::ptr_eq(&a1, &b1));
+        assert_eq!(b1.params(), &b);
+        let bad = FqCodelParams {
+            flows: 0,
+            ..FqCodelParams::default()
+        };
+        assert!(share.fq_codel_shared(&bad).is_err());
+        let spec = share.spec::<PacketMeta>(&LeafKind::FqCodel(bad));
+        assert!(spec.is_err());
+        let spec = share.spec::<PacketMeta>(&LeafKind::Pfifo { limit: 5 });
+        assert!(matches!(spec, Ok(LeafSpec::Fifo(FifoLimit::Packets(5)))));
     }
 }

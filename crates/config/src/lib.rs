@@ -409,6 +409,12 @@ impl Policy {
         self.upload.as_deref()
     }
 
+    /// Take the upload side out of the policy (which is then the download side alone), for a
+    /// driver that runs the two on their own and keeps each once.
+    pub fn take_upload(&mut self) -> Option<Policy> {
+        self.upload.take().map(|u| *u)
+    }
+
     /// Build both directions' schedulers: the download side's, and the upload side's when
     /// the policy has one ([`Policy::upload`]).
     #[allow(clippy::type_complexity)]
@@ -624,27 +630,28 @@ impl Policy {
                 "write `qdisc = \"cbq\"` to build a CBQ tree",
             )
         })?;
-        let specs: Vec<CbqClassSpec<P>> =
-            self.classes
-                .iter()
-                .map(|c| -> Result<CbqClassSpec<P>, ConfigError> {
-                    let k = c.cbq.clone().unwrap_or_default();
-                    let mut s = CbqClassSpec::new(&c.name, c.parent_id, c.rate, &params);
-                    s.prio = c.prio;
-                    s.borrow = k.borrow;
-                    s.maxburst = k.maxburst;
-                    s.minburst = k.minburst;
-                    s.avgpkt = k.avgpkt;
-                    s.maxidle = k.maxidle;
-                    s.minidle = k.minidle;
-                    s.offtime = k.offtime;
-                    s.extradelay = k.extradelay;
-                    s.leaf = c.leaf.spec().map_err(|e| {
-                        self.build_error(format!("class `{}`: {e}", c.name), &e.help)
-                    })?;
-                    Ok(s)
-                })
-                .collect::<Result<_, _>>()?;
+        let mut leaves = crate::leaf::LeafShare::default();
+        let specs: Vec<CbqClassSpec<P>> = self
+            .classes
+            .iter()
+            .map(|c| -> Result<CbqClassSpec<P>, ConfigError> {
+                let k = c.cbq.clone().unwrap_or_default();
+                let mut s = CbqClassSpec::new(&c.name, c.parent_id, c.rate, &params);
+                s.prio = c.prio;
+                s.borrow = k.borrow;
+                s.maxburst = k.maxburst;
+                s.minburst = k.minburst;
+                s.avgpkt = k.avgpkt;
+                s.maxidle = k.maxidle;
+                s.minidle = k.minidle;
+                s.offtime = k.offtime;
+                s.extradelay = k.extradelay;
+                s.leaf = leaves
+                    .spec(&c.leaf)
+                    .map_err(|e| self.build_error(format!("class `{}`: {e}", c.name), &e.help))?;
+                Ok(s)
+            })
+            .collect::<Result<_, _>>()?;
         let filters = self.filters.iter().map(|f| f.spec.clone()).collect();
         let classifier = Classifier::new(filters, self.default_id);
         Cbq::new(params, specs, classifier).map_err(|e| {
@@ -697,6 +704,7 @@ impl Policy {
     fn htb_parts<P: Packet + 'static>(
         &self,
     ) -> Result<(HtbParams, Vec<HtbClassSpec<P>>, Classifier), ConfigError> {
+        let mut leaves = crate::leaf::LeafShare::default();
         let specs: Vec<HtbClassSpec<P>> = self
             .classes
             .iter()
@@ -710,7 +718,7 @@ impl Policy {
                     cburst: c.cburst,
                     prio: c.prio,
                     quantum: c.quantum,
-                    leaf: c.leaf.spec().map_err(|e| {
+                    leaf: leaves.spec(&c.leaf).map_err(|e| {
                         self.build_error(format!("class `{}`: {e}", c.name), &e.help)
                     })?,
                 })
@@ -723,6 +731,7 @@ impl Policy {
 
     /// Build the classful DRR (`qdisc = "drr"` with classes).
     pub fn build_drr<P: Packet + 'static>(&self) -> Result<Drr<P>, ConfigError> {
+        let mut leaves = crate::leaf::LeafShare::default();
         let specs = self
             .classes
             .iter()
@@ -730,7 +739,7 @@ impl Policy {
                 Ok(DrrClassSpec {
                     name: c.name.clone(),
                     quantum: c.quantum,
-                    leaf: c.leaf.spec().map_err(|e| {
+                    leaf: leaves.spec(&c.leaf).map_err(|e| {
                         self.build_error(format!("class `{}`: {e}", c.name), &e.help)
                     })?,
                 })

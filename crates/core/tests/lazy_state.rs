@@ -130,7 +130,7 @@ fn released_leaf_is_a_fresh_leaf(make: &dyn Fn() -> Box<dyn Qdisc<PacketMeta>>) 
 
     let t1 = 3_000_000_000 + hold;
     for q in [&mut released, &mut kept] {
-        let before = *q.stats();
+        let before = q.stats().clone();
         let got = workload(q.as_mut(), t1);
         assert_eq!(got, want, "{} after the hold", q.kind());
         assert_eq!(

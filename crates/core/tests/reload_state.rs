@@ -109,7 +109,7 @@ fn shown(q: &dyn Qdisc<PacketMeta>) -> Vec<Shown> {
             mode: c.mode,
             stats: c.stats,
             backlog: c.backlog,
-            leaf_drops: c.leaf_drops,
+            leaf_drops: c.leaf_drops.clone(),
             avgidle_ns: c.avgidle_ns,
         })
     });
@@ -125,7 +125,7 @@ fn reload_is_invisible(label: &str, make: fn() -> Box<dyn Qdisc<PacketMeta>>) {
     // At the instant of the last step, so that nothing changes with time in between.
     let at = 999 * MS;
     let before = shown(old.as_ref());
-    let stats_before: QdiscStats = *old.stats();
+    let stats_before: QdiscStats = old.stats().clone();
     assert!(
         stats_before.dropped.total().packets > 0,
         "{label}: CoDel dropped"
@@ -189,7 +189,7 @@ fn fq_codel_reload_keeps_counters() {
         while old.take_dropped().is_some() {}
         t += MS;
     }
-    let before = *old.stats();
+    let before = old.stats().clone();
     assert!(before.dropped.total().packets > 0);
     let mut new = fq_codel();
     let rep = new.adopt(old.as_mut(), Time(t));

@@ -142,6 +142,7 @@ impl Builder {
                         }
                         crate::sys::eventfd_ring(ring.as_raw_fd());
                     }
+                    crate::sys::release_free_memory();
                 }
             })?;
         Ok(Builder {

@@ -158,9 +158,18 @@ impl Shaper {
         };
         guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
         let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
-        let ((fwd_policy, fwd), text, origin) =
-            last_good::load_at_start(&opts.policy, opts.last_good.as_ref(), load_sched)?;
+        let with_upload = opts.reverse_policy.is_none();
+        let (((fwd_policy, fwd), up), text, origin) =
+            last_good::load_at_start(&opts.policy, opts.last_good.as_ref(), |t, o| {
+                upload::load_directions(t, o, with_upload)
+            })?;
         keep_started(&opts, &text, &origin, &fwd_policy);
+        let line = opts
+            .line_rate
+            .or_else(|| sys::link_speed_bps(&opts.dev_out));
+        if let Some(w) = guard::root_above_line(&fwd_policy, line, &opts.dev_out) {
+            eprintln!("warning: {w}");
+        }
         let rev = match &opts.reverse_policy {
             Some(p) => {
                 let t = std::fs::read_to_string(p)
@@ -169,9 +178,7 @@ impl Shaper {
                 let (p, s) = load_sched(&t, &o).map_err(|d| anyhow::anyhow!("{d}"))?;
                 Some((s, t, o, p))
             }
-            None => {
-                upload::side(&fwd_policy, &text, &origin).map_err(|d| anyhow::anyhow!("{d}"))?
-            }
+            None => up.map(|(p, s)| (s, text.clone(), format!("{origin} (upload side)"), p)),
         };
         let p0 = xdp::open_port(&opts.dev_in, opts.io, opts.rx_ring)
             .with_context(|| format!("cannot open {}", opts.dev_in))?;
@@ -199,6 +206,8 @@ impl Shaper {
         if let Some(p) = rev_policy {
             builder.set_base(1, p);
         }
+        // The parse's and the build's temporaries are freed; give their pages back.
+        sys::release_free_memory();
         Ok(Shaper::assemble(
             opts,
             [p0, p1],

@@ -764,7 +764,7 @@ impl<'a> World<'a> {
             k += 1;
         });
         if !any {
-            let st = *self.link.qdisc.stats();
+            let st = self.link.qdisc.stats().clone();
             if ct.names.is_empty() {
                 ct.names.push(self.root_name.to_string());
                 ct.prev_bytes.push(0);

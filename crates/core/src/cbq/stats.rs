@@ -153,7 +153,7 @@ impl<P: Packet> Cbq<P> {
             match &cl.leaf {
                 Leaf::Boxed(b) => {
                     let s = b.stats();
-                    leaf_drops = s.refused;
+                    leaf_drops = s.refused.clone();
                     for (r, cnt) in s.dropped.iter() {
                         leaf_drops.add_counter(r, cnt);
                     }

@@ -268,7 +268,7 @@ impl<P: Packet> Hfsc<P> {
             match &cl.leaf {
                 Leaf::Boxed { q, .. } => {
                     let s = q.stats();
-                    leaf_drops = s.refused;
+                    leaf_drops = s.refused.clone();
                     for (r, cnt) in s.dropped.iter() {
                         leaf_drops.add_counter(r, cnt);
                     }

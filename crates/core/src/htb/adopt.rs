@@ -85,7 +85,7 @@ impl<P: Packet> Htb<P> {
             let (oq, nq) = (oc.q, nc.map(|n| (n.kind, n.q)));
             if let (LeafKind::Boxed, Some((nkind, nq))) = (oc.kind, nq) {
                 if nkind == LeafKind::Boxed {
-                    let prior = *old.boxed[oq.tail as usize].stats();
+                    let prior = old.boxed[oq.tail as usize].stats().clone();
                     let leaf = &mut self.boxed[nq.tail as usize];
                     leaf.stats_mut().continue_from(&prior, moved);
                     // Its marks are in the qdisc-wide count already (continued from `old`).

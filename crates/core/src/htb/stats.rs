@@ -354,7 +354,7 @@ impl<P: Packet> Htb<P> {
             match cl.kind {
                 LeafKind::Boxed => {
                     let s = self.boxed[cl.boxed()].stats();
-                    leaf_drops = s.refused;
+                    leaf_drops = s.refused.clone();
                     for (r, cnt) in s.dropped.iter() {
                         leaf_drops.add_counter(r, cnt);
                     }

@@ -63,7 +63,7 @@ fn a_rate_change_touches_only_its_class_and_keeps_its_queue_and_counters() {
     let now = busy(&mut h);
     let others_before: Vec<_> = [0, 2, 3].iter().map(|&c| state(&h, c)).collect();
     let a_before = state(&h, 1);
-    let books = *h.stats();
+    let books = h.stats().clone();
     assert!(a_before.5 > 0, "`a` should still hold packets");
 
     let mut t = tune_of(&h, 1);

@@ -91,7 +91,7 @@ impl<P: Packet> Books<P> {
     /// without counting them again (HTB and CBQ adopting their own kind): the counters are
     /// `old`'s, the victims `old` still holds move here, and `old` is left with no backlog.
     pub fn take_over(&mut self, old: &mut Books<P>) {
-        self.stats = old.stats;
+        self.stats = old.stats.clone();
         self.victims.append(&mut old.victims);
         old.stats.backlog = Backlog::default();
     }

@@ -33,10 +33,14 @@
 //!
 //! ## Memory that follows traffic
 //! The `flows` queues (about 128 bytes each: 128 KB at the default 1,024) and the two lists are
-//! built at the first enqueue, and [`Qdisc::release_state`] gives them back when the qdisc is
-//! empty; a scheduler does so after the leaf has stayed empty for `17 × interval` or longer
-//! ([`super::lazy`] explains why CoDel cannot tell the difference then). Per-queue counters
-//! ([`FqCodel::flow_stats`]) restart with a new table; the qdisc's counters and gauges do not.
+//! one table (`FlowTable`), built at the first enqueue, and [`Qdisc::release_state`] gives it
+//! back when the qdisc is empty; a scheduler does so after the leaf has stayed empty for
+//! `17 × interval` or longer ([`super::lazy`] explains why CoDel cannot tell the difference
+//! then). Per-queue counters ([`FqCodel::flow_stats`]) restart with a new table; the qdisc's
+//! counters and gauges do not. The parameters are not copied into every leaf: leaves built from
+//! one [`FqCodelShared`] (a plan's subscribers: one per distinct configuration, as HTB's
+//! profiles and librte_sched's pipe profiles) hold a pointer to it, so an idle leaf is its
+//! counters, one pointer to its parameters and one (null) to its table.
 //!
 //! ## Stats
 //! `QdiscStats` with drops by reason (`overflow`, `aqm`) and `marked` (ECN marks of both kinds);
@@ -46,6 +50,7 @@
 //! `flow_tables_released`. Per-queue counters on demand: [`FqCodel::flow_stats`].
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 
 use super::codel::{CodelMarks, CodelParams, CodelQueue};
 #[cfg(doc)]
@@ -202,14 +207,92 @@ struct Flow<P> {
     overflow_drops: u64,
 }
 
+/// The parameters of an fq_codel configuration with CoDel's derived from them, validated once
+/// and shared by every leaf built from them ([`FqCodel::with_shared`]): the subscribers of one
+/// plan hold one copy between them.
+#[derive(Debug, PartialEq)]
+pub struct FqCodelShared {
+    p: FqCodelParams,
+    codel: CodelParams,
+}
+
+impl FqCodelShared {
+    pub fn new(params: FqCodelParams) -> Result<Arc<FqCodelShared>, ParamError> {
+        params.validate()?;
+        Ok(Arc::new(FqCodelShared {
+            codel: params.codel(),
+            p: params,
+        }))
+    }
+
+    pub fn params(&self) -> &FqCodelParams {
+        &self.p
+    }
+}
+
+/// The per-flow state, present while the qdisc is in use: the queues and the two lists.
+#[derive(Debug)]
+struct FlowTable<P> {
+    flows: Box<[Flow<P>]>,
+    new_flows: VecDeque<u32>,
+    old_flows: VecDeque<u32>,
+}
+
+impl<P> FlowTable<P> {
+    fn new(n: u32) -> Self {
+        FlowTable {
+            flows: (0..n)
+                .map(|_| Flow {
+                    q: CodelQueue::default(),
+                    deficit: 0,
+                    list: FlowList::None,
+                    sent: Counter::default(),
+                    aqm_drops: 0,
+                    overflow_drops: 0,
+                })
+                .collect(),
+            new_flows: VecDeque::new(),
+            old_flows: VecDeque::new(),
+        }
+    }
+
+    /// Drop from the head of the fattest queue: up to half its bytes, at most `batch` packets.
+    /// O(flows) scan + O(batch).
+    fn drop_from_fattest(&mut self, batch: u32, books: &mut Books<P>)
+    where
+        P: Packet,
+    {
+        let mut fat = 0usize;
+        let mut fat_bytes = 0u64;
+        for (i, f) in self.flows.iter().enumerate() {
+            if f.q.bytes() > fat_bytes {
+                fat_bytes = f.q.bytes();
+                fat = i;
+            }
+        }
+        let threshold = fat_bytes / 2;
+        let Some(flow) = self.flows.get_mut(fat) else {
+            return;
+        };
+        let mut freed = 0u64;
+        let mut n = 0u32;
+        while n < batch && freed < threshold.max(1) {
+            let Some(pk) = flow.q.pop_head() else { break };
+            let len = pk.len();
+            freed += len as u64;
+            n += 1;
+            flow.overflow_drops += 1;
+            books.drop(pk, DropReason::Overflow);
+        }
+    }
+}
+
 /// The FQ-CoDel qdisc.
 #[derive(Debug)]
 pub struct FqCodel<P> {
-    p: FqCodelParams,
-    codel: CodelParams,
-    flows: Vec<Flow<P>>,
-    new_flows: VecDeque<u32>,
-    old_flows: VecDeque<u32>,
+    shared: Arc<FqCodelShared>,
+    /// `None` while fresh or released ([`super::lazy`]).
+    table: Option<Box<FlowTable<P>>>,
     new_flow_count: u64,
     marks: CodelMarks,
     drop_overlimit: u64,
@@ -223,13 +306,14 @@ pub struct FqCodel<P> {
 
 impl<P: Packet> FqCodel<P> {
     pub fn new(params: FqCodelParams) -> Result<Self, ParamError> {
-        params.validate()?;
-        Ok(FqCodel {
-            codel: params.codel(),
-            p: params,
-            flows: Vec::new(),
-            new_flows: VecDeque::new(),
-            old_flows: VecDeque::new(),
+        Ok(Self::with_shared(FqCodelShared::new(params)?))
+    }
+
+    /// A qdisc on parameters shared with others built from the same `shared`.
+    pub fn with_shared(shared: Arc<FqCodelShared>) -> Self {
+        FqCodel {
+            shared,
+            table: None,
             new_flow_count: 0,
             marks: CodelMarks::default(),
             drop_overlimit: 0,
@@ -238,42 +322,28 @@ impl<P: Packet> FqCodel<P> {
             built: 0,
             released: 0,
             books: Books::new(),
-        })
-    }
-
-    /// Build the flow queues (at the first enqueue after creation or a release).
-    #[cold]
-    fn build_flows(&mut self) {
-        self.flows = (0..self.p.flows)
-            .map(|_| Flow {
-                q: CodelQueue::default(),
-                deficit: 0,
-                list: FlowList::None,
-                sent: Counter::default(),
-                aqm_drops: 0,
-                overflow_drops: 0,
-            })
-            .collect();
-        self.built += 1;
+        }
     }
 
     /// Whether the flow queues are built (they are not while the qdisc is fresh or released).
     pub fn has_flow_table(&self) -> bool {
-        !self.flows.is_empty()
+        self.table.is_some()
     }
 
     pub fn params(&self) -> &FqCodelParams {
-        &self.p
+        &self.shared.p
     }
 
     /// The bucket a packet goes to.
     pub fn bucket_of(&self, meta: &crate::packet::PacketMeta) -> u32 {
-        meta.flow_hash % self.p.flows
+        meta.flow_hash % self.shared.p.flows
     }
 
     /// Queues on the new or old list.
     pub fn active_flows(&self) -> usize {
-        self.new_flows.len() + self.old_flows.len()
+        self.table
+            .as_ref()
+            .map_or(0, |t| t.new_flows.len() + t.old_flows.len())
     }
 
     /// Queues that became active since the start.
@@ -288,7 +358,10 @@ impl<P: Packet> FqCodel<P> {
 
     /// Counters of every queue that is active or has sent or dropped anything. O(flows).
     pub fn flow_stats(&self) -> Vec<FqCodelFlowStat> {
-        self.flows
+        let Some(t) = &self.table else {
+            return Vec::new();
+        };
+        t.flows
             .iter()
             .enumerate()
             .filter(|(_, f)| {
@@ -311,31 +384,6 @@ impl<P: Packet> FqCodel<P> {
             })
             .collect()
     }
-
-    /// Drop from the head of the fattest queue: up to half its bytes, at most `drop_batch_size`
-    /// packets. O(flows) scan + O(batch).
-    fn drop_from_fattest(&mut self) {
-        let mut fat = 0usize;
-        let mut fat_bytes = 0u64;
-        for (i, f) in self.flows.iter().enumerate() {
-            if f.q.bytes() > fat_bytes {
-                fat_bytes = f.q.bytes();
-                fat = i;
-            }
-        }
-        let threshold = fat_bytes / 2;
-        let flow = &mut self.flows[fat];
-        let mut freed = 0u64;
-        let mut n = 0u32;
-        while n < self.p.drop_batch_size && freed < threshold.max(1) {
-            let Some(pk) = flow.q.pop_head() else { break };
-            let len = pk.len();
-            freed += len as u64;
-            n += 1;
-            flow.overflow_drops += 1;
-            self.books.drop(pk, DropReason::Overflow);
-        }
-    }
 }
 
 impl<P: Packet> Discipline<P> for FqCodel<P> {
@@ -347,23 +395,26 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
     }
     /// O(1); on overflow O(flows) + at most `drop_batch_size` drops.
     fn enqueue_inner(&mut self, pkt: P, now: Time) -> Result<(), Dropped<P>> {
-        if self.flows.is_empty() {
-            self.build_flows();
-        }
-        let idx = self.bucket_of(pkt.meta()) as usize;
-        let flow = &mut self.flows[idx];
+        let p = &self.shared.p;
+        let built = &mut self.built;
+        let t = self.table.get_or_insert_with(|| {
+            *built += 1;
+            Box::new(FlowTable::new(p.flows))
+        });
+        let idx = (pkt.meta().flow_hash % p.flows) as usize;
+        let flow = &mut t.flows[idx];
         flow.q.push(pkt, now);
         if flow.list == FlowList::None {
             flow.list = FlowList::New;
-            flow.deficit = self.p.quantum as i64;
-            self.new_flows.push_back(idx as u32);
+            flow.deficit = p.quantum as i64;
+            t.new_flows.push_back(idx as u32);
             self.new_flow_count += 1;
         }
-        let over_limit = self.books.backlog().packets > self.p.limit as u64;
-        let over_memory = self.books.backlog().bytes > self.p.memory_limit as u64;
+        let over_limit = self.books.backlog().packets > p.limit as u64;
+        let over_memory = self.books.backlog().bytes > p.memory_limit as u64;
         if over_limit || over_memory {
             let before = self.books.stats().dropped.get(DropReason::Overflow).packets;
-            self.drop_from_fattest();
+            t.drop_from_fattest(p.drop_batch_size, &mut self.books);
             let n = self.books.stats().dropped.get(DropReason::Overflow).packets - before;
             if over_memory {
                 self.drop_overmemory += n;
@@ -376,24 +427,28 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
 
     /// O(1) amortised (see the module docs).
     fn dequeue_inner(&mut self, now: Time) -> Dequeued<P> {
+        let Some(t) = self.table.as_deref_mut() else {
+            return Dequeued::Empty;
+        };
+        let sh = &*self.shared;
         loop {
-            let (idx, from_new) = match self.new_flows.front() {
+            let (idx, from_new) = match t.new_flows.front() {
                 Some(&i) => (i, true),
-                None => match self.old_flows.front() {
+                None => match t.old_flows.front() {
                     Some(&i) => (i, false),
                     None => return Dequeued::Empty,
                 },
             };
-            let flow = &mut self.flows[idx as usize];
+            let flow = &mut t.flows[idx as usize];
             if flow.deficit <= 0 {
-                flow.deficit += self.p.quantum as i64;
+                flow.deficit += sh.p.quantum as i64;
                 flow.list = FlowList::Old;
                 if from_new {
-                    self.new_flows.pop_front();
+                    t.new_flows.pop_front();
                 } else {
-                    self.old_flows.pop_front();
+                    t.old_flows.pop_front();
                 }
-                self.old_flows.push_back(idx);
+                t.old_flows.push_back(idx);
                 continue;
             }
             let mut marks = CodelMarks::default();
@@ -403,7 +458,7 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
                 aqm += 1;
                 books.drop(pk, DropReason::Aqm);
             };
-            let r = flow.q.dequeue(now, &self.codel, &mut on_drop, &mut marks);
+            let r = flow.q.dequeue(now, &sh.codel, &mut on_drop, &mut marks);
             flow.aqm_drops += aqm;
             self.books.mark(marks.total());
             self.marks.ecn += marks.ecn;
@@ -420,15 +475,15 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
                     // Empty: a new flow goes to the old list if others wait there (so it cannot
                     // jump ahead again at once), otherwise it leaves the lists.
                     if from_new {
-                        self.new_flows.pop_front();
-                        if !self.old_flows.is_empty() {
+                        t.new_flows.pop_front();
+                        if !t.old_flows.is_empty() {
                             flow.list = FlowList::Old;
-                            self.old_flows.push_back(idx);
+                            t.old_flows.push_back(idx);
                         } else {
                             flow.list = FlowList::None;
                         }
                     } else {
-                        self.old_flows.pop_front();
+                        t.old_flows.pop_front();
                         flow.list = FlowList::None;
                     }
                 }
@@ -441,8 +496,12 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
     }
     fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {
         f("active_flows", self.active_flows() as f64);
-        f("new_flows_len", self.new_flows.len() as f64);
-        f("old_flows_len", self.old_flows.len() as f64);
+        let (new, old) = self
+            .table
+            .as_ref()
+            .map_or((0, 0), |t| (t.new_flows.len(), t.old_flows.len()));
+        f("new_flows_len", new as f64);
+        f("old_flows_len", old as f64);
         f("new_flow_count", self.new_flow_count as f64);
         f("ecn_marks", self.marks.ecn as f64);
         f("ce_marks", self.marks.ce as f64);
@@ -455,23 +514,24 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
     }
     /// `17 × interval` (see [`super::lazy`]).
     fn release_hold_inner(&self) -> Option<Duration> {
-        Some(Duration(self.p.interval.0.saturating_mul(17)))
+        Some(Duration(self.shared.p.interval.0.saturating_mul(17)))
     }
     fn release_state_inner(&mut self) -> bool {
-        if self.flows.is_empty() {
+        if self.table.take().is_none() {
             return false;
         }
-        self.flows = Vec::new();
-        self.new_flows = VecDeque::new();
-        self.old_flows = VecDeque::new();
         self.released += 1;
         true
     }
     /// O(flows): the queues' buffers are counted one by one.
     fn state_bytes_inner(&self) -> usize {
-        let lists = (self.new_flows.capacity() + self.old_flows.capacity()) * 4;
-        let flows = self.flows.capacity() * std::mem::size_of::<Flow<P>>();
-        lists + flows + self.flows.iter().map(|f| f.q.heap_bytes()).sum::<usize>()
+        let Some(t) = &self.table else {
+            return 0;
+        };
+        let lists = (t.new_flows.capacity() + t.old_flows.capacity()) * 4;
+        let flows =
+            std::mem::size_of::<FlowTable<P>>() + t.flows.len() * std::mem::size_of::<Flow<P>>();
+        lists + flows + t.flows.iter().map(|f| f.q.heap_bytes()).sum::<usize>()
     }
 }
 
@@ -550,6 +610,28 @@ mod tests {
             assert_eq!(FqCodel::<PacketMeta>::new(p).err().unwrap().param, key);
         }
         FqCodelParams::default().validate().unwrap();
+    }
+
+    /// An idle leaf is its counters and two pointers (parameters shared, no table), and leaves
+    /// built from one `FqCodelShared` share it.
+    #[test]
+    fn an_idle_leaf_is_small_and_shares_its_parameters() {
+        assert!(std::mem::size_of::<FqCodel<PacketMeta>>() <= 192);
+        let shared = FqCodelShared::new(FqCodelParams::default()).unwrap();
+        let a = FqCodel::<PacketMeta>::with_shared(shared.clone());
+        let mut b = FqCodel::<PacketMeta>::with_shared(shared);
+        assert!(std::ptr::eq(a.params(), b.params()));
+        assert!(!b.has_flow_table() && b.state_bytes() == 0);
+        b.enqueue(pkt(1, 100), Time(0)).unwrap();
+        assert!(b.has_flow_table() && !a.has_flow_table());
+        assert_eq!(b.dequeue(Time(0)).packet().map(|p| p.flow_hash), Some(1));
+        assert!(b.release_state());
+        assert!(!b.has_flow_table() && b.state_bytes() == 0);
+        assert!(FqCodelShared::new(FqCodelParams {
+            flows: 0,
+            ..Default::default()
+        })
+        .is_err());
     }
 
     #[test]

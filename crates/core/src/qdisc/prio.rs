@@ -262,7 +262,7 @@ impl<P: Packet> Child<P> {
         leaf_dequeued_before: Counter,
     ) {
         self.sent = sent_before;
-        self.drops = old.drops;
+        self.drops = old.drops.clone();
         if let (ChildQ::Qdisc(n), ChildQ::Qdisc(o)) = (&mut self.q, &old.q) {
             let post = o.stats().dequeued;
             let moved = Counter {
@@ -281,11 +281,11 @@ impl<P: Packet> Child<P> {
 
     /// A leaf class view of this child.
     pub(crate) fn view<'a>(&self, name: &'a str, id: u32, prio: u8) -> ClassView<'a> {
-        let mut leaf_drops = self.drops;
+        let mut leaf_drops = self.drops.clone();
         if let ChildQ::Qdisc(q) = &self.q {
             // The child's own view is more complete (it includes what it refused).
             let s = q.stats();
-            leaf_drops = s.refused;
+            leaf_drops = s.refused.clone();
             for (r, c) in s.dropped.iter() {
                 leaf_drops.add_counter(r, c);
             }

@@ -105,7 +105,7 @@ pub(crate) fn copy(s: &Sched, gen: u64, with_names: bool) -> RawDir {
             ctokens: c.ctokens,
             stats: c.stats,
             backlog: c.backlog,
-            leaf_drops: (c.leaf_drops.total().packets > 0).then(|| Box::new(c.leaf_drops)),
+            leaf_drops: (c.leaf_drops.total().packets > 0).then(|| Box::new(c.leaf_drops.clone())),
             avgidle_ns: c.avgidle_ns,
             hfsc: c.hfsc.map(Box::new),
         });
