@@ -139,7 +139,8 @@ mod tests {
 
     #[test]
     fn missing_columns_are_added_to_the_header() {
-        let t = "name,parent,plan,addresses\nalice,ap1,100M,100.64.0.1\r\nbob,ap1,100M,100.64.0.2\n";
+        let t =
+            "name,parent,plan,addresses\nalice,ap1,100M,100.64.0.1\r\nbob,ap1,100M,100.64.0.2\n";
         let out = set_rates(t, "s.csv", "bob", None, Some("200mbit")).expect("edit");
         assert_eq!(
             out,
@@ -158,6 +159,9 @@ mod tests {
     #[test]
     fn an_unknown_subscriber_is_named() {
         let e = set_rates(TABLE, "s.csv", "dave", Some("1mbit"), None).unwrap_err();
-        assert!(format!("{e}").contains("no subscriber `dave` in s.csv"), "{e}");
+        assert!(
+            format!("{e}").contains("no subscriber `dave` in s.csv"),
+            "{e}"
+        );
     }
 }

@@ -351,7 +351,8 @@ rate = "8mbit"
             [[class]]\nname = \"root\"\nrate = \"100mbit\"\n\
             [[class]]\nname = \"other\"\nparent = \"root\"\nrate = \"1mbit\"\n\
             [[plan]]\nname = \"basic\"\nrate = \"2mbit\"\nceil = \"20mbit\"\n";
-        let table = "name,parent,plan,addresses\nalice,root,basic,10.0.0.1\nbob,root,basic,10.0.0.2\n";
+        let table =
+            "name,parent,plan,addresses\nalice,root,basic,10.0.0.1\nbob,root,basic,10.0.0.2\n";
         std::fs::write(&p, policy).expect("write");
         std::fs::write(dir.join("subs.csv"), table).expect("write");
         let w = write_back(&p, &args("change", "bob", Some("3mbit"))).expect("write back");

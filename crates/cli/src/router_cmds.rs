@@ -500,8 +500,9 @@ fn class_outcome(
         let Some(path) = path else {
             bail!("the shaper runs no policy file: nothing to --write (the change is applied)");
         };
-        let w = class_edit::write_back(&path, a)
-            .with_context(|| format!("the change is applied but {} is unchanged", path.display()))?;
+        let w = class_edit::write_back(&path, a).with_context(|| {
+            format!("the change is applied but {} is unchanged", path.display())
+        })?;
         if !a.json {
             println!("wrote the change into {}", w.display());
         }

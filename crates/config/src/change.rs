@@ -45,7 +45,9 @@ impl Policy {
         let c = &self.classes[id as usize];
         let new_rate = rate.unwrap_or(c.rate);
         if new_rate == Rate(0) {
-            return Err(format!("class `{name}`: rate is zero; give a rate above zero"));
+            return Err(format!(
+                "class `{name}`: rate is zero; give a rate above zero"
+            ));
         }
         let new_ceil = match ceil {
             Some(x) => x,
@@ -127,11 +129,15 @@ mod tests {
     #[test]
     fn a_change_gives_what_the_edited_file_gives() {
         let mut p = Policy::parse(P, "p.toml").expect("valid");
-        let a = p.change_rates("a", Some(Rate(3_000_000)), None).expect("ok");
+        let a = p
+            .change_rates("a", Some(Rate(3_000_000)), None)
+            .expect("ok");
         let want = edited("rate = \"2mbit\"\n", "rate = \"3mbit\"\n");
         assert_eq!(p.classes()[a as usize], want.classes()[a as usize]);
         // b writes its ceil and burst: they stay; its cburst and quantum follow.
-        let b = p.change_rates("b", Some(Rate(1_000_000)), None).expect("ok");
+        let b = p
+            .change_rates("b", Some(Rate(1_000_000)), None)
+            .expect("ok");
         let want = edited(
             "rate = \"2mbit\"\nceil = \"5mbit\"",
             "rate = \"1mbit\"\nceil = \"5mbit\"",
@@ -143,13 +149,24 @@ mod tests {
     fn a_change_that_breaks_a_rule_changes_nothing() {
         let mut p = Policy::parse(P, "p.toml").expect("valid");
         let before = p.clone();
-        let e = p.change_rates("a", Some(Rate(9_000_000)), None).unwrap_err();
-        assert!(e.contains("impossible capacity") && e.contains("`root`"), "{e}");
-        let e = p.change_rates("b", Some(Rate(6_000_000)), None).unwrap_err();
+        let e = p
+            .change_rates("a", Some(Rate(9_000_000)), None)
+            .unwrap_err();
+        assert!(
+            e.contains("impossible capacity") && e.contains("`root`"),
+            "{e}"
+        );
+        let e = p
+            .change_rates("b", Some(Rate(6_000_000)), None)
+            .unwrap_err();
         assert!(e.contains("below rate") && e.contains("--ceil"), "{e}");
-        let e = p.change_rates("root", Some(Rate(1_000_000)), None).unwrap_err();
+        let e = p
+            .change_rates("root", Some(Rate(1_000_000)), None)
+            .unwrap_err();
         assert!(e.contains("children"), "{e}");
-        let e = p.change_rates("aa", Some(Rate(1_000_000)), None).unwrap_err();
+        let e = p
+            .change_rates("aa", Some(Rate(1_000_000)), None)
+            .unwrap_err();
         assert!(e.contains("did you mean `a`"), "{e}");
         assert_eq!(p, before);
     }
@@ -161,7 +178,8 @@ mod tests {
             .change_rates("a", None, Some(Rate(4_000_000)))
             .expect("ok") as usize;
         assert_eq!(p.classes()[a].rate, Rate(2_000_000));
-        p.change_rates("a", Some(Rate(3_000_000)), None).expect("ok");
+        p.change_rates("a", Some(Rate(3_000_000)), None)
+            .expect("ok");
         assert_eq!(p.classes()[a].ceil, Rate(4_000_000));
     }
 }

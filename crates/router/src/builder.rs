@@ -50,7 +50,10 @@ pub(crate) enum Asker {
 /// Where the new policy comes from.
 #[derive(Debug)]
 pub(crate) enum Source {
-    Text { text: String, origin: String },
+    Text {
+        text: String,
+        origin: String,
+    },
     File(PathBuf),
     /// One class's new rates, applied to the direction's running policy.
     Change(ClassChange),
@@ -634,7 +637,10 @@ mod tests {
         let ok: Vec<bool> = got.iter().map(|b| b.result.is_ok()).collect();
         assert!(matches!(got[0].result, Err(Failure::Superseded)));
         assert_eq!(ok, [false, false, true, true]);
-        assert_eq!(bases[0].as_ref().unwrap().classes()[2].rate.bits_per_sec(), 5_000_000);
+        assert_eq!(
+            bases[0].as_ref().unwrap().classes()[2].rate.bits_per_sec(),
+            5_000_000
+        );
         // No running policy held (workers, or forgotten): the client must send the text.
         let got = take_batch(
             vec![Msg::Forget(0), Msg::Build(change(3, "2mbit"))],

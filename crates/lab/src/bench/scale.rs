@@ -447,12 +447,7 @@ fn rate_change(
 }
 
 /// The command that changes subscriber 0's rate on this router (of `n` subscribers).
-fn change_command(
-    bed: &Bed,
-    kind: Kind,
-    policy: &str,
-    n: usize,
-) -> anyhow::Result<Vec<String>> {
+fn change_command(bed: &Bed, kind: Kind, policy: &str, n: usize) -> anyhow::Result<Vec<String>> {
     if kind == Kind::Linkshare {
         let exe = std::env::current_exe().context("cannot find the linkshare executable")?;
         let ctl = bed.t.dir.join("ctl.sock");

@@ -24,8 +24,8 @@ use crate::{sys, Shaper};
 
 pub use dispatch::{answer, respond, Handler, Offline};
 pub use proto::{
-    ClassChange, Direction, Envelope, ErrorKind, ErrorReply, Hello, PolicySource, PolicyText, ReloadReport,
-    Request, Response,
+    ClassChange, Direction, Envelope, ErrorKind, ErrorReply, Hello, PolicySource, PolicyText,
+    ReloadReport, Request, Response,
 };
 pub use select::{Select, TopBy};
 pub use server::{ControlStats, Server, MAX_REPLY, MAX_REQUEST};

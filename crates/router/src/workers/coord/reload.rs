@@ -75,13 +75,7 @@ impl Coord {
             return;
         };
         let gen = self.gen + 1;
-        let mut c = match cut(
-            &text,
-            &origin,
-            self.n,
-            &self.opts.placement,
-            gen,
-        ) {
+        let mut c = match cut(&text, &origin, self.n, &self.opts.placement, gen) {
             Ok(c) => c,
             Err(diag) => {
                 self.finish(b.asker, b.dir, Err(rejected(diag)));
