@@ -1,7 +1,8 @@
 //! `linkshare class add|change|del`: the edit of a policy's `[[class]]` array, made with
 //! `toml_edit` so comments, order and layout stay (the text sent to the shaper is the user's file
 //! with one class changed, so its diagnostics' line numbers match it), the origin label of the
-//! edited text, suggestions for a mistyped class name, and the write-back of `--write`.
+//! edited text, suggestions for a mistyped class name, and the write-back of `--write` (into
+//! the subscriber table for a subscriber: class_csv.rs).
 
 use anyhow::Context;
 
@@ -158,11 +159,68 @@ pub fn change_origin(origin: &str, path: Option<&str>) -> String {
 }
 
 /// Apply the same edit to the policy file `path` (its own text, comments kept) and replace it
-/// atomically (a temporary file in the same directory, then rename), keeping its permissions.
-pub fn write_back(path: &Path, a: &ClassArgs) -> anyhow::Result<()> {
+/// atomically; a subscriber's new rates go into its row of the policy's subscriber table
+/// instead (class_csv.rs). Returns the file written.
+pub fn write_back(path: &Path, a: &ClassArgs) -> anyhow::Result<PathBuf> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
-    let edited = edit_policy_text(&text, a)?;
+    // A class added is a `[[class]]`; an existing one is one, or a subscriber.
+    let in_classes = text
+        .parse::<DocumentMut>()
+        .ok()
+        .filter(|_| a.action != "add")
+        .and_then(|doc| table_of(&doc, &a.name));
+    match in_classes {
+        Some(None) | None => {
+            replace_file(path, &edit_policy_text(&text, a)?)?;
+            Ok(path.to_path_buf())
+        }
+        Some(Some(table)) => {
+            if a.action != "change" || a.parent.is_some() || a.prio.is_some() {
+                return Err(invalid(format!(
+                    "`{}` is a subscriber of {table}: only its rate and ceil can be written                      there by `class change`; edit the row by hand",
+                    a.name
+                )));
+            }
+            let origin = path.display().to_string();
+            let csv_path = linkshare_config::subscriber_table_path(&origin, &table);
+            let file = csv_path.display().to_string();
+            let csv = std::fs::read_to_string(&csv_path)
+                .with_context(|| format!("cannot read {file}"))?;
+            let edited = crate::class_csv::set_rates(
+                &csv,
+                &file,
+                &a.name,
+                a.rate.as_deref(),
+                a.ceil.as_deref(),
+            )?;
+            replace_file(&csv_path, &edited)?;
+            Ok(csv_path)
+        }
+    }
+}
+
+/// Where class `name` is written in a policy document: `None` as a `[[class]]` (or nowhere),
+/// `Some(table)` when it is not a `[[class]]` and the policy takes subscribers from `table`.
+fn table_of(doc: &DocumentMut, name: &str) -> Option<Option<String>> {
+    let in_classes = doc
+        .get("class")
+        .and_then(Item::as_array_of_tables)
+        .is_some_and(|a| {
+            a.iter()
+                .any(|t| t.get("name").and_then(Item::as_str) == Some(name))
+        });
+    if in_classes {
+        return Some(None);
+    }
+    doc.get("subscribers")
+        .and_then(Item::as_str)
+        .map(|t| Some(t.to_string()))
+}
+
+/// Replace `path` with `text` atomically (a temporary file in the same directory, then
+/// rename), keeping its permissions.
+fn replace_file(path: &Path, edited: &str) -> anyhow::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".linkshare-{}.tmp", std::process::id()));
     let tmp = std::path::PathBuf::from(tmp);
@@ -276,9 +334,43 @@ rate = "8mbit"
         std::fs::create_dir_all(&dir).expect("dir");
         let p = dir.join("p.toml");
         std::fs::write(&p, FILE).expect("write");
-        write_back(&p, &args("change", "bulk", Some("7mbit"))).expect("write back");
+        let w = write_back(&p, &args("change", "bulk", Some("7mbit"))).expect("write back");
+        assert_eq!(w, p);
         let now = std::fs::read_to_string(&p).expect("read");
         assert_eq!(now, FILE.replace("rate = \"8mbit\"", "rate = \"7mbit\""));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A subscriber's change is written into its row of the table; the policy stays.
+    #[test]
+    fn a_subscribers_change_is_written_into_its_row() {
+        let dir = std::env::temp_dir().join(format!("lsclass-csv-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let p = dir.join("p.toml");
+        let policy = "qdisc = \"htb\"\ndefault = \"other\"\nsubscribers = \"subs.csv\"\n\
+            [[class]]\nname = \"root\"\nrate = \"100mbit\"\n\
+            [[class]]\nname = \"other\"\nparent = \"root\"\nrate = \"1mbit\"\n\
+            [[plan]]\nname = \"basic\"\nrate = \"2mbit\"\nceil = \"20mbit\"\n";
+        let table =
+            "name,parent,plan,addresses\nalice,root,basic,10.0.0.1\nbob,root,basic,10.0.0.2\n";
+        std::fs::write(&p, policy).expect("write");
+        std::fs::write(dir.join("subs.csv"), table).expect("write");
+        let w = write_back(&p, &args("change", "bob", Some("3mbit"))).expect("write back");
+        assert_eq!(w, dir.join("subs.csv"));
+        assert_eq!(std::fs::read_to_string(&p).expect("read"), policy);
+        let csv = std::fs::read_to_string(&w).expect("read");
+        assert_eq!(
+            csv,
+            "name,parent,plan,addresses,rate\nalice,root,basic,10.0.0.1,\n\
+             bob,root,basic,10.0.0.2,3mbit\n"
+        );
+        // The policy with the edited table reads, bob at 3 Mbit/s under his plan's ceil.
+        let pol = linkshare_config::Policy::load(&p).expect("valid");
+        let bob = pol.class_id("bob").expect("bob") as usize;
+        assert_eq!(pol.classes()[bob].rate.bits_per_sec(), 3_000_000);
+        assert_eq!(pol.classes()[bob].ceil.bits_per_sec(), 20_000_000);
+        let e = write_back(&p, &args("del", "bob", None)).unwrap_err();
+        assert!(format!("{e:#}").contains("edit the row by hand"), "{e:#}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

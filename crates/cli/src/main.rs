@@ -4,6 +4,7 @@ mod bench_memory;
 mod bench_sched;
 mod bench_workers;
 mod check;
+mod class_csv;
 mod class_edit;
 mod compare_cmd;
 mod dist_cmd;

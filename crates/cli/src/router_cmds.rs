@@ -3,7 +3,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use linkshare_router::control::{self, call, call_ok, Direction, PolicySource, Request, Response};
+use linkshare_router::control::{
+    self, call, call_ok, ClassChange, Direction, PolicySource, Request, Response,
+};
 use linkshare_router::{default_control, Options, Shaper};
 
 use crate::class_edit;
@@ -407,6 +409,36 @@ pub fn class(a: &class_edit::ClassArgs) -> anyhow::Result<i32> {
         )));
     }
     let control = find_control(&a.control)?;
+    let what = format!("class {} {}", a.action, a.name);
+    // New rates alone go by name: the shaper changes that class of the policy it runs, and
+    // neither side sends the policy's text (the way a policy of any size is changed).
+    let by_name = a.action == "change"
+        && a.parent.is_none()
+        && a.prio.is_none()
+        && (a.rate.is_some() || a.ceil.is_some());
+    if by_name {
+        let r = call(
+            &control,
+            &Request::Reload {
+                direction: Direction::Forward,
+                source: PolicySource::Change(ClassChange {
+                    class: a.name.clone(),
+                    rate: a.rate.clone(),
+                    ceil: a.ceil.clone(),
+                }),
+            },
+        )?;
+        // A shaper that does not hold its running policy (`--workers`) takes the text.
+        let unsupported =
+            matches!(&r, Response::Error(e) if e.kind == control::ErrorKind::Unsupported);
+        if !unsupported {
+            let path = match &r {
+                Response::Reloaded(rep) => rep.path.clone(),
+                _ => None,
+            };
+            return class_outcome(a, &r, path, &what);
+        }
+    }
     let Response::Policy(cur) = call_ok(
         &control,
         &Request::Policy {
@@ -416,7 +448,29 @@ pub fn class(a: &class_edit::ClassArgs) -> anyhow::Result<i32> {
     else {
         bail!("the shaper did not return its policy");
     };
-    let edited = class_edit::edit_policy_text(&cur.text, a)?;
+    // The running policy is its text with the changes made by name since: send them too.
+    let mut text = cur.text;
+    for c in &cur.changes {
+        let args = class_edit::ClassArgs {
+            action: "change".into(),
+            name: c.class.clone(),
+            parent: None,
+            rate: c.rate.clone(),
+            ceil: c.ceil.clone(),
+            prio: None,
+            control: None,
+            write: false,
+            json: false,
+        };
+        text = class_edit::edit_policy_text(&text, &args).with_context(|| {
+            format!(
+                "the shaper runs `class change {}` that its policy text cannot hold; reload \
+                 the policy file (with the change written into it) first",
+                c.class
+            )
+        })?;
+    }
+    let edited = class_edit::edit_policy_text(&text, a)?;
     let path_text = cur.path.as_ref().map(|p| p.display().to_string());
     let r = call(
         &control,
@@ -428,38 +482,44 @@ pub fn class(a: &class_edit::ClassArgs) -> anyhow::Result<i32> {
             },
         },
     )?;
-    let path = cur.path;
-    let what = format!("class {} {}", a.action, a.name);
-    if a.json {
-        let ok = matches!(r, Response::Reloaded(_));
-        let mut written = None;
-        if ok && a.write {
-            let Some(path) = path else {
-                bail!("the shaper runs no policy file: nothing to --write (the change is applied)");
-            };
-            class_edit::write_back(&path, a).with_context(|| {
-                format!("the change is applied but {} is unchanged", path.display())
-            })?;
-            written = Some(path);
+    class_outcome(a, &r, cur.path, &what)
+}
+
+/// Report a class edit's reply and, when it was applied and `--write` asks, write the change
+/// into `path` (the policy file the shaper runs; a subscriber's row of its table).
+fn class_outcome(
+    a: &class_edit::ClassArgs,
+    r: &Response,
+    path: Option<PathBuf>,
+    what: &str,
+) -> anyhow::Result<i32> {
+    let applied = matches!(r, Response::Reloaded(_));
+    let code = if a.json {
+        reload_code(r, what)?
+    } else {
+        report_reload(r, what)?
+    };
+    let mut written = None;
+    if applied && a.write {
+        let Some(path) = path else {
+            bail!("the shaper runs no policy file: nothing to --write (the change is applied)");
+        };
+        let w = class_edit::write_back(&path, a).with_context(|| {
+            format!("the change is applied but {} is unchanged", path.display())
+        })?;
+        if !a.json {
+            println!("wrote the change into {}", w.display());
         }
-        let mut v = serde_json::to_value(&r)?;
+        written = Some(w);
+    }
+    if a.json {
+        let mut v = serde_json::to_value(r)?;
         if let Some(o) = v.as_object_mut() {
             o.insert("written".into(), serde_json::to_value(&written)?);
         }
         println!("{v}");
-        return reload_code(&r, &what);
     }
-    let code = report_reload(&r, &what)?;
-    if code != 0 || !a.write {
-        return Ok(code);
-    }
-    let Some(path) = path else {
-        bail!("the shaper runs no policy file: nothing to --write (the change is applied)");
-    };
-    class_edit::write_back(&path, a)
-        .with_context(|| format!("the change is applied but {} is unchanged", path.display()))?;
-    println!("wrote the change into {}", path.display());
-    Ok(0)
+    Ok(code)
 }
 
 /// The exit code of a reload's reply: 0 applied, 1 rejected (invalid input), an error otherwise.

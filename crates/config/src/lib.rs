@@ -31,6 +31,7 @@
 //! and a match arm in the validator and in [`Policy::build`].
 
 mod cake;
+mod change;
 pub mod csv;
 mod diag;
 mod doc_kind;
@@ -153,6 +154,18 @@ pub struct ClassInfo {
     pub cbq: Option<CbqClass>,
     /// HFSC's curves (`qdisc = "hfsc"` only).
     pub hfsc: Option<HfscClass>,
+    /// Which of the numbers above the policy wrote (the others are defaults that follow the
+    /// rates: [`Policy::change_rates`] recomputes them as a file edit would).
+    pub written: Written,
+}
+
+/// Which of a class's numbers are written in its policy rather than derived from its rates.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct Written {
+    pub ceil: bool,
+    pub burst: bool,
+    pub cburst: bool,
+    pub quantum: bool,
 }
 
 /// CBQ's general scheduler (`scheduler = …`).
@@ -344,6 +357,12 @@ pub struct Policy {
     subscribers: Option<Box<Subscribers>>,
     /// The upload side, when the policy gives upload rates.
     upload: Option<Box<Policy>>,
+}
+
+/// Where the subscriber table `rel` (the policy's `subscribers = …`) of the policy file
+/// `origin` is read from: as written when absolute, else beside the policy file.
+pub fn subscriber_table_path(origin: &str, rel: &str) -> std::path::PathBuf {
+    validate::subs::table_path(origin, rel)
 }
 
 impl Policy {

@@ -8,12 +8,14 @@
 //! Principles:
 //! * one thread, jobs in order, the newest wins: the builds of one direction are installed in
 //!   the order they were asked for, and of the jobs of a direction waiting when the thread takes
-//!   work only the newest is built — the others are answered "superseded" at once, so a burst of
-//!   reloads costs one build, not a queue of them;
+//!   work only the newest whole policy is built — the others are answered "superseded" at once,
+//!   so a burst of reloads costs one build, not a queue of them; a change of one class by name
+//!   ([`Source::Change`]) replaces no other and is built unless a whole policy comes after it;
 //! * a change, not a tree, when it can be: the thread keeps the policy each direction runs (the
 //!   one it last built for it, or the one given at start) and compares the new one with it
 //!   (patch.rs); a difference the running HTB can apply in place goes to the loop as a
-//!   [`Plan::Patch`], anything else as a new scheduler ([`Plan::Rebuild`]);
+//!   [`Plan::Patch`], anything else as a new scheduler ([`Plan::Rebuild`]). A change by name is
+//!   applied to that policy directly (`Policy::change_rates`): one class's patch, no text;
 //! * the loop frees nothing large: what a reload replaces (the old scheduler, the old filters)
 //!   is sent back here to be dropped ([`Builder::discard`]);
 //! * the loop is woken through an eventfd in its epoll set, and takes finished builds without
@@ -30,7 +32,9 @@ use std::path::PathBuf;
 use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 
 use linkshare_config::Policy;
+use linkshare_core::units::Rate;
 
+use crate::control::proto::ClassChange;
 use crate::patch::{self, Patch};
 use crate::Sched;
 
@@ -46,8 +50,13 @@ pub(crate) enum Asker {
 /// Where the new policy comes from.
 #[derive(Debug)]
 pub(crate) enum Source {
-    Text { text: String, origin: String },
+    Text {
+        text: String,
+        origin: String,
+    },
     File(PathBuf),
+    /// One class's new rates, applied to the direction's running policy.
+    Change(ClassChange),
 }
 
 /// A reload to build.
@@ -56,6 +65,12 @@ pub(crate) struct Job {
     pub dir: usize,
     pub asker: Asker,
     pub source: Source,
+}
+
+impl Job {
+    fn is_change(&self) -> bool {
+        matches!(self.source, Source::Change(_))
+    }
 }
 
 /// What the loop does with a built policy.
@@ -76,10 +91,19 @@ pub(crate) struct Ready {
     /// For a rebuild compared with the running policy: the classes kept whose parameters or
     /// filters changed (a patch names its own).
     pub changed: Vec<String>,
-    pub text: String,
-    pub origin: String,
+    /// The new policy's text and origin; for a change by name, the change (the running text
+    /// stays, with the change recorded beside it).
+    pub text: Text,
     /// The file it was read from (`reload FILE`, SIGHUP), to reload again on SIGHUP.
     pub path: Option<PathBuf>,
+}
+
+/// What a built policy's text is.
+pub(crate) enum Text {
+    /// A whole policy: its text and origin.
+    Whole(String, String),
+    /// The running policy with this change.
+    Change(ClassChange),
 }
 
 /// A finished job: the policy, or why it cannot be installed (read error or `check`'s
@@ -97,6 +121,9 @@ pub(crate) enum Failure {
     Io(String),
     /// The policy is invalid (`check`'s diagnostics).
     Rejected(String),
+    /// A change by name with no running policy to apply it to (`--workers`, or the last
+    /// policy was not built here): the client sends the edited text instead.
+    Unsupported(String),
     /// A newer reload of the same direction was asked for before this one was built.
     Superseded,
 }
@@ -216,21 +243,26 @@ pub(crate) fn block_signals() {
     }
 }
 
-/// One batch of messages, in order: bases set or forgotten, things freed, and of the build
-/// jobs of each direction only the newest built (the others superseded).
+/// One batch of messages, in order: bases set or forgotten, things freed, and of the whole
+/// policies of each direction only the newest built (the others superseded), with the changes
+/// by name asked after it (each changes one class: none replaces another).
 fn take_batch(batch: Vec<Msg>, bases: &mut [Option<Policy>; 2], patching: bool) -> Vec<Built> {
     let mut newest = [None, None];
     for (i, m) in batch.iter().enumerate() {
         if let Msg::Build(j) = m {
-            if let Some(n) = newest.get_mut(j.dir) {
+            if let (Some(n), false) = (newest.get_mut(j.dir), j.is_change()) {
                 *n = Some(i);
             }
         }
     }
+    let wanted = |i: usize, j: &Job| match newest.get(j.dir) {
+        Some(&Some(n)) => i == n || (j.is_change() && i > n),
+        _ => true,
+    };
     let mut out = Vec::new();
     for (i, m) in batch.into_iter().enumerate() {
         match m {
-            Msg::Build(job) if newest.get(job.dir) != Some(&Some(i)) => out.push(Built {
+            Msg::Build(job) if !wanted(i, &job) => out.push(Built {
                 dir: job.dir,
                 asker: job.asker,
                 result: Err(Failure::Superseded),
@@ -290,6 +322,7 @@ fn build_now_on(source: Source, base: Option<&mut Option<Policy>>) -> Result<Rea
 
 fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, Failure> {
     let (text, origin, path) = match source {
+        Source::Change(c) => return prepare_change(c, base),
         Source::Text { text, origin } => (text, origin, None),
         Source::File(p) => {
             let text = std::fs::read_to_string(&p)
@@ -327,9 +360,40 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
         link,
         based,
         changed,
-        text,
-        origin,
+        text: Text::Whole(text, origin),
         path,
+    })
+}
+
+/// One class's new rates applied to the running policy `base` (which becomes the changed
+/// one): a patch of that class alone, without any text. O(siblings) after the name's look-up.
+fn prepare_change(c: ClassChange, base: Option<&mut Option<Policy>>) -> Result<Ready, Failure> {
+    let Some(Some(policy)) = base else {
+        return Err(Failure::Unsupported(
+            "this shaper does not hold its running policy to change a class by name; send the              edited policy text"
+                .to_string(),
+        ));
+    };
+    let rate = |what: &str, v: &Option<String>| -> Result<Option<Rate>, Failure> {
+        v.as_deref()
+            .map(|t| {
+                Rate::parse(t).map_err(|e| {
+                    Failure::Rejected(format!("class `{}`: {what} `{t}`: {e}", c.class))
+                })
+            })
+            .transpose()
+    };
+    let (r, cl) = (rate("rate", &c.rate)?, rate("ceil", &c.ceil)?);
+    let id = policy
+        .change_rates(&c.class, r, cl)
+        .map_err(Failure::Rejected)?;
+    Ok(Ready {
+        plan: Plan::Patch(patch::one_class(policy, id)),
+        link: policy.link_layer(),
+        based: true,
+        changed: Vec::new(),
+        text: Text::Change(c),
+        path: None,
     })
 }
 
@@ -508,6 +572,83 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    /// A change by name is applied to the running policy the thread holds: one class's patch,
+    /// no text; a bad change leaves that policy as it was; without one it is unsupported.
+    #[test]
+    fn a_change_by_name_patches_the_running_policy() {
+        let text = "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"r\"\nrate = \"10mbit\"\n\
+                    [[class]]\nname = \"a\"\nparent = \"r\"\nrate = \"1mbit\"\n\
+                    [[class]]\nname = \"b\"\nparent = \"r\"\nrate = \"1mbit\"\n";
+        let change = |id: u64, rate: &str| Job {
+            dir: 0,
+            asker: Asker::Client(id),
+            source: Source::Change(ClassChange {
+                class: "b".into(),
+                rate: Some(rate.into()),
+                ceil: None,
+            }),
+        };
+        let base = Policy::parse(text, "p.toml").unwrap();
+        let mut bases = [None, None];
+        let got = take_batch(
+            vec![
+                Msg::Base(0, Box::new(base.clone())),
+                Msg::Build(change(0, "3mbit")),
+            ],
+            &mut bases,
+            true,
+        );
+        match &got[0].result {
+            Ok(Ready {
+                plan: Plan::Patch(p),
+                text: Text::Change(c),
+                based: true,
+                ..
+            }) => {
+                assert_eq!(p.changed, ["b"]);
+                assert_eq!(p.tunes.len(), 1);
+                assert_eq!(p.tunes[0].0, 2);
+                assert_eq!(p.tunes[0].1.rate.bits_per_sec(), 3_000_000);
+                assert_eq!(c.class, "b");
+            }
+            _ => panic!("not a patch of b"),
+        }
+        let held = bases[0].clone().unwrap();
+        assert_eq!(held.classes()[2].rate.bits_per_sec(), 3_000_000);
+        // Over the parent's rate: rejected, the running policy unchanged.
+        let got = take_batch(vec![Msg::Build(change(1, "20mbit"))], &mut bases, true);
+        assert!(matches!(&got[0].result, Err(Failure::Rejected(m)) if m.contains("capacity")));
+        let got = take_batch(vec![Msg::Build(change(2, "fast"))], &mut bases, true);
+        assert!(matches!(&got[0].result, Err(Failure::Rejected(m)) if m.contains("`fast`")));
+        assert_eq!(bases[0].as_ref(), Some(&held));
+        // Changes by name waiting together are all built (none replaces another), but a whole
+        // policy asked after a change supersedes it.
+        let got = take_batch(
+            vec![
+                Msg::Build(change(4, "2mbit")),
+                Msg::Build(change(5, "4mbit")),
+                Msg::Build(job(0, 6, text)),
+                Msg::Build(change(7, "5mbit")),
+            ],
+            &mut bases,
+            true,
+        );
+        let ok: Vec<bool> = got.iter().map(|b| b.result.is_ok()).collect();
+        assert!(matches!(got[0].result, Err(Failure::Superseded)));
+        assert_eq!(ok, [false, false, true, true]);
+        assert_eq!(
+            bases[0].as_ref().unwrap().classes()[2].rate.bits_per_sec(),
+            5_000_000
+        );
+        // No running policy held (workers, or forgotten): the client must send the text.
+        let got = take_batch(
+            vec![Msg::Forget(0), Msg::Build(change(3, "2mbit"))],
+            &mut bases,
+            true,
+        );
+        assert!(matches!(got[0].result, Err(Failure::Unsupported(_))));
     }
 
     #[test]

@@ -69,6 +69,8 @@ pub(crate) struct Dir {
     pub(crate) policy_path: Option<PathBuf>,
     /// Text and origin of the policy running in this direction.
     pub(crate) policy_text: Option<(String, String)>,
+    /// Class changes by name applied since `policy_text` was loaded, oldest first.
+    pub(crate) changes: Vec<control::proto::ClassChange>,
     /// Link rate for device pacing (bits/s), 0 = unpaced.
     pub(crate) link_bps: u64,
     /// The outgoing interface's line rate (bits/s; 0 = unknown): the device buffer drains at
@@ -146,6 +148,7 @@ impl Dir {
             sched,
             policy_path: path,
             policy_text: None,
+            changes: Vec::new(),
             link_bps,
             line_bps: 0,
             device_buffer: buf.unwrap_or(default_device_buffer(link_bps)),
@@ -212,6 +215,7 @@ impl Dir {
         self.gen += 1;
         self.eligible = None;
         self.policy_text = Some(text);
+        self.changes.clear();
         if let Some(p) = path {
             self.policy_path = Some(p);
         }
@@ -226,7 +230,7 @@ impl Dir {
     pub(crate) fn apply(
         &mut self,
         p: crate::patch::Patch,
-        text: (String, String),
+        text: crate::builder::Text,
         path: Option<PathBuf>,
         now: Time,
     ) -> Result<
@@ -254,7 +258,13 @@ impl Dir {
             self.link_bps = r;
             self.follow_link();
         }
-        self.policy_text = Some(text);
+        match text {
+            crate::builder::Text::Whole(text, origin) => {
+                self.policy_text = Some((text, origin));
+                self.changes.clear();
+            }
+            crate::builder::Text::Change(c) => record_change(&mut self.changes, c),
+        }
         if let Some(path) = path {
             self.policy_path = Some(path);
         }
@@ -283,6 +293,19 @@ impl Dir {
                 .q()
                 .reclaim_idle(now, linkshare_core::qdisc::lazy::DEFAULT_RECLAIM_BUDGET);
         }
+    }
+}
+
+/// Add change `c` to those made by name since the text was loaded, one entry per class (its
+/// latest rate, and its latest ceil given), so that any number of changes holds at most one
+/// entry per class changed. O(entries).
+fn record_change(changes: &mut Vec<control::proto::ClassChange>, c: control::proto::ClassChange) {
+    match changes.iter_mut().find(|x| x.class == c.class) {
+        Some(x) => {
+            x.rate = c.rate.or(x.rate.take());
+            x.ceil = c.ceil.or(x.ceil.take());
+        }
+        None => changes.push(c),
     }
 }
 

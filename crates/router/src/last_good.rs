@@ -3,8 +3,9 @@
 //!
 //! Principles:
 //! * **Saved whenever a policy is accepted**: at start and by every reload that validates
-//!   (SIGHUP, `reload`, `class change`), on the builder thread or a thread of its own, never on
-//!   the datapath thread. The policy's text is saved with the subscriber table it reads (a
+//!   (SIGHUP, `reload`, `class add|del`), on the builder thread or a thread of its own, never
+//!   on the datapath thread. A `class change` by name has no text to save: the file it was
+//!   `--write`n into is saved by the next reload. The policy's text is saved with the subscriber table it reads (a
 //!   table named by a relative path is copied beside it under the same path; one named by an
 //!   absolute path is read from there).
 //! * **Atomic**: each save is a new generation directory, complete before the `current`

@@ -110,6 +110,26 @@ pub(crate) fn diff(old: &Policy, new: &Policy) -> Option<Patch> {
     })
 }
 
+/// The patch that gives class `id` of `p` its parameters in `p` (a change by name: the
+/// builder thread changed that class of the running policy and nothing else). O(roots) when
+/// the class is a root, O(1) otherwise.
+pub(crate) fn one_class(p: &Policy, id: ClassId) -> Patch {
+    let c = &p.classes()[id as usize];
+    let root_ceil = c.parent_id.is_none().then(|| {
+        p.classes()
+            .iter()
+            .filter(|c| c.parent_id.is_none())
+            .fold(0u64, |s, c| s.saturating_add(c.ceil.bits_per_sec()))
+    });
+    Patch {
+        tunes: vec![(id, tune(c))],
+        classifier: None,
+        changed: vec![c.name.clone()],
+        classes: p.classes().len(),
+        root_ceil,
+    }
+}
+
 /// For a rebuild: the classes of `new` also in `old` (by name) whose parameters, parent, prio,
 /// leaf or filters differ, in `new`'s order. O(n + f).
 pub(crate) fn changed_by_name(old: &Policy, new: &Policy) -> Vec<String> {

@@ -5,7 +5,7 @@
 //! nothing. Reloads asked over the control socket or by SIGHUP are built on the builder thread
 //! (builder.rs) and only installed here, on the loop. See docs/router.md, "Reload".
 
-use crate::builder::{self, sched_of, Asker, Built, Failure, Job, Plan, Ready, Source};
+use crate::builder::{self, sched_of, Asker, Built, Failure, Job, Plan, Ready, Source, Text};
 use crate::control::dispatch::rejected;
 use crate::control::proto::{ErrorKind, ErrorReply, ReloadReport, Response};
 use crate::{Sched, Shaper};
@@ -69,6 +69,18 @@ pub(crate) fn superseded() -> ErrorReply {
         "a newer reload of this direction was asked for before this one was built; the newer \
          one is installed instead",
     )
+}
+
+impl Failure {
+    /// The error reply to a client.
+    pub(crate) fn reply(self) -> ErrorReply {
+        match self {
+            Failure::Io(m) => ErrorReply::new(ErrorKind::Io, m),
+            Failure::Rejected(diag) => rejected(diag),
+            Failure::Unsupported(m) => ErrorReply::new(ErrorKind::Unsupported, m),
+            Failure::Superseded => superseded(),
+        }
+    }
 }
 
 /// What a SIGHUP reload of the file at `path` came to, on stderr (systemd's journal).
@@ -152,27 +164,32 @@ impl Shaper {
             Ok(r) => r,
             Err(f) => {
                 self.reloads.failed += 1;
-                return Err(match f {
-                    Failure::Io(m) => ErrorReply::new(ErrorKind::Io, m),
-                    Failure::Rejected(diag) => rejected(diag),
-                    Failure::Superseded => superseded(),
-                });
+                return Err(f.reply());
             }
         };
         let now = self.now();
-        let text = (ready.text, ready.origin);
         let dir = &mut self.dirs[d];
-        let (outcome, garbage) = match ready.plan {
-            Plan::Rebuild(sched) => {
-                let (mut r, old) = dir.install(sched, ready.link, text, ready.path, now);
+        let (mut outcome, garbage) = match (ready.plan, ready.text) {
+            (Plan::Rebuild(sched), Text::Whole(text, origin)) => {
+                let (mut r, old) = dir.install(sched, ready.link, (text, origin), ready.path, now);
                 r.changed = ready.changed;
                 (Ok(r), old.map(|o| Box::new(o) as Box<dyn Send>))
             }
-            Plan::Patch(p) => match dir.apply(p, text, ready.path, now) {
+            (Plan::Patch(p), text) => match dir.apply(p, text, ready.path, now) {
                 Ok((r, old)) => (Ok(r), old.map(|o| Box::new(o) as Box<dyn Send>)),
                 Err(m) => (Err(ErrorReply::new(ErrorKind::Other, m)), None),
             },
+            (Plan::Rebuild(_), Text::Change(_)) => (
+                Err(ErrorReply::new(
+                    ErrorKind::Other,
+                    "a change by name was built as a new tree (a defect); nothing changed",
+                )),
+                None,
+            ),
         };
+        if let Ok(r) = &mut outcome {
+            r.path = dir.policy_path.clone();
+        }
         if let Some(b) = self.builder.as_mut() {
             // The builder thread compares the next reload with what runs now: what it built,
             // unless this was built elsewhere or could not be applied.

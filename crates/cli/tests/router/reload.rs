@@ -94,13 +94,33 @@ fn moved_and_dropped(out: &str) -> Option<(u64, u64)> {
     Some((num_after("; moved"), num_after(", dropped")))
 }
 
-/// A change among many: a policy of 20,000 subscribers (one class and one address filter each,
-/// over 1 MiB of TOML, so `reload FILE` must send its path), one subscriber's rate raised
-/// under traffic. The change is applied in place: the reload names the one class changed, that
-/// class drains at its new rate with no packet lost, and a class that had traffic before and
-/// none since keeps every counter and its tokens exactly.
+/// How the one change among many is made.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Change {
+    /// `reload FILE` of the policy with the new rate (the shaper diffs the two).
+    ReloadFile,
+    /// `class change s1 --rate 4mbit --write`: by name, no policy text on the control socket
+    /// either way, and the file written.
+    ClassByName,
+}
+
 #[test]
 fn one_change_among_20000_classes_is_applied_in_place() {
+    one_change_among_many(Change::ReloadFile);
+}
+
+#[test]
+fn one_class_change_by_name_among_20000_classes_is_applied_in_place() {
+    one_change_among_many(Change::ClassByName);
+}
+
+/// A change among many: a policy of 20,000 subscribers (one class and one address filter each,
+/// over 1 MiB of TOML, so `reload FILE` must send its path and `class change` must not send
+/// the text), one subscriber's rate raised under traffic. The change is applied in place: the
+/// reply names the one class changed, that class drains at its new rate with no packet lost,
+/// and a class that had traffic before and none since keeps every counter and its tokens
+/// exactly.
+fn one_change_among_many(how: Change) {
     let Some(mut lab) = Lab::new() else { return };
     const N: usize = 20_000;
     let policy = |s1_kbit: u32| {
@@ -157,15 +177,26 @@ fn one_change_among_20000_classes_is_applied_in_place() {
     let s3_before = row(&before, "s3");
     let s2_sent_before = class(&before, "s2")["sent_packets"].as_u64().unwrap();
     assert!(class(&before, "s1")["backlog_packets"].as_u64().unwrap() > 20);
-    let (code, out, err) = lab.cli(&["reload", q.to_str().unwrap()]);
-    assert_eq!(code, 0, "reload failed: {out}{err}");
+    let (code, out, err) = match how {
+        Change::ReloadFile => lab.cli(&["reload", q.to_str().unwrap()]),
+        Change::ClassByName => lab.cli(&["class", "change", "s1", "--rate", "4mbit", "--write"]),
+    };
+    assert_eq!(code, 0, "the change failed: {out}{err}");
     // The change is in effect once the reply is here.
     let change_at = t0.elapsed().as_secs_f64();
-    eprintln!("reload of {N} classes: {out}");
+    eprintln!("one change among {N} classes: {out}");
     assert!(
         out.contains("in place: 1 changed (s1); 0 added, 0 removed, 20000 kept unchanged"),
         "{out}"
     );
+    if how == Change::ClassByName {
+        // Written into the file the shaper runs: the edited policy is the one with s1's new
+        // rate, every other class as it was.
+        assert!(out.contains("wrote the change into"), "{out}");
+        let written = linkshare_config::Policy::load(&p).expect("the written policy is valid");
+        let want = linkshare_config::Policy::parse(&policy(4000), "p.toml").expect("valid");
+        assert_eq!(written.classes(), want.classes());
+    }
     let after = lab.stat();
     assert_eq!(class(&after, "s1")["rate_bps"], 4_000_000);
     assert_eq!(s3_before, row(&after, "s3"), "an untouched class changed");

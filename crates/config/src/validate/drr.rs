@@ -139,6 +139,10 @@ pub(super) fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Op
             line: sink_line(sink, &header),
             cbq: None,
             hfsc: None,
+            written: crate::Written {
+                quantum: true,
+                ..Default::default()
+            },
         });
     }
     if infos.is_empty() && ok {

@@ -18,7 +18,7 @@ mod hfsc;
 mod rates;
 mod read;
 mod routing;
-mod subs;
+pub(crate) mod subs;
 mod tree;
 mod upload;
 

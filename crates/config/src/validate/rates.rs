@@ -100,6 +100,12 @@ pub(super) fn class_infos(
             line: sink_line(sink, &c.header),
             cbq,
             hfsc: None,
+            written: crate::Written {
+                ceil: c.ceil.is_some(),
+                burst: c.burst.is_some(),
+                cburst: c.cburst.is_some(),
+                quantum: c.quantum.is_some(),
+            },
         });
     }
     infos

@@ -43,19 +43,30 @@ const LINEAR_MAX: usize = 2_000;
 const SPREAD: usize = 10_000;
 /// Where linkshare serves `/metrics` inside the router namespace.
 const METRICS: &str = "127.0.0.1:9469";
-/// The subscriber whose rate changes, and to what.
+/// The subscriber whose rate changes (to half its rate: the sites' guarantees are full, so a
+/// higher one would be refused as `check` refuses it).
 const CHANGED: &str = "sub0";
-const NEW_RATE_BIT: u64 = 2_000_000;
+/// The uplink's sites, and what each guarantees its subscribers.
+const SITES: usize = 25;
+const SITE_BIT: u64 = 390_000_000;
+
+/// The rate of each of `n` subscribers: their share of their site.
+fn subscriber_rate(n: usize) -> u64 {
+    let per_site = n.div_ceil(SITES).max(1) as u64;
+    (SITE_BIT / per_site).clamp(1000, 100_000_000)
+}
+
+/// The changed subscriber's new rate.
+fn new_rate(n: usize) -> u64 {
+    subscriber_rate(n) / 2
+}
 
 /// The policy of `n` subscribers in today's policy format (`[[class]]` + `[[filter]]`): an
 /// uplink of 10 Gbit/s, 25 sites sharing it, the subscribers spread over the sites (rate: their
 /// share of the site, ceil 100 Mbit/s) with `leaf`, one /32 destination filter each, and a
 /// default class. The one place that writes it, so that it can become plans + a subscriber table.
 pub fn scale_policy(n: usize, leaf: &str) -> String {
-    const SITES: usize = 25;
-    const SITE_BIT: u64 = 390_000_000;
-    let per_site = n.div_ceil(SITES).max(1) as u64;
-    let rate = (SITE_BIT / per_site).clamp(1000, 100_000_000);
+    let rate = subscriber_rate(n);
     let mut s = String::with_capacity(n * 200);
     s.push_str(
         "# lab bench --only scale: one class per subscriber\nqdisc = \"htb\"\ndefault = \"other\"\n\
@@ -144,7 +155,8 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
          while the statistics are read back to back in B (linkshare: GET /metrics; kernel: \
          `tc -s class show`; `scrapes` gives how many and the mean time of one). Machine CPU: \
          60-byte frames as fast as one sender can, round robin over 10,000 subscriber \
-         addresses. Rate change: `linkshare class change sub0 --rate 2mbit` / `tc class change` \
+         addresses. Rate change: sub0's rate halved, `linkshare class change sub0 --rate R` (by \
+         name: no policy text is sent) / `tc class change` \
          until the command returns, with echo probes every 1 ms across it, from a third of \
          `--seconds` (0.2-1 s) before it to twice that after (lost: no answer within 200 ms). The kernel is loaded up to 60,000 subscribers (16-bit class ids), the \
          linear filter form up to 2,000 (the kernel refuses a 2,048th u32 priority on one qdisc).",
@@ -307,7 +319,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         hosts: Some((subscriber(1), SPREAD.min(n.saturating_sub(1)).max(1) as u32)),
     };
     let cpu = measure_flood(&bed, flood, secs)?;
-    let (change, lost) = rate_change(&bed, kind, &policy_text, secs)?;
+    let (change, lost) = rate_change(&bed, kind, &policy_text, n, secs)?;
     Ok(Row {
         setup,
         rss,
@@ -396,9 +408,10 @@ fn rate_change(
     bed: &Bed,
     kind: Kind,
     policy: &str,
+    n: usize,
     secs: f64,
 ) -> anyhow::Result<(Result<f64, String>, (u64, u64))> {
-    let cmd = change_command(bed, kind, policy)?;
+    let cmd = change_command(bed, kind, policy, n)?;
     let hosts = bed.hosts();
     // Probes from `before` ahead of the change to twice as long after it.
     let before = (secs / 3.0).clamp(0.2, 1.0);
@@ -433,8 +446,8 @@ fn rate_change(
     Ok((change, (sent - rtts.len() as u64, sent)))
 }
 
-/// The command that changes subscriber 0's rate on this router.
-fn change_command(bed: &Bed, kind: Kind, policy: &str) -> anyhow::Result<Vec<String>> {
+/// The command that changes subscriber 0's rate on this router (of `n` subscribers).
+fn change_command(bed: &Bed, kind: Kind, policy: &str, n: usize) -> anyhow::Result<Vec<String>> {
     if kind == Kind::Linkshare {
         let exe = std::env::current_exe().context("cannot find the linkshare executable")?;
         let ctl = bed.t.dir.join("ctl.sock");
@@ -444,7 +457,7 @@ fn change_command(bed: &Bed, kind: Kind, policy: &str) -> anyhow::Result<Vec<Str
             "change".into(),
             CHANGED.into(),
             "--rate".into(),
-            format!("{NEW_RATE_BIT}bit"),
+            format!("{}bit", new_rate(n)),
             "--control".into(),
             ctl.display().to_string(),
         ]);
@@ -470,7 +483,7 @@ fn change_command(bed: &Bed, kind: Kind, policy: &str) -> anyhow::Result<Vec<Str
             "rate" => {
                 cmd.push(w);
                 it.next();
-                cmd.push(format!("{NEW_RATE_BIT}bit"));
+                cmd.push(format!("{}bit", new_rate(n)));
             }
             _ => cmd.push(w),
         }
@@ -512,6 +525,16 @@ mod tests {
             assert_eq!(p.filters()[0].class, "sub0");
         }
         assert_eq!(subscriber(0), ADDR_C);
+        // The change the bench makes is one the shaper accepts (a higher rate would not fit
+        // the full site).
+        for n in [30usize, 1000] {
+            let mut p = Policy::parse(&scale_policy(n, FQ_CODEL), "scale.toml").expect("valid");
+            let rate = linkshare_core::units::Rate(new_rate(n));
+            p.change_rates(CHANGED, Some(rate), None)
+                .unwrap_or_else(|e| panic!("{n}: {e}"));
+            let double = linkshare_core::units::Rate(2 * subscriber_rate(n));
+            assert!(p.change_rates(CHANGED, Some(double), None).is_err(), "{n}");
+        }
         assert_eq!(subscriber(258), Ipv4Addr::new(100, 64, 1, 2));
     }
 }

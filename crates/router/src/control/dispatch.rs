@@ -128,6 +128,7 @@ impl Handler for Offline {
             text: o.text.clone(),
             origin: o.origin.clone(),
             path: None,
+            changes: Vec::new(),
         })
     }
 
@@ -138,6 +139,12 @@ impl Handler for Offline {
                 return Err(ErrorReply::new(
                     ErrorKind::Unsupported,
                     "this shaper has no file system: reload by text",
+                ))
+            }
+            PolicySource::Change(_) => {
+                return Err(ErrorReply::new(
+                    ErrorKind::Unsupported,
+                    "this shaper does not change classes by name: reload by text",
                 ))
             }
         };

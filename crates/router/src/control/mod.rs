@@ -24,8 +24,8 @@ use crate::{sys, Shaper};
 
 pub use dispatch::{answer, respond, Handler, Offline};
 pub use proto::{
-    Direction, Envelope, ErrorKind, ErrorReply, Hello, PolicySource, PolicyText, ReloadReport,
-    Request, Response,
+    ClassChange, Direction, Envelope, ErrorKind, ErrorReply, Hello, PolicySource, PolicyText,
+    ReloadReport, Request, Response,
 };
 pub use select::{Select, TopBy};
 pub use server::{ControlStats, Server, MAX_REPLY, MAX_REQUEST};
@@ -105,6 +105,7 @@ impl Handler for Shaper {
                 text: text.clone(),
                 origin: origin.clone(),
                 path: dir.policy_path.clone(),
+                changes: dir.changes.clone(),
             }),
             _ => Err(dispatch::unshaped(d)),
         }
@@ -123,6 +124,7 @@ fn source_of(p: PolicySource) -> Source {
     match p {
         PolicySource::Text { text, origin } => Source::Text { text, origin },
         PolicySource::File { path } => Source::File(path),
+        PolicySource::Change(c) => Source::Change(c),
     }
 }
 

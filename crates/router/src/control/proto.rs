@@ -33,6 +33,8 @@ pub const FEATURES: &[&str] = &[
     // `reload` takes a policy's text (`source.from = "text"`) or a file path (`"file"`).
     "reload_text",
     "reload_file",
+    // `reload` takes one class's new rates by name (`source.from = "change"`).
+    "reload_change",
     // `direction = "reverse"` addresses the OUT -> IN policy.
     "reverse_direction",
     // Every class in `stat` names its parent and carries its id (`parent`, `parent_id`).
@@ -78,8 +80,8 @@ impl Direction {
     }
 }
 
-/// Where a reloaded policy comes from: `{"from": "text", "text": …, "origin": …}` or
-/// `{"from": "file", "path": …}`.
+/// Where a reloaded policy comes from: `{"from": "text", "text": …, "origin": …}`,
+/// `{"from": "file", "path": …}`, or `{"from": "change", "class": …, "rate": …, "ceil": …}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "from", rename_all = "snake_case", deny_unknown_fields)]
 pub enum PolicySource {
@@ -87,6 +89,23 @@ pub enum PolicySource {
     Text { text: String, origin: String },
     /// A file the shaper reads itself (and reloads again on SIGHUP).
     File { path: PathBuf },
+    /// The running policy with one class's rate and/or ceil changed (tc units, e.g. "2mbit"):
+    /// no text is sent, and the shaper compares nothing but that class. Answered
+    /// `unsupported` by a shaper that does not hold its running policy (`--workers`): send the
+    /// edited text instead.
+    Change(ClassChange),
+}
+
+/// One class's new rates (`PolicySource::Change`), and the changes applied since a policy's
+/// text was loaded (`PolicyText::changes`).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassChange {
+    pub class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceil: Option<String>,
 }
 
 /// A request, tagged by `cmd`.
@@ -157,6 +176,10 @@ pub struct PolicyText {
     pub origin: String,
     /// The file SIGHUP reloads, if the policy came from one.
     pub path: Option<PathBuf>,
+    /// Class changes applied by name since `text` was loaded (`reload` of a `change`), oldest
+    /// first: the running policy is `text` with these applied.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changes: Vec<ClassChange>,
 }
 
 /// What a reload did (the `reloaded` reply). A reload that an HTB can apply in place (new
@@ -182,6 +205,9 @@ pub struct ReloadReport {
     pub reclassified: u64,
     /// Packets lost on the way (refused by the new scheduler or dropped by the old while draining).
     pub dropped_packets: u64,
+    /// The file the direction's policy was last read from (SIGHUP reloads it), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathBuf>,
     /// The names of the classes kept, for combining several workers' reports; not sent.
     #[serde(skip)]
     pub kept_names: Vec<String>,

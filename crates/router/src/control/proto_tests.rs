@@ -70,6 +70,14 @@ fn every_request_survives_the_wire() {
                 path: "/etc/linkshare/reverse.toml".into(),
             },
         },
+        Request::Reload {
+            direction: Direction::Forward,
+            source: PolicySource::Change(ClassChange {
+                class: "sub7".into(),
+                rate: Some("2mbit".into()),
+                ceil: None,
+            }),
+        },
     ];
     for r in reqs {
         let l = line(&r);
@@ -97,6 +105,19 @@ fn the_wire_shape_is_the_documented_one() {
         line(&reload),
         r#"{"v":1,"cmd":"reload","direction":"reverse","source":{"from":"file","path":"/etc/r.toml"}}"#
     );
+    // A change by name: the class and its new rates, no text.
+    let change = Request::Reload {
+        direction: Direction::Forward,
+        source: PolicySource::Change(ClassChange {
+            class: "sub7".into(),
+            rate: None,
+            ceil: Some("20mbit".into()),
+        }),
+    };
+    assert_eq!(
+        line(&change),
+        r#"{"v":1,"cmd":"reload","direction":"forward","source":{"from":"change","class":"sub7","ceil":"20mbit"}}"#
+    );
     // The direction defaults to forward.
     assert_eq!(
         parse_request(r#"{"v":1,"cmd":"policy"}"#),
@@ -122,6 +143,11 @@ fn every_response_survives_the_wire() {
             text: TREE.to_string(),
             origin: "tree.toml".to_string(),
             path: Some("/etc/tree.toml".into()),
+            changes: vec![ClassChange {
+                class: "y".into(),
+                rate: Some("2mbit".into()),
+                ceil: None,
+            }],
         }),
         Response::Reloaded(ReloadReport {
             kept: 1,

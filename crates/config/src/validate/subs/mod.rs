@@ -141,7 +141,7 @@ pub(super) fn read(
 }
 
 /// The table's path: as written when absolute, else beside the policy file.
-fn table_path(origin: &str, rel: &str) -> PathBuf {
+pub(crate) fn table_path(origin: &str, rel: &str) -> PathBuf {
     let rel = Path::new(rel.trim());
     if rel.is_absolute() {
         return rel.to_path_buf();
@@ -210,6 +210,12 @@ impl Table {
                 line: self.line[i] as usize,
                 cbq: None,
                 hfsc: None,
+                // A subscriber's ceil (its row's or its plan's) stays when only its rate
+                // changes; its bursts and quantum follow its rates, as a row's own rates do.
+                written: crate::Written {
+                    ceil: true,
+                    ..Default::default()
+                },
             });
         }
         let first_filter = p.filters.len();

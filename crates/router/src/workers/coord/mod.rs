@@ -22,7 +22,7 @@ use linkshare_core::shard::{Placement, Shard, ShardConfig};
 use super::merge::{merge, Part};
 use super::worker::{DirSpec, WorkerSpec};
 use super::{Cmd, HandoffCounts, Install, Link, Peer, Reply, Steer, INBOX_BATCHES};
-use crate::builder::{Asker, Builder, Built, Failure, Job, Source};
+use crate::builder::{Asker, Builder, Built, Job, Source, Text};
 use crate::control::dispatch::{rejected, unshaped};
 use crate::control::proto::{
     self, ErrorKind, ErrorReply, Hello, PolicyText, ReloadReport, Request, Response,
@@ -482,6 +482,7 @@ impl Coord {
                             text: text.clone(),
                             origin: origin.clone(),
                             path: self.paths[d].clone(),
+                            changes: Vec::new(),
                         }),
                         None => Response::Error(unshaped(direction)),
                     }
@@ -491,6 +492,7 @@ impl Coord {
                     let src = match source {
                         proto::PolicySource::Text { text, origin } => Source::Text { text, origin },
                         proto::PolicySource::File { path } => Source::File(path),
+                        proto::PolicySource::Change(c) => Source::Change(c),
                     };
                     self.start_reload(direction.index(), Asker::Client(id), src);
                     continue;

@@ -64,23 +64,18 @@ impl Coord {
         let ready = match b.result {
             Ok(r) => r,
             Err(f) => {
-                let e = match f {
-                    Failure::Io(m) => ErrorReply::new(ErrorKind::Io, m),
-                    Failure::Rejected(diag) => rejected(diag),
-                    Failure::Superseded => crate::reload::superseded(),
-                };
-                self.finish(b.asker, b.dir, Err(e));
+                self.finish(b.asker, b.dir, Err(f.reply()));
                 return;
             }
         };
+        // The coordinator's builder holds no running policy, so every build is whole text.
+        let Text::Whole(text, origin) = ready.text else {
+            let e = ErrorReply::new(ErrorKind::Unsupported, "send the edited policy text");
+            self.finish(b.asker, b.dir, Err(e));
+            return;
+        };
         let gen = self.gen + 1;
-        let mut c = match cut(
-            &ready.text,
-            &ready.origin,
-            self.n,
-            &self.opts.placement,
-            gen,
-        ) {
+        let mut c = match cut(&text, &origin, self.n, &self.opts.placement, gen) {
             Ok(c) => c,
             Err(diag) => {
                 self.finish(b.asker, b.dir, Err(rejected(diag)));
@@ -98,8 +93,8 @@ impl Coord {
                 shard,
                 steer: c.steer.clone(),
                 link,
-                text: ready.text.clone(),
-                origin: ready.origin.clone(),
+                text: text.clone(),
+                origin: origin.clone(),
                 path: ready.path.clone(),
             })));
         }
@@ -110,7 +105,7 @@ impl Coord {
                 dir: b.dir,
                 left: self.n,
                 reports: Vec::new(),
-                text: (ready.text, ready.origin),
+                text: (text, origin),
                 path: ready.path,
             },
         ));
