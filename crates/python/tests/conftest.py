@@ -52,6 +52,11 @@ def small() -> str:
     return SMALL
 
 
+@pytest.fixture(scope="module")
+def small_module() -> str:
+    return SMALL
+
+
 @pytest.fixture(scope="session")
 def root() -> Path:
     return ROOT

@@ -54,6 +54,7 @@ def sweep(
     grid: Optional[Mapping[str, Sequence[Any]]] = ...,
     *,
     seeds: Union[None, int, Sequence[int]] = ...,
+    overrides: Optional[Mapping[str, Any]] = ...,
     executor: Union[None, Executor, str, Any] = ...,
     campaign: Union[None, str, os.PathLike[str]] = ...,
     progress: Union[None, bool, Callable[[int, int], None]] = ...,

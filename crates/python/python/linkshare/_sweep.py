@@ -22,7 +22,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 import pandas as pd
 
 from . import _native
-from ._core import Diagnostic, LinkshareError, ScenarioError, Source, _raise_native, source_of
+from ._core import Diagnostic, LinkshareError, ScenarioError, Source, _raise_native, edits_of, source_of
 
 Edits = List[Tuple[str, Any]]
 
@@ -253,6 +253,7 @@ def sweep(
     grid: Optional[Mapping[str, Sequence[Any]]] = None,
     *,
     seeds: Union[None, int, Sequence[int]] = None,
+    overrides: Optional[Mapping[str, Any]] = None,
     executor: Any = None,
     campaign: Union[None, str, "os.PathLike[str]"] = None,
     progress: Any = None,
@@ -280,7 +281,8 @@ def sweep(
     src = source_of(scenario)
     axes, points = _file_points(src) if grid is None else _grid_points(grid)
     seed_list = _seeds(seeds)
-    tasks = [(pi, edits, seed) for pi, (_vals, edits) in enumerate(points) for seed in seed_list]
+    base = edits_of(overrides)
+    tasks = [(pi, base + edits, seed) for pi, (_vals, edits) in enumerate(points) for seed in seed_list]
 
     store = _Campaign(campaign, src) if campaign is not None else None
     keys: List[Optional[str]] = [None] * len(tasks)
