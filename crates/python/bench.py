@@ -88,7 +88,7 @@ def frames(rows: int) -> None:
 
 
 def sweep_rates(points: int, workers: int) -> None:
-    scenario = POINT.format(dur="1s")
+    scenario = POINT.format(dur="10s")
     sizes = list(range(200, 200 + points))
     grid = {"flow.u.size": sizes}
 

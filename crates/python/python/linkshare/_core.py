@@ -132,10 +132,13 @@ FLOW_ONLY = ("retransmits", "timeouts", "cwnd_reductions") + tuple(
 
 
 def _figures_frame(fig: Mapping[str, list], kind: str) -> pd.DataFrame:
-    df = pd.DataFrame(fig)
-    df = df[df["kind"] == kind].drop(columns=["kind"]).set_index("name")
-    # Columns the kind never has (a class's RTT, a flow's ceil) are left out.
-    return df.drop(columns=list(FLOW_ONLY if kind == "class" else CLASS_ONLY))
+    """The rows of one kind (a handful: one per class or flow), index `name`; the columns the
+    kind never has (a class's RTT, a flow's ceil) are left out."""
+    keep = [i for i, k in enumerate(fig["kind"]) if k == kind]
+    skip = set(FLOW_ONLY if kind == "class" else CLASS_ONLY) | {"kind", "name"}
+    data = {c: [v[i] for i in keep] for c, v in fig.items() if c not in skip}
+    index = pd.Index([fig["name"][i] for i in keep], name="name")
+    return pd.DataFrame(data, index=index)
 
 
 class Result:
