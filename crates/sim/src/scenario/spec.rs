@@ -189,7 +189,7 @@ pub struct Point {
     /// The value of each axis, as written.
     pub values: Vec<toml::Value>,
     /// The edits that make the point from the file without its sweep (`None` removes a key).
-    pub edits: Vec<crate::overrides::Override>,
+    pub edits: Vec<(String, Option<toml::Value>)>,
     pub scenario: Scenario,
 }
 
