@@ -68,6 +68,14 @@ enum Command {
         /// placed round robin on N shards sharing the root's rate (deterministic, one thread)
         #[arg(long, value_name = "N")]
         workers: Option<u32>,
+        /// Replace the scenario's seed (a seed other than 1 also jitters flow starts and ACKs;
+        /// docs/scenario-format.md)
+        #[arg(long, value_name = "N")]
+        seed: Option<u64>,
+        /// Set a key of the scenario before it runs, as a [sweep] axis does, e.g.
+        /// --set flow.in.size=64 or --set policy.class.c.rate=2mbit (repeatable)
+        #[arg(long = "set", value_name = "KEY=VALUE")]
+        set: Vec<String>,
     },
     /// Shape real traffic: a bump-in-the-wire between two Linux interfaces
     Run(Box<router_cmds::RunArgs>),
@@ -154,12 +162,15 @@ fn main() {
             json,
             point,
             workers,
+            seed,
+            set,
         } => report(sim_cmd::run(
             scenario.as_deref(),
             out.as_deref(),
             *json,
             *point,
             *workers,
+            (*seed, set.as_slice()),
         )),
         Command::Run(a) => report(router_cmds::run(a)),
         Command::Stat(a) => report(router_cmds::stat(a)),

@@ -6,6 +6,10 @@
 //! `out/<scenario name>` under the current directory. With `--json` the summary goes to stdout as
 //! JSON instead of the table, and files are written only if `--out` is given.
 //!
+//! `--seed N` replaces the scenario's seed and `--set KEY=VALUE` (repeatable) sets a key by the
+//! dotted path a `[sweep]` axis uses (`flow.in.size=64`, `policy.class.c.rate=2mbit`); with a
+//! sweep, every point is built from the edited file.
+//!
 //! `--workers N` runs the policy through the sharded HTB (`linkshare_core::shard`): its top-level
 //! classes placed round robin on N shards that share the root's rate by token exchange, served
 //! in a fixed order from one thread, so the run stays deterministic.
@@ -43,7 +47,18 @@ pub fn run(
     json: bool,
     point: Option<usize>,
     workers: Option<u32>,
+    (seed, sets): (Option<u64>, &[String]),
 ) -> anyhow::Result<i32> {
+    let mut edits = Vec::with_capacity(sets.len());
+    for s in sets {
+        match linkshare_sim::overrides::parse_assignment(s) {
+            Ok(e) => edits.push(e),
+            Err(m) => {
+                eprintln!("error: --set {m}");
+                return Ok(EXIT_FAILED);
+            }
+        }
+    }
     let loaded = match scenario {
         Some(path) => {
             if !path.is_file() {
@@ -53,13 +68,15 @@ pub fn run(
                 );
                 return Ok(EXIT_IO);
             }
-            Scenario::load(path)
+            Scenario::load_with(path, &edits, seed)
         }
-        None => Scenario::parse_with(
+        None => linkshare_sim::overrides::apply(
             DEFAULT_SCENARIO,
             DEFAULT_ORIGIN,
             Path::new("scenarios"),
             "two-agency",
+            &edits,
+            seed,
         ),
     };
     let mut sc = match loaded {

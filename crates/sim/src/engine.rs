@@ -51,6 +51,8 @@ pub enum Ev {
     DelAck(u32),
     /// A paced TCP sender may send again.
     Pacing(u32),
+    /// A TCP receiver's ACK leaves after its processing jitter (`crate::jitter`).
+    AckOut(u32),
     /// End of a sampling interval.
     Sample,
 }

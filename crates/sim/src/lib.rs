@@ -14,17 +14,24 @@
 //! * [`link`]: the bottleneck: scheduler → device buffer → wire, the pull rule and `timer_hz`;
 //! * [`tcp`] (NewReno, CUBIC), [`udp`] (CBR, Poisson, on/off), [`ping`]: the traffic;
 //! * [`metrics`]: RTT histograms, fairness;
+//! * [`figures`]: a run's per-class and per-flow figures as rows of named columns;
+//! * [`jitter`]: what a seed other than 1 changes for every kind of traffic (start offsets, ACK
+//!   processing jitter);
 //! * [`series`]: how much time series a run keeps (a row budget, whatever the duration);
 //! * `world`: the topology and the event loop, behind [`run`];
+//! * [`overrides`]: keys of a scenario set by dotted path (sweep axes, `--set`, Python);
 //! * [`sweep`]: `[sweep]` sections: one file, many points, one table;
 //! * [`model`]: the results (re-exported from `linkshare-report`, which writes the files);
 //! * [`compare`]: a run held against the lab's (`linkshare compare`, docs/fidelity.md).
 
 pub mod compare;
 pub mod engine;
+pub mod figures;
+pub mod jitter;
 pub mod link;
 mod load;
 pub mod metrics;
+pub mod overrides;
 pub mod packet;
 pub mod ping;
 pub mod policy;

@@ -22,6 +22,15 @@ struct SweepSection {
 impl Scenario {
     /// Read and check a scenario file. A `policy = "path"` is relative to the file's directory.
     pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
+        Self::load_with(path, &[], None)
+    }
+
+    /// [`Scenario::load`] with keys set and the seed replaced ([`crate::overrides::apply`]).
+    pub fn load_with(
+        path: &Path,
+        edits: &[crate::overrides::Override],
+        seed: Option<u64>,
+    ) -> Result<Scenario, ScenarioError> {
         let origin = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| {
             ScenarioError::one(
@@ -38,7 +47,7 @@ impl Scenario {
             .and_then(|s| s.to_str())
             .unwrap_or("scenario")
             .to_string();
-        Self::parse_with(&text, &origin, &base, &stem)
+        crate::overrides::apply(&text, &origin, &base, &stem, edits, seed)
     }
 
     /// Parse a scenario from text; `origin` names it in messages, relative policy paths are

@@ -38,6 +38,7 @@ use serde::{Deserialize, Serialize};
 use toml::Spanned;
 
 use crate::model::{SimResult, Summary};
+use crate::overrides::{set_key, to_text, Override};
 use crate::scenario::{line_col, FlowKind, Pattern, Scenario, ScenarioError};
 pub use crate::scenario::{Axis, Point, Sweep};
 use crate::SimError;
@@ -70,7 +71,7 @@ struct RawAxis {
 }
 
 /// A value to set (`None` removes the key).
-type Edit = (String, Option<toml::Value>);
+type Edit = Override;
 
 /// Build and check every point of `raw` against the scenario text `text`.
 pub(crate) fn expand(
@@ -214,6 +215,7 @@ pub(crate) fn expand(
             name: axis_name,
             keys: keys.into_iter().map(|k| k.into_inner()).collect(),
             labels,
+            values: values.into_iter().map(|v| v.into_inner()).collect(),
         });
         edits.push(per_value);
     }
@@ -251,6 +253,11 @@ pub(crate) fn expand(
             .enumerate()
             .map(|(a, &c)| axes[a].labels[c].clone())
             .collect();
+        let values: Vec<toml::Value> = choice
+            .iter()
+            .enumerate()
+            .map(|(a, &c)| axes[a].values[c].clone())
+            .collect();
         let desc = describe(&axes, &labels);
         let mut sc =
             point_scenario(&base, &chosen, origin, base_dir, default_name).map_err(|inner| {
@@ -283,6 +290,8 @@ pub(crate) fn expand(
         points.push(Point {
             index: i + 1,
             labels,
+            values,
+            edits: chosen.iter().flat_map(|e| e.iter().cloned()).collect(),
             scenario: sc,
         });
     }
@@ -324,9 +333,7 @@ fn point_scenario(
         set_key(&mut doc, key, value.as_ref())
             .map_err(|(m, h)| ScenarioError::one(origin, 0, 0, m, h))?;
     }
-    let text = toml::to_string(&doc).map_err(|e| {
-        ScenarioError::one(origin, 0, 0, format!("cannot build the point: {e}"), None)
-    })?;
+    let text = to_text(&doc).map_err(|m| ScenarioError::one(origin, 0, 0, m, None))?;
     Scenario::parse_base(&text, origin, base_dir, default_name)
 }
 
@@ -389,90 +396,6 @@ fn label_of(v: &toml::Value) -> String {
     }
 }
 
-/// Set (or with `None`, remove) the value at dotted `key` of `doc`. Where the path meets an array
-/// of tables the next part names the element (its `name`). Errors carry a message and a help.
-fn set_key(
-    doc: &mut toml::Table,
-    key: &str,
-    value: Option<&toml::Value>,
-) -> Result<(), (String, Option<String>)> {
-    let parts: Vec<&str> = key.split('.').map(str::trim).collect();
-    if parts.iter().any(|p| p.is_empty()) {
-        return Err((
-            format!("`{key}` is not a key path"),
-            Some("write dotted keys such as \"link.timer_hz\" or \"flow.NAME.size\"".into()),
-        ));
-    }
-    if parts[0] == "sweep" {
-        return Err(("a sweep cannot change `[sweep]`".into(), None));
-    }
-    let mut table = doc;
-    let mut i = 0;
-    let mut path = String::new();
-    while i + 1 < parts.len() {
-        if !path.is_empty() {
-            path.push('.');
-        }
-        path.push_str(parts[i]);
-        match table.get_mut(parts[i]) {
-            Some(toml::Value::Table(t)) => {
-                table = t;
-                i += 1;
-            }
-            Some(toml::Value::Array(items)) => {
-                let sel = parts[i + 1];
-                if i + 2 >= parts.len() {
-                    return Err((
-                        format!("`{path}.{sel}` is a table, not a value"),
-                        Some(format!("name the key to set, e.g. \"{path}.{sel}.rate\"")),
-                    ));
-                }
-                let names: Vec<String> = items
-                    .iter()
-                    .filter_map(|it| it.get("name").and_then(|n| n.as_str()).map(String::from))
-                    .collect();
-                let found = items.iter_mut().find_map(|it| match it {
-                    toml::Value::Table(t)
-                        if t.get("name").and_then(|n| n.as_str()) == Some(sel) =>
-                    {
-                        Some(t)
-                    }
-                    _ => None,
-                });
-                match found {
-                    Some(t) => {
-                        table = t;
-                        i += 2;
-                    }
-                    None => {
-                        return Err((
-                            format!("no [[{path}]] is named `{sel}`"),
-                            Some(format!("names: {}", names.join(", "))),
-                        ))
-                    }
-                }
-            }
-            Some(_) => return Err((format!("`{path}` is a value, not a table"), None)),
-            None => {
-                return Err((
-                    format!("the scenario has no `{path}`"),
-                    Some("a sweep changes keys of tables the scenario has".into()),
-                ))
-            }
-        }
-    }
-    let last = parts[parts.len() - 1];
-    match value {
-        Some(v) => {
-            table.insert(last.to_string(), v.clone());
-        }
-        None => {
-            table.remove(last);
-        }
-    }
-    Ok(())
-}
-
 /// A point that failed to run.
 #[derive(Debug)]
 pub struct PointError {
@@ -498,6 +421,8 @@ impl std::error::Error for PointError {}
 pub struct PointResult {
     pub index: usize,
     pub labels: Vec<String>,
+    /// The value of each axis, as written.
+    pub values: Vec<toml::Value>,
     /// Mean rate the point's UDP sources offer over the run, bit/s (TCP and ping not counted).
     pub offered_bps: f64,
     /// The same per UDP flow.
@@ -571,6 +496,7 @@ pub fn run(
         points.push(PointResult {
             index: p.index,
             labels: p.labels.clone(),
+            values: p.values.clone(),
             offered_bps: flow_offered_bps.values().sum(),
             flow_offered_bps,
             result,
@@ -698,46 +624,38 @@ impl SweepResult {
         )
     }
 
-    /// `sweep.csv`: one row per point per class and per flow (see `docs/outputs.md`).
+    /// `sweep.csv`: one row per point per class and per flow, with every column of
+    /// [`crate::figures::COLUMNS`] (see `docs/outputs.md`).
     pub fn csv(&self) -> String {
+        use crate::figures::{rows, Cell, COLUMNS};
         let mut out = String::from("point");
         for a in &self.axes {
             out.push(',');
             push_field(&mut out, &a.name);
         }
-        out.push_str(",kind,name,rate_bps,assigned_rate_bps,bytes,packets,drops\n");
+        for (c, _) in COLUMNS {
+            out.push(',');
+            out.push_str(c);
+        }
+        out.push('\n');
         for p in &self.points {
-            let s = &p.result.summary;
             let mut lead = p.index.to_string();
             for l in &p.labels {
                 lead.push(',');
                 push_field(&mut lead, l);
             }
-            for (name, c) in &s.classes {
+            for row in rows(&p.result.summary, &p.flow_offered_bps) {
                 out.push_str(&lead);
-                out.push_str(",class,");
-                push_field(&mut out, name);
-                out.push_str(&format!(
-                    ",{},{},{},{},{}\n",
-                    fixed(c.rate_bps, 3),
-                    fixed(c.assigned_rate_bps, 3),
-                    c.bytes,
-                    c.packets,
-                    c.drops
-                ));
-            }
-            for (name, f) in &s.flows {
-                out.push_str(&lead);
-                out.push_str(",flow,");
-                push_field(&mut out, name);
-                out.push_str(&format!(
-                    ",{},{},{},{},{}\n",
-                    fixed(f.goodput_bps, 3),
-                    fixed(p.flow_offered_bps.get(name).copied().unwrap_or(0.0), 3),
-                    f.bytes_delivered,
-                    f.packets_sent,
-                    f.packets_lost
-                ));
+                for i in 0..COLUMNS.len() {
+                    out.push(',');
+                    match row.cell(i) {
+                        Cell::Str(s) => push_field(&mut out, s),
+                        Cell::Int(n) => out.push_str(&n.to_string()),
+                        Cell::Num(x) if x.is_finite() => out.push_str(&fixed(x, 6)),
+                        Cell::Num(_) | Cell::Missing => {}
+                    }
+                }
+                out.push('\n');
             }
         }
         out
@@ -756,11 +674,13 @@ impl SweepResult {
             name: &'a str,
             keys: &'a [String],
             labels: &'a [String],
+            values: &'a [toml::Value],
         }
         #[derive(Serialize)]
         struct JPoint<'a> {
             point: usize,
             labels: &'a [String],
+            values: &'a [toml::Value],
             offered_bps: f64,
             summary: &'a Summary,
         }
@@ -773,6 +693,7 @@ impl SweepResult {
                     name: &a.name,
                     keys: &a.keys,
                     labels: &a.labels,
+                    values: &a.values,
                 })
                 .collect(),
             points: self
@@ -781,6 +702,7 @@ impl SweepResult {
                 .map(|p| JPoint {
                     point: p.index,
                     labels: &p.labels,
+                    values: &p.values,
                     offered_bps: p.offered_bps,
                     summary: &p.result.summary,
                 })
@@ -923,6 +845,79 @@ size = 1000
         );
         let e = parse("[sweep]\n").unwrap_err();
         assert!(e.first().unwrap().message.contains("at least one"), "{e}");
+    }
+
+    /// Every way a scenario can give its policy survives a sweep: points are built by writing the
+    /// edited document out and reading it back, which must keep inline tables (a classless
+    /// `qdisc = { … }`, a class's `leaf = { … }`) where the file had them.
+    #[test]
+    fn every_policy_form_sweeps() {
+        let dir =
+            std::env::temp_dir().join(format!("linkshare-sweep-forms-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(
+            dir.join("p.toml"),
+            "qdisc = { type = \"pfifo\", limit = 64 }\n",
+        )
+        .unwrap();
+        let head = "name = \"t\"\nduration = \"200ms\"\n[link]\nrate = \"10mbit\"\n";
+        let flow = "[[flow]]\nname = \"in\"\nkind = \"udp\"\nrate = \"12mbit\"\nsize = 1000\n";
+        let forms: &[(&str, &str)] = &[
+            ("none", ""),
+            ("path", "policy = \"p.toml\"\n"),
+            ("string", "[policy]\nqdisc = \"pfifo\"\n"),
+            (
+                "inline",
+                "[policy]\nqdisc = { type = \"pfifo\", limit = 64 }\n",
+            ),
+            (
+                "section",
+                "[policy]\n[policy.qdisc]\ntype = \"bfifo\"\nlimit = \"64k\"\n",
+            ),
+            (
+                "classes",
+                "[policy]\nqdisc = \"htb\"\ndefault = \"c\"\n[[policy.class]]\nname = \"c\"\n\
+                 rate = \"4mbit\"\nleaf = { type = \"pfifo\", limit = 50 }\n",
+            ),
+        ];
+        for (form, policy) in forms {
+            // The path form's policy file sits beside the scenario, so a top-level key must come
+            // before any table.
+            let (top, tables) = if policy.starts_with("policy =") {
+                (*policy, "")
+            } else {
+                ("", *policy)
+            };
+            let text = format!(
+                "{top}{head}{tables}{flow}[[sweep.axis]]\nkey = \"seed\"\nvalues = [1, 2]\n\
+                 [[sweep.axis]]\nkey = \"flow.in.size\"\nvalues = [500, 1000]\n"
+            );
+            let sc = Scenario::parse_with(&text, "t.toml", &dir, "t")
+                .unwrap_or_else(|e| panic!("{form}: {e}"));
+            let sw = sc.sweep.as_ref().unwrap();
+            assert_eq!(sw.points.len(), 4, "{form}");
+            assert_eq!(sw.points[2].scenario.seed, 2, "{form}");
+            let base = &sc.policy.as_ref().map(|p| p.policy().kind_name());
+            for p in &sw.points {
+                assert_eq!(
+                    &p.scenario.policy.as_ref().map(|p| p.policy().kind_name()),
+                    base,
+                    "{form}"
+                );
+            }
+            let r = run(&sc.name, sw, 2, None).unwrap_or_else(|e| panic!("{form}: {e}"));
+            assert_eq!(r.points.len(), 4, "{form}");
+        }
+        // A parameter of an inline root qdisc is itself an axis.
+        let text = format!(
+            "{head}[policy]\nqdisc = {{ type = \"pfifo\", limit = 64 }}\n{flow}\
+             [[sweep.axis]]\nkey = \"policy.qdisc.limit\"\nvalues = [8, 64]\n"
+        );
+        let sc = Scenario::parse_with(&text, "t.toml", &dir, "t").unwrap_or_else(|e| panic!("{e}"));
+        let r = run(&sc.name, sc.sweep.as_ref().unwrap(), 2, None).unwrap();
+        let drops = |i: usize| r.points[i].result.summary.flows["in"].packets_lost;
+        assert!(drops(0) > drops(1), "{} vs {}", drops(0), drops(1));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]

@@ -129,6 +129,10 @@ struct FlowRt {
     stop: u64,
     active: bool,
     rng: Pcg64Mcg,
+    /// The seed's start offset and ACK jitter (`crate::jitter`); `None` under seed 1.
+    jitter: Option<Pcg64Mcg>,
+    /// ACKs held by the receiver's processing jitter, with their departure times (ascending).
+    ack_out: VecDeque<(u64, SimPacket)>,
     src: Src,
     m: FlowMetrics,
 }
@@ -312,7 +316,13 @@ fn event_budget(sc: &Scenario) -> u64 {
     }
     let link_pkts = sc.link.rate.0 as f64 * dur_s / 8.0 / min_pkt.max(1.0);
     let samples = dur_s / sc.sample.as_secs_f64() + 1.0;
-    let b = 8.0 * link_pkts + 3.0 * udp_pkts + 4.0 * ping_pkts + samples + 1e6;
+    // The seed's ACK jitter (`crate::jitter`) adds an event per ACK.
+    let per_pkt = if sc.seed == crate::jitter::NO_JITTER_SEED {
+        8.0
+    } else {
+        9.0
+    };
+    let b = per_pkt * link_pkts + 3.0 * udp_pkts + 4.0 * ping_pkts + samples + 1e6;
     if b >= u64::MAX as f64 {
         u64::MAX
     } else {
@@ -368,7 +378,12 @@ impl<'a> World<'a> {
             .map(|(i, f)| {
                 let (proto, src) = match &f.kind {
                     FlowKind::Tcp(t) => {
-                        let cc = crate::tcp::cc::new_seeded(t.cc, t.init_cwnd, mss, i as u64);
+                        // Seed 1 keeps the historical per-flow choices of the controller.
+                        let cc_seed = match sc.seed {
+                            crate::jitter::NO_JITTER_SEED => i as u64,
+                            s => (i as u64) ^ s.rotate_left(17),
+                        };
+                        let cc = crate::tcp::cc::new_seeded(t.cc, t.init_cwnd, mss, cc_seed);
                         (
                             6,
                             Src::Tcp(Box::new(TcpConn {
@@ -396,6 +411,8 @@ impl<'a> World<'a> {
                     line_for(f.extra_delay.0, LineKind::Access)
                 };
                 let return_line = line_for(f.extra_delay.0 + sc.link.delay.0, LineKind::Return);
+                let mut jitter = crate::jitter::generator(sc.seed, i);
+                let start = crate::jitter::start(jitter.as_mut(), f.start.0, f.stop.0);
                 FlowRt {
                     access_line,
                     return_line,
@@ -408,10 +425,12 @@ impl<'a> World<'a> {
                         .as_ref()
                         .map(|p| p.policy().link_layer())
                         .unwrap_or_default(),
-                    start: f.start.0,
+                    start,
                     stop: f.stop.0,
                     active: false,
                     rng: Pcg64Mcg::seed_from_u64(seed),
+                    jitter,
+                    ack_out: VecDeque::new(),
                     src,
                     m: FlowMetrics::default(),
                 }
@@ -450,6 +469,13 @@ impl<'a> World<'a> {
             Ev::Rto(i) => self.rto(i as usize),
             Ev::DelAck(i) => self.delack(i as usize),
             Ev::Pacing(i) => self.pacing(i as usize),
+            Ev::AckOut(i) => {
+                let f = &mut self.flows[i as usize];
+                if let Some((_, p)) = f.ack_out.pop_front() {
+                    let li = f.return_line as usize;
+                    self.push_line(li, p);
+                }
+            }
             Ev::FlowStart(i) => self.flow_start(i as usize),
             Ev::FlowStop(i) => {
                 let f = &mut self.flows[i as usize];
@@ -640,7 +666,20 @@ impl<'a> World<'a> {
             echo: 0,
         };
         let li = f.return_line as usize;
-        self.push_line(li, p);
+        let f = &mut self.flows[i];
+        let extra = crate::jitter::ack_delay(f.jitter.as_mut());
+        if extra == 0 && f.ack_out.is_empty() {
+            self.push_line(li, p);
+            return;
+        }
+        // Never before the flow's previous ACK: the receiver keeps its ACKs in order.
+        let now = self.eng.now();
+        let t = f
+            .ack_out
+            .back()
+            .map_or(now + extra, |&(last, _)| last.max(now + extra));
+        f.ack_out.push_back((t, p));
+        self.eng.at(t, Ev::AckOut(i as u32));
     }
 
     #[inline]

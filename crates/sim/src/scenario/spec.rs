@@ -176,6 +176,8 @@ pub struct Axis {
     pub keys: Vec<String>,
     /// One label per value, in file order.
     pub labels: Vec<String>,
+    /// The values as written (typed: integers stay integers), in file order.
+    pub values: Vec<toml::Value>,
 }
 
 /// One point of a sweep: a label per axis and the scenario it runs.
@@ -184,6 +186,10 @@ pub struct Point {
     /// 1-based, in sweep order.
     pub index: usize,
     pub labels: Vec<String>,
+    /// The value of each axis, as written.
+    pub values: Vec<toml::Value>,
+    /// The edits that make the point from the file without its sweep (`None` removes a key).
+    pub edits: Vec<(String, Option<toml::Value>)>,
     pub scenario: Scenario,
 }
 
