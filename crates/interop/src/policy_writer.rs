@@ -23,6 +23,8 @@ pub enum Val {
     Bool(bool),
     Strs(Vec<String>),
     Ints(Vec<i64>),
+    /// An inline leaf table (`upload_leaf = { type = "cake", … }`).
+    Leaf(Box<Leaf>),
 }
 
 /// `key = value`, with the notes written above it.
@@ -308,6 +310,7 @@ fn value(v: &Val) -> String {
             "[{}]",
             v.iter().map(|s| quote(s)).collect::<Vec<_>>().join(", ")
         ),
+        Val::Leaf(l) => inline_leaf(l),
         Val::Ints(v) => format!(
             "[{}]",
             v.iter()
