@@ -1,5 +1,6 @@
 //! A frame that owns its bytes, and its parsed description.
 
+use linkshare_core::packet::{Fragment, TcpInfo};
 use linkshare_core::wire::{self, ethertype, ParseError};
 use linkshare_core::{Packet, PacketMeta};
 
@@ -92,6 +93,14 @@ impl Packet for Frame {
     fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
         Some(&mut self.meta)
     }
+    /// Read from the frame's bytes when asked (CAKE's ACK filter), as the kernel reads a
+    /// queued skb's header: nothing is kept per frame.
+    fn tcp(&self) -> Option<TcpInfo> {
+        if self.meta.proto != wire::proto::TCP || self.meta.frag != Fragment::None {
+            return None;
+        }
+        wire::tcp_info(&self.bytes)
+    }
     fn mark_ce(&mut self) -> bool {
         if !matches!(self.meta.ecn(), 1 | 2) {
             return false;
@@ -127,6 +136,22 @@ mod tests {
         ip[22..24].copy_from_slice(&2000u16.to_be_bytes());
         ip[24..26].copy_from_slice(&8u16.to_be_bytes());
         f
+    }
+
+    #[test]
+    fn tcp_facts_are_read_from_the_bytes() {
+        let mut bytes = Vec::new();
+        let spec = wire::BuildSpec::tcp([10, 0, 0, 1], 40000, [10, 0, 0, 2], 443);
+        wire::build_ethernet(&mut bytes, &spec);
+        let Parsed::Ip(f) = classify_frame(bytes) else {
+            panic!("not ip")
+        };
+        let t = f.tcp().unwrap();
+        assert_eq!((t.flags, t.payload), (TcpInfo::ACK | TcpInfo::PSH, 0));
+        let Parsed::Ip(u) = classify_frame(ipv4_udp(0)) else {
+            panic!("not ip")
+        };
+        assert_eq!(u.tcp(), None);
     }
 
     #[test]

@@ -26,6 +26,8 @@
 //!   window clamp half of it. Out-of-order data occupies the buffer; the right edge never moves
 //!   back. Every byte in order is read at once by the application.
 
+use linkshare_core::packet::TcpInfo;
+
 /// `TCP_ATO_MIN` / `TCP_DELACK_MIN`: 40 ms.
 pub const DELACK_NS: u64 = 40_000_000;
 /// Largest delayed-ACK timeout of a receiver with no RTT estimate of its own (`HZ/2`).
@@ -64,6 +66,23 @@ pub struct AckInfo {
 impl AckInfo {
     pub fn blocks(&self) -> &[(u64, u64)] {
         &self.sacks[..self.n_sacks as usize]
+    }
+
+    /// This ACK as a TCP header would carry it: a pure ACK with the timestamp option (both
+    /// clocks in microseconds) and its SACK blocks (a DSACK first), sequence numbers taken
+    /// modulo 2^32 as on the wire.
+    pub fn tcp_info(&self) -> TcpInfo {
+        let mut t = TcpInfo {
+            ack: self.ack as u32,
+            flags: TcpInfo::ACK,
+            tstamp: Some(((self.tsval / 1000) as u32, (self.tsecr / 1000) as u32)),
+            ..TcpInfo::default()
+        };
+        for (slot, &(s, e)) in t.sack.iter_mut().zip(self.blocks()) {
+            *slot = (s as u32, e as u32);
+        }
+        t.sack_blocks = self.blocks().len().min(t.sack.len()) as u8;
+        t
     }
 }
 
