@@ -41,7 +41,11 @@ pub fn leaf(opts: &[String]) -> Result<Leaf, String> {
         let mut used = 1;
         match k {
             "bandwidth" => {
-                l.fields.push(Field::rate("bandwidth", rate(val()?)?));
+                // `tc qdisc show` prints an unshaped cake as `bandwidth unlimited`.
+                let v = val()?;
+                if v != "unlimited" {
+                    l.fields.push(Field::rate("bandwidth", rate(v)?));
+                }
                 used = 2;
             }
             "unlimited" | "nonat" | "nowash" | "no-ack-filter" | "egress" | "split-gso"
@@ -203,9 +207,10 @@ mod tests {
         assert!(l.notes.is_empty());
         // docsis as show prints it.
         let l = leaf(&w(
-            "unlimited besteffort noatm overhead 18 mpu 64 memlimit 32Mb",
+            "bandwidth unlimited besteffort noatm overhead 18 mpu 64 memlimit 32Mb",
         ))
         .unwrap();
+        assert!(get(&l, "bandwidth").is_none());
         assert_eq!(get(&l, "overhead").cloned(), s("18 noatm"));
         assert_eq!(get(&l, "mpu").cloned(), Some(Val::Int(64)));
         assert_eq!(get(&l, "memlimit").cloned(), s("32m"));
