@@ -37,6 +37,7 @@ fn packet(i: usize, len: u32, tos: u8, at: u64) -> SimPacket {
         seq: i as u64,
         sent_at: at,
         echo: 0,
+        tcp: None,
     }
 }
 

@@ -18,7 +18,8 @@
 //!   its devices' addresses (IPv4 and IPv6, host bits cleared), and `rate`/`ceil` (and upload)
 //!   only where the fit below changed them;
 //! - the circuit's `sqm` per direction (`down/up` form, or one word for both) → the plan's
-//!   `leaf` and `upload_leaf`: fq_codel; cake → fq_codel with a note; none → pfifo with a note.
+//!   `leaf` and `upload_leaf`, as LibreQoS chooses them (`sqm.rs`): CAKE diffserv4 by default
+//!   (lqos.conf's `default_sqm`), fq_codel from 1000 Mbps, none → pfifo with a note.
 //!
 //! The uplink ([`Options::uplink`]: LibreQoS's `uplink_bandwidth_mbps` and
 //! `downlink_bandwidth_mbps` of lqos.conf, [`uplink::read`], or given by hand) is the root's
@@ -33,6 +34,7 @@
 //! its row; 100,000 circuits import in about a second (see the CLI's `import` tests).
 
 mod fit;
+pub mod sqm;
 pub mod synthetic;
 pub mod uplink;
 mod write;
@@ -51,6 +53,8 @@ pub struct Options {
     pub uplink: Option<(u64, u64)>,
     /// The subscriber table's file name as the policy refers to it (relative to the policy).
     pub table: String,
+    /// lqos.conf's `default_sqm` and `fast_queues_fq_codel`.
+    pub sqm: sqm::SqmDefaults,
 }
 
 /// An imported network: the policy, its subscriber table, and the importer's warnings (each

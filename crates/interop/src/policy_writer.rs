@@ -26,6 +26,8 @@ pub enum Val {
     /// An inline table (`{ m1 = "400kbit", d = "30ms", m2 = "100kbit" }`); its fields' notes
     /// are not written.
     Table(Vec<Field>),
+    /// An inline leaf table (`upload_leaf = { type = "cake", … }`).
+    Leaf(Box<Leaf>),
 }
 
 /// `key = value`, with the notes written above it.
@@ -327,6 +329,7 @@ fn value(v: &Val) -> String {
             "[{}]",
             v.iter().map(|s| quote(s)).collect::<Vec<_>>().join(", ")
         ),
+        Val::Leaf(l) => inline_leaf(l),
         Val::Ints(v) => format!(
             "[{}]",
             v.iter()

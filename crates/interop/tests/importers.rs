@@ -54,12 +54,15 @@ fn tc_shell_and_batch_forms_give_the_same_policy() {
         (Some((0x10, 0xff)), Some(6))
     );
     assert_eq!(f[3].spec.dst_port, Some((5000, 5100)));
-    // Notes: cake as fq_codel, ports without protocol, the shell lines that are not tc.
-    assert!(
-        sh.toml.contains("# note: cake imported as fq_codel"),
-        "{}",
-        sh.toml
-    );
+    // cake keeps its options.
+    match &class(&a, "1:30").leaf {
+        linkshare_config::LeafKind::Cake(q) => assert_eq!(
+            (q.bandwidth.map(|r| r.bits_per_sec()), q.diffserv.name()),
+            (Some(6_000_000), "diffserv4")
+        ),
+        other => panic!("{other:?}"),
+    }
+    // Notes: ports without protocol, the shell lines that are not tc.
     assert!(sh.toml.contains("# note: u32 reads ports of any protocol"));
     assert!(
         sh.toml

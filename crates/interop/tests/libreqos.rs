@@ -1,13 +1,13 @@
 //! `import libreqos`: the documented two-file format → a policy with plans and a subscriber
 //! table that `check` accepts in both directions, with oversubscribed nodes scaled (and warned
-//! about), fractional rates exact, cake noted, the uplink applied, and located errors for bad
+//! about), fractional rates exact, CAKE diffserv4 where LibreQoS puts it, the uplink applied, and located errors for bad
 //! rows; and a generated 10,000-circuit network imported, checked and built (the time is
 //! printed, not asserted).
 
 use std::path::Path;
 use std::time::Instant;
 
-use linkshare_config::{ClassInfo, Policy};
+use linkshare_config::{ClassInfo, LeafKind, Policy};
 use linkshare_interop::libreqos::synthetic::{generate, Synthetic};
 use linkshare_interop::libreqos::{import, Import, Options};
 
@@ -81,8 +81,14 @@ fn documented_files_import_in_both_directions() {
         (c4.rate.bits_per_sec(), c4.ceil.bits_per_sec()),
         (25_500_000, 100_500_000)
     );
-    assert_eq!(c4.leaf.name(), "fq_codel");
-    assert!(imp.toml.contains("# note: sqm cake"), "{}", imp.toml);
+    // LibreQoS's queues: CAKE diffserv4 (default_sqm) unless the sqm column says otherwise.
+    let diffserv = |c: &ClassInfo| match &c.leaf {
+        LeafKind::Cake(q) => q.diffserv.name(),
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(diffserv(c4), "diffserv4");
+    assert_eq!(diffserv(c1), "diffserv4");
+    assert_eq!(class(&p, "31 Marconi Street").leaf.name(), "fq_codel");
     assert_eq!(class(&p, "Flat one").parent.as_deref(), Some("root"));
     assert_eq!(class(&p, "Flat one").leaf.name(), "pfifo");
     // The subscriber form: plans in the policy, one row per circuit, nothing per class.
@@ -111,7 +117,11 @@ fn documented_files_import_in_both_directions() {
     );
     // Directional sqm: circuit 3 is cake down, fq_codel up; circuit 5 has none up.
     assert_eq!(class(q, "Two devices").leaf.name(), "pfifo");
-    assert_eq!(class(&p, "Two devices").leaf.name(), "fq_codel");
+    assert_eq!(class(&p, "Two devices").leaf.name(), "cake");
+    assert_eq!(class(&p, "255 NW. Newport Ave.").leaf.name(), "cake");
+    assert_eq!(class(q, "255 NW. Newport Ave.").leaf.name(), "fq_codel");
+    // Without an sqm, both directions are CAKE diffserv4.
+    assert_eq!(diffserv(class(q, "8493 Campfire Street")), "diffserv4");
 }
 
 #[test]

@@ -184,6 +184,26 @@ fn link_layer_round_trips_as_a_size_table() {
     );
 }
 
+#[test]
+fn a_cake_root_round_trips_with_its_options() {
+    for text in [
+        "qdisc = \"cake\"\n",
+        "qdisc = { type = \"cake\", bandwidth = \"20mbit\", diffserv = \"diffserv8\", \
+         isolation = \"dual-srchost\", ack_filter = \"on\", overhead = \"ethernet ether-vlan\", \
+         rtt = \"lan\", memlimit = \"4m\", ingress = true }\n",
+        "qdisc = { type = \"cake\", overhead = \"44 atm\", mpu = 96, rtt = \"40ms\" }\n",
+    ] {
+        let p = Policy::parse(text, "cake.toml").unwrap_or_else(|e| panic!("{e:?}"));
+        let script = export::tc_script(&p, "eth0").unwrap_or_else(|e| panic!("{e}"));
+        let imported = import::import_script(&script, "x.tc", None)
+            .unwrap_or_else(|e| panic!("{}", e.render(Some(&script))));
+        let q = Policy::parse(&imported.toml, "imported.toml")
+            .unwrap_or_else(|e| panic!("{e:?}\n{}", imported.toml));
+        assert_eq!(p.root_leaf(), q.root_leaf(), "{script}\n{}", imported.toml);
+        assert!(q.warnings().is_empty(), "{:?}", q.warnings());
+    }
+}
+
 /// A subscriber policy: `n` classes under two parents, one single-address filter each
 /// (`side` = "dst" or "src"), IPv4 first then `v6` IPv6 subscribers, between two other filters.
 fn subscribers(n: usize, v6: usize, side: &str) -> String {

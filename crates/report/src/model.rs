@@ -89,6 +89,10 @@ pub struct Summary {
     pub fairness: BTreeMap<String, f64>,
     /// The scheduler's own counters at the end of the run.
     pub qdisc: QdiscSummary,
+    /// The uplink scheduler's counters (`[uplink]`: every ACK and echo reply crossed it);
+    /// absent without an uplink.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub uplink: Option<QdiscSummary>,
     /// Present only when the figures were measured on real kernel traffic (`linkshare lab`)
     /// rather than simulated; absent from a simulation's `summary.json`.
     #[serde(skip_serializing_if = "Option::is_none")]

@@ -119,6 +119,7 @@ fn synthetic() -> SimResult {
         flows,
         fairness,
         qdisc: Default::default(),
+        uplink: None,
         lab: None,
         events: 123,
     };

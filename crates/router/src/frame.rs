@@ -1,5 +1,6 @@
 //! A frame that owns its bytes, and its parsed description.
 
+use linkshare_core::packet::{Fragment, TcpInfo};
 use linkshare_core::wire::{self, ethertype, ParseError};
 use linkshare_core::{Packet, PacketMeta};
 
@@ -100,6 +101,14 @@ impl Packet for Frame {
     fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
         Some(&mut self.meta)
     }
+    /// Read from the frame's bytes when asked (CAKE's ACK filter), as the kernel reads a
+    /// queued skb's header: nothing is kept per frame.
+    fn tcp(&self) -> Option<TcpInfo> {
+        if self.meta.proto != wire::proto::TCP || self.meta.frag != Fragment::None {
+            return None;
+        }
+        wire::tcp_info(&self.bytes)
+    }
     fn mark_ce(&mut self) -> bool {
         if !matches!(self.meta.ecn(), 1 | 2) {
             return false;
@@ -173,6 +182,22 @@ mod tests {
         );
         // The key changes nothing else: the same flow stays in one bucket under one key.
         assert_eq!(bucket(udp_from(crafted), 7), bucket(udp_from(crafted), 7));
+    }
+
+    #[test]
+    fn tcp_facts_are_read_from_the_bytes() {
+        let mut bytes = Vec::new();
+        let spec = wire::BuildSpec::tcp([10, 0, 0, 1], 40000, [10, 0, 0, 2], 443);
+        wire::build_ethernet(&mut bytes, &spec);
+        let Parsed::Ip(f) = classify_frame(bytes) else {
+            panic!("not ip")
+        };
+        let t = f.tcp().unwrap();
+        assert_eq!((t.flags, t.payload), (TcpInfo::ACK | TcpInfo::PSH, 0));
+        let Parsed::Ip(u) = classify_frame(ipv4_udp(0)) else {
+            panic!("not ip")
+        };
+        assert_eq!(u.tcp(), None);
     }
 
     #[test]

@@ -45,6 +45,8 @@ pub enum Ev {
     Line(u32),
     /// The throttled scheduler's wake-up timer (rounded to `timer_hz`).
     Wake,
+    /// The same for the uplink's scheduler (`[uplink]`).
+    UpWake,
     /// A TCP sender's transmission timer (RTO, RACK reordering timer or tail loss probe).
     Rto(u32),
     /// A TCP receiver's timer (delayed ACK or compressed SACK).

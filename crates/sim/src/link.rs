@@ -66,6 +66,11 @@ pub struct Link {
     /// Bytes and packets that finished serialisation.
     pub tx_bytes: u64,
     pub tx_packets: u64,
+    /// The event of this link's wake-up timer (`Ev::Wake`; the uplink's `Ev::UpWake`).
+    wake_ev: Ev,
+    /// With [`Link::keep_drops`], the packets refused or dropped since the caller last took them
+    /// (an ACK's slot in the world's table must be given back).
+    pub dropped: Option<Vec<SimPacket>>,
 }
 
 impl Link {
@@ -80,7 +85,16 @@ impl Link {
             flows: vec![FlowQueue::default(); nflows],
             tx_bytes: 0,
             tx_packets: 0,
+            wake_ev: Ev::Wake,
+            dropped: None,
         }
+    }
+
+    /// This link as the uplink: its own wake-up event, and its dropped packets kept.
+    pub fn as_uplink(mut self) -> Self {
+        self.wake_ev = Ev::UpWake;
+        self.dropped = Some(Vec::new());
+        self
     }
 
     /// Give back the per-flow state of the scheduler's leaves idle for its hold
@@ -108,6 +122,9 @@ impl Link {
             }
             Err(d) => {
                 self.flows[d.packet.flow as usize].drops += 1;
+                if let Some(v) = &mut self.dropped {
+                    v.push(d.packet);
+                }
                 Offered::Dropped
             }
         };
@@ -121,6 +138,9 @@ impl Link {
             let f = &mut self.flows[d.packet.flow as usize];
             f.drops += 1;
             f.backlog = f.backlog.saturating_sub(d.packet.meta.len as u64);
+            if let Some(v) = &mut self.dropped {
+                v.push(d.packet);
+            }
         }
     }
 
@@ -148,7 +168,7 @@ impl Link {
             }
         });
         if let Stop::Throttled { wake: Some(at), .. } = stop {
-            eng.at(at.0, Ev::Wake);
+            eng.at(at.0, self.wake_ev);
         }
         self.collect_drops();
     }

@@ -1,6 +1,7 @@
 //! The packet the simulator moves around: a [`PacketMeta`] for the schedulers plus the few fields
 //! the endpoints need. `Copy`, no heap data: a packet costs nothing to create or drop.
 
+use linkshare_core::packet::TcpInfo;
 use linkshare_core::{Packet, PacketMeta};
 
 /// Bytes of a TCP segment's IP + TCP headers with the timestamp option.
@@ -42,11 +43,18 @@ pub struct SimPacket {
     pub sent_at: u64,
     /// TCP data: the timestamp echo (TSecr) the sender put in the segment.
     pub echo: u64,
+    /// TCP ACKs: the header facts a discipline may compare (CAKE's ACK filter), filled by the
+    /// receiver's ACK ([`crate::tcp::AckInfo::tcp_info`]); `None` for other packets.
+    pub tcp: Option<TcpInfo>,
 }
 
 impl Packet for SimPacket {
     #[inline]
     fn meta(&self) -> &PacketMeta {
         &self.meta
+    }
+    #[inline]
+    fn tcp(&self) -> Option<TcpInfo> {
+        self.tcp
     }
 }

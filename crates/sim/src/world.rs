@@ -7,14 +7,19 @@
 //! ```
 //!
 //! Every packet of every flow goes through the one scheduler. ACKs and echo replies come back over
-//! an uncongested path with the same delays (no transmission time, no queue).
+//! an uncongested path with the same delays (no transmission time, no queue), unless the scenario
+//! has an `[uplink]`: then they first cross the uplink's scheduler and wire (an asymmetric access
+//! line, where a download's ACKs queue behind each other and CAKE's ACK filter has work), with
+//! addresses and ports reversed. ACKs carry their TCP facts (`SimPacket::tcp`); the slot of an ACK
+//! the uplink drops is given back at once.
 //!
 //! ## Bounds
 //! The run stops with [`SimError::Stuck`] instead of hanging: the engine's stall detector catches
 //! a loop at one instant, and the event budget is
-//! `8 × (link packets) + 3 × (UDP packets offered) + 4 × (ping probes) + samples + 10⁶`, where link
-//! packets is what the link can carry in the duration with the smallest packet any flow sends;
-//! 8 events per packet covers arrival, end of transmission, delivery, the ACK and the timers.
+//! `8 × (link packets) + 4 × (uplink packets) + 3 × (UDP packets offered) + 4 × (ping probes) +
+//! samples + 10⁶`, where link packets is what the link can carry in the duration with the
+//! smallest packet any flow sends (uplink packets: 52-byte ACKs at the uplink's rate); 8 events
+//! per packet covers arrival, end of transmission, delivery, the ACK and the timers.
 
 use std::collections::VecDeque;
 
@@ -149,6 +154,8 @@ struct World<'a> {
     sc: &'a Scenario,
     eng: Engine,
     link: Link,
+    /// `[uplink]`: the scheduler every ACK and echo reply crosses before its return delay.
+    up: Option<Link>,
     lines: Vec<Line>,
     flows: Vec<FlowRt>,
     out: Vec<crate::tcp::Segment>,
@@ -188,6 +195,7 @@ pub fn run_within(
         None => crate::policy::default_qdisc(sc.link.queue),
     };
     let mut w = World::new(sc, qdisc);
+    w.up = uplink(sc)?;
     w.probe_every = plan.probe_every;
     let duration = sc.duration.0;
     for (i, f) in w.flows.iter().enumerate() {
@@ -207,6 +215,12 @@ pub fn run_within(
             if k < best {
                 best = k;
                 from = Next::Wire;
+            }
+        }
+        if let Some(k) = w.up.as_ref().and_then(|u| u.tx_end) {
+            if k < best {
+                best = k;
+                from = Next::UpWire;
             }
         }
         for (li, l) in w.lines.iter().enumerate() {
@@ -248,6 +262,10 @@ pub fn run_within(
                     }
                 }
             }
+            Next::UpWire => {
+                w.eng.advance(best.0, Ev::TxDone).map_err(stuck)?;
+                w.up_tx_done();
+            }
             Next::Line(li) => {
                 w.eng.advance(best.0, Ev::Line(li as u32)).map_err(stuck)?;
                 let Some((_, _, p)) = w.lines[li].q.pop_front() else {
@@ -271,7 +289,37 @@ pub fn run_within(
 enum Next {
     Heap,
     Wire,
+    UpWire,
     Line(usize),
+}
+
+/// The uplink of `sc`, if it has one: its policy's scheduler (or a pfifo of `queue` packets)
+/// behind a wire of its rate, with the link's MTU, overhead and timer.
+fn uplink(sc: &Scenario) -> Result<Option<Link>, SimError> {
+    let Some(u) = &sc.uplink else {
+        return Ok(None);
+    };
+    let spec = crate::scenario::LinkSpec {
+        rate: u.rate,
+        delay: linkshare_core::Duration::ZERO,
+        device_buffer: 0,
+        queue: u.queue,
+        ..sc.link.clone()
+    };
+    let qdisc: Box<dyn Qdisc<SimPacket>> = match &u.policy {
+        Some(p) => p
+            .build(sc.link.timer_hz)
+            .map_err(|e| SimError::Policy(format!("[uplink] {e}")))?,
+        None => crate::policy::default_qdisc(u.queue),
+    };
+    Ok(Some(Link::new(&spec, qdisc, sc.flows.len()).as_uplink()))
+}
+
+/// Swap a packet's addresses and ports: an ACK or echo reply goes from the sink to the source.
+fn reversed(mut m: PacketMeta) -> PacketMeta {
+    std::mem::swap(&mut m.src, &mut m.dst);
+    std::mem::swap(&mut m.src_port, &mut m.dst_port);
+    m
 }
 
 fn stuck(stop: EngineStop) -> SimError {
@@ -322,7 +370,12 @@ fn event_budget(sc: &Scenario) -> u64 {
     } else {
         9.0
     };
-    let b = per_pkt * link_pkts + 3.0 * udp_pkts + 4.0 * ping_pkts + samples + 1e6;
+    // An uplink serialises at most its rate in 52-byte ACKs, a few events each.
+    let up_pkts = sc
+        .uplink
+        .as_ref()
+        .map_or(0.0, |u| u.rate.0 as f64 * dur_s / 8.0 / 52.0);
+    let b = per_pkt * link_pkts + 4.0 * up_pkts + 3.0 * udp_pkts + 4.0 * ping_pkts + samples + 1e6;
     if b >= u64::MAX as f64 {
         u64::MAX
     } else {
@@ -440,6 +493,7 @@ impl<'a> World<'a> {
             sc,
             eng: Engine::new(event_budget(sc)),
             link,
+            up: None,
             lines,
             flows,
             out: Vec::with_capacity(64),
@@ -466,14 +520,18 @@ impl<'a> World<'a> {
             Ev::Wake => {
                 self.link.on_wake(&mut self.eng);
             }
+            Ev::UpWake => {
+                if let Some(u) = &mut self.up {
+                    u.on_wake(&mut self.eng);
+                }
+                self.free_dropped_acks();
+            }
             Ev::Rto(i) => self.rto(i as usize),
             Ev::DelAck(i) => self.delack(i as usize),
             Ev::Pacing(i) => self.pacing(i as usize),
             Ev::AckOut(i) => {
-                let f = &mut self.flows[i as usize];
-                if let Some((_, p)) = f.ack_out.pop_front() {
-                    let li = f.return_line as usize;
-                    self.push_line(li, p);
+                if let Some((_, p)) = self.flows[i as usize].ack_out.pop_front() {
+                    self.send_back(p);
                 }
             }
             Ev::FlowStart(i) => self.flow_start(i as usize),
@@ -513,6 +571,7 @@ impl<'a> World<'a> {
             seq,
             sent_at: self.eng.now(),
             echo,
+            tcp: None,
         };
         f.m.packets_sent += 1;
         if f.access_line == u32::MAX {
@@ -654,7 +713,7 @@ impl<'a> World<'a> {
     fn send_ack(&mut self, i: usize, a: AckInfo) {
         let slot = self.acks.put(a);
         let f = &self.flows[i];
-        let mut meta = f.meta;
+        let mut meta = reversed(f.meta);
         meta.len = 52;
         let p = SimPacket {
             meta,
@@ -664,12 +723,12 @@ impl<'a> World<'a> {
             seq: a.ack,
             sent_at: a.tsval,
             echo: 0,
+            tcp: Some(a.tcp_info()),
         };
-        let li = f.return_line as usize;
         let f = &mut self.flows[i];
         let extra = crate::jitter::ack_delay(f.jitter.as_mut());
         if extra == 0 && f.ack_out.is_empty() {
-            self.push_line(li, p);
+            self.send_back(p);
             return;
         }
         // Never before the flow's previous ACK: the receiver keeps its ACKs in order.
@@ -680,6 +739,43 @@ impl<'a> World<'a> {
             .map_or(now + extra, |&(last, _)| last.max(now + extra));
         f.ack_out.push_back((t, p));
         self.eng.at(t, Ev::AckOut(i as u32));
+    }
+
+    /// An ACK or echo reply leaves the sink: through the uplink if there is one, then over its
+    /// flow's return delay.
+    fn send_back(&mut self, p: SimPacket) {
+        match &mut self.up {
+            Some(u) => {
+                u.offer(p, &mut self.eng);
+                self.free_dropped_acks();
+            }
+            None => {
+                let li = self.flows[p.flow as usize].return_line as usize;
+                self.push_line(li, p);
+            }
+        }
+    }
+
+    /// The uplink's wire finished a packet: it starts its return delay.
+    fn up_tx_done(&mut self) {
+        let Some(u) = &mut self.up else { return };
+        if let Some(p) = u.on_tx_done(&mut self.eng) {
+            let li = self.flows[p.flow as usize].return_line as usize;
+            self.push_line(li, p);
+        }
+        self.free_dropped_acks();
+    }
+
+    /// Give back the table slots of ACKs the uplink dropped (queue limit, AQM, ACK filter).
+    fn free_dropped_acks(&mut self) {
+        let Some(dropped) = self.up.as_mut().and_then(|u| u.dropped.as_mut()) else {
+            return;
+        };
+        for p in dropped.drain(..) {
+            if p.kind == PktKind::Ack {
+                let _ = self.acks.take(p.payload);
+            }
+        }
     }
 
     #[inline]
@@ -713,8 +809,8 @@ impl<'a> World<'a> {
                 f.m.owd.record(now - p.sent_at);
                 let mut r = p;
                 r.kind = PktKind::EchoReply;
-                let li = f.return_line as usize;
-                self.push_line(li, r);
+                r.meta = reversed(r.meta);
+                self.send_back(r);
             }
             PktKind::Ack | PktKind::EchoReply => {}
         }
@@ -919,28 +1015,9 @@ impl<'a> World<'a> {
                 },
             );
         }
-        // The scheduler's own counters.
-        {
-            let q = &self.link.qdisc;
-            let st = q.stats();
-            let mut drops = std::collections::BTreeMap::new();
-            for (reason, c) in st.refused.iter().chain(st.dropped.iter()) {
-                *drops.entry(reason.name().to_string()).or_insert(0) += c.packets;
-            }
-            let mut extra = std::collections::BTreeMap::new();
-            q.extra_stats(&mut |name, v| {
-                extra.insert(name.to_string(), v);
-            });
-            summary.qdisc = QdiscSummary {
-                kind: q.kind().to_string(),
-                enqueued_packets: st.enqueued.packets,
-                dequeued_packets: st.dequeued.packets,
-                drops,
-                marked: st.marked,
-                overlimits: st.overlimits,
-                extra,
-            };
-        }
+        // The schedulers' own counters.
+        summary.qdisc = qdisc_summary(self.link.qdisc.as_ref());
+        summary.uplink = self.up.as_ref().map(|u| qdisc_summary(u.qdisc.as_ref()));
         // Flows.
         let mut per_class: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
         for (i, f) in self.flows.iter().enumerate() {
@@ -1001,5 +1078,27 @@ impl<'a> World<'a> {
             class_states: self.class_states,
             rtt_points: self.rtt_points,
         }
+    }
+}
+
+/// A scheduler's counters at the end of a run.
+fn qdisc_summary(q: &dyn Qdisc<SimPacket>) -> QdiscSummary {
+    let st = q.stats();
+    let mut drops = std::collections::BTreeMap::new();
+    for (reason, c) in st.refused.iter().chain(st.dropped.iter()) {
+        *drops.entry(reason.name().to_string()).or_insert(0) += c.packets;
+    }
+    let mut extra = std::collections::BTreeMap::new();
+    q.extra_stats(&mut |name, v| {
+        extra.insert(name.to_string(), v);
+    });
+    QdiscSummary {
+        kind: q.kind().to_string(),
+        enqueued_packets: st.enqueued.packets,
+        dequeued_packets: st.dequeued.packets,
+        drops,
+        marked: st.marked,
+        overlimits: st.overlimits,
+        extra,
     }
 }

@@ -1,5 +1,8 @@
-//! CAKE in the simulator (`scenarios/cake-hosts.toml`): host isolation with unequal flow counts,
-//! and per-flow fairness from the same code when every flow shares the destination host.
+//! CAKE in the simulator, on the scenarios of what it is for: host isolation with unequal flow
+//! counts and per-flow fairness from the same code (`cake-hosts.toml`, an ISP circuit), ping
+//! under load on a home uplink against a big FIFO (`cake-home-uplink.toml`), the diffserv4 tins
+//! under saturation (`cake-diffserv4.toml`) and the ACK filter on an asymmetric line
+//! (`cake-ack-filter.toml`).
 
 use std::path::Path;
 
@@ -49,5 +52,100 @@ fn dual_srchost_shares_between_hosts_triple_isolate_between_flows() {
     assert!(
         (share - 1.0 / 17.0).abs() < 0.02,
         "triple-isolate one's share {share}"
+    );
+}
+
+fn run_file(name: &str, edit: impl Fn(String) -> String) -> SimResult {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("../../scenarios/{name}"));
+    let text = edit(std::fs::read_to_string(&path).unwrap());
+    let sc = Scenario::parse(&text, &format!("scenarios/{name}")).unwrap_or_else(|e| panic!("{e}"));
+    run(&sc, None).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// `scenarios/cake-ack-filter.toml`: the download's ACKs saturate a narrow uplink; filtering
+/// the redundant ones gives the download more of its link.
+#[test]
+fn the_ack_filter_frees_a_saturated_uplink_for_the_download() {
+    let mut got = Vec::new();
+    for mode in ["off", "on", "aggressive"] {
+        let r = run_file("cake-ack-filter.toml", |t| {
+            t.replace("ack_filter = \"on\"", &format!("ack_filter = \"{mode}\""))
+        });
+        let up = r.summary.uplink.as_ref().expect("an uplink summary");
+        let filtered = up.drops.get("ack_filter").copied().unwrap_or(0);
+        let down = rate(&r, "download", 2.0, 8.0);
+        eprintln!(
+            "ack_filter {mode}: download {down:.2} Mbit/s, {filtered} ACKs filtered, uplink {:?}",
+            up.drops
+        );
+        got.push((down, filtered));
+    }
+    let [(off, f_off), (on, f_on), (aggr, f_aggr)] = got[..] else {
+        unreachable!()
+    };
+    assert_eq!(f_off, 0);
+    assert!(f_on > 0 && f_aggr > 0, "{f_on} {f_aggr}");
+    assert!(on > off * 1.1, "on {on} vs off {off}");
+    assert!(aggr > off * 1.1, "aggressive {aggr} vs off {off}");
+}
+
+/// `scenarios/cake-home-uplink.toml`: ping under load stays near the base RTT with CAKE and
+/// grows by the FIFO's queue without it.
+#[test]
+fn cake_keeps_ping_low_under_load_where_a_big_fifo_does_not() {
+    let ping_p50 = |r: &SimResult| {
+        r.summary.flows["ping"]
+            .rtt_ms
+            .as_ref()
+            .expect("ping RTTs")
+            .p50
+    };
+    let cake = run_file("cake-home-uplink.toml", |t| t);
+    let fifo = run_file("cake-home-uplink.toml", |t| {
+        t.replace(
+            "qdisc = { type = \"cake\", bandwidth = \"9500kbit\" }",
+            "qdisc = { type = \"pfifo\", limit = 1000 }",
+        )
+    });
+    let (c, f) = (ping_p50(&cake), ping_p50(&fifo));
+    let (cu, fu) = (
+        rate(&cake, "upload", 2.0, 8.0),
+        rate(&fifo, "upload", 2.0, 8.0),
+    );
+    eprintln!("ping p50: cake {c:.1} ms, fifo {f:.1} ms; uploads {cu:.2} / {fu:.2} Mbit/s");
+    // Base RTT 20 ms: CAKE adds a few ms, the FIFO hundreds.
+    assert!(c < 30.0, "cake ping p50 {c}");
+    assert!(f > 5.0 * c, "fifo ping p50 {f} vs cake {c}");
+    // Both keep the line busy: CAKE shapes at 95 % of it.
+    assert!(cu > 8.5 && fu > 9.0, "{cu} {fu}");
+}
+
+/// `scenarios/cake-diffserv4.toml`: each tin gets what its threshold gives it.
+#[test]
+fn diffserv4_tins_share_a_saturated_link_by_their_thresholds() {
+    let r = run_file("cake-diffserv4.toml", |t| t);
+    let (voice, video, web, backup) = (
+        rate(&r, "voice", 2.0, 8.0),
+        rate(&r, "video", 2.0, 8.0),
+        rate(&r, "web", 2.0, 8.0),
+        rate(&r, "backup", 2.0, 8.0),
+    );
+    let owd = r.summary.flows["voice"]
+        .owd_ms
+        .as_ref()
+        .expect("voice delay");
+    eprintln!(
+        "diffserv4: voice {voice:.2} (owd p99 {:.1} ms) video {video:.2} web {web:.2} backup {backup:.2} Mbit/s",
+        owd.p99
+    );
+    assert!(voice > 0.97, "voice {voice}");
+    assert!(owd.p99 < 15.0, "voice owd p99 {}", owd.p99);
+    let total = voice + video + web + backup;
+    assert!(total > 18.5, "total {total}");
+    // Video's threshold is half the rate; Bulk's 1/16 keeps it alive but small.
+    assert!(video > 0.45 * 20.0, "video {video}");
+    assert!(
+        backup > 0.03 * 20.0 && backup < web,
+        "backup {backup} web {web}"
     );
 }

@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 
 use linkshare_config::Policy;
 use linkshare_core::units::Rate;
+use linkshare_interop::libreqos::sqm::SqmDefaults;
 use linkshare_interop::libreqos::synthetic::{generate, Synthetic};
 use linkshare_interop::libreqos::{import, uplink, Options};
 
@@ -38,8 +39,17 @@ pub fn run(a: &LibreqosArgs, out: Option<&Path>) -> i32 {
         Err(c) => return c,
     };
     let table = table_path(out);
+    // lqos.conf's `default_sqm` and `fast_queues_fq_codel` choose each circuit's queue.
+    let sqm = match &a.lqos_conf {
+        Some(conf) => match read(conf) {
+            Ok(text) => SqmDefaults::read(&text),
+            Err(c) => return c,
+        },
+        None => SqmDefaults::default(),
+    };
     let opts = Options {
         uplink,
+        sqm,
         table: table
             .file_name()
             .map(|f| f.to_string_lossy().into_owned())

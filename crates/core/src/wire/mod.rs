@@ -14,6 +14,7 @@
 //!                                                               └─ other EtherType: L3::Other
 //!  IP payload ── TCP / UDP / UDP-Lite / SCTP / DCCP: ports (first 4 bytes)
 //!             └─ ICMP, ICMPv6, anything else: no ports
+//!  TCP header and options, on demand: [`tcp_info`] (CAKE's ACK filter)
 //! ```
 //!
 //! Each layer is a thin view over the caller's bytes ([`EthernetFrame`], [`VlanTag`],
@@ -66,6 +67,7 @@ pub mod ethernet;
 mod hash;
 pub mod ipv4;
 pub mod ipv6;
+pub mod tcp;
 pub mod transport;
 
 use crate::packet::{Fragment, PacketMeta, L3};
@@ -78,6 +80,7 @@ pub use ethernet::{EthernetFrame, VlanTag, MAX_VLAN_TAGS};
 pub use hash::flow_hash;
 pub use ipv4::Ipv4Packet;
 pub use ipv6::Ipv6Packet;
+pub use tcp::tcp_info;
 
 /// Why a frame could not be parsed. Each variant has a stable [`name`](ParseError::name) usable
 /// as a counter label.

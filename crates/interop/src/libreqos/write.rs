@@ -8,9 +8,10 @@ use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use crate::diag::Diag;
-use crate::policy_writer::{rate_text, ClassDraft, Draft, Field, Leaf, Root};
+use crate::policy_writer::{rate_text, ClassDraft, Draft, Field, Root, Val};
 
 use super::fit::{fit, Fit, Kids};
+use super::sqm::{leaf, SqmDefaults};
 use super::{Circuit, Import, Node, Options};
 
 /// The guarantee of the class for traffic of no circuit (LibreQoS passes it unshaped).
@@ -28,28 +29,6 @@ struct PlanKey {
     min: [u64; 2],
     max: [u64; 2],
     sqm: [String; 2],
-}
-
-fn leaf(sqm: &str) -> Leaf {
-    match sqm {
-        "" | "fq_codel" => Leaf::new("fq_codel"),
-        "cake" => {
-            let mut l = Leaf::new("fq_codel");
-            l.notes.push("sqm cake: linkshare's closest leaf is fq_codel (flow isolation and CoDel; no diffserv tins or host fairness)".into());
-            l
-        }
-        "none" => {
-            let mut l = Leaf::new("pfifo");
-            l.notes.push("sqm none: a plain FIFO".into());
-            l
-        }
-        other => {
-            let mut l = Leaf::new("fq_codel");
-            l.notes
-                .push(format!("sqm `{other}` is unknown here: fq_codel"));
-            l
-        }
-    }
 }
 
 pub(super) fn write(
@@ -115,7 +94,7 @@ pub(super) fn write(
             } else {
                 format!("{base} #{n}")
             };
-            d.plans.push(plan(&name, &key));
+            d.plans.push(plan(&name, &key, &opts.sqm));
             next
         });
         plan_ids.push(id);
@@ -216,18 +195,26 @@ fn classes(d: &mut Draft, nodes: &[Node], kids: &Kids, fits: &[Fit; 2], nf: &str
     }
 }
 
-fn plan(name: &str, k: &PlanKey) -> ClassDraft {
+fn plan(name: &str, k: &PlanKey, sqm: &SqmDefaults) -> ClassDraft {
     let mut p = ClassDraft::new(name, None);
     p.fields.push(Field::rate("rate", k.min[0]));
     p.fields.push(Field::rate("ceil", k.max[0]));
     p.fields.push(Field::size("quantum", quantum(k.min[0])));
     p.fields.push(Field::rate("upload_rate", k.min[1]));
     p.fields.push(Field::rate("upload_ceil", k.max[1]));
-    let (down, up) = (leaf(&k.sqm[0]), leaf(&k.sqm[1]));
-    if up.kind != down.kind {
+    let (down, up) = (
+        leaf(&k.sqm[0], k.max[0], sqm),
+        leaf(&k.sqm[1], k.max[1], sqm),
+    );
+    if (&up.kind, &up.fields) != (&down.kind, &down.fields) {
         p.notes
             .extend(up.notes.iter().map(|n| format!("upload: {n}")));
-        p.fields.push(Field::str("upload_leaf", up.kind.clone()));
+        let val = if up.fields.is_empty() {
+            Val::Str(up.kind.clone())
+        } else {
+            Val::Leaf(Box::new(up))
+        };
+        p.fields.push(Field::new("upload_leaf", val));
     }
     p.leaf = Some(down);
     p

@@ -1,7 +1,7 @@
 //! tc qdisc options → a linkshare leaf (docs/leaves.md), for the qdiscs of tc(8) that linkshare
 //! has: pfifo/bfifo (tc-pfifo(8)), sfq (tc-sfq(8)), tbf (tc-tbf(8)), red (tc-red(8)), prio
-//! (tc-prio(8)), codel (tc-codel(8)) and fq_codel (tc-fq_codel(8)); cake (tc-cake(8)) becomes
-//! fq_codel with a note.
+//! (tc-prio(8)), codel (tc-codel(8)), fq_codel (tc-fq_codel(8)) and cake (tc-cake(8), read in
+//! `cake.rs`).
 //!
 //! Principles: tc's units are read as tc reads them (a bare time is microseconds, sizes are
 //! 1024-based, `8mbps` is bytes) with `linkshare_core::units`; every option linkshare has is
@@ -27,7 +27,7 @@ fn count(s: &str) -> Result<i64, String> {
         .map_err(|_| format!("`{s}` is not a count"))
 }
 
-fn size(s: &str) -> Result<u64, String> {
+pub(super) fn size(s: &str) -> Result<u64, String> {
     // `burst 10kb/8`: the cell size after the slash is tc's rate table detail.
     let s = s.split('/').next().unwrap_or(s);
     Size::parse(s)
@@ -35,13 +35,13 @@ fn size(s: &str) -> Result<u64, String> {
         .map_err(|e| format!("`{s}`: {e}"))
 }
 
-fn rate(s: &str) -> Result<u64, String> {
+pub(super) fn rate(s: &str) -> Result<u64, String> {
     Rate::parse(s)
         .map(|r| r.bits_per_sec())
         .map_err(|e| format!("`{s}`: {e}"))
 }
 
-fn time(s: &str) -> Result<u64, String> {
+pub(super) fn time(s: &str) -> Result<u64, String> {
     Duration::parse(s)
         .map(|d| d.as_nanos())
         .map_err(|e| format!("`{s}`: {e}"))
@@ -58,17 +58,14 @@ pub fn leaf(kind: &str, opts: &[String]) -> Result<Leaf, String> {
     };
     match kind {
         "pfifo" | "bfifo" | "pfifo_fast" | "fq_codel" | "codel" | "sfq" | "tbf" | "red" | "prio" => {}
-        "cake" => {
-            l.kind = "fq_codel".into();
-            l.notes.push("cake imported as fq_codel, linkshare's closest leaf: per-flow fair queueing with CoDel; no host isolation, diffserv tins, overhead compensation or built-in shaper".into());
-        }
+        "cake" => return super::cake::leaf(opts),
         "fq" => {
             l.kind = "fq_codel".into();
             l.notes.push("fq imported as fq_codel: per-flow fairness, without fq's pacing".into());
         }
         other => {
             return Err(format!(
-                "qdisc `{other}` has no linkshare leaf: use pfifo, bfifo, sfq, tbf, red, prio, codel, fq_codel (or cake/fq, imported as fq_codel)"
+                "qdisc `{other}` has no linkshare leaf: use pfifo, bfifo, sfq, tbf, red, prio, codel, fq_codel, cake (or fq, imported as fq_codel)"
             ))
         }
     }
@@ -109,23 +106,6 @@ pub fn leaf(kind: &str, opts: &[String]) -> Result<Leaf, String> {
                 l.notes.push(
                     "sfq headdrop: linkshare's sfq drops from the tail of the longest flow".into(),
                 );
-            }
-            (_, "cake", _) => {
-                // cake's words: keep only what fq_codel has, note the rest once.
-                used = 1;
-                if k == "bandwidth"
-                    || k == "rtt"
-                    || k == "overhead"
-                    || k == "mpu"
-                    || k == "memlimit"
-                    || k == "fwmark"
-                    || k == "split_gso"
-                {
-                    used = 2;
-                }
-                if !l.notes.iter().any(|n| n.starts_with("cake options")) {
-                    l.notes.push("cake options (bandwidth, diffserv, nat, overhead, …) have no fq_codel equivalent and are left out; shape with the class's rate instead".into());
-                }
             }
             ("pfifo", _, "limit") => l.fields.push(Field::int("limit", count(val(i)?)?)),
             ("bfifo", _, "limit") => l.fields.push(Field::size("limit", size(val(i)?)?)),
@@ -227,8 +207,8 @@ mod tests {
         let l = leaf("pfifo", &w("limit 1000p")).unwrap();
         assert_eq!(l.fields[0], Field::int("limit", 1000));
         let l = leaf("cake", &w("bandwidth 100mbit diffserv4 nat")).unwrap();
-        assert_eq!(l.kind, "fq_codel");
-        assert_eq!(l.notes.len(), 2);
+        assert_eq!(l.kind, "cake");
+        assert_eq!(l.fields.len(), 2);
         assert!(leaf("hfsc", &[]).unwrap_err().contains("hfsc"));
         assert!(leaf("sfq", &w("perturb"))
             .unwrap_err()

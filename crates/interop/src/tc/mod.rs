@@ -1,5 +1,6 @@
 //! tc(8): export a policy as a `tc -batch` script, import scripts and live configurations.
 
+mod cake;
 pub mod export;
 pub mod filter;
 pub mod hashed_in;

@@ -67,6 +67,7 @@ pub(super) fn build_result(
             overlimits: last.overlimits.saturating_sub(first.overlimits),
             extra: last.extra.clone(),
         },
+        uplink: None,
         lab: Some(LabInfo {
             router: m.router.to_string(),
             wall_clock_s: m.elapsed,

@@ -101,6 +101,12 @@ pub(super) fn policy_text(
 /// What the lab does not reproduce, said in the summary.
 pub(super) fn unsupported(sc: &Scenario) -> Vec<String> {
     let mut notes = Vec::new();
+    if let Some(u) = &sc.uplink {
+        notes.push(format!(
+            "[uplink] ({}) is not built in the lab: ACKs and echo replies return uncongested; compare the data path only",
+            u.rate
+        ));
+    }
     if sc.link.timer_hz > 0 || sc.link.clock_hz > 0 {
         notes.push(
             "`timer_hz`/`clock_hz` are not applied: linkshare run wakes at exact deadlines".into(),

@@ -14,8 +14,8 @@ use super::error::{toml_error, Doc, ScenarioError};
 use super::flow::flow_from_raw;
 use super::raw::{RawPolicy, RawScenario};
 use super::spec::{
-    FlowSpec, LinkSpec, Scenario, DEFAULT_DPORT_BASE, DEFAULT_DURATION, DEFAULT_MTU, DEFAULT_QUEUE,
-    DEFAULT_SAMPLE, DEFAULT_SPORT_BASE, MAX_DURATION,
+    FlowSpec, LinkSpec, Scenario, UplinkSpec, DEFAULT_DPORT_BASE, DEFAULT_DURATION, DEFAULT_MTU,
+    DEFAULT_QUEUE, DEFAULT_SAMPLE, DEFAULT_SPORT_BASE, MAX_DURATION,
 };
 use super::value::{opt_dur, opt_int, opt_size, rate_val};
 use crate::policy::PolicySource;
@@ -102,23 +102,32 @@ impl Scenario {
         }
         let policy = match raw.policy {
             None => None,
-            Some(p) => {
-                let span = p.span();
-                Some(match p.into_inner() {
-                    RawPolicy::Path(path) => {
-                        let full: PathBuf = base.join(&path);
-                        if !full.is_file() {
-                            return Err(doc.err(
-                                span,
-                                format!("policy file `{}` not found", full.display()),
-                                Some("`policy = \"...\"` is relative to the scenario file's directory".into()),
-                            ));
-                        }
-                        PolicySource::load(&full)?
-                    }
-                    RawPolicy::Inline(inline) => {
-                        PolicySource::inline(inline, doc.text, doc.origin)?
-                    }
+            Some(p) => Some(resolve_policy(doc, base, p)?),
+        };
+        let uplink = match raw.uplink {
+            None => None,
+            Some(u) => {
+                let span = u.span();
+                let ru = u.into_inner();
+                let Some(rate_v) = ru.rate.as_ref() else {
+                    return Err(doc.err(
+                        span,
+                        "[uplink] needs a `rate`",
+                        Some("e.g. rate = \"1mbit\"".into()),
+                    ));
+                };
+                let rate = rate_val(doc, rate_v)?;
+                if rate.0 == 0 {
+                    return Err(doc.err(rate_v.span(), "the uplink rate must be above 0", None));
+                }
+                Some(UplinkSpec {
+                    rate,
+                    queue: opt_int(doc, ru.queue.as_ref(), DEFAULT_QUEUE as i64, 1, 10_000_000)?
+                        as u32,
+                    policy: match ru.policy {
+                        None => None,
+                        Some(p) => Some(resolve_policy(doc, base, p)?),
+                    },
                 })
             }
         };
@@ -145,11 +154,35 @@ impl Scenario {
             sample,
             link,
             policy,
+            uplink,
             workers: 0,
             flows,
             origin: doc.origin.to_string(),
             sweep: None,
         })
+    }
+}
+
+/// `policy = "path"` (relative to the scenario's directory) or an inline policy table.
+fn resolve_policy(
+    doc: &Doc<'_>,
+    base: &Path,
+    p: toml::Spanned<RawPolicy>,
+) -> Result<PolicySource, ScenarioError> {
+    let span = p.span();
+    match p.into_inner() {
+        RawPolicy::Path(path) => {
+            let full: PathBuf = base.join(&path);
+            if !full.is_file() {
+                return Err(doc.err(
+                    span,
+                    format!("policy file `{}` not found", full.display()),
+                    Some("`policy = \"...\"` is relative to the scenario file's directory".into()),
+                ));
+            }
+            Ok(PolicySource::load(&full)?)
+        }
+        RawPolicy::Inline(inline) => Ok(PolicySource::inline(inline, doc.text, doc.origin)?),
     }
 }
 

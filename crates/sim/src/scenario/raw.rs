@@ -89,6 +89,7 @@ pub(super) struct RawScenario {
     pub(super) sample: Option<SV>,
     pub(super) link: Spanned<RawLink>,
     pub(super) policy: Option<Spanned<RawPolicy>>,
+    pub(super) uplink: Option<Spanned<RawUplink>>,
     #[serde(default)]
     pub(super) flow: Vec<Spanned<RawFlow>>,
     /// Read by [`crate::load`] (`[sweep]` expands into whole scenarios, built above this module).
@@ -107,6 +108,14 @@ pub(super) struct RawLink {
     pub(super) clock_hz: Option<SV>,
     pub(super) overhead: Option<SV>,
     pub(super) queue: Option<SV>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct RawUplink {
+    pub(super) rate: Option<SV>,
+    pub(super) queue: Option<SV>,
+    pub(super) policy: Option<Spanned<RawPolicy>>,
 }
 
 #[derive(Deserialize)]

@@ -30,6 +30,18 @@ pub struct LinkSpec {
     pub queue: u32,
 }
 
+/// `[uplink]`: the reverse direction's bottleneck, which every ACK and echo reply crosses
+/// (an asymmetric access line: a fast download whose ACKs share a narrow uplink). Without it
+/// the return path is uncongested.
+#[derive(Clone, Debug)]
+pub struct UplinkSpec {
+    pub rate: Rate,
+    /// Packet limit of the `pfifo` used when the uplink has no policy.
+    pub queue: u32,
+    /// The uplink's scheduler (`policy = "path"` or an inline table, as the link's).
+    pub policy: Option<PolicySource>,
+}
+
 /// TCP congestion control.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum CcKind {
@@ -155,6 +167,8 @@ pub struct Scenario {
     pub sample: Duration,
     pub link: LinkSpec,
     pub policy: Option<PolicySource>,
+    /// The reverse direction's bottleneck, if the scenario has one.
+    pub uplink: Option<UplinkSpec>,
     /// Run the policy through the sharded HTB with this many shards, served in a fixed order
     /// from one thread ([`linkshare_core::shard::ShardedHtb`]); 0 or 1: one HTB. Not a key of
     /// the file: set by `linkshare sim --workers N`.

@@ -26,6 +26,8 @@
 //!   window clamp half of it. Out-of-order data occupies the buffer; the right edge never moves
 //!   back. Every byte in order is read at once by the application.
 
+use linkshare_core::packet::TcpInfo;
+
 /// `TCP_ATO_MIN` / `TCP_DELACK_MIN`: 40 ms.
 pub const DELACK_NS: u64 = 40_000_000;
 /// Largest delayed-ACK timeout of a receiver with no RTT estimate of its own (`HZ/2`).
@@ -64,6 +66,23 @@ pub struct AckInfo {
 impl AckInfo {
     pub fn blocks(&self) -> &[(u64, u64)] {
         &self.sacks[..self.n_sacks as usize]
+    }
+
+    /// This ACK as a TCP header would carry it: a pure ACK with the timestamp option (both
+    /// clocks in microseconds) and its SACK blocks (a DSACK first), sequence numbers taken
+    /// modulo 2^32 as on the wire.
+    pub fn tcp_info(&self) -> TcpInfo {
+        let mut t = TcpInfo {
+            ack: self.ack as u32,
+            flags: TcpInfo::ACK,
+            tstamp: Some(((self.tsval / 1000) as u32, (self.tsecr / 1000) as u32)),
+            ..TcpInfo::default()
+        };
+        for (slot, &(s, e)) in t.sack.iter_mut().zip(self.blocks()) {
+            *slot = (s as u32, e as u32);
+        }
+        t.sack_blocks = self.blocks().len().min(t.sack.len()) as u8;
+        t
     }
 }
 
@@ -591,5 +610,79 @@ mod tests {
         let mut f = Receiver::new(MSS, true, false, Some(20_000));
         let (_, a) = f.on_segment(0, MSS, 1, 0, 1);
         assert_eq!(a.map(|a| a.wnd), Some(20_000));
+    }
+}
+
+#[cfg(test)]
+mod ack_filter_tests {
+    use super::super::receiver::AckInfo;
+    use crate::packet::{PktKind, SimPacket, HEADER_BYTES};
+    use linkshare_core::qdisc::cake::ack_filter::{find_redundant, AckFilter};
+    use linkshare_core::PacketMeta;
+
+    fn ack(n: u64, tsval_ms: u64, sacks: &[(u64, u64)]) -> SimPacket {
+        let mut a = AckInfo {
+            ack: n,
+            tsval: tsval_ms * 1_000_000,
+            tsecr: 5_000_000,
+            ..AckInfo::default()
+        };
+        for (i, s) in sacks.iter().enumerate() {
+            a.sacks[i] = *s;
+        }
+        a.n_sacks = sacks.len() as u8;
+        SimPacket {
+            meta: PacketMeta {
+                len: HEADER_BYTES,
+                proto: 6,
+                src_port: 5000,
+                dst_port: 20000,
+                ..PacketMeta::default()
+            },
+            flow: 0,
+            payload: 0,
+            kind: PktKind::Ack,
+            seq: n,
+            sent_at: a.tsval,
+            echo: 0,
+            tcp: Some(a.tcp_info()),
+        }
+    }
+
+    /// The receiver's ACKs, as the ACK filter reads them: cumulative ACKs make older ones
+    /// redundant; an ACK whose SACK blocks the newer one does not cover, or a DSACK, is kept.
+    #[test]
+    fn receiver_acks_are_filtered_by_the_kernels_rules() {
+        let q = [ack(1000, 1, &[]), ack(2000, 2, &[])];
+        assert_eq!(
+            find_redundant(q.iter(), &ack(3000, 3, &[]), AckFilter::On),
+            Some(0)
+        );
+        // A SACK the newer ACK repeats (and extends) is redundant; one it drops is not.
+        let q = [ack(1000, 1, &[(3000, 4000)])];
+        let newer = ack(1000, 2, &[(3000, 5000)]);
+        assert_eq!(
+            find_redundant(q.iter(), &newer, AckFilter::Aggressive),
+            Some(0)
+        );
+        let other = ack(1000, 2, &[(6000, 7000)]);
+        assert_eq!(
+            find_redundant(q.iter(), &other, AckFilter::Aggressive),
+            None
+        );
+        // A DSACK (a block below the cumulative ACK) is never dropped.
+        let q = [ack(2000, 1, &[(500, 1000)])];
+        let later = ack(3000, 2, &[(500, 1000)]);
+        assert_eq!(
+            find_redundant(q.iter(), &later, AckFilter::Aggressive),
+            None
+        );
+        // Data and pings carry no TCP facts: never eligible.
+        let mut data = ack(1000, 1, &[]);
+        data.tcp = None;
+        assert_eq!(
+            find_redundant([data].iter(), &ack(3000, 3, &[]), AckFilter::Aggressive),
+            None
+        );
     }
 }
