@@ -4,9 +4,10 @@
 //! forwarding loop more than one copy of the class counters.
 //!
 //! Principles:
-//! * the datapath copies numbers only when asked (raw.rs): the plane sets a flag and rings the
-//!   loop's eventfd, the loop copies at the end of that turn (one pass over the classes) and
-//!   sends the copy; nothing is copied while nobody reads;
+//! * the datapath copies numbers only when asked: the plane sets a flag and rings the loop's
+//!   eventfd, the loop copies a bounded piece of the classes at the end of each turn until the
+//!   copy is complete (control/copier.rs: no name, no per-class allocation, at most
+//!   `copier::BUDGET_NS` a turn) and sends it; nothing is copied while nobody reads;
 //! * HTTP readers within [`MAX_AGE_NS`] of the last copy share it, so a scrape loop or an open
 //!   dashboard costs the datapath one copy per [`MAX_AGE_NS`] at most; a control `stat` wants
 //!   one at most [`STAT_MAX_AGE_NS`] old (what a command sees follows what just happened);
@@ -131,6 +132,11 @@ impl Plane {
         sys::eventfd_clear(self.wake.as_raw_fd());
         let replies = self.rx.try_iter().collect();
         (replies, self.want.swap(false, Ordering::AcqRel))
+    }
+
+    /// Ring the loop's eventfd again: its next turn comes back here (a copy under way).
+    pub fn again(&self) {
+        sys::eventfd_ring(self.wake.as_raw_fd());
     }
 
     /// Send a copy made for [`Plane::poll`].

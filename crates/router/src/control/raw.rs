@@ -14,7 +14,8 @@
 
 use std::collections::HashMap;
 
-use linkshare_core::qdisc::{Backlog, ClassMode, ClassStats, ClassView, DropCounts};
+use linkshare_core::qdisc::{Backlog, ClassMode, ClassStats, ClassView, Counter, DropCounts};
+use linkshare_core::tree::depth_first_order;
 
 use super::snapshot::{finite, ClassSnapshot, Snapshot};
 use super::stat::by_reason;
@@ -46,6 +47,9 @@ pub(crate) struct RawDir {
     pub gen: u64,
     pub names: Option<Vec<(u32, String)>>,
     pub classes: Vec<RawClass>,
+    /// The rows hold each class's own sends and backlog, in id order (copier.rs): the
+    /// subtrees' sums and the tree order are made by [`Finisher::finish`].
+    pub own: bool,
 }
 
 /// A snapshot as the datapath hands it over: everything but the class rows, and both
@@ -67,7 +71,10 @@ impl Finisher {
     /// The whole snapshot from a copy: rows named, live rates measured.
     pub fn finish(&mut self, raw: Raw) -> Snapshot {
         let Raw { mut snap, dirs } = raw;
-        for (i, rd) in dirs.into_iter().enumerate() {
+        for (i, mut rd) in dirs.into_iter().enumerate() {
+            if rd.own {
+                rd.classes = subtree_sums(std::mem::take(&mut rd.classes));
+            }
             let rows = self.namers[i].rows(rd);
             if let Some(d) = snap.directions.get_mut(i) {
                 d.class_count = rows.len() as u64;
@@ -79,12 +86,60 @@ impl Finisher {
     }
 }
 
+/// Rows of own counters (a class's sends and backlog alone, copier.rs) made into what
+/// `visit_classes` shows: each class's sends and backlog its subtree's (wrapping sums, as the
+/// core's), in tree order (depth first, parents first, siblings by id). O(n · depth), off the
+/// datapath. A parent missing from the rows makes its child a root.
+pub(crate) fn subtree_sums(rows: Vec<RawClass>) -> Vec<RawClass> {
+    let top = rows.iter().map(|r| r.id as usize + 1).max().unwrap_or(0);
+    let mut at = vec![usize::MAX; top];
+    for (i, r) in rows.iter().enumerate() {
+        at[r.id as usize] = i;
+    }
+    let pos = |id: Option<u32>| {
+        id.and_then(|p| at.get(p as usize).copied())
+            .filter(|&i| i != usize::MAX)
+    };
+    let parents: Vec<Option<usize>> = rows.iter().map(|r| pos(r.parent)).collect();
+    let mut sums: Vec<(Counter, Backlog)> = vec![Default::default(); rows.len()];
+    for (i, r) in rows.iter().enumerate() {
+        let (sent, b) = (r.stats.sent, r.backlog);
+        let mut x = Some(i);
+        let mut steps = 0;
+        while let Some(k) = x.filter(|_| steps <= rows.len()) {
+            let s = &mut sums[k];
+            s.0.packets = s.0.packets.wrapping_add(sent.packets);
+            s.0.bytes = s.0.bytes.wrapping_add(sent.bytes);
+            s.1.packets += b.packets;
+            s.1.bytes += b.bytes;
+            x = parents[k];
+            steps += 1;
+        }
+    }
+    let order = depth_first_order(
+        &parents
+            .iter()
+            .map(|p| p.map(|i| i as u32))
+            .collect::<Vec<_>>(),
+    );
+    let mut slots: Vec<Option<RawClass>> = rows.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .filter_map(|i| {
+            let mut r = slots.get_mut(i as usize)?.take()?;
+            r.stats.sent = sums[i as usize].0;
+            r.backlog = sums[i as usize].1;
+            Some(r)
+        })
+        .collect()
+}
+
 /// Copy the classes of `s` (one `visit_classes` pass); names too when `with_names`.
 pub(crate) fn copy(s: &Sched, gen: u64, with_names: bool) -> RawDir {
     let mut out = RawDir {
         gen,
         names: with_names.then(Vec::new),
-        classes: Vec::new(),
+        ..RawDir::default()
     };
     s.qr().visit_classes(&mut |c: &ClassView<'_>| {
         if let Some(n) = &mut out.names {

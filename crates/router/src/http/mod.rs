@@ -7,7 +7,10 @@
 //! is read up to the blank line that ends its header section (at most [`MAX_HEAD`] bytes, else
 //! 431); only `GET` (and `HEAD`) are served (405 with `Allow` otherwise); each response carries
 //! `Content-Length` and `Connection: close`, and the connection is closed once it is written (no
-//! keep-alive, no request body). Paths are routed by the caller ([`Route`]).
+//! keep-alive, no request body). Paths are routed by the caller ([`Route`]). A body too large
+//! to hold (every class's series of 100,000 subscribers) is made piece by piece instead
+//! ([`Body`]): no length, the close ends it, the next piece made only once the client took the
+//! last.
 //!
 //! A route may instead open a stream (server-sent events, for the dashboard): the headers go out
 //! without a length, the connection stays open, and [`Http::broadcast`] appends each event to
@@ -19,6 +22,7 @@
 //! response for [`SLOW_NS`] is dropped. Epoll is level-triggered: `EPOLLIN` while reading,
 //! `EPOLLOUT` only while a response is pending (epoll(7)).
 
+pub mod classes;
 pub mod metrics;
 pub mod replay;
 pub mod web;
@@ -92,14 +96,39 @@ fn decode(v: &str) -> String {
 }
 
 /// A response to queue: status, content type and body.
-#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Vec<u8>,
     /// Keep the connection open after `body` for [`Http::broadcast`]'s events.
     pub stream: bool,
+    /// The rest of the body, written piece by piece after `body` as the client takes it (a
+    /// scrape of every class); the response then has no length and ends with the connection.
+    pub more: Option<Box<dyn Body>>,
 }
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Route")
+            .field("status", &self.status)
+            .field("content_type", &self.content_type)
+            .field("body_len", &self.body.len())
+            .field("stream", &self.stream)
+            .field("more", &self.more.is_some())
+            .finish()
+    }
+}
+
+/// A body made piece by piece: the server asks for the next piece only once the client has
+/// taken everything before it (at most [`MAX_PIECES_PER_TURN`] a turn), so a slow client holds
+/// one piece and a stalled one is dropped after [`SLOW_NS`] like any other.
+pub trait Body: Send {
+    /// Append the next piece to `out`; false once the body is complete (that piece included).
+    fn fill(&mut self, out: &mut Vec<u8>) -> bool;
+}
+
+/// Pieces of a [`Body`] written to one client in one turn at most (the other clients' turn).
+pub const MAX_PIECES_PER_TURN: usize = 8;
 
 impl Route {
     pub fn text(status: u16, body: &str) -> Route {
@@ -108,6 +137,7 @@ impl Route {
             content_type: "text/plain; charset=utf-8",
             body: body.as_bytes().to_vec(),
             stream: false,
+            more: None,
         }
     }
 
@@ -117,7 +147,25 @@ impl Route {
             content_type,
             body,
             stream: false,
+            more: None,
         }
+    }
+
+    /// A 200 whose body is made piece by piece ([`Body`]).
+    pub fn streamed(content_type: &'static str, more: Box<dyn Body>) -> Route {
+        Route {
+            more: Some(more),
+            ..Route::ok(content_type, Vec::new())
+        }
+    }
+
+    /// The whole body, `more` included (tests, in-process readers).
+    pub fn into_body(mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.body);
+        if let Some(m) = self.more.as_mut() {
+            while m.fill(&mut out) {}
+        }
+        out
     }
 }
 
@@ -140,6 +188,8 @@ struct Client {
     answered: bool,
     /// An event stream: stays open, fed by `broadcast`.
     streaming: bool,
+    /// The rest of a body made piece by piece ([`Body`]).
+    more: Option<Box<dyn Body>>,
     progress_ns: u64,
     watching_write: bool,
 }
@@ -248,7 +298,7 @@ impl Http {
     /// Watch client `i` for writability while it has bytes to send, else for input.
     fn watch(&mut self, i: usize) {
         let c = &mut self.clients[i];
-        let want = c.answered && c.out.pending() > 0;
+        let want = c.answered && (c.out.pending() > 0 || c.more.is_some());
         conn::watch(
             self.epoll,
             c.stream.as_raw_fd(),
@@ -302,6 +352,7 @@ impl Http {
                 out: OutBuf::default(),
                 answered: false,
                 streaming: false,
+                more: None,
                 progress_ns: now_ns,
                 watching_write: false,
             });
@@ -333,11 +384,13 @@ impl Http {
                 }
                 Head::Done(req) => {
                     self.stats.requests += 1;
-                    let r = match req.method.as_str() {
+                    let mut r = match req.method.as_str() {
                         "GET" | "HEAD" => route(&req),
                         _ => Route::text(405, "only GET is served\n"),
                     };
-                    respond(c, &r, req.method == "HEAD");
+                    let head_only = req.method == "HEAD";
+                    respond(c, &r, head_only);
+                    c.more = r.more.take().filter(|_| !head_only);
                 }
             }
             if c.answered {
@@ -346,7 +399,18 @@ impl Http {
         }
         if c.answered {
             write_some(c, now_ns)?;
-            if c.out.pending() == 0 {
+            let mut pieces = 0;
+            while c.out.pending() == 0 && pieces < MAX_PIECES_PER_TURN {
+                let Some(m) = c.more.as_mut() else { break };
+                let mut piece = Vec::new();
+                if !m.fill(&mut piece) {
+                    c.more = None;
+                }
+                c.out.push(&piece);
+                write_some(c, now_ns)?;
+                pieces += 1;
+            }
+            if c.out.pending() == 0 && c.more.is_none() {
                 if !c.streaming {
                     return Err(Gone::Done);
                 }
@@ -431,9 +495,12 @@ pub fn response_bytes(r: &Route, head_only: bool) -> Vec<u8> {
     } else {
         (r.status, r.content_type, &r.body)
     };
-    // A stream's body is delimited by the connection's close (RFC 9112 §6.3).
+    // A stream's body, and one made piece by piece, is delimited by the connection's close
+    // (RFC 9112 §6.3).
     let length = if r.stream {
         "Cache-Control: no-cache\r\n".to_string()
+    } else if r.more.is_some() {
+        String::new()
     } else {
         format!("Content-Length: {}\r\n", body.len())
     };
