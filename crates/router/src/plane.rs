@@ -56,7 +56,8 @@ pub(crate) enum ToPlane {
     },
 }
 
-/// The plane's answer to a control client: the reply line.
+/// The plane's answer to a control client: the reply line, with its line feed (the loop hands
+/// it to the client without a copy).
 pub(crate) struct FromPlane {
     pub id: u64,
     pub line: String,
@@ -193,7 +194,8 @@ impl Thread {
                     self.fresh(STAT_MAX_AGE_NS);
                 }
                 for (id, select) in std::mem::take(&mut self.pending) {
-                    let line = self.answer(&select).to_line();
+                    let mut line = self.answer(&select).to_line();
+                    line.push('\n');
                     if self.outbox.send(FromPlane { id, line }).is_ok() {
                         sys::eventfd_ring(self.wake.as_raw_fd());
                     }

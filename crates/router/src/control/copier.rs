@@ -121,7 +121,11 @@ impl Copier {
             let end = copy_batch(h, job.next, out);
             job.next = end;
             if end as usize >= h.len() {
-                self.named[d] = Some((gen, h.len()));
+                // Names known for this count only if this copy carried them or they were
+                // (classes added in place during the copy: the next copy sends the names).
+                if out.names.is_some() || named {
+                    self.named[d] = Some((gen, h.len()));
+                }
                 job.dir += 1;
                 job.next = 0;
             }

@@ -82,7 +82,7 @@ impl Shaper {
         let (replies, copy) = p.poll();
         if let Some(srv) = self.control.as_mut() {
             for r in replies {
-                srv.reply(r.id, &r.line, sys::monotonic_ns());
+                srv.reply_line(r.id, r.line, sys::monotonic_ns());
             }
         }
         if copy && !self.copier.busy() {
