@@ -156,6 +156,22 @@ const FAMILIES: [Family; 13] = [
     ),
 ];
 
+/// `v` in decimal, without the formatting machinery (most of a scrape is these numbers).
+fn push_u64(s: &mut String, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    // Only ASCII digits were written.
+    s.push_str(std::str::from_utf8(&buf[at..]).unwrap_or("0"));
+}
+
 fn i(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
@@ -302,11 +318,23 @@ impl Body for ClassSeriesBody {
             let name = &self.sample;
             match f.value {
                 Some(v) => {
-                    let _ = match v(c) {
-                        V::U(x) => writeln!(s, "{name}{{{l}}} {x}"),
-                        V::I(x) => writeln!(s, "{name}{{{l}}} {x}"),
-                        V::F(x) => writeln!(s, "{name}{{{l}}} {x:?}"),
-                    };
+                    s.push_str(name);
+                    s.push('{');
+                    s.push_str(l);
+                    s.push_str("} ");
+                    match v(c) {
+                        V::U(x) => push_u64(&mut s, x),
+                        V::I(x) => {
+                            if x < 0 {
+                                s.push('-');
+                            }
+                            push_u64(&mut s, x.unsigned_abs());
+                        }
+                        V::F(x) => {
+                            let _ = write!(s, "{x:?}");
+                        }
+                    }
+                    s.push('\n');
                 }
                 None => {
                     for (reason, n) in &c.drops_by_reason {
