@@ -17,10 +17,7 @@
 //!   for the loop's non-blocking server to write; the HTTP endpoints are served entirely here
 //!   (their own epoll), with the same bounds as before (http/mod.rs);
 //! * the loop never waits for the plane; the plane waits for a copy at most [`COPY_WAIT`] (a
-//!   loop that is gone or stopping leaves readers the last snapshot);
-//! * the plane runs [`NICER`] nice steps below the loop: on a machine short of CPU, a busy
-//!   plane (a scrape of every class, back to back) yields to forwarding rather than the
-//!   reverse.
+//!   loop that is gone or stopping leaves readers the last snapshot).
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,8 +37,6 @@ pub const MAX_AGE_NS: u64 = 500_000_000;
 /// A control `stat` sees the counters at most this old (a command run right after traffic
 /// sees that traffic); concurrent requests share one copy.
 pub const STAT_MAX_AGE_NS: u64 = 20_000_000;
-/// How many nice steps the plane's thread runs below the thread that starts it.
-pub const NICER: i32 = 10;
 /// How long the plane waits for the loop's copy before it answers from what it has.
 const COPY_WAIT: Duration = Duration::from_secs(2);
 
@@ -108,7 +103,6 @@ impl Plane {
             .name("linkshare-stats".into())
             .spawn(move || {
                 crate::builder::block_signals();
-                sys::nicer(NICER);
                 if let Err(e) = t.run() {
                     eprintln!("linkshare: the stats thread stopped: {e:#}");
                 }

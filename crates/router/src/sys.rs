@@ -460,17 +460,6 @@ pub fn set_nice(n: i8) -> io::Result<()> {
     })
 }
 
-/// Lower the calling thread's priority by `inc` nice steps (never past 19), from whatever it
-/// is now: what another thread or the user chose stays ahead of it.
-pub fn nicer(inc: i32) {
-    // SAFETY: plain system calls on the calling thread (PRIO_PROCESS with `who` 0 is the
-    // calling thread on Linux); they touch no memory of ours.
-    unsafe {
-        let now = libc::getpriority(libc::PRIO_PROCESS, 0);
-        libc::setpriority(libc::PRIO_PROCESS, 0, (now + inc).min(19));
-    }
-}
-
 /// Lock the process's pages in memory, present and future, so the datapath never waits for a
 /// page fault.
 pub fn lock_memory() -> io::Result<()> {
