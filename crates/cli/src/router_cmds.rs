@@ -167,6 +167,7 @@ impl StatArgs {
         control::Select {
             class: self.class.clone(),
             parent: self.parent.clone(),
+            search: None,
             top: self.top,
             by: control::TopBy::parse(&self.by).unwrap_or_default(),
             offset: self.offset,

@@ -4,8 +4,8 @@
 //! 32 ms at 50,000 classes and 268 ms at 100,000 when the loop walked every class ten times a
 //! second); `stat --top`, `--parent`, `--class` pick their rows in the
 //! shaper; a full `stat --json` arrives in pages and has every class; `/metrics` stays small
-//! by default (per-parent series beyond 10,000 classes), `?top=N` adds the busiest leaves, and
-//! both pass `promtool check metrics`.
+//! by default (per-parent series beyond 10,000 classes), `?top=N` adds the busiest leaves,
+//! `?classes=all` streams every class's series, and all pass `promtool check metrics`.
 //!
 //! Root, namespaces, promtool and ping: skips without them, fails under
 //! LINKSHARE_REQUIRE_NETNS=1.
@@ -294,4 +294,23 @@ fn fifty_thousand_classes_idle_latency_stat_and_metrics() {
     let m = get(&bed.ns_r, "/metrics?top=2");
     promtool_ok(&m);
     assert!(m.contains("class=\"sub5\"") && m.contains("direction=\"forward\""));
+    // Every class's series, written piece by piece (no response too large), still valid.
+    let t3 = Instant::now();
+    let m = get(&bed.ns_r, "/metrics?classes=all");
+    eprintln!(
+        "/metrics?classes=all: {} bytes in {:?}",
+        m.len(),
+        t3.elapsed()
+    );
+    let sent = m
+        .lines()
+        .filter(|l| l.starts_with("linkshare_class_sent_bytes_total{"))
+        .filter(|l| l.contains("direction=\"forward\""))
+        .count();
+    assert_eq!(sent, n + SITES + 2, "one sent-bytes series per class");
+    assert!(
+        m.contains("class=\"sub5\",parent=\"site5\""),
+        "a subscriber by name and node"
+    );
+    promtool_ok(&m);
 }

@@ -127,9 +127,9 @@ pub struct Shaper {
     /// The stats plane, started by [`Shaper::run`]: answers `stat`, `/metrics` and the
     /// dashboard off this thread from copies of the counters (control/plane.rs).
     plane: Option<plane::Plane>,
-    /// The policy generation of each direction's last copy for the plane (names are sent
-    /// with the first copy of each generation).
-    copied_gens: [Option<u64>; 2],
+    /// The copy of the counters for the plane under way, made a piece per turn
+    /// (control/copier.rs).
+    copier: control::copier::Copier,
     /// Policy reloads by outcome (reload.rs counts them).
     reloads: control::snapshot::ReloadCounts,
     /// Turns replayed to catch up a late wake-up ([`Shaper::service`]).
@@ -248,7 +248,7 @@ impl Shaper {
             control: None,
             control_stats: Default::default(),
             plane: None,
-            copied_gens: [None, None],
+            copier: Default::default(),
             reloads: Default::default(),
             catch_up_turns: 0,
             rx_coalesced: 0,

@@ -4,9 +4,10 @@
 //! forwarding loop more than one copy of the class counters.
 //!
 //! Principles:
-//! * the datapath copies numbers only when asked (raw.rs): the plane sets a flag and rings the
-//!   loop's eventfd, the loop copies at the end of that turn (one pass over the classes) and
-//!   sends the copy; nothing is copied while nobody reads;
+//! * the datapath copies numbers only when asked: the plane sets a flag and rings the loop's
+//!   eventfd, the loop copies a bounded piece of the classes at the end of each turn until the
+//!   copy is complete (control/copier.rs: no name, no per-class allocation, at most
+//!   `copier::BUDGET_NS` a turn) and sends it; nothing is copied while nobody reads;
 //! * HTTP readers within [`MAX_AGE_NS`] of the last copy share it, so a scrape loop or an open
 //!   dashboard costs the datapath one copy per [`MAX_AGE_NS`] at most; a control `stat` wants
 //!   one at most [`STAT_MAX_AGE_NS`] old (what a command sees follows what just happened);
@@ -55,7 +56,8 @@ pub(crate) enum ToPlane {
     },
 }
 
-/// The plane's answer to a control client: the reply line.
+/// The plane's answer to a control client: the reply line, with its line feed (the loop hands
+/// it to the client without a copy).
 pub(crate) struct FromPlane {
     pub id: u64,
     pub line: String,
@@ -133,6 +135,11 @@ impl Plane {
         (replies, self.want.swap(false, Ordering::AcqRel))
     }
 
+    /// Ring the loop's eventfd again: its next turn comes back here (a copy under way).
+    pub fn again(&self) {
+        sys::eventfd_ring(self.wake.as_raw_fd());
+    }
+
     /// Send a copy made for [`Plane::poll`].
     pub fn send(&self, raw: Raw) {
         if self.tx.send(ToPlane::Copy(Box::new(raw))).is_ok() {
@@ -187,7 +194,8 @@ impl Thread {
                     self.fresh(STAT_MAX_AGE_NS);
                 }
                 for (id, select) in std::mem::take(&mut self.pending) {
-                    let line = self.answer(&select).to_line();
+                    let mut line = self.answer(&select).to_line();
+                    line.push('\n');
                     if self.outbox.send(FromPlane { id, line }).is_ok() {
                         sys::eventfd_ring(self.wake.as_raw_fd());
                     }

@@ -187,6 +187,7 @@ mod waitq;
 mod warmth;
 pub use crate::qdisc::adopt::AdoptReport;
 pub use spec::*;
+pub use stats::CounterView;
 pub use tune::ClassTune;
 
 use std::collections::{BTreeSet, HashMap};

@@ -330,6 +330,60 @@ impl<P: Packet> Htb<P> {
         v / NBITS_PER_BYTE
     }
 
+    /// Class `c`'s numbers in O(1), without its name and without allocating: what a reader
+    /// copies class by class off a running scheduler (the router's stats plane copies a few
+    /// thousand per loop turn). Unlike [`Qdisc::visit_classes`], the sends and backlog are the
+    /// class's own ([`CounterView`]); a subtree's sums are the reader's to add up. `None` past
+    /// the last class.
+    pub fn counter_view(&self, c: ClassId) -> Option<CounterView> {
+        let cl = self.classes.get(c as usize)?;
+        let pr = self.prof(c);
+        let k = self.cold[c as usize];
+        let drops = k.drops as u64;
+        let mut leaf_drops = DropCounts::default();
+        match cl.kind {
+            LeafKind::Boxed => {
+                let s = self.boxed[cl.boxed()].stats();
+                leaf_drops = s.refused.clone();
+                for (r, cnt) in s.dropped.iter() {
+                    leaf_drops.add_counter(r, cnt);
+                }
+            }
+            // Inline FIFOs count dropped packets per class (bytes per reason are in the
+            // qdisc-wide stats).
+            LeafKind::Pfifo => leaf_drops.add_counter(
+                DropReason::QueueLimit,
+                Counter {
+                    packets: drops,
+                    bytes: 0,
+                },
+            ),
+            LeafKind::Bfifo => leaf_drops.add_counter(
+                DropReason::ByteLimit,
+                Counter {
+                    packets: drops,
+                    bytes: 0,
+                },
+            ),
+            LeafKind::None => {}
+        }
+        Some(CounterView {
+            id: c,
+            parent: (cl.parent != NIL).then_some(cl.parent),
+            level: cl.level,
+            is_leaf: cl.is_leaf(),
+            rate: Rate(pr.rate),
+            ceil: Rate(pr.ceil),
+            prio: pr.prio,
+            mode: cl.mode,
+            tokens: Self::nbits_to_bytes(cl.tokens),
+            ctokens: Self::nbits_to_bytes(cl.ctokens),
+            stats: k.stats(self.giants_of(c), self.leaf_marked(cl)),
+            backlog: self.leaf_backlog(c),
+            leaf_drops,
+        })
+    }
+
     pub(super) fn visit(&self, f: &mut dyn FnMut(&ClassView<'_>)) {
         let sent = self.sent_totals();
         // Backlog of every class (a subtree's for inner classes): one pass, O(n · depth).
@@ -346,60 +400,53 @@ impl<P: Packet> Htb<P> {
             }
         }
         for c in self.tree_order() {
-            let cl = &self.classes[c as usize];
-            let pr = self.prof(c);
-            let k = self.cold[c as usize];
-            let drops = k.drops as u64;
-            let mut leaf_drops = DropCounts::default();
-            match cl.kind {
-                LeafKind::Boxed => {
-                    let s = self.boxed[cl.boxed()].stats();
-                    leaf_drops = s.refused.clone();
-                    for (r, cnt) in s.dropped.iter() {
-                        leaf_drops.add_counter(r, cnt);
-                    }
-                }
-                // Inline FIFOs count dropped packets per class (bytes per reason are in the
-                // qdisc-wide stats).
-                LeafKind::Pfifo => leaf_drops.add_counter(
-                    DropReason::QueueLimit,
-                    Counter {
-                        packets: drops,
-                        bytes: 0,
-                    },
-                ),
-                LeafKind::Bfifo => leaf_drops.add_counter(
-                    DropReason::ByteLimit,
-                    Counter {
-                        packets: drops,
-                        bytes: 0,
-                    },
-                ),
-                LeafKind::None => {}
-            }
-            let backlog = backlogs[c as usize];
-            let mut stats = k.stats(self.giants_of(c), self.leaf_marked(cl));
+            let Some(v) = self.counter_view(c) else {
+                continue;
+            };
+            let mut stats = v.stats;
             stats.sent = sent[c as usize];
             f(&ClassView {
                 name: &self.name(c),
-                parent: (cl.parent != NIL).then_some(cl.parent),
+                parent: v.parent,
                 id: c,
-                level: cl.level,
-                is_leaf: cl.is_leaf(),
-                rate: Rate(pr.rate),
-                ceil: Rate(pr.ceil),
-                prio: pr.prio,
-                mode: cl.mode,
-                tokens: Self::nbits_to_bytes(cl.tokens),
-                ctokens: Self::nbits_to_bytes(cl.ctokens),
+                level: v.level,
+                is_leaf: v.is_leaf,
+                rate: v.rate,
+                ceil: v.ceil,
+                prio: v.prio,
+                mode: v.mode,
+                tokens: v.tokens,
+                ctokens: v.ctokens,
                 stats,
-                backlog,
+                backlog: backlogs[c as usize],
                 avgidle_ns: None,
                 hfsc: None,
-                leaf_drops,
+                leaf_drops: v.leaf_drops,
             });
         }
     }
+}
+
+/// One class's numbers as [`Htb::counter_view`] reads them: a [`ClassView`] without the name,
+/// with the class's own counters. `stats.sent` is a leaf's own sends and, for an inner class,
+/// its stored offset (`Counters`: what it is credited beyond its leaves' sum, usually 0), so
+/// that a class's total is the wrapping sum of `stats.sent` over its subtree; `backlog` is a
+/// leaf's queue and 0 for an inner class.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CounterView {
+    pub id: ClassId,
+    pub parent: Option<ClassId>,
+    pub level: u8,
+    pub is_leaf: bool,
+    pub rate: Rate,
+    pub ceil: Rate,
+    pub prio: u8,
+    pub mode: ClassMode,
+    pub tokens: i64,
+    pub ctokens: i64,
+    pub stats: ClassStats,
+    pub backlog: Backlog,
+    pub leaf_drops: DropCounts,
 }
 
 impl Counters {

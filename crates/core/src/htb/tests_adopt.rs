@@ -137,13 +137,39 @@ fn adopt_keeps_debt_so_a_reload_is_not_a_free_burst() {
 
 // ---- what inner classes sent: their leaves' sum --------------------------------------------
 
-/// Sends per class name, by `visit_classes` and by `class_stats`, which must agree.
+/// Sends per class name, by `visit_classes` and by `class_stats`, which must agree, and with
+/// what `counter_view` reads class by class summed over each subtree (sends and backlog).
 fn sent_by_name(h: &Htb<PacketMeta>) -> HashMap<String, (u64, u64)> {
     let mut m = HashMap::new();
+    let mut sums: HashMap<u32, (u64, u64, Backlog)> = HashMap::new();
+    for c in 0..h.len() as u32 {
+        let v = h.counter_view(c).unwrap();
+        let mut x = Some(c);
+        while let Some(a) = x {
+            let e = sums.entry(a).or_default();
+            e.0 = e.0.wrapping_add(v.stats.sent.packets);
+            e.1 = e.1.wrapping_add(v.stats.sent.bytes);
+            e.2.packets += v.backlog.packets;
+            e.2.bytes += v.backlog.bytes;
+            x = h.counter_view(a).unwrap().parent;
+        }
+    }
+    assert!(h.counter_view(h.len() as u32).is_none());
     h.visit_classes(&mut |v| {
         m.insert(
             v.name.to_string(),
             (v.stats.sent.packets, v.stats.sent.bytes),
+        );
+        let own = h.counter_view(v.id).unwrap();
+        assert_eq!(
+            sums[&v.id],
+            (v.stats.sent.packets, v.stats.sent.bytes, v.backlog),
+            "{}",
+            v.name
+        );
+        assert_eq!(
+            (own.tokens, own.mode, own.leaf_drops),
+            (v.tokens, v.mode, v.leaf_drops.clone())
         );
     });
     for (name, &s) in &m {

@@ -7,7 +7,8 @@
 //! (linkshare: the process's resident set; the kernel: the drop of MemAvailable and the growth
 //! of Slab in /proc/meminfo, both machine-wide and so disturbed by anything else running); UDP
 //! echo RTT to subscriber 0 (C's own address) idle and while the statistics are read back to
-//! back (linkshare: `/metrics`; the kernel: `tc -s class show`); machine CPU per 60-byte frame
+//! back (linkshare: `/metrics?classes=all`, every class's series; the kernel: `tc -s class
+//! show`), with the time of one such read; linkshare's `stat --top 20`; machine CPU per 60-byte frame
 //! with the frames spread round robin over 10,000 subscriber addresses (routed from A to C,
 //! counted at C's interface; `cpu.rs`); and one subscriber's rate change (linkshare:
 //! `linkshare class change`, the kernel: `tc class change`) — how long the command takes, and
@@ -143,6 +144,7 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
             "idle RTT p50 / p99 (µs)",
             "RTT p50 / p99 while scraping (µs)",
             "scrapes",
+            "stat --top 20 (ms)",
             "machine CPU (ns/frame, 10k addresses)",
             "rate change (ms)",
             "probes lost across it",
@@ -152,8 +154,10 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
          src/bench/scale.rs. Memory: linkshare's resident set when idle; the kernel's as the \
          machine's MemAvailable drop / Slab growth across `tc -batch` (machine-wide: other work \
          disturbs it). RTT: UDP echo A → C every 10 ms through subscriber 0's class, idle, then \
-         while the statistics are read back to back in B (linkshare: GET /metrics; kernel: \
-         `tc -s class show`; `scrapes` gives how many and the mean time of one). Machine CPU: \
+         while the statistics are read back to back in B (linkshare: GET /metrics?classes=all, \
+         every class's series; kernel: `tc -s class show`; `scrapes` gives how many, the mean \
+         time of one and its size). `stat --top 20`: the median of 5 runs of the command, \
+         start to exit. Machine CPU: \
          60-byte frames as fast as one sender can, round robin over 10,000 subscriber \
          addresses. Rate change: sub0's rate halved, `linkshare class change sub0 --rate R` (by \
          name: no policy text is sent) / `tc class change` \
@@ -208,7 +212,7 @@ fn too_big(n: usize, per_sub: Option<f64>) -> Option<String> {
 
 fn skipped(n: usize, kind: Kind, why: &str) -> Vec<String> {
     let mut cells = vec![n.to_string(), kind.name().to_string(), why.to_string()];
-    cells.resize(10, "–".into());
+    cells.resize(11, "–".into());
     cells
 }
 
@@ -220,6 +224,7 @@ struct Row {
     idle: (f64, f64),
     busy: (f64, f64),
     scrapes: String,
+    stat_top: Option<Result<f64, String>>,
     cpu_ns: f64,
     change: Result<f64, String>,
     lost: (u64, u64),
@@ -245,6 +250,11 @@ impl Row {
             pair(self.idle),
             pair(self.busy),
             self.scrapes.clone(),
+            match &self.stat_top {
+                Some(Ok(ms)) => format!("{ms:.0}"),
+                Some(Err(e)) => e.clone(),
+                None => "–".into(),
+            },
             fmt_opt(Some(self.cpu_ns).filter(|x| x.is_finite()), 0),
             match &self.change {
                 Ok(ms) => format!("{ms:.0}"),
@@ -310,6 +320,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
     let scrapes = scraper
         .join()
         .map_err(|_| anyhow!("the scrape thread panicked"))?;
+    let stat_top = (kind == Kind::Linkshare).then(|| stat_top(&bed));
     let flood = Flood {
         payload: 18,
         ports: 1,
@@ -327,6 +338,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         idle: (quantile(&mut idle, 0.5), quantile(&mut idle, 0.99)),
         busy: (quantile(&mut busy, 0.5), quantile(&mut busy, 0.99)),
         scrapes,
+        stat_top,
         cpu_ns: cpu.machine_ns_per_pkt(),
         change,
         lost,
@@ -342,7 +354,7 @@ fn scrape_loop(
 ) -> anyhow::Result<std::thread::JoinHandle<String>> {
     let (ns, dev) = (bed.t.ns_r.clone(), bed.t.dev_rc.clone());
     spawn_in_ns(&bed.t.ns_r, move || {
-        let (mut n, mut total, mut err) = (0u32, 0.0f64, None);
+        let (mut n, mut total, mut err, mut size) = (0u32, 0.0f64, None, 0);
         while !stop.load(Ordering::Relaxed) {
             let t0 = Instant::now();
             let r = match kind {
@@ -359,7 +371,8 @@ fn scrape_loop(
                     }),
             };
             match r {
-                Ok(_) => {
+                Ok(len) => {
+                    size = len;
                     n += 1;
                     total += t0.elapsed().as_secs_f64();
                 }
@@ -371,17 +384,21 @@ fn scrape_loop(
         }
         match (n, err) {
             (0, Some(e)) => format!("failed: {}", short(&e)),
-            (n, _) => format!("{n} × {:.2} s", total / f64::from(n.max(1))),
+            (n, _) => format!(
+                "{n} × {:.2} s, {:.1} MB",
+                total / f64::from(n.max(1)),
+                size as f64 / 1e6
+            ),
         }
     })
 }
 
-/// One GET /metrics; the body's length, or what went wrong.
+/// One GET /metrics of every class; the response's length, or what went wrong.
 fn get_metrics() -> Result<usize, String> {
     let mut s = TcpStream::connect(METRICS).map_err(|e| e.to_string())?;
     s.set_read_timeout(Some(Duration::from_secs(60)))
         .map_err(|e| e.to_string())?;
-    s.write_all(b"GET /metrics HTTP/1.0\r\nHost: lab\r\n\r\n")
+    s.write_all(b"GET /metrics?classes=all HTTP/1.0\r\nHost: lab\r\n\r\n")
         .map_err(|e| e.to_string())?;
     let mut body = Vec::new();
     s.read_to_end(&mut body).map_err(|e| e.to_string())?;
@@ -400,6 +417,30 @@ fn short(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// `linkshare stat --top 20` against B's control socket, 5 times: the median time in ms, or
+/// the first failure.
+fn stat_top(bed: &Bed) -> Result<f64, String> {
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let ctl = bed.t.dir.join("ctl.sock");
+    let mut ms = Vec::new();
+    for _ in 0..5 {
+        let t0 = Instant::now();
+        let out = Command::new(&exe)
+            .args(["stat", "--top", "20", "--control"])
+            .arg(&ctl)
+            .output()
+            .map_err(|e| e.to_string())?;
+        if !out.status.success() {
+            return Err(format!(
+                "failed: {}",
+                short(&String::from_utf8_lossy(&out.stderr))
+            ));
+        }
+        ms.push(t0.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(quantile(&mut ms, 0.5))
 }
 
 /// Change subscriber 0's rate while echo probes run every millisecond: the command's time (or

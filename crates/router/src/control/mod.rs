@@ -5,6 +5,7 @@
 //! [`Handler`] — the running shaper (here) or an [`Offline`] one (tests, fuzzing). The client
 //! side is [`call`]. Wire format and an example session: docs/router.md, "Control protocol".
 
+pub(crate) mod copier;
 pub mod dispatch;
 pub mod proto;
 pub(crate) mod raw;
@@ -71,8 +72,9 @@ impl Shaper {
 }
 
 impl Shaper {
-    /// The stats plane rang: write its replies to their clients, and copy the counters when it
-    /// asked (names with the first copy of each policy generation).
+    /// The stats plane rang (or a copy under way rang for its next piece): write the plane's
+    /// replies to their clients, start a copy of the counters when it asked for one, and copy
+    /// the next piece of it (copier.rs: bounded per turn; the plane gets it once complete).
     pub(crate) fn serve_plane(&mut self) {
         let Some(p) = self.plane.take() else {
             return;
@@ -80,13 +82,19 @@ impl Shaper {
         let (replies, copy) = p.poll();
         if let Some(srv) = self.control.as_mut() {
             for r in replies {
-                srv.reply(r.id, &r.line, sys::monotonic_ns());
+                srv.reply_line(r.id, r.line, sys::monotonic_ns());
             }
         }
-        if copy {
-            let names = [0, 1].map(|d| self.copied_gens[d] != Some(self.dirs[d].gen));
-            p.send(self.stat_raw(names));
-            self.copied_gens = [Some(self.dirs[0].gen), Some(self.dirs[1].gen)];
+        if copy && !self.copier.busy() {
+            let frame = self.stat_frame();
+            self.copier.start(frame);
+        }
+        if self.copier.busy() {
+            let dirs = [0, 1].map(|d| (self.dirs[d].sched.as_ref(), self.dirs[d].gen));
+            match self.copier.step(dirs, copier::BUDGET_NS) {
+                Some(raw) => p.send(raw),
+                None => p.again(),
+            }
         }
         self.plane = Some(p);
     }

@@ -1,10 +1,12 @@
 //! The datapath's part of a snapshot, and the rest done elsewhere.
 //!
 //! Principles: the datapath thread copies only numbers ([`RawClass`]: `Copy` fields, no string,
-//! no map; the rare leaf with drops boxes its per-reason counts) in one pass over the classes,
-//! and class names only with the first copy of each policy (a direction's `gen` changes on
-//! every install); the names, parents, reason maps and live rates are made from that copy off
-//! the datapath ([`Namer::rows`], [`Rates::apply`]), by the stats plane (plane.rs). Nothing here runs
+//! no map; the rare leaf with drops boxes its per-reason counts) — an HTB's a bounded piece per
+//! loop turn, each class's own counters (copier.rs), other schedulers' in one `visit_classes`
+//! pass ([`copy`]) — and class names only with the first copy of each policy (a direction's
+//! `gen` changes on every install); the subtree sums and tree order ([`subtree_sums`]), names,
+//! parents, reason maps and live rates are made from that copy off the datapath
+//! ([`Namer::rows`], [`Rates::apply`]), by the stats plane (plane.rs). Nothing here runs
 //! periodically: a copy is made when a reader asks for one.
 //!
 //! Live rates: [`Rates`] keeps each class's last counters and an exponentially weighted rate
@@ -14,7 +16,8 @@
 
 use std::collections::HashMap;
 
-use linkshare_core::qdisc::{Backlog, ClassMode, ClassStats, ClassView, DropCounts};
+use linkshare_core::qdisc::{Backlog, ClassMode, ClassStats, ClassView, Counter, DropCounts};
+use linkshare_core::tree::depth_first_order;
 
 use super::snapshot::{finite, ClassSnapshot, HfscSnapshot, Snapshot};
 use super::stat::by_reason;
@@ -48,6 +51,9 @@ pub(crate) struct RawDir {
     pub gen: u64,
     pub names: Option<Vec<(u32, String)>>,
     pub classes: Vec<RawClass>,
+    /// The rows hold each class's own sends and backlog, in id order (copier.rs): the
+    /// subtrees' sums and the tree order are made by [`Finisher::finish`].
+    pub own: bool,
 }
 
 /// A snapshot as the datapath hands it over: everything but the class rows, and both
@@ -69,7 +75,10 @@ impl Finisher {
     /// The whole snapshot from a copy: rows named, live rates measured.
     pub fn finish(&mut self, raw: Raw) -> Snapshot {
         let Raw { mut snap, dirs } = raw;
-        for (i, rd) in dirs.into_iter().enumerate() {
+        for (i, mut rd) in dirs.into_iter().enumerate() {
+            if rd.own {
+                rd.classes = subtree_sums(std::mem::take(&mut rd.classes));
+            }
             let rows = self.namers[i].rows(rd);
             if let Some(d) = snap.directions.get_mut(i) {
                 d.class_count = rows.len() as u64;
@@ -81,12 +90,60 @@ impl Finisher {
     }
 }
 
+/// Rows of own counters (a class's sends and backlog alone, copier.rs) made into what
+/// `visit_classes` shows: each class's sends and backlog its subtree's (wrapping sums, as the
+/// core's), in tree order (depth first, parents first, siblings by id). O(n · depth), off the
+/// datapath. A parent missing from the rows makes its child a root.
+pub(crate) fn subtree_sums(rows: Vec<RawClass>) -> Vec<RawClass> {
+    let top = rows.iter().map(|r| r.id as usize + 1).max().unwrap_or(0);
+    let mut at = vec![usize::MAX; top];
+    for (i, r) in rows.iter().enumerate() {
+        at[r.id as usize] = i;
+    }
+    let pos = |id: Option<u32>| {
+        id.and_then(|p| at.get(p as usize).copied())
+            .filter(|&i| i != usize::MAX)
+    };
+    let parents: Vec<Option<usize>> = rows.iter().map(|r| pos(r.parent)).collect();
+    let mut sums: Vec<(Counter, Backlog)> = vec![Default::default(); rows.len()];
+    for (i, r) in rows.iter().enumerate() {
+        let (sent, b) = (r.stats.sent, r.backlog);
+        let mut x = Some(i);
+        let mut steps = 0;
+        while let Some(k) = x.filter(|_| steps <= rows.len()) {
+            let s = &mut sums[k];
+            s.0.packets = s.0.packets.wrapping_add(sent.packets);
+            s.0.bytes = s.0.bytes.wrapping_add(sent.bytes);
+            s.1.packets += b.packets;
+            s.1.bytes += b.bytes;
+            x = parents[k];
+            steps += 1;
+        }
+    }
+    let order = depth_first_order(
+        &parents
+            .iter()
+            .map(|p| p.map(|i| i as u32))
+            .collect::<Vec<_>>(),
+    );
+    let mut slots: Vec<Option<RawClass>> = rows.into_iter().map(Some).collect();
+    order
+        .into_iter()
+        .filter_map(|i| {
+            let mut r = slots.get_mut(i as usize)?.take()?;
+            r.stats.sent = sums[i as usize].0;
+            r.backlog = sums[i as usize].1;
+            Some(r)
+        })
+        .collect()
+}
+
 /// Copy the classes of `s` (one `visit_classes` pass); names too when `with_names`.
 pub(crate) fn copy(s: &Sched, gen: u64, with_names: bool) -> RawDir {
     let mut out = RawDir {
         gen,
         names: with_names.then(Vec::new),
-        classes: Vec::new(),
+        ..RawDir::default()
     };
     s.qr().visit_classes(&mut |c: &ClassView<'_>| {
         if let Some(n) = &mut out.names {
@@ -117,21 +174,24 @@ pub(crate) fn copy(s: &Sched, gen: u64, with_names: bool) -> RawDir {
 #[derive(Debug, Default)]
 pub(crate) struct Namer {
     gen: Option<u64>,
-    names: HashMap<u32, String>,
+    /// By class id (ids are dense: an HTB's are its positions).
+    names: Vec<Option<String>>,
 }
 
 impl Namer {
     /// The rows of `raw`, in its order; learns its names when it carries them.
     pub fn rows(&mut self, raw: RawDir) -> Vec<ClassSnapshot> {
         if let Some(n) = raw.names {
-            self.names = n.into_iter().collect();
+            let top = n.iter().map(|(id, _)| *id as usize + 1).max().unwrap_or(0);
+            self.names = vec![None; top];
+            for (id, name) in n {
+                self.names[id as usize] = Some(name);
+            }
             self.gen = Some(raw.gen);
         }
-        let name = |id: u32| {
-            self.names
-                .get(&id)
-                .cloned()
-                .unwrap_or_else(|| format!("#{id}"))
+        let name = |id: u32| match self.names.get(id as usize) {
+            Some(Some(n)) => n.clone(),
+            _ => format!("#{id}"),
         };
         raw.classes
             .into_iter()
@@ -177,41 +237,75 @@ struct Est {
     pps: f64,
 }
 
+/// A class's name as a number, to match rows of two snapshots without keeping or hashing
+/// strings into a map (64 bits: two names of one tree agreeing is not a practical concern).
+fn name_key(name: &str) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    name.hash(&mut h);
+    h.finish()
+}
+
 /// Live rates of every class of both directions, from successive snapshots.
+///
+/// Rows are matched by name, first at the same position (a tree unchanged between two
+/// snapshots keeps its order: no map, no string kept), and through a map of the last
+/// snapshot's names only for the rows that moved (after a reload).
 #[derive(Debug, Default)]
 pub struct Rates {
     /// The uptime of the last snapshot applied.
     at_s: Option<f64>,
-    est: [HashMap<String, Est>; 2],
+    /// Per direction, per row of the last snapshot: its name's key and its estimate.
+    est: [Vec<(u64, Est)>; 2],
 }
 
 impl Rates {
+    /// The estimate of row `i` named `key` in the last snapshot of direction `d`, if it was in
+    /// it; `moved` is the map by name, made on the first row not found at its position.
+    fn last(
+        &self,
+        d: usize,
+        i: usize,
+        key: u64,
+        moved: &mut Option<HashMap<u64, Est>>,
+    ) -> Option<Est> {
+        let old = &self.est[d];
+        match old.get(i) {
+            Some((k, e)) if *k == key => Some(*e),
+            _ => moved
+                .get_or_insert_with(|| old.iter().copied().collect())
+                .get(&key)
+                .copied(),
+        }
+    }
+
     /// Set `s`'s classes' `live_rate_bps` and `live_pps` from the counters it carries and the
     /// time since the last snapshot applied (its `uptime_s`). The first snapshot gives 0.
     pub fn apply(&mut self, s: &mut Snapshot) {
         let dt = self.at_s.map(|t| s.uptime_s - t).filter(|dt| *dt > 0.0);
-        if self.at_s.is_some() && dt.is_none() {
-            // The same instant (or a clock that went back): keep the last estimates.
-            for (d, dir) in s.directions.iter_mut().take(2).enumerate() {
-                for c in &mut dir.classes {
-                    let e = self.est[d].get(&c.name).copied().unwrap_or_default();
+        let same_instant = self.at_s.is_some() && dt.is_none();
+        if !same_instant {
+            self.at_s = Some(s.uptime_s);
+        }
+        for (d, dir) in s.directions.iter_mut().take(2).enumerate() {
+            let mut moved = None;
+            let mut next = Vec::with_capacity(dir.classes.len());
+            for (i, c) in dir.classes.iter_mut().enumerate() {
+                let key = name_key(&c.name);
+                let old = self.last(d, i, key, &mut moved);
+                if same_instant {
+                    // The same instant (or a clock that went back): keep the last estimates.
+                    let e = old.unwrap_or_default();
                     c.live_rate_bps = finite(e.bps);
                     c.live_pps = finite(e.pps);
+                    continue;
                 }
-            }
-            return;
-        }
-        self.at_s = Some(s.uptime_s);
-        for (d, dir) in s.directions.iter_mut().take(2).enumerate() {
-            let mut next = HashMap::with_capacity(dir.classes.len());
-            let old = &mut self.est[d];
-            for c in &mut dir.classes {
                 let mut e = Est {
                     bytes: c.sent_bytes,
                     packets: c.sent_packets,
                     ..Est::default()
                 };
-                if let (Some(dt), Some(o)) = (dt, old.remove(&c.name)) {
+                if let (Some(dt), Some(o)) = (dt, old) {
                     let alpha = 1.0 - (-dt).exp();
                     let db = c.sent_bytes.saturating_sub(o.bytes) as f64 * 8.0 / dt;
                     let dp = c.sent_packets.saturating_sub(o.packets) as f64 / dt;
@@ -222,9 +316,11 @@ impl Rates {
                 }
                 c.live_rate_bps = finite(e.bps);
                 c.live_pps = finite(e.pps);
-                next.insert(c.name.clone(), e);
+                next.push((key, e));
             }
-            self.est[d] = next;
+            if !same_instant {
+                self.est[d] = next;
+            }
         }
     }
 }
@@ -279,6 +375,44 @@ mod tests {
         let mut reset = snap(22.0, 10);
         r.apply(&mut reset);
         assert_eq!(reset.directions[0].classes[0].live_rate_bps, 0.0);
+    }
+
+    #[test]
+    fn rates_follow_each_class_when_rows_move() {
+        let two = |t: f64, order: [(&str, u64); 2]| Snapshot {
+            uptime_s: t,
+            directions: vec![DirectionSnapshot {
+                classes: order
+                    .iter()
+                    .map(|(n, b)| ClassSnapshot {
+                        name: n.to_string(),
+                        sent_bytes: *b,
+                        ..ClassSnapshot::default()
+                    })
+                    .collect(),
+                ..DirectionSnapshot::default()
+            }],
+            ..Snapshot::default()
+        };
+        let mut r = Rates::default();
+        r.apply(&mut two(1.0, [("a", 0), ("b", 0)]));
+        // A reload put `b` first; `a` sent 1,000 bytes in the second, `b` 2,000.
+        let mut s = two(2.0, [("b", 2000), ("a", 1000)]);
+        r.apply(&mut s);
+        let rate = |s: &Snapshot, n: &str| {
+            s.directions[0]
+                .classes
+                .iter()
+                .find(|c| c.name == n)
+                .map(|c| c.live_rate_bps)
+        };
+        let alpha = 1.0 - (-1.0f64).exp();
+        assert!((rate(&s, "b").unwrap_or(0.0) - 16_000.0 * alpha).abs() < 1e-6);
+        assert!((rate(&s, "a").unwrap_or(0.0) - 8_000.0 * alpha).abs() < 1e-6);
+        let mut s = two(3.0, [("a", 2000), ("b", 4000)]);
+        r.apply(&mut s);
+        assert!(rate(&s, "a").unwrap_or(0.0) > 8_000.0 * alpha);
+        assert!(rate(&s, "b").unwrap_or(0.0) > 16_000.0 * alpha);
     }
 
     #[test]

@@ -61,6 +61,9 @@ pub struct Select {
     /// Only the children of this class.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent: Option<String>,
+    /// Only the classes whose name contains this text, ignoring case (a search box).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<String>,
     /// The first N by `by`, highest first (after `class` and `parent`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub top: Option<usize>,
@@ -98,8 +101,12 @@ impl Select {
     }
 
     fn direction(&self, d: &DirectionSnapshot) -> DirectionSnapshot {
+        let needle = self.search.as_ref().map(|t| t.to_lowercase());
         let keep = |c: &&ClassSnapshot| {
             self.class.as_ref().is_none_or(|n| &c.name == n)
+                && needle
+                    .as_ref()
+                    .is_none_or(|t| c.name.to_lowercase().contains(t.as_str()))
                 && self
                     .parent
                     .as_ref()
@@ -218,6 +225,18 @@ mod tests {
             ..Select::default()
         };
         assert!(names(&none.apply(&s)).is_empty());
+        // A search matches part of a name, whatever its case, and combines with the others.
+        let found = Select {
+            search: Some("C1".into()),
+            ..Select::default()
+        };
+        let s = snap(13);
+        assert_eq!(names(&found.apply(&s)), ["c1", "c10", "c11", "c12"]);
+        let odd = Select {
+            parent: Some("odd".into()),
+            ..found
+        };
+        assert_eq!(names(&odd.apply(&s)), ["c1", "c11"]);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use linkshare_core::qdisc::DropCounts;
 
-use super::raw::{self, Namer, Raw, RawDir};
+use super::raw::{self, Namer};
 use crate::control::snapshot::{
     finite, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot, LatenessHist,
     LatenessNs, LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
@@ -95,7 +95,7 @@ pub(crate) fn fill_lateness(s: &mut Snapshot, h: &Hist) {
 
 impl Shaper {
     /// The `stat` reply, every class in it (built here: the workers' and in-process callers';
-    /// the single shaper's readers go through the stats plane, [`Shaper::stat_raw`]).
+    /// the single shaper's readers go through the stats plane, control/copier.rs).
     pub fn stat(&mut self) -> Snapshot {
         let mut snap = self.stat_frame();
         for (i, d) in self.dirs.iter().enumerate() {
@@ -107,25 +107,8 @@ impl Shaper {
         snap
     }
 
-    /// The datapath's part of a snapshot for the stats plane: everything but the class rows,
-    /// and each direction's classes as numbers (raw.rs), with names when `names[d]`.
-    pub(crate) fn stat_raw(&mut self, names: [bool; 2]) -> Raw {
-        let snap = self.stat_frame();
-        let dirs = [0, 1].map(|i| {
-            let d = &self.dirs[i];
-            match &d.sched {
-                Some(s) => raw::copy(s, d.gen, names[i]),
-                None => RawDir {
-                    gen: d.gen,
-                    ..RawDir::default()
-                },
-            }
-        });
-        Raw { snap, dirs }
-    }
-
     /// The snapshot without class rows: interfaces, directions' counters, lateness.
-    fn stat_frame(&mut self) -> Snapshot {
+    pub(crate) fn stat_frame(&mut self) -> Snapshot {
         self.refresh_ports();
         let interfaces = (0..2)
             .map(|i| {

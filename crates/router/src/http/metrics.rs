@@ -5,8 +5,10 @@
 //!
 //! Cardinality: a scrape carries every class's series up to [`DEFAULT_MAX_CLASS_SERIES`]
 //! classes, and beyond that only the inner classes' (each its subtree's aggregate) and the
-//! per-parent sums (`linkshare_parent_*{parent}`); `?classes=all`, `?classes=parents` and
-//! `?top=N&by=rate|drops|backlog` (the inner classes and the first N leaves) choose otherwise.
+//! per-parent sums (`linkshare_parent_*{parent}`); `?classes=all` (any number of classes),
+//! `?classes=parents` and `?top=N&by=rate|drops|backlog` (the inner classes and the first N
+//! leaves) choose otherwise. The per-class series are written piece by piece from the shared
+//! snapshot as the scraper reads them (classes.rs), the rest through the registry here.
 //!
 //! Naming follows Prometheus' conventions (base units, `_total` on counters, the unit in the
 //! name): `linkshare_class_sent_bytes_total{dev,direction,class,parent}` and so on; `dev` is the interface
@@ -27,6 +29,7 @@ use prometheus_client::registry::{Registry, Unit};
 
 use std::sync::Arc;
 
+use super::classes::ClassSeriesBody;
 use super::{Request, Route};
 use crate::control::select::{top, TopBy};
 use crate::control::snapshot::{ClassSnapshot, Snapshot};
@@ -34,9 +37,6 @@ use crate::control::snapshot::{ClassSnapshot, Snapshot};
 /// Above this many classes in a direction, a scrape carries per-class series only for inner
 /// classes (the per-parent aggregates) unless it asks for them (`?classes=all` or `?top=N`).
 pub const DEFAULT_MAX_CLASS_SERIES: usize = 10_000;
-
-/// About how many bytes of series one class adds to a scrape (13 series of ~120 bytes).
-const BYTES_PER_CLASS: usize = 1600;
 
 /// Which classes' series a scrape carries (Prometheus exporters' cardinality controls).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,15 +84,24 @@ impl ClassSeries {
         }
     }
 
-    /// The rows of `classes` it keeps.
-    fn pick<'a>(&self, classes: &'a [ClassSnapshot]) -> Vec<&'a ClassSnapshot> {
-        let inner = classes.iter().filter(|c| !c.leaf);
+    /// The positions in `classes` of the rows it keeps, in their order.
+    pub fn pick_indices(&self, classes: &[ClassSnapshot]) -> Vec<u32> {
+        let all = classes.iter().enumerate();
         match *self {
-            ClassSeries::All => classes.iter().collect(),
-            ClassSeries::Parents => inner.collect(),
+            ClassSeries::All => (0..classes.len() as u32).collect(),
+            ClassSeries::Parents => all
+                .filter(|(_, c)| !c.leaf)
+                .map(|(i, _)| i as u32)
+                .collect(),
             ClassSeries::Top(n, by) => {
                 let leaves: Vec<&ClassSnapshot> = classes.iter().filter(|c| c.leaf).collect();
-                inner.chain(top(leaves, n, by)).collect()
+                let chosen: std::collections::HashSet<*const ClassSnapshot> = top(leaves, n, by)
+                    .into_iter()
+                    .map(|c| c as *const _)
+                    .collect();
+                all.filter(|(_, c)| !c.leaf || chosen.contains(&(*c as *const _)))
+                    .map(|(i, _)| i as u32)
+                    .collect()
             }
         }
     }
@@ -187,88 +196,9 @@ fn i(v: u64) -> i64 {
     i64::try_from(v).unwrap_or(i64::MAX)
 }
 
-/// Build the registry of `s`'s metrics.
-pub fn registry(s: &Snapshot, which: ClassSeries) -> Registry {
+/// Build the registry of `s`'s metrics but the per-class series (classes.rs streams those).
+pub fn registry(s: &Snapshot) -> Registry {
     let mut r = Registry::with_prefix("linkshare");
-    let bps = || Unit::Other("bytes_per_second".to_string());
-    let sent_b = counter(
-        &mut r,
-        "class_sent",
-        "Bytes sent by the class",
-        Some(Unit::Bytes),
-    );
-    let sent_p = counter(
-        &mut r,
-        "class_sent_packets",
-        "Packets sent by the class",
-        None,
-    );
-    let drops = counter(
-        &mut r,
-        "class_drops",
-        "Packets dropped by the class's queue, by reason",
-        None,
-    );
-    let over = counter(
-        &mut r,
-        "class_overlimits",
-        "Times the class was over its limit when asked to send",
-        None,
-    );
-    let borrowed = counter(
-        &mut r,
-        "class_borrowed",
-        "Packets the class sent with tokens borrowed from an ancestor",
-        None,
-    );
-    let lent = counter(
-        &mut r,
-        "class_lent",
-        "Packets the class sent within its own rate",
-        None,
-    );
-    let back_b = gauge(
-        &mut r,
-        "class_backlog",
-        "Bytes queued in the class",
-        Some(Unit::Bytes),
-    );
-    let back_p = gauge(
-        &mut r,
-        "class_backlog_packets",
-        "Packets queued in the class",
-        None,
-    );
-    let tokens = gauge(
-        &mut r,
-        "class_tokens",
-        "Rate tokens of the class (negative in debt)",
-        Some(Unit::Bytes),
-    );
-    let ctokens = gauge(
-        &mut r,
-        "class_ctokens",
-        "Ceil tokens of the class (negative in debt)",
-        Some(Unit::Bytes),
-    );
-    let rate = fgauge(
-        &mut r,
-        "class_rate",
-        "Configured (assured) rate of the class",
-        bps(),
-    );
-    let ceil = fgauge(
-        &mut r,
-        "class_ceil",
-        "Configured ceiling of the class",
-        bps(),
-    );
-    let live = fgauge(
-        &mut r,
-        "class_live_rate",
-        "Measured send rate of the class",
-        bps(),
-    );
     let q_drop = counter(
         &mut r,
         "qdisc_drops",
@@ -359,31 +289,6 @@ pub fn registry(s: &Snapshot, which: ClassSeries) -> Registry {
             p_drops.get_or_create(&l).inc_by(dr);
             p_children.get_or_create(&l).set(n);
         }
-        for c in which.pick(&d.classes) {
-            let l: Labels = vec![
-                ("dev", dev.clone()),
-                ("direction", direction.clone()),
-                ("class", lv(&c.name)),
-                ("parent", lv(c.parent.as_deref().unwrap_or(""))),
-            ];
-            sent_b.get_or_create(&l).inc_by(c.sent_bytes);
-            sent_p.get_or_create(&l).inc_by(c.sent_packets);
-            over.get_or_create(&l).inc_by(c.overlimits);
-            borrowed.get_or_create(&l).inc_by(c.borrowed);
-            lent.get_or_create(&l).inc_by(c.lended);
-            back_b.get_or_create(&l).set(i(c.backlog_bytes));
-            back_p.get_or_create(&l).set(i(c.backlog_packets));
-            tokens.get_or_create(&l).set(c.tokens);
-            ctokens.get_or_create(&l).set(c.ctokens);
-            rate.get_or_create(&l).set(c.rate_bps as f64 / 8.0);
-            ceil.get_or_create(&l).set(c.ceil_bps as f64 / 8.0);
-            live.get_or_create(&l).set(c.live_rate_bps / 8.0);
-            for (reason, n) in &c.drops_by_reason {
-                let mut lr = l.clone();
-                lr.push(("reason", lv(reason)));
-                drops.get_or_create(&lr).inc_by(*n);
-            }
-        }
         if let Some(q) = &d.qdisc {
             let l: Labels = vec![("dev", dev.clone())];
             q_back.get_or_create(&l).set(i(q.backlog_bytes));
@@ -451,12 +356,10 @@ pub fn openmetrics(s: &Snapshot) -> String {
     openmetrics_of(s, ClassSeries::default_for(s))
 }
 
-/// OpenMetrics text of `s` with the series of `which` classes.
+/// OpenMetrics text of `s` with the series of `which` classes, whole (tests; the endpoint
+/// streams it, [`body`]).
 pub fn openmetrics_of(s: &Snapshot, which: ClassSeries) -> String {
-    let mut out = String::new();
-    // Writing into a String cannot fail.
-    let _ = prometheus_client::encoding::text::encode(&mut out, &registry(s, which));
-    out
+    body(Arc::new(s.clone()), which, true).collect()
 }
 
 /// The same metrics in Prometheus text format 0.0.4, with the default class series.
@@ -464,10 +367,29 @@ pub fn text_004(s: &Snapshot) -> String {
     text_004_of(s, ClassSeries::default_for(s))
 }
 
-/// Prometheus text format 0.0.4: no `# UNIT` or `# EOF` lines, and a counter's
-/// `# HELP`/`# TYPE` name its samples' `_total` name.
+/// Prometheus text format 0.0.4 of `s`, whole (see [`openmetrics_of`]).
 pub fn text_004_of(s: &Snapshot, which: ClassSeries) -> String {
-    let om = openmetrics_of(s, which);
+    body(Arc::new(s.clone()), which, false).collect()
+}
+
+/// The scrape of `s` in either format, as a body written piece by piece: the families that
+/// do not grow with the classes encoded at once, then the per-class series (classes.rs).
+pub fn body(s: Arc<Snapshot>, which: ClassSeries, openmetrics: bool) -> ClassSeriesBody {
+    let mut om = String::new();
+    // Writing into a String cannot fail.
+    let _ = prometheus_client::encoding::text::encode(&mut om, &registry(&s));
+    let om = om.strip_suffix("# EOF\n").unwrap_or(&om).to_string();
+    let (head, tail) = if openmetrics {
+        (om, "# EOF\n")
+    } else {
+        (to_004(&om), "")
+    };
+    ClassSeriesBody::new(s, which, openmetrics, head, tail)
+}
+
+/// OpenMetrics text as Prometheus text format 0.0.4: no `# UNIT` or `# EOF` lines, and a
+/// counter's `# HELP`/`# TYPE` name its samples' `_total` name.
+fn to_004(om: &str) -> String {
     let mut counters = std::collections::HashSet::new();
     for l in om.lines() {
         if let Some(rest) = l.strip_prefix("# TYPE ") {
@@ -500,7 +422,8 @@ pub fn text_004_of(s: &Snapshot, which: ClassSeries) -> String {
 }
 
 /// Answer `/metrics` (OpenMetrics when the scraper accepts it, else text 0.0.4; the class
-/// series the query asks for, [`ClassSeries`]) and 404 others.
+/// series the query asks for, [`ClassSeries`], every class of any number with
+/// `?classes=all`), streamed (classes.rs); 404 for other paths.
 pub fn route(req: &Request, snap: &mut dyn FnMut() -> Arc<Snapshot>) -> Route {
     if req.path != "/metrics" {
         return Route::text(404, "not found: the metrics are at /metrics\n");
@@ -510,22 +433,9 @@ pub fn route(req: &Request, snap: &mut dyn FnMut() -> Arc<Snapshot>) -> Route {
         Ok(w) => w,
         Err(e) => return Route::text(400, &format!("{e}\n")),
     };
-    // Refused before rendering what could not be sent (each class: ~13 series of ~120 bytes).
-    let rows: usize = s.directions.iter().map(|d| d.classes.len()).sum();
-    if which == ClassSeries::All && rows.saturating_mul(BYTES_PER_CLASS) > super::MAX_BODY {
-        let msg = format!(
-            "classes=all: {rows} classes make about {} MB of series, more than a response \
-             holds ({} MiB); ask for ?top=N or ?classes=parents\n",
-            rows * BYTES_PER_CLASS / 1_000_000,
-            super::MAX_BODY >> 20
-        );
-        return Route::text(400, &msg);
-    }
-    if req.accept.contains("application/openmetrics-text") {
-        Route::ok(OPENMETRICS, openmetrics_of(&s, which).into_bytes())
-    } else {
-        Route::ok(TEXT_004, text_004_of(&s, which).into_bytes())
-    }
+    let om = req.accept.contains("application/openmetrics-text");
+    let ctype = if om { OPENMETRICS } else { TEXT_004 };
+    Route::streamed(ctype, Box::new(body(s, which, om)))
 }
 
 #[cfg(test)]

@@ -171,3 +171,126 @@ fn routes_by_path_and_accept() {
     assert_eq!((plain.status, plain.content_type), (200, TEXT_004));
     assert_eq!(calls, 2, "no snapshot for a 404");
 }
+
+/// A snapshot of `n` classes a direction, both directions: a root, ten sites, leaves.
+fn big(n: usize) -> Snapshot {
+    let dir = |to: &str| DirectionSnapshot {
+        to: to.into(),
+        classes: (0..n)
+            .map(|k| ClassSnapshot {
+                name: match k {
+                    0 => "root".into(),
+                    1..=10 => format!("site{k}"),
+                    _ => format!("sub{k}"),
+                },
+                parent: match k {
+                    0 => None,
+                    1..=10 => Some("root".into()),
+                    _ => Some(format!("site{}", 1 + k % 10)),
+                },
+                leaf: k > 10,
+                sent_bytes: k as u64 * 1000,
+                drops_by_reason: [("queue_full".to_string(), k as u64 % 3)]
+                    .into_iter()
+                    .filter(|(_, n)| *n > 0)
+                    .collect(),
+                ..ClassSnapshot::default()
+            })
+            .collect(),
+        ..DirectionSnapshot::default()
+    };
+    Snapshot {
+        directions: vec![dir("eth1"), dir("eth0")],
+        ..Snapshot::default()
+    }
+}
+
+#[test]
+fn every_class_of_a_large_snapshot_streams_in_pieces_with_families_whole() {
+    let n = 20_000;
+    assert!(n > DEFAULT_MAX_CLASS_SERIES);
+    let s = std::sync::Arc::new(big(n));
+    let req = |query: &str| Request {
+        method: "GET".into(),
+        path: "/metrics".into(),
+        accept: "application/openmetrics-text".into(),
+        query: query.into(),
+    };
+    let mut r = route(&req("classes=all"), &mut || s.clone());
+    assert_eq!((r.status, r.content_type), (200, OPENMETRICS));
+    let Some(mut more) = r.more.take() else {
+        panic!("not streamed")
+    };
+    let mut text = Vec::new();
+    let mut pieces = 0;
+    loop {
+        let mut piece = Vec::new();
+        let go_on = more.fill(&mut piece);
+        assert!(
+            piece.len() < 2 * super::super::classes::PIECE,
+            "{}",
+            piece.len()
+        );
+        text.extend_from_slice(&piece);
+        pieces += 1;
+        if !go_on {
+            break;
+        }
+    }
+    assert!(pieces > 10, "{pieces} pieces");
+    let t = String::from_utf8(text).expect("utf-8");
+    assert!(t.ends_with("# EOF\n"));
+    let count = |name: &str| {
+        t.lines()
+            .filter(|l| l.starts_with(&format!("{name}{{")))
+            .count()
+    };
+    assert_eq!(count("linkshare_class_sent_bytes_total"), 2 * n);
+    assert_eq!(count("linkshare_class_live_rate_bytes_per_second"), 2 * n);
+    assert_eq!(count("linkshare_class_drops_total"), 2 * (n - n / 3 - 1));
+    // Every family's samples in one run, right after its descriptor.
+    let mut seen = std::collections::HashSet::new();
+    let mut current = String::new();
+    for l in t.lines() {
+        if let Some(rest) = l.strip_prefix("# TYPE ") {
+            current = rest.split(' ').next().unwrap_or("").to_string();
+            assert!(seen.insert(current.clone()), "{current} described twice");
+        } else if !l.starts_with('#') {
+            let name = l.split(['{', ' ']).next().unwrap_or("");
+            let fam = name
+                .strip_suffix("_total")
+                .or_else(|| name.strip_suffix("_bucket"))
+                .or_else(|| name.strip_suffix("_sum"))
+                .or_else(|| name.strip_suffix("_count"))
+                .unwrap_or(name);
+            assert_eq!(fam, current, "{l}");
+        }
+    }
+    // The labels users query by: direction, the class (the subscriber), its parent node.
+    let l: Vec<&str> = t
+        .lines()
+        .filter(|l| l.starts_with("linkshare_class_sent_bytes_total{"))
+        .filter(|l| l.contains("class=\"sub12345\""))
+        .collect();
+    assert_eq!(
+        l,
+        [
+            "linkshare_class_sent_bytes_total{dev=\"eth1\",direction=\"forward\",class=\"sub12345\",parent=\"site6\"} 12345000",
+            "linkshare_class_sent_bytes_total{dev=\"eth0\",direction=\"reverse\",class=\"sub12345\",parent=\"site6\"} 12345000",
+        ]
+    );
+    // By default, a snapshot this large carries the inner classes' series only; text 0.0.4 too.
+    let mut r = req("");
+    r.accept = "*/*".into();
+    let plain = route(&r, &mut || s.clone());
+    assert_eq!(plain.content_type, TEXT_004);
+    let t = String::from_utf8(plain.into_body()).expect("utf-8");
+    assert_eq!(count_in(&t, "linkshare_class_sent_bytes_total"), 2 * 11);
+    assert!(t.contains("# TYPE linkshare_class_sent_bytes_total counter") && !t.contains("# EOF"));
+}
+
+fn count_in(t: &str, name: &str) -> usize {
+    t.lines()
+        .filter(|l| l.starts_with(&format!("{name}{{")))
+        .count()
+}

@@ -13,6 +13,9 @@
 //! arrived. Closing is lingering (as Apache's): once a response is written the server shuts its
 //! side and reads and discards what the client still sends, for at most [`LINGER_NS`], so that
 //! unread request bytes do not make the kernel reset the connection and destroy the response.
+//! A body too large to hold (every class's series of 100,000 subscribers) is made piece by
+//! piece instead ([`Body`]): no length, the close ends it, the next piece made only once the
+//! client took the last.
 //!
 //! A route may instead open a stream (server-sent events, for the dashboard): the headers go out
 //! without a length, the connection stays open, and [`Http::broadcast`] appends each event to
@@ -24,6 +27,7 @@
 //! response for [`SLOW_NS`] is dropped. Epoll is level-triggered: `EPOLLIN` while reading,
 //! `EPOLLOUT` only while a response is pending (epoll(7)).
 
+pub mod classes;
 pub mod metrics;
 pub mod replay;
 pub mod web;
@@ -99,14 +103,39 @@ fn decode(v: &str) -> String {
 }
 
 /// A response to queue: status, content type and body.
-#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
     pub status: u16,
     pub content_type: &'static str,
     pub body: Vec<u8>,
     /// Keep the connection open after `body` for [`Http::broadcast`]'s events.
     pub stream: bool,
+    /// The rest of the body, written piece by piece after `body` as the client takes it (a
+    /// scrape of every class); the response then has no length and ends with the connection.
+    pub more: Option<Box<dyn Body>>,
 }
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Route")
+            .field("status", &self.status)
+            .field("content_type", &self.content_type)
+            .field("body_len", &self.body.len())
+            .field("stream", &self.stream)
+            .field("more", &self.more.is_some())
+            .finish()
+    }
+}
+
+/// A body made piece by piece: the server asks for the next piece only once the client has
+/// taken everything before it (at most [`MAX_PIECES_PER_TURN`] a turn), so a slow client holds
+/// one piece and a stalled one is dropped after [`SLOW_NS`] like any other.
+pub trait Body: Send {
+    /// Append the next piece to `out`; false once the body is complete (that piece included).
+    fn fill(&mut self, out: &mut Vec<u8>) -> bool;
+}
+
+/// Pieces of a [`Body`] written to one client in one turn at most (the other clients' turn).
+pub const MAX_PIECES_PER_TURN: usize = 8;
 
 impl Route {
     pub fn text(status: u16, body: &str) -> Route {
@@ -115,6 +144,7 @@ impl Route {
             content_type: "text/plain; charset=utf-8",
             body: body.as_bytes().to_vec(),
             stream: false,
+            more: None,
         }
     }
 
@@ -124,7 +154,25 @@ impl Route {
             content_type,
             body,
             stream: false,
+            more: None,
         }
+    }
+
+    /// A 200 whose body is made piece by piece ([`Body`]).
+    pub fn streamed(content_type: &'static str, more: Box<dyn Body>) -> Route {
+        Route {
+            more: Some(more),
+            ..Route::ok(content_type, Vec::new())
+        }
+    }
+
+    /// The whole body, `more` included (tests, in-process readers).
+    pub fn into_body(mut self) -> Vec<u8> {
+        let mut out = std::mem::take(&mut self.body);
+        if let Some(m) = self.more.as_mut() {
+            while m.fill(&mut out) {}
+        }
+        out
     }
 }
 
@@ -152,6 +200,8 @@ struct Client {
     answered: bool,
     /// An event stream: stays open, fed by `broadcast`.
     streaming: bool,
+    /// The rest of a body made piece by piece ([`Body`]).
+    more: Option<Box<dyn Body>>,
     progress_ns: u64,
     watching_write: bool,
 }
@@ -260,7 +310,7 @@ impl Http {
     /// Watch client `i` for writability while it has bytes to send, else for input.
     fn watch(&mut self, i: usize) {
         let c = &mut self.clients[i];
-        let want = c.answered && c.out.pending() > 0;
+        let want = c.answered && (c.out.pending() > 0 || c.more.is_some());
         conn::watch(
             self.epoll,
             c.stream.as_raw_fd(),
@@ -316,6 +366,7 @@ impl Http {
                 out: OutBuf::default(),
                 answered: false,
                 streaming: false,
+                more: None,
                 progress_ns: now_ns,
                 watching_write: false,
             });
@@ -357,11 +408,13 @@ impl Http {
                 }
                 Head::Done(req) => {
                     self.stats.requests += 1;
-                    let r = match req.method.as_str() {
+                    let mut r = match req.method.as_str() {
                         "GET" | "HEAD" => route(&req),
                         _ => Route::text(405, "only GET is served\n"),
                     };
-                    respond(c, &r, req.method == "HEAD");
+                    let head_only = req.method == "HEAD";
+                    respond(c, &r, head_only);
+                    c.more = r.more.take().filter(|_| !head_only);
                 }
             }
             if c.answered {
@@ -370,7 +423,18 @@ impl Http {
         }
         if c.answered {
             write_some(c, now_ns)?;
-            if c.out.pending() == 0 {
+            let mut pieces = 0;
+            while c.out.pending() == 0 && pieces < MAX_PIECES_PER_TURN {
+                let Some(m) = c.more.as_mut() else { break };
+                let mut piece = Vec::new();
+                if !m.fill(&mut piece) {
+                    c.more = None;
+                }
+                c.out.push(&piece);
+                write_some(c, now_ns)?;
+                pieces += 1;
+            }
+            if c.out.pending() == 0 && c.more.is_none() {
                 if !c.streaming {
                     // Lingering close: our side is shut; what the client still sends is read
                     // and discarded so that the kernel does not reset the connection.
@@ -455,9 +519,12 @@ pub fn response_bytes(r: &Route, head_only: bool) -> Vec<u8> {
     } else {
         (r.status, r.content_type, &r.body)
     };
-    // A stream's body is delimited by the connection's close (RFC 9112 §6.3).
+    // A stream's body, and one made piece by piece, is delimited by the connection's close
+    // (RFC 9112 §6.3).
     let length = if r.stream {
         "Cache-Control: no-cache\r\n".to_string()
+    } else if r.more.is_some() {
+        String::new()
     } else {
         format!("Content-Length: {}\r\n", body.len())
     };

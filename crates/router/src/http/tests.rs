@@ -274,3 +274,108 @@ fn loopback_is_told_apart() {
         assert_eq!(is_loopback(&addr), want, "{a}");
     }
 }
+
+/// A body of `pieces` pieces of 64 KiB, each filled with its number, counting what was made.
+struct Counted {
+    made: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    pieces: usize,
+}
+
+impl Body for Counted {
+    fn fill(&mut self, out: &mut Vec<u8>) -> bool {
+        let k = self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        out.extend(std::iter::repeat_n(b'a' + (k % 26) as u8, 64 << 10));
+        k + 1 < self.pieces
+    }
+}
+
+/// A body made piece by piece: a reader gets all of it, in order, without a length; a client
+/// that reads nothing makes the server build only what the socket took, and is dropped once it
+/// has taken nothing for SLOW_NS.
+#[test]
+fn piecewise_bodies_follow_the_reader() {
+    use std::io::{Read, Write};
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let mut h = Http::bind("127.0.0.1:0".parse().expect("addr")).expect("bind loopback");
+    let addr = h.local_addr().expect("addr");
+    let made = Arc::new(AtomicUsize::new(0));
+    let m = made.clone();
+    let route_of = move |pieces: usize| {
+        let m = m.clone();
+        move |_: &Request| {
+            Route::streamed(
+                "text/plain",
+                Box::new(Counted {
+                    made: m.clone(),
+                    pieces,
+                }),
+            )
+        }
+    };
+    // 125 MiB: far more than the socket buffers hold (a few MiB on loopback).
+    let huge = 2000;
+    let mut route = route_of(huge);
+    // The client that never reads.
+    let mut stalled = std::net::TcpStream::connect(addr).expect("connect");
+    stalled
+        .write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
+        .expect("write");
+    for t in 0..200u64 {
+        h.serve(t * 1000, &mut route);
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let held = made.load(Ordering::Relaxed);
+    assert!(
+        held > 0 && held < huge / 5,
+        "{held} pieces made for a client that reads nothing"
+    );
+    h.serve(SLOW_NS + 1_000_000, &mut route);
+    assert_eq!((h.stats.slow_dropped, h.busy()), (1, false));
+    assert_eq!(
+        made.load(Ordering::Relaxed),
+        held,
+        "nothing more made once dropped"
+    );
+    drop(stalled);
+
+    // The client that reads everything.
+    made.store(0, Ordering::Relaxed);
+    let pieces = 100;
+    let mut route = route_of(pieces);
+    let mut s = std::net::TcpStream::connect(addr).expect("connect");
+    s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n")
+        .expect("write");
+    s.set_nonblocking(true).expect("nb");
+    let mut got = Vec::new();
+    let mut b = vec![0u8; 1 << 16];
+    let mut t = 0;
+    loop {
+        t += 1;
+        h.serve(SLOW_NS * 2 + t, &mut route);
+        match s.read(&mut b) {
+            Ok(0) => break,
+            Ok(n) => got.extend_from_slice(&b[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => panic!("{e}"),
+        }
+    }
+    let head_end = got
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a head");
+    let head = String::from_utf8_lossy(&got[..head_end]);
+    assert!(
+        head.starts_with("HTTP/1.1 200") && !head.contains("Content-Length"),
+        "{head}"
+    );
+    let body = &got[head_end + 4..];
+    assert_eq!(body.len(), pieces * (64 << 10));
+    for (k, piece) in body.chunks(64 << 10).enumerate() {
+        assert!(
+            piece.iter().all(|&c| c == b'a' + (k % 26) as u8),
+            "piece {k}"
+        );
+    }
+    assert!(!h.busy());
+}

@@ -40,8 +40,8 @@ pub fn shown(s: &Snapshot) -> Snapshot {
     out
 }
 
-/// The selection a `/snapshot.json` query asks for (`class`, `parent`, `top`, `by`, `offset`,
-/// `limit`, as `stat`'s).
+/// The selection a `/snapshot.json` query asks for (`class`, `parent`, `search`, `top`, `by`,
+/// `offset`, `limit`, as `stat`'s).
 pub fn select_of(req: &Request) -> Result<Select, String> {
     let num = |k: &str| -> Result<Option<usize>, String> {
         req.param(k)
@@ -55,6 +55,7 @@ pub fn select_of(req: &Request) -> Result<Select, String> {
     Ok(Select {
         class: req.param("class").filter(|c| !c.is_empty()),
         parent: req.param("parent").filter(|c| !c.is_empty()),
+        search: req.param("search").filter(|c| !c.is_empty()),
         top: num("top")?,
         by,
         offset: num("offset")?.unwrap_or(0),
@@ -200,5 +201,91 @@ mod tests {
         let r = route(&req("/events"), &mut || Arc::new(s.clone()));
         assert!(r.stream && r.content_type == "text/event-stream");
         assert_eq!(route(&req("/x"), &mut Default::default).status, 404);
+    }
+
+    /// The dashboard at 100,000 subscribers: the page and its events carry the inner classes
+    /// and the busiest leaves; a search answers each matching subscriber in both directions, a
+    /// top-N and a node's children are chosen server-side; the page has the controls.
+    #[test]
+    fn a_large_tree_is_searched_ranked_and_opened_server_side() {
+        let n = 100_000;
+        let dir = |to: &str, scale: f64| DirectionSnapshot {
+            to: to.into(),
+            classes: std::iter::once(ClassSnapshot {
+                name: "root".into(),
+                ..ClassSnapshot::default()
+            })
+            .chain((0..20).map(|k| ClassSnapshot {
+                name: format!("site{k}"),
+                parent: Some("root".into()),
+                ..ClassSnapshot::default()
+            }))
+            .chain((0..n).map(|k| ClassSnapshot {
+                name: format!("Sub{k}"),
+                parent: Some(format!("site{}", k % 20)),
+                leaf: true,
+                live_rate_bps: scale * k as f64,
+                ..ClassSnapshot::default()
+            }))
+            .collect(),
+            ..DirectionSnapshot::default()
+        };
+        let s = Arc::new(Snapshot {
+            directions: vec![dir("eth1", 1.0), dir("eth0", 0.5)],
+            ..Snapshot::default()
+        });
+        let shown = shown(&s);
+        for d in &shown.directions {
+            assert_eq!(d.classes.len(), 21 + EVENT_TOP);
+            assert_eq!(d.class_count, 21 + n as u64);
+        }
+        let json = |query: &str| -> Snapshot {
+            let mut r = req("/snapshot.json");
+            r.query = query.into();
+            let out = route(&r, &mut || s.clone());
+            assert_eq!(out.status, 200, "{query}");
+            serde_json::from_slice(&out.body).expect("JSON")
+        };
+        let names = |s: &Snapshot, d: usize| -> Vec<String> {
+            s.directions[d]
+                .classes
+                .iter()
+                .map(|c| c.name.clone())
+                .collect()
+        };
+        // Search by part of the name, any case: both directions of each match.
+        let found = json("search=sub9999");
+        let want = [
+            "Sub9999", "Sub99990", "Sub99991", "Sub99992", "Sub99993", "Sub99994", "Sub99995",
+            "Sub99996", "Sub99997", "Sub99998", "Sub99999",
+        ];
+        assert_eq!(names(&found, 0), want);
+        assert_eq!(names(&found, 1), want);
+        assert_eq!(found.directions[1].classes[0].live_rate_bps, 0.5 * 9999.0);
+        // Top 3 by rate, highest first; a node's children.
+        assert_eq!(
+            names(&json("top=3&by=rate"), 0),
+            ["Sub99999", "Sub99998", "Sub99997"]
+        );
+        let kids = json("parent=site7&limit=5");
+        assert_eq!(
+            names(&kids, 1),
+            ["Sub7", "Sub27", "Sub47", "Sub67", "Sub87"]
+        );
+        let page = String::from_utf8(route(&req("/"), &mut || s.clone()).body).expect("utf-8");
+        for control in [
+            "name=\"search\"",
+            "name=\"top\"",
+            "id=\"foldall\"",
+            "renderJoined",
+            "sortRows",
+        ] {
+            assert!(page.contains(control), "the page lacks {control}");
+        }
+        assert!(
+            page.len() < 400_000,
+            "the page inlines the trimmed tree: {}",
+            page.len()
+        );
     }
 }

@@ -1,0 +1,199 @@
+//! The chunked copy: what the plane makes of it equals what `visit_classes` shows, each row is
+//! one instant's numbers however the pieces interleave with traffic, and a reload during a copy
+//! starts that direction over.
+
+use linkshare_core::htb::Htb;
+use linkshare_core::packet::PacketMeta;
+use linkshare_core::qdisc::{Dequeued, Qdisc};
+use linkshare_core::units::Time;
+
+use super::*;
+use crate::control::raw::Finisher;
+use crate::control::snapshot::DirectionSnapshot;
+use crate::control::stat::classes;
+use crate::Frame;
+
+/// Leaves per site in [`policy`]: enough classes for several [`BATCH`]es.
+const PER_SITE: usize = 300;
+
+/// An HTB of three sites of [`PER_SITE`] leaves each: pfifo leaves of 3 packets (drops come
+/// quickly) and every tenth an fq_codel (a boxed leaf).
+fn policy() -> String {
+    let mut s = String::from(
+        "qdisc = \"htb\"\ndefault = \"s0l0\"\n[[class]]\nname = \"root\"\nrate = \"1gbit\"\n",
+    );
+    for site in 0..3 {
+        s.push_str(&format!(
+            "[[class]]\nname = \"site{site}\"\nparent = \"root\"\nrate = \"300mbit\"\n"
+        ));
+        for l in 0..PER_SITE {
+            let leaf = if l % 10 == 0 {
+                "{ type = \"fq_codel\" }"
+            } else {
+                "{ type = \"pfifo\", limit = 3 }"
+            };
+            s.push_str(&format!(
+                "[[class]]\nname = \"s{site}l{l}\"\nparent = \"site{site}\"\nrate = \"1mbit\"\n\
+                 ceil = \"1gbit\"\nleaf = {leaf}\n"
+            ));
+        }
+    }
+    s
+}
+
+fn sched() -> Sched {
+    match crate::load_sched(&policy(), "p.toml") {
+        Ok((_, s)) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+fn htb(s: &mut Sched) -> &mut Htb<Frame> {
+    match s {
+        Sched::Htb(h) => h,
+        _ => panic!("not an HTB"),
+    }
+}
+
+/// Offer `n` packets of 100..1100 bytes to every `step`-th leaf from `first`, then send some.
+fn traffic(h: &mut Htb<Frame>, first: u32, step: u32, n: u32, now: &mut u64) {
+    for i in 0..n {
+        for c in (first..h.len() as u32).step_by(step as usize) {
+            if h.counter_view(c).is_some_and(|v| v.is_leaf) {
+                let len = 100 + (i * 37 + c) % 1000;
+                let f = Frame {
+                    bytes: vec![0; len as usize],
+                    meta: PacketMeta {
+                        len,
+                        src_port: i as u16,
+                        ..PacketMeta::default()
+                    },
+                };
+                let _ = h.enqueue_to(c, f, Time(*now));
+            }
+        }
+        *now += 1_000_000;
+        for _ in 0..50 {
+            if !matches!(h.dequeue(Time(*now)), Dequeued::Packet(_)) {
+                break;
+            }
+        }
+    }
+}
+
+fn frame() -> Snapshot {
+    Snapshot {
+        directions: vec![DirectionSnapshot::default(), DirectionSnapshot::default()],
+        ..Snapshot::default()
+    }
+}
+
+/// Copy with a budget of 0 (one batch a turn), counting the turns.
+fn copy_all(cp: &mut Copier, s: &Sched, gen: u64) -> (Raw, usize) {
+    cp.start(frame());
+    for turn in 1..10_000 {
+        if let Some(raw) = cp.step([(Some(s), gen), (None, 0)], 0) {
+            return (raw, turn);
+        }
+    }
+    panic!("the copy never completed");
+}
+
+#[test]
+fn the_finished_copy_equals_what_visit_classes_shows() {
+    let mut s = sched();
+    let mut now = 0;
+    traffic(htb(&mut s), 0, 7, 20, &mut now);
+    let h = htb(&mut s);
+    assert!(
+        h.stats().backlog.packets > 0,
+        "the test wants queued packets"
+    );
+    assert!(h.stats().dropped.total().packets + h.stats().refused.total().packets > 0);
+    let mut cp = Copier::default();
+    let (raw, turns) = copy_all(&mut cp, &s, 1);
+    let classes_n = 1 + 3 * (1 + PER_SITE);
+    assert_eq!(
+        turns,
+        classes_n.div_ceil(BATCH as usize),
+        "one batch a turn"
+    );
+    assert!(raw.dirs[0].own && raw.dirs[0].names.is_some());
+    let snap = Finisher::default().finish(raw);
+    let want = classes(&s);
+    assert_eq!(want.len(), classes_n);
+    assert_eq!(snap.directions[0].classes, want);
+    assert_eq!(snap.directions[0].class_count, classes_n as u64);
+    assert!(want
+        .iter()
+        .any(|c| !c.leaf && c.backlog_packets > 0 && c.sent_packets > 0));
+    assert!(want.iter().any(|c| !c.drops_by_reason.is_empty()));
+    // The next copy of the same generation carries no names and is named the same.
+    let (raw, _) = copy_all(&mut cp, &s, 1);
+    assert!(raw.dirs[0].names.is_none());
+}
+
+#[test]
+fn each_row_is_one_instant_however_the_pieces_interleave_with_traffic() {
+    let mut s = sched();
+    let mut now = 0;
+    traffic(htb(&mut s), 0, 3, 5, &mut now);
+    let before: Vec<CounterView> = {
+        let h = htb(&mut s);
+        (0..h.len() as u32)
+            .filter_map(|c| h.counter_view(c))
+            .collect()
+    };
+    let mut cp = Copier::default();
+    cp.start(frame());
+    assert!(cp.step([(Some(&s), 1), (None, 0)], 0).is_none());
+    // Traffic between the pieces, to classes of the first piece and of later ones.
+    traffic(htb(&mut s), 1, 2, 5, &mut now);
+    let after: Vec<CounterView> = {
+        let h = htb(&mut s);
+        (0..h.len() as u32)
+            .filter_map(|c| h.counter_view(c))
+            .collect()
+    };
+    let raw = loop {
+        if let Some(r) = cp.step([(Some(&s), 1), (None, 0)], 0) {
+            break r;
+        }
+    };
+    let rows = &raw.dirs[0].classes;
+    assert_eq!(rows.len(), before.len());
+    let mut changed = [0, 0];
+    for (i, r) in rows.iter().enumerate() {
+        let piece = usize::from(i >= BATCH as usize);
+        let want = if piece == 0 { &before[i] } else { &after[i] };
+        assert_eq!(of_counters(want).stats, r.stats, "class {i}");
+        assert_eq!(
+            (want.backlog, want.tokens, want.mode),
+            (r.backlog, r.tokens, r.mode)
+        );
+        if before[i].stats != after[i].stats {
+            changed[piece] += 1;
+        }
+    }
+    assert!(changed[0] > 0 && changed[1] > 0, "{changed:?}");
+}
+
+#[test]
+fn a_reload_during_a_copy_starts_its_direction_over_with_names() {
+    let s = sched();
+    let mut cp = Copier::default();
+    let _ = copy_all(&mut cp, &s, 1);
+    cp.start(frame());
+    assert!(cp.step([(Some(&s), 1), (None, 0)], 0).is_none());
+    let other = sched();
+    let raw = loop {
+        if let Some(r) = cp.step([(Some(&other), 2), (None, 0)], 0) {
+            break r;
+        }
+    };
+    assert_eq!(raw.dirs[0].gen, 2);
+    assert_eq!(raw.dirs[0].classes.len(), 1 + 3 * (1 + PER_SITE));
+    let ids: Vec<u32> = raw.dirs[0].classes.iter().map(|r| r.id).collect();
+    assert!(ids.iter().enumerate().all(|(i, id)| *id as usize == i));
+    assert_eq!(raw.dirs[0].names.as_ref().map(Vec::len), Some(ids.len()));
+}
