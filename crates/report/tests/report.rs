@@ -170,6 +170,7 @@ fn synthetic() -> SimResult {
         samples,
         class_states: Vec::new(),
         rtt_points,
+        fct: Vec::new(),
     }
 }
 

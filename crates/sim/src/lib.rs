@@ -13,6 +13,7 @@
 //!   detector so a run never hangs;
 //! * [`link`]: the bottleneck: scheduler → device buffer → wire, the pull rule and `timer_hz`;
 //! * [`tcp`] (NewReno, CUBIC), [`udp`] (CBR, Poisson, on/off), [`ping`]: the traffic;
+//! * [`workload`]: arriving flows: Poisson arrivals, size distributions, the unloaded FCT;
 //! * [`metrics`]: RTT histograms, fairness;
 //! * [`series`]: how much time series a run keeps (a row budget, whatever the duration);
 //! * `world`: the topology and the event loop, behind [`run`];
@@ -33,6 +34,7 @@ pub mod series;
 pub mod sweep;
 pub mod tcp;
 pub mod udp;
+pub mod workload;
 mod world;
 
 /// The result model lives with its renderers in `linkshare-report`; re-exported so that

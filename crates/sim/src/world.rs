@@ -37,6 +37,9 @@ use crate::series::{Budget, Plan};
 use crate::tcp::{AckInfo, Receiver, Sender};
 use crate::udp::UdpSource;
 
+mod groups;
+use groups::{Groups, NO_GROUP};
+
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
@@ -131,6 +134,8 @@ struct FlowRt {
     rng: Pcg64Mcg,
     src: Src,
     m: FlowMetrics,
+    /// Index of its group of arriving flows ([`NO_GROUP`]: reported on its own).
+    group: u32,
 }
 
 /// Per-class bookkeeping between samples (in `visit_classes` order).
@@ -160,6 +165,7 @@ struct World<'a> {
     /// Name the whole scheduler is reported under when it has no classes: the root discipline
     /// (`sfq`, `fq_codel`, …) or `pfifo` without a policy.
     root_name: &'static str,
+    groups: Groups,
 }
 
 /// Run a scenario to its end, keeping at most the default [`Budget`] of time series.
@@ -361,7 +367,7 @@ impl<'a> World<'a> {
             (lines.len() - 1) as u32
         };
         let mss = crate::tcp::mss_for_mtu(sc.link.mtu);
-        let flows = sc
+        let mut flows: Vec<FlowRt> = sc
             .flows
             .iter()
             .enumerate()
@@ -414,9 +420,11 @@ impl<'a> World<'a> {
                     rng: Pcg64Mcg::seed_from_u64(seed),
                     src,
                     m: FlowMetrics::default(),
+                    group: NO_GROUP,
                 }
             })
             .collect();
+        let groups = Groups::attach(sc, &mut flows);
         World {
             sc,
             eng: Engine::new(event_budget(sc)),
@@ -437,6 +445,7 @@ impl<'a> World<'a> {
                 .as_ref()
                 .map(|p| p.policy().kind_name())
                 .unwrap_or(NO_POLICY_CLASS),
+            groups,
         }
     }
 
@@ -659,7 +668,7 @@ impl<'a> World<'a> {
             PktKind::Data => {
                 let Src::Tcp(c) = &mut f.src else { return };
                 let (delivered, ack) = c.rcv.on_segment(p.seq, p.payload, p.sent_at, p.echo, now);
-                f.m.delivered += delivered;
+                f.m.deliver_tcp(delivered, now);
                 if let Some(a) = ack {
                     self.send_ack(i, a);
                 }
@@ -794,6 +803,10 @@ impl<'a> World<'a> {
             let q = &self.link.flows[i];
             let drops = q.drops - f.m.drops_prev;
             f.m.drops_prev = q.drops;
+            if f.group != NO_GROUP {
+                self.groups.add(f, bytes, drops, q.backlog);
+                continue;
+            }
             let rtt_ms = if f.m.rtt_int_n > 0 {
                 Some(f.m.rtt_int_sum as f64 / f.m.rtt_int_n as f64 / 1e6)
             } else {
@@ -815,6 +828,8 @@ impl<'a> World<'a> {
                 rtt_ms,
             });
         }
+        self.groups
+            .flush(t, dt, &mut self.samples, &mut self.rtt_points);
         self.last_sample = now;
     }
 
@@ -905,12 +920,10 @@ impl<'a> World<'a> {
         // Flows.
         let mut per_class: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
         for (i, f) in self.flows.iter().enumerate() {
-            let active = (f.stop.min(sc.duration.0).saturating_sub(f.start)) as f64 / 1e9;
-            let goodput = if active > 0.0 {
-                f.m.delivered as f64 * 8.0 / active
-            } else {
-                0.0
-            };
+            if f.group != NO_GROUP {
+                continue;
+            }
+            let (goodput, fct_s) = groups::goodput(f, sc.duration.0);
             let (kind, retransmits, timeouts, reductions, rtt, owd) = match &f.src {
                 Src::Tcp(c) => (
                     "tcp",
@@ -948,9 +961,11 @@ impl<'a> World<'a> {
                     owd_ms: owd,
                     timeouts,
                     cwnd_reductions: reductions,
+                    fct_s,
                 },
             );
         }
+        let fct = self.finish_groups(&mut summary, &mut per_class);
         for (class, xs) in per_class {
             if !class.is_empty() {
                 summary.fairness.insert(class, jain(&xs));
@@ -961,6 +976,7 @@ impl<'a> World<'a> {
             samples: self.samples,
             class_states: self.class_states,
             rtt_points: self.rtt_points,
+            fct,
         }
     }
 }
