@@ -248,13 +248,13 @@ mod tests {
         assert_eq!(c.quantile(0.15), 10_000.0);
         assert!((c.quantile(0.275) - 15_000.0).abs() < 1e-6);
         assert!((c.quantile(0.7) - 60_000.0).abs() < 1e-6);
-        // Mean: 0.25·15k + 0.6·60k = 39 750.
-        assert!((c.mean() - 39_750.0).abs() < 1e-6);
+        // Mean: 0.15·10k + 0.25·15k + 0.6·60k = 41 250.
+        assert!((c.mean() - 41_250.0).abs() < 1e-6);
         let d = SizeDist::Empirical(c);
         let mut rng = Pcg64Mcg::seed_from_u64(7);
         let n = 200_000;
         let m: f64 = (0..n).map(|_| d.sample(&mut rng, u64::MAX) as f64).sum::<f64>() / n as f64;
-        assert!((m / 39_750.0 - 1.0).abs() < 0.01, "{m}");
+        assert!((m / 41_250.0 - 1.0).abs() < 0.01, "{m}");
     }
 
     #[test]
