@@ -119,6 +119,7 @@ fn synthetic() -> SimResult {
         flows,
         fairness,
         qdisc: Default::default(),
+        fct: Default::default(),
         lab: None,
         events: 123,
     };
