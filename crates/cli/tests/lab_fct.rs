@@ -87,9 +87,14 @@ fn arriving_flows_complete_and_are_timed_in_the_lab() {
         assert!((0.8..3.0).contains(&p50), "{group}: slowdown p50 {p50}");
         assert!(s["flows"][group]["bytes_delivered"].as_u64().unwrap() > 0);
         assert_eq!(
-            csv.lines().filter(|l| l.starts_with(&format!("{group},"))).count() as u64,
+            csv.lines()
+                .filter(|l| l.starts_with(&format!("{group},")))
+                .count() as u64,
             n
         );
     }
-    assert!(stdout.contains("slowdown p99"), "the table has the FCT section");
+    assert!(
+        stdout.contains("slowdown p99"),
+        "the table has the FCT section"
+    );
 }

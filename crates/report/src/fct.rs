@@ -132,8 +132,11 @@ pub fn summarise(records: &[FctRecord]) -> BTreeMap<String, FctSummary> {
                     if inb.is_empty() {
                         return None;
                     }
-                    let mut fct: Vec<f64> =
-                        inb.iter().filter_map(|r| r.fct_s).map(|s| s * 1e3).collect();
+                    let mut fct: Vec<f64> = inb
+                        .iter()
+                        .filter_map(|r| r.fct_s)
+                        .map(|s| s * 1e3)
+                        .collect();
                     let mut slow: Vec<f64> = inb.iter().filter_map(|r| r.slowdown()).collect();
                     fct.sort_by(f64::total_cmp);
                     slow.sort_by(f64::total_cmp);
@@ -208,7 +211,10 @@ pub fn fct_table(fct: &BTreeMap<String, FctSummary>) -> TextTable {
         ("slowdown p50", Align::Right),
         ("slowdown p99", Align::Right),
     ]);
-    let ms = |v: Option<f64>| v.map(|x| format!("{} ms", fixed(x, 2))).unwrap_or("-".into());
+    let ms = |v: Option<f64>| {
+        v.map(|x| format!("{} ms", fixed(x, 2)))
+            .unwrap_or("-".into())
+    };
     let x = |v: Option<f64>| v.map(|x| fixed(x, 2)).unwrap_or("-".into());
     for (g, s) in fct {
         for b in &s.buckets {
@@ -371,7 +377,10 @@ mod tests {
         let table = crate::render_table(&r);
         // 20 flows ≤ 100 kB: p50 the 10th (10 ms), p99 the 20th (20 ms); slowdown 20 and 40.
         let small = table.lines().find(|l| l.contains("<=100kB")).unwrap();
-        assert!(small.contains("20/20") && small.contains("10 ms") && small.contains("40"), "{small}");
+        assert!(
+            small.contains("20/20") && small.contains("10 ms") && small.contains("40"),
+            "{small}"
+        );
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -70,7 +70,11 @@ impl Hist {
         for (a, b) in self.counts.iter_mut().zip(&other.counts) {
             *a = a.saturating_add(*b);
         }
-        self.min = if self.n == 0 { other.min } else { self.min.min(other.min) };
+        self.min = if self.n == 0 {
+            other.min
+        } else {
+            self.min.min(other.min)
+        };
         self.max = self.max.max(other.max);
         self.n += other.n;
         self.sum += other.sum;

@@ -41,7 +41,10 @@ impl Cdf {
                 .filter(|c| !c.is_empty())
                 .collect();
             if cols.len() != 2 {
-                return Err((i + 1, format!("expected `size probability`, found `{line}`")));
+                return Err((
+                    i + 1,
+                    format!("expected `size probability`, found `{line}`"),
+                ));
             }
             let num = |s: &str| {
                 s.parse::<f64>()
@@ -170,7 +173,13 @@ fn open_unit<R: Rng>(rng: &mut R) -> f64 {
 }
 
 /// Poisson arrival instants (ns) in `[from, to)` at `rate` per second, at most `max` of them.
-pub fn poisson_arrivals<R: Rng>(rate: f64, from: u64, to: u64, max: usize, rng: &mut R) -> Vec<u64> {
+pub fn poisson_arrivals<R: Rng>(
+    rate: f64,
+    from: u64,
+    to: u64,
+    max: usize,
+    rng: &mut R,
+) -> Vec<u64> {
     let mut out = Vec::new();
     if rate.is_nan() || rate <= 0.0 {
         return out;
@@ -253,7 +262,10 @@ mod tests {
         let d = SizeDist::Empirical(c);
         let mut rng = Pcg64Mcg::seed_from_u64(7);
         let n = 200_000;
-        let m: f64 = (0..n).map(|_| d.sample(&mut rng, u64::MAX) as f64).sum::<f64>() / n as f64;
+        let m: f64 = (0..n)
+            .map(|_| d.sample(&mut rng, u64::MAX) as f64)
+            .sum::<f64>()
+            / n as f64;
         assert!((m / 41_250.0 - 1.0).abs() < 0.01, "{m}");
     }
 
@@ -276,8 +288,10 @@ mod tests {
             (SizeDist::pareto(50_000.0, 2.5), 0.03),
         ] {
             assert!((d.mean() - 50_000.0).abs() < 1e-6);
-            let m: f64 =
-                (0..n).map(|_| d.sample(&mut rng, u64::MAX) as f64).sum::<f64>() / n as f64;
+            let m: f64 = (0..n)
+                .map(|_| d.sample(&mut rng, u64::MAX) as f64)
+                .sum::<f64>()
+                / n as f64;
             assert!((m / 50_000.0 - 1.0).abs() < tol, "{d:?}: {m}");
         }
         assert_eq!(SizeDist::Fixed(0).sample(&mut rng, 10), 1);
@@ -292,7 +306,10 @@ mod tests {
         assert!(a[0] >= 1_000_000_000 && *a.last().unwrap() < 11_000_000_000);
         // 10 000 expected; the standard deviation is 100.
         assert!((a.len() as i64 - 10_000).abs() < 400, "{}", a.len());
-        assert_eq!(poisson_arrivals(1000.0, 0, 10_000_000_000, 5, &mut rng).len(), 5);
+        assert_eq!(
+            poisson_arrivals(1000.0, 0, 10_000_000_000, 5, &mut rng).len(),
+            5
+        );
         assert!(poisson_arrivals(0.0, 0, 10, 5, &mut rng).is_empty());
     }
 
@@ -311,7 +328,10 @@ mod tests {
         // 10 segments: one round, 12 ms + 10 ms.
         assert_eq!(ideal_fct_ns(14_480, &p), 22_000_000);
         // 11 segments: a second round starting at 1.2 + 20 ms, one segment in it.
-        assert_eq!(ideal_fct_ns(15_928, &p), 21_200_000 + 1_200_000 + 10_000_000);
+        assert_eq!(
+            ideal_fct_ns(15_928, &p),
+            21_200_000 + 1_200_000 + 10_000_000
+        );
         // 1 MB: round 0 (10), then the pipe is full at w = 20 (24 ms ≥ 21.2 ms): the rest at
         // the link rate.
         let segs = 1_000_000u64.div_ceil(1448);

@@ -38,7 +38,11 @@ stop = "4s"
 
 #[test]
 fn arrivals_are_seeded_poisson_with_their_sizes() {
-    let text = workload("10mbit", 7, "arrivals = \"poisson\"\narrival_rate = 50\nsize_dist = \"exponential\"\nbytes = \"20k\"");
+    let text = workload(
+        "10mbit",
+        7,
+        "arrivals = \"poisson\"\narrival_rate = 50\nsize_dist = \"exponential\"\nbytes = \"20k\"",
+    );
     let a = parse(&text);
     let b = parse(&text);
     assert_eq!(a.flows, b.flows, "same seed, same flows");
@@ -65,14 +69,22 @@ fn arrivals_are_seeded_poisson_with_their_sizes() {
     assert!((mean / 20_000.0 - 1.0).abs() < 0.2, "mean size {mean}");
     let ports: std::collections::BTreeSet<u16> = a.flows.iter().map(|f| f.sport).collect();
     assert_eq!(ports.len(), n);
-    let other = parse(&workload("10mbit", 8, "arrivals = \"poisson\"\narrival_rate = 50\nsize_dist = \"exponential\"\nbytes = \"20k\""));
+    let other = parse(&workload(
+        "10mbit",
+        8,
+        "arrivals = \"poisson\"\narrival_rate = 50\nsize_dist = \"exponential\"\nbytes = \"20k\"",
+    ));
     assert_ne!(other.flows, a.flows, "another seed, other flows");
 }
 
 #[test]
 fn load_sets_the_rate_from_the_mean_size() {
     // 40 % of 10 Mbit/s with 50 kB flows: 10 flows/s, 40 over 4 s.
-    let sc = parse(&workload("10mbit", 1, "arrivals = \"poisson\"\nload = 0.4\nbytes = \"50k\""));
+    let sc = parse(&workload(
+        "10mbit",
+        1,
+        "arrivals = \"poisson\"\nload = 0.4\nbytes = \"50k\"",
+    ));
     let n = sc.flows.len();
     assert!((20..=60).contains(&n), "{n}");
 }
@@ -80,7 +92,11 @@ fn load_sets_the_rate_from_the_mean_size() {
 #[test]
 fn an_idle_path_finishes_at_the_unloaded_fct() {
     // Two flows a second of 100 kB on 10 Mbit/s: they rarely meet.
-    let r = sim(&workload("10mbit", 3, "arrivals = \"poisson\"\narrival_rate = 2\nbytes = 100000"));
+    let r = sim(&workload(
+        "10mbit",
+        3,
+        "arrivals = \"poisson\"\narrival_rate = 2\nbytes = 100000",
+    ));
     let g = &r.summary.fct["web"];
     assert!(g.flows >= 3, "{g:?}");
     assert_eq!(g.completed, g.flows, "every flow finishes");
@@ -89,8 +105,14 @@ fn an_idle_path_finishes_at_the_unloaded_fct() {
     let slow: Vec<f64> = r.fct.iter().map(|rec| rec.slowdown().unwrap()).collect();
     assert!(slow.iter().all(|s| *s > 0.999), "{slow:?}");
     let least = slow.iter().copied().fold(f64::MAX, f64::min);
-    assert!(least < 1.001, "a flow alone takes the unloaded FCT: {slow:?}");
-    assert!(g.bucket("all").unwrap().slowdown_p50.unwrap() < 1.3, "{slow:?}");
+    assert!(
+        least < 1.001,
+        "a flow alone takes the unloaded FCT: {slow:?}"
+    );
+    assert!(
+        g.bucket("all").unwrap().slowdown_p50.unwrap() < 1.3,
+        "{slow:?}"
+    );
     // 100 kB: bucket `small` only (≤ 100 kB).
     let names: Vec<&str> = g.buckets.iter().map(|b| b.bucket.as_str()).collect();
     assert_eq!(names, ["all", "small"]);
@@ -121,19 +143,32 @@ fn load_slows_flows_down_and_percentiles_order() {
     let all = r.summary.fct["web"].bucket("all").unwrap().clone();
     assert!(all.completed >= 100, "{all:?}");
     let (p50, p99) = (all.slowdown_p50.unwrap(), all.slowdown_p99.unwrap());
-    assert!(p50 >= 1.0 && p99 > p50 * 1.5, "slowdown p50 {p50}, p99 {p99}");
+    assert!(
+        p50 >= 1.0 && p99 > p50 * 1.5,
+        "slowdown p50 {p50}, p99 {p99}"
+    );
     assert!(all.fct_p99_ms.unwrap() > all.fct_p50_ms.unwrap());
     // The CSV has every flow; the report has the CDF plot.
     let csv = linkshare_report::fct::fct_csv(&r.fct);
     assert_eq!(csv.lines().count(), 1 + r.fct.len());
-    assert!(linkshare_report::charts(&r).iter().any(|c| c.stem == "fct_cdf"));
+    assert!(linkshare_report::charts(&r)
+        .iter()
+        .any(|c| c.stem == "fct_cdf"));
     assert!(linkshare_report::render_table(&r).contains("slowdown p99"));
 }
 
 #[test]
 fn a_request_adds_its_one_way_trip() {
-    let plain = sim(&workload("10mbit", 9, "arrivals = \"poisson\"\narrival_rate = 2\nbytes = \"30k\""));
-    let rr = sim(&workload("10mbit", 9, "arrivals = \"poisson\"\narrival_rate = 2\nbytes = \"30k\"\nrequest = 300"));
+    let plain = sim(&workload(
+        "10mbit",
+        9,
+        "arrivals = \"poisson\"\narrival_rate = 2\nbytes = \"30k\"",
+    ));
+    let rr = sim(&workload(
+        "10mbit",
+        9,
+        "arrivals = \"poisson\"\narrival_rate = 2\nbytes = \"30k\"\nrequest = 300",
+    ));
     assert_eq!(plain.fct.len(), rr.fct.len());
     for (a, b) in plain.fct.iter().zip(&rr.fct) {
         assert_eq!((a.start_s, a.size_bytes), (b.start_s, b.size_bytes));
@@ -160,7 +195,11 @@ start = "1s"
     let fct = f.fct_s.expect("completed");
     assert!(fct > 0.8 && fct < 1.5, "{fct}");
     assert!((f.goodput_bps - f.bytes_delivered as f64 * 8.0 / fct).abs() < 1e-6);
-    assert!(f.goodput_bps > 6e6, "its own rate, not spread over the run: {}", f.goodput_bps);
+    assert!(
+        f.goodput_bps > 6e6,
+        "its own rate, not spread over the run: {}",
+        f.goodput_bps
+    );
     assert!(r.summary.fct.is_empty() && r.fct.is_empty());
 }
 
@@ -168,17 +207,32 @@ start = "1s"
 fn shipped_workloads_and_cdf_files() {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scenarios");
     let text = workload("100mbit", 2, "arrivals = \"poisson\"\narrival_rate = 20\nsize_dist = \"cdf\"\nsize_cdf = \"workloads/websearch.cdf\"");
-    let from_file = Scenario::parse_with(&text, "w.toml", &dir, "w").unwrap_or_else(|e| panic!("{e}"));
-    let builtin = parse(&workload("100mbit", 2, "arrivals = \"poisson\"\narrival_rate = 20\nsize_dist = \"websearch\""));
-    assert_eq!(from_file.flows, builtin.flows, "the built-in is the shipped file");
-    let dm = parse(&workload("100mbit", 2, "arrivals = \"poisson\"\narrival_rate = 200\nsize_dist = \"datamining\""));
+    let from_file =
+        Scenario::parse_with(&text, "w.toml", &dir, "w").unwrap_or_else(|e| panic!("{e}"));
+    let builtin = parse(&workload(
+        "100mbit",
+        2,
+        "arrivals = \"poisson\"\narrival_rate = 20\nsize_dist = \"websearch\"",
+    ));
+    assert_eq!(
+        from_file.flows, builtin.flows,
+        "the built-in is the shipped file"
+    );
+    let dm = parse(&workload(
+        "100mbit",
+        2,
+        "arrivals = \"poisson\"\narrival_rate = 200\nsize_dist = \"datamining\"",
+    ));
     let one_packet = dm
         .flows
         .iter()
         .filter(|f| matches!(&f.kind, FlowKind::Tcp(t) if t.bytes == Some(1460)))
         .count();
     let share = one_packet as f64 / dm.flows.len() as f64;
-    assert!((share - 0.5).abs() < 0.06, "half the data-mining flows are one packet: {share}");
+    assert!(
+        (share - 0.5).abs() < 0.06,
+        "half the data-mining flows are one packet: {share}"
+    );
 }
 
 #[test]
@@ -196,7 +250,11 @@ fn a_trace_gives_times_and_sizes() {
             _ => panic!(),
         })
         .collect();
-    assert_eq!(got, [(100_000_000, Some(2000)), (500_000_000, Some(1000))], "9 s is after stop");
+    assert_eq!(
+        got,
+        [(100_000_000, Some(2000)), (500_000_000, Some(1000))],
+        "9 s is after stop"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -234,5 +292,8 @@ fn bad_arrival_keys_are_located_errors() {
     }
     let udp = "duration = \"1s\"\n[link]\nrate = \"1mbit\"\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\narrivals = \"poisson\"\n";
     let e = Scenario::parse(udp, "u.toml").unwrap_err();
-    assert!(e.first().unwrap().message.contains("does not apply to udp"), "{e}");
+    assert!(
+        e.first().unwrap().message.contains("does not apply to udp"),
+        "{e}"
+    );
 }

@@ -141,7 +141,11 @@ fn send_request(
             None => std::thread::sleep(POLL / 10),
         }
     };
-    let at = p.spec.arrival.as_ref().map_or(p.start, |a| a.at.as_secs_f64());
+    let at = p
+        .spec
+        .arrival
+        .as_ref()
+        .map_or(p.start, |a| a.at.as_secs_f64());
     if !wait_until(t0, at, stop) {
         return Ok(());
     }

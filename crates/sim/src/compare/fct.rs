@@ -138,8 +138,16 @@ mod tests {
 
     #[test]
     fn buckets_are_judged_on_p50_and_p99_with_enough_flows() {
-        let sim = figs(&[("all", 10.0, 100.0, 50), ("small", 10.0, 50.0, 40), ("large", 900.0, 900.0, 2)]);
-        let lab = figs(&[("all", 11.0, 80.0, 50), ("small", 10.5, 52.0, 40), ("large", 300.0, 300.0, 2)]);
+        let sim = figs(&[
+            ("all", 10.0, 100.0, 50),
+            ("small", 10.0, 50.0, 40),
+            ("large", 900.0, 900.0, 2),
+        ]);
+        let lab = figs(&[
+            ("all", 11.0, 80.0, 50),
+            ("small", 10.5, 52.0, 40),
+            ("large", 300.0, 300.0, 2),
+        ]);
         let mut failures = Vec::new();
         let rows = compare(&sim, &lab, 15.0, &mut failures);
         assert_eq!(rows.len(), 3);

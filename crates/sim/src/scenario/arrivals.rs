@@ -95,12 +95,20 @@ fn cdf(doc: &Doc<'_>, span: Range<usize>, text: &str, file: &str) -> Result<Cdf,
         doc.err(
             span,
             format!("{file}:{line}: {m}"),
-            Some("a CDF file has `size_bytes probability` lines, probability 0..1 (or 0..100)".into()),
+            Some(
+                "a CDF file has `size_bytes probability` lines, probability 0..1 (or 0..100)"
+                    .into(),
+            ),
         )
     })
 }
 
-fn size_dist(doc: &Doc<'_>, rf: &RawFlow, ctx: &Ctx<'_>, span: &Range<usize>) -> Result<SizeDist, ScenarioError> {
+fn size_dist(
+    doc: &Doc<'_>,
+    rf: &RawFlow,
+    ctx: &Ctx<'_>,
+    span: &Range<usize>,
+) -> Result<SizeDist, ScenarioError> {
     let dist = rf.size_dist.as_ref();
     let name = dist.map(|d| d.get_ref().as_str()).unwrap_or("fixed");
     let dspan = dist.map(|d| d.span()).unwrap_or(span.clone());
@@ -142,7 +150,11 @@ fn size_dist(doc: &Doc<'_>, rf: &RawFlow, ctx: &Ctx<'_>, span: &Range<usize>) ->
     deny(&rf.size_sigma, "size_sigma", "lognormal")?;
     deny(&rf.size_alpha, "size_alpha", "pareto")?;
     if let (Some(c), false) = (&rf.size_cdf, name == "cdf") {
-        return Err(doc.err(c.span(), "`size_cdf` applies to size_dist \"cdf\" only", None));
+        return Err(doc.err(
+            c.span(),
+            "`size_cdf` applies to size_dist \"cdf\" only",
+            None,
+        ));
     }
     let m = mean as f64;
     Ok(match name {
@@ -195,16 +207,28 @@ pub(super) fn expand(
 ) -> Result<Vec<FlowSpec>, ScenarioError> {
     let Some(kind) = rf.arrivals.as_ref() else {
         if let Some((sp, key)) = first_key(rf) {
-            return Err(doc.err(sp, format!("`{key}` needs `arrivals`"), Some("arrivals = \"poisson\" or \"trace\"".into())));
+            return Err(doc.err(
+                sp,
+                format!("`{key}` needs `arrivals`"),
+                Some("arrivals = \"poisson\" or \"trace\"".into()),
+            ));
         }
         return Ok(vec![base]);
     };
     if let Some(c) = &rf.count {
-        return Err(doc.err(c.span(), "`count` does not apply to arriving flows (the arrivals give their number)", None));
+        return Err(doc.err(
+            c.span(),
+            "`count` does not apply to arriving flows (the arrivals give their number)",
+            None,
+        ));
     }
     if rf.sport.is_some() && rf.src.is_some() {
         let sp = rf.sport.as_ref().map(|s| s.span()).unwrap_or(span.clone());
-        return Err(doc.err(sp, "arriving flows cannot fix both `src` and `sport` (the flows would be one)", None));
+        return Err(doc.err(
+            sp,
+            "arriving flows cannot fix both `src` and `sport` (the flows would be one)",
+            None,
+        ));
     }
     let FlowKind::Tcp(tcp) = &base.kind else {
         return Ok(vec![base]);
@@ -238,8 +262,19 @@ pub(super) fn expand(
             };
             let expected = rate * (to - from) as f64 / 1e9;
             if expected > MAX_ARRIVALS as f64 {
-                let sp = rf.arrival_rate.as_ref().or(rf.load.as_ref()).map(|v| v.span()).unwrap_or(span.clone());
-                return Err(doc.err(sp, format!("about {expected:.0} flows would arrive; at most {MAX_ARRIVALS} per entry"), Some("lower the rate or shorten start..stop".into())));
+                let sp = rf
+                    .arrival_rate
+                    .as_ref()
+                    .or(rf.load.as_ref())
+                    .map(|v| v.span())
+                    .unwrap_or(span.clone());
+                return Err(doc.err(
+                    sp,
+                    format!(
+                        "about {expected:.0} flows would arrive; at most {MAX_ARRIVALS} per entry"
+                    ),
+                    Some("lower the rate or shorten start..stop".into()),
+                ));
             }
             poisson_arrivals(rate, from, to, MAX_ARRIVALS, &mut rng)
                 .into_iter()
@@ -249,30 +284,61 @@ pub(super) fn expand(
         "trace" => {
             for (v, k) in [(&rf.arrival_rate, "arrival_rate"), (&rf.load, "load")] {
                 if let Some(v) = v {
-                    return Err(doc.err(v.span(), format!("`{k}` applies to arrivals = \"poisson\""), None));
+                    return Err(doc.err(
+                        v.span(),
+                        format!("`{k}` applies to arrivals = \"poisson\""),
+                        None,
+                    ));
                 }
             }
             let Some(t) = &rf.trace else {
-                return Err(doc.err(kind.span(), "arrivals = \"trace\" needs `trace` (a file of start times)", Some("one `seconds [bytes]` per line".into())));
+                return Err(doc.err(
+                    kind.span(),
+                    "arrivals = \"trace\" needs `trace` (a file of start times)",
+                    Some("one `seconds [bytes]` per line".into()),
+                ));
             };
             let (text, shown) = read_file(doc, ctx, t)?;
-            let rows = parse_trace(&text).map_err(|(line, m)| doc.err(t.span(), format!("{shown}:{line}: {m}"), Some("one `seconds [bytes]` per line, seconds from the start of the run".into())))?;
+            let rows = parse_trace(&text).map_err(|(line, m)| {
+                doc.err(
+                    t.span(),
+                    format!("{shown}:{line}: {m}"),
+                    Some(
+                        "one `seconds [bytes]` per line, seconds from the start of the run".into(),
+                    ),
+                )
+            })?;
             if rows.iter().any(|r| r.1.is_some()) {
                 if rf.size_dist.is_some() || rf.bytes.is_some() {
-                    return Err(doc.err(t.span(), "the trace gives sizes: drop `size_dist` and `bytes`", None));
+                    return Err(doc.err(
+                        t.span(),
+                        "the trace gives sizes: drop `size_dist` and `bytes`",
+                        None,
+                    ));
                 }
             } else {
                 dists = Some(size_dist(doc, rf, ctx, &span)?);
             }
-            let mut rows: Vec<(u64, Option<u64>)> = rows.into_iter().filter(|r| r.0 >= from && r.0 < to).collect();
+            let mut rows: Vec<(u64, Option<u64>)> = rows
+                .into_iter()
+                .filter(|r| r.0 >= from && r.0 < to)
+                .collect();
             rows.sort_by_key(|r| r.0);
             if rows.len() > MAX_ARRIVALS {
-                return Err(doc.err(t.span(), format!("{} flows in the trace; at most {MAX_ARRIVALS}", rows.len()), None));
+                return Err(doc.err(
+                    t.span(),
+                    format!("{} flows in the trace; at most {MAX_ARRIVALS}", rows.len()),
+                    None,
+                ));
             }
             rows
         }
         other => {
-            return Err(doc.err(kind.span(), format!("unknown arrivals `{other}`"), Some("arrivals = \"poisson\" or \"trace\"".into())));
+            return Err(doc.err(
+                kind.span(),
+                format!("unknown arrivals `{other}`"),
+                Some("arrivals = \"poisson\" or \"trace\"".into()),
+            ));
         }
     };
     let mss = crate::packet::mss_for_mtu(ctx.link.mtu) as u64;
@@ -343,18 +409,32 @@ fn parse_trace(text: &str) -> Result<Vec<(u64, Option<u64>)>, (usize, String)> {
         if line.is_empty() {
             continue;
         }
-        let cols: Vec<&str> = line.split(|c: char| c.is_whitespace() || c == ',').filter(|c| !c.is_empty()).collect();
+        let cols: Vec<&str> = line
+            .split(|c: char| c.is_whitespace() || c == ',')
+            .filter(|c| !c.is_empty())
+            .collect();
         let t = cols
             .first()
             .and_then(|c| c.parse::<f64>().ok())
             .filter(|t| t.is_finite() && *t >= 0.0 && *t < 86_400.0)
-            .ok_or((i + 1, format!("`{line}`: the start time is seconds, 0 ≤ t < 86400")))?;
+            .ok_or((
+                i + 1,
+                format!("`{line}`: the start time is seconds, 0 ≤ t < 86400"),
+            ))?;
         let size = match cols.get(1) {
             None => None,
-            Some(c) => Some(c.parse::<u64>().ok().filter(|b| *b > 0).ok_or((i + 1, format!("`{c}` is not a size in bytes above 0")))?),
+            Some(c) => Some(
+                c.parse::<u64>()
+                    .ok()
+                    .filter(|b| *b > 0)
+                    .ok_or((i + 1, format!("`{c}` is not a size in bytes above 0")))?,
+            ),
         };
         if cols.len() > 2 || *sized.get_or_insert(size.is_some()) != size.is_some() {
-            return Err((i + 1, "every line has the same columns: `seconds` or `seconds bytes`".into()));
+            return Err((
+                i + 1,
+                "every line has the same columns: `seconds` or `seconds bytes`".into(),
+            ));
         }
         out.push(((t * 1e9).round() as u64, size));
     }
@@ -374,8 +454,14 @@ mod tests {
 
     #[test]
     fn traces_read_times_and_sizes() {
-        assert_eq!(parse_trace("0.5\n# x\n1 \n").unwrap(), vec![(500_000_000, None), (1_000_000_000, None)]);
-        assert_eq!(parse_trace("0.5 100\n2,7\n").unwrap(), vec![(500_000_000, Some(100)), (2_000_000_000, Some(7))]);
+        assert_eq!(
+            parse_trace("0.5\n# x\n1 \n").unwrap(),
+            vec![(500_000_000, None), (1_000_000_000, None)]
+        );
+        assert_eq!(
+            parse_trace("0.5 100\n2,7\n").unwrap(),
+            vec![(500_000_000, Some(100)), (2_000_000_000, Some(7))]
+        );
         assert_eq!(parse_trace("0.5 100\n2\n").unwrap_err().0, 2);
         assert_eq!(parse_trace("a\n").unwrap_err().0, 1);
         assert_eq!(parse_trace("1 0\n").unwrap_err().0, 1);

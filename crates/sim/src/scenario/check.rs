@@ -10,8 +10,8 @@ use std::path::{Path, PathBuf};
 use linkshare_config::DocKind;
 use linkshare_core::Duration;
 
-use super::error::{toml_error, Doc, ScenarioError};
 use super::arrivals::Ctx;
+use super::error::{toml_error, Doc, ScenarioError};
 use super::flow::flow_from_raw;
 use super::raw::{RawPolicy, RawScenario};
 use super::spec::{
@@ -156,7 +156,11 @@ impl Scenario {
                 if let (Some(a), None) = (&f.arrival, hosts) {
                     // The group is reported under the entry's name: it is taken too.
                     if !names.insert(a.group.clone()) {
-                        return Err(doc.err(span, format!("two flows are named `{}`", a.group), None));
+                        return Err(doc.err(
+                            span,
+                            format!("two flows are named `{}`", a.group),
+                            None,
+                        ));
                     }
                     hosts = Some((f.src, f.dst));
                 }

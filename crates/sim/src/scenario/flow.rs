@@ -13,9 +13,8 @@ use super::arrivals::{expand, first_key, Ctx};
 use super::error::{Doc, ScenarioError};
 use super::raw::{RawFlow, Val};
 use super::spec::{
-    CcKind, FlowKind, FlowSpec, Pattern, PingSpec, SizeMix, TcpSpec, UdpSpec,
-    DEFAULT_INIT_CWND, DEFAULT_MIN_RTO, DEFAULT_PING_INTERVAL, DEFAULT_PING_SIZE, MAX_COUNT,
-    MAX_DURATION,
+    CcKind, FlowKind, FlowSpec, Pattern, PingSpec, SizeMix, TcpSpec, UdpSpec, DEFAULT_INIT_CWND,
+    DEFAULT_MIN_RTO, DEFAULT_PING_INTERVAL, DEFAULT_PING_SIZE, MAX_COUNT, MAX_DURATION,
 };
 use super::value::{
     dscp_val, dur_val, int_val, ip_size, opt_addr, opt_bool, opt_dur, opt_int, rate_val, size_val,

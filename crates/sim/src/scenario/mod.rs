@@ -34,8 +34,8 @@ pub use arrivals::{DATAMINING_CDF, DEFAULT_SIZE_MAX, WEBSEARCH_CDF};
 pub use error::ScenarioError;
 pub(crate) use error::{line_col, toml_error, Doc};
 pub use spec::{
-    Arrival, Axis, CcKind, FlowKind, FlowSpec, LinkSpec, Pattern, PingSpec, Point, Scenario, SizeMix, Sweep,
-    TcpSpec, UdpSpec, DEFAULT_DPORT_BASE, DEFAULT_DURATION, DEFAULT_INIT_CWND, DEFAULT_MIN_RTO,
-    DEFAULT_MTU, DEFAULT_PING_INTERVAL, DEFAULT_PING_SIZE, DEFAULT_QUEUE, DEFAULT_SAMPLE,
-    DEFAULT_SPORT_BASE, DEFAULT_WINDOW, MAX_ARRIVALS, MAX_COUNT, MAX_DURATION,
+    Arrival, Axis, CcKind, FlowKind, FlowSpec, LinkSpec, Pattern, PingSpec, Point, Scenario,
+    SizeMix, Sweep, TcpSpec, UdpSpec, DEFAULT_DPORT_BASE, DEFAULT_DURATION, DEFAULT_INIT_CWND,
+    DEFAULT_MIN_RTO, DEFAULT_MTU, DEFAULT_PING_INTERVAL, DEFAULT_PING_SIZE, DEFAULT_QUEUE,
+    DEFAULT_SAMPLE, DEFAULT_SPORT_BASE, DEFAULT_WINDOW, MAX_ARRIVALS, MAX_COUNT, MAX_DURATION,
 };

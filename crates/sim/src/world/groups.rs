@@ -103,10 +103,7 @@ impl Groups {
 /// A flow's goodput and, if it is finite and finished, its completion time (s) from its start:
 /// size / FCT then; otherwise bytes over its active time (start to stop or the run's end).
 pub(super) fn goodput(f: &FlowRt, duration: u64) -> (f64, Option<f64>) {
-    let fct = f
-        .m
-        .done_at
-        .map(|d| d.saturating_sub(f.start) as f64 / 1e9);
+    let fct = f.m.done_at.map(|d| d.saturating_sub(f.start) as f64 / 1e9);
     if let Some(t) = fct.filter(|t| *t > 0.0) {
         return (f.m.delivered as f64 * 8.0 / t, fct);
     }
