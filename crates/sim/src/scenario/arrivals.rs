@@ -241,7 +241,7 @@ pub(super) fn expand(
     );
     let (from, to) = (base.start.0, base.stop.0);
     // (arrival ns, size from the trace)
-    let arrivals: Vec<(u64, Option<u64>)> = match kind.get_ref().as_str() {
+    let arrivals: Vec<TraceRow> = match kind.get_ref().as_str() {
         "poisson" => {
             if let Some(t) = &rf.trace {
                 return Err(doc.err(t.span(), "`trace` applies to arrivals = \"trace\"", None));
@@ -319,7 +319,7 @@ pub(super) fn expand(
             } else {
                 dists = Some(size_dist(doc, rf, ctx, &span)?);
             }
-            let mut rows: Vec<(u64, Option<u64>)> = rows
+            let mut rows: Vec<TraceRow> = rows
                 .into_iter()
                 .filter(|r| r.0 >= from && r.0 < to)
                 .collect();
@@ -400,8 +400,11 @@ impl FlowSpec {
     }
 }
 
+/// One trace line: arrival (ns) and the size it gives, if any.
+type TraceRow = (u64, Option<u64>);
+
 /// Trace lines `seconds [bytes]`, `#` comments; times in ns. Errors carry the 1-based line.
-fn parse_trace(text: &str) -> Result<Vec<(u64, Option<u64>)>, (usize, String)> {
+fn parse_trace(text: &str) -> Result<Vec<TraceRow>, (usize, String)> {
     let mut out = Vec::new();
     let mut sized = None;
     for (i, line) in text.lines().enumerate() {
