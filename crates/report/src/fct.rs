@@ -354,37 +354,6 @@ mod tests {
     }
 
     #[test]
-    fn every_output_shows_the_fcts() {
-        let mut r = crate::model::SimResult::default();
-        r.summary.scenario = "arrive".into();
-        r.fct = (1..=40)
-            .map(|k| rec(k * 5_000, Some(k as f64 * 1e-3), 0.5e-3))
-            .collect();
-        r.summary.fct = summarise(&r.fct);
-        let dir = std::env::temp_dir().join(format!("lsfctreport-{}", std::process::id()));
-        let written = crate::write_all(&r, &dir).unwrap();
-        let names: Vec<String> = written
-            .iter()
-            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
-            .collect();
-        for want in ["fct.csv", "fct_cdf.svg", "fct_cdf.png"] {
-            assert!(names.iter().any(|n| n == want), "{want} in {names:?}");
-        }
-        let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
-        assert!(html.contains("Flow completion times") && html.contains("fct.csv"));
-        let json = std::fs::read_to_string(dir.join("summary.json")).unwrap();
-        assert!(json.contains("\"slowdown_p99\""), "{json}");
-        let table = crate::render_table(&r);
-        // 20 flows ≤ 100 kB: p50 the 10th (10 ms), p99 the 20th (20 ms); slowdown 20 and 40.
-        let small = table.lines().find(|l| l.contains("<=100kB")).unwrap();
-        assert!(
-            small.contains("20/20") && small.contains("10 ms") && small.contains("40"),
-            "{small}"
-        );
-        let _ = std::fs::remove_dir_all(&dir);
-    }
-
-    #[test]
     fn csv_rows_by_arrival_with_empty_cells_for_unfinished() {
         let mut a = rec(5, Some(0.5), 0.25);
         a.start_s = 2.0;
