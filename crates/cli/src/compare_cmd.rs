@@ -89,6 +89,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
             rate_pct: args.max_error,
             rtt_pct: args.max_rtt_error,
             rtt_floor_ms: Tolerance::TARGET.rtt_floor_ms,
+            fct_pct: Tolerance::TARGET.fct_pct,
         },
     };
     let against = match &args.against {

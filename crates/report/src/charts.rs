@@ -6,6 +6,7 @@
 //! | `throughput_flows`   | goodput of each flow per sample interval                         |
 //! | `rtt`                | every RTT probe of each TCP/ping flow (≤ 2000 points per flow)    |
 //! | `backlog_classes`    | queue length of each leaf class at the end of each interval       |
+//! | `fct_cdf`            | CDF of the completion times of arriving flows, per size bucket    |
 //!
 //! Inner classes are left out of the per-class plots: their rate is the sum of their children's
 //! and would squash the leaves; the tables carry their numbers. Series are ordered like the
@@ -169,6 +170,15 @@ pub fn charts(result: &SimResult) -> Vec<Chart> {
         figure: fig,
         caption: "Bytes queued in each leaf class at the end of each sample interval.".into(),
     });
+    if let Some(figure) = crate::fct::fct_cdf_figure(&result.fct, &prefix) {
+        out.push(Chart {
+            stem: "fct_cdf",
+            figure,
+            caption: "Share of the completed arriving flows of each group and size bucket that \
+                      finished within x ms (fct.csv)."
+                .into(),
+        });
+    }
     out
 }
 

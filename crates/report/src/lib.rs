@@ -15,6 +15,7 @@
 //! ```text
 //! SimResult ─┬─ summary::summary_json ─────────────▶ summary.json
 //!            ├─ csv::timeseries_csv ───────────────▶ timeseries.csv
+//!            ├─ fct::fct_csv (arriving flows) ─────▶ fct.csv
 //!            ├─ charts::charts ─▶ Figure ─ plot::layout ─▶ Scene ─┬─ plot::svg ───▶ *.svg
 //!            │                                                    └─ plot::raster ▶ *.png
 //!            ├─ html::render_html (inlines the SVGs) ─────────────────────────────▶ report.html
@@ -23,6 +24,7 @@
 
 mod charts;
 mod csv;
+pub mod fct;
 mod html;
 pub mod model;
 pub mod numfmt;
@@ -79,6 +81,12 @@ pub fn write_all_with(
     let path = dir.join("rtt.csv");
     std::fs::write(&path, csv::rtt_csv(result))?;
     written.push(path);
+
+    if !result.fct.is_empty() {
+        let path = dir.join("fct.csv");
+        std::fs::write(&path, fct::fct_csv(&result.fct))?;
+        written.push(path);
+    }
 
     if !result.class_states.is_empty() {
         let path = dir.join("scheduler.csv");

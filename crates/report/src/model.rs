@@ -75,6 +75,11 @@ pub struct FlowSummary {
     pub timeouts: u64,
     /// TCP: congestion-window reductions (fast retransmits plus timeouts).
     pub cwnd_reductions: u64,
+    /// A finite TCP flow (`bytes`) that delivered all of them: its completion time in seconds,
+    /// from its start to the last byte in order at the receiver; its `goodput_bps` is then
+    /// `bytes_delivered × 8 / fct_s`. Absent for bulk flows and unfinished ones.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fct_s: Option<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -93,6 +98,10 @@ pub struct Summary {
     /// absent without an uplink.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uplink: Option<QdiscSummary>,
+    /// Flow completion times of each group of arriving flows (`arrivals` in the scenario), by
+    /// size bucket ([`crate::fct`]); absent when the scenario has none.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub fct: BTreeMap<String, crate::fct::FctSummary>,
     /// Present only when the figures were measured on real kernel traffic (`linkshare lab`)
     /// rather than simulated; absent from a simulation's `summary.json`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -180,4 +189,6 @@ pub struct SimResult {
     pub class_states: Vec<ClassState>,
     /// Individual RTT probes `(time_s, flow, rtt_ms)` for RTT-over-time plots.
     pub rtt_points: Vec<(f64, String, f64)>,
+    /// One record per arriving flow (`fct.csv`), in arrival order.
+    pub fct: Vec<crate::fct::FctRecord>,
 }

@@ -181,6 +181,10 @@ pub fn render_table(result: &SimResult) -> String {
     if show_timeouts {
         headers.push(("timeouts", Align::Right));
     }
+    let show_fct = s.flows.values().any(|f| f.fct_s.is_some());
+    if show_fct {
+        headers.push(("fct", Align::Right));
+    }
     if show_rtt {
         headers.push(("rtt p50", Align::Right));
         headers.push(("rtt p99", Align::Right));
@@ -204,6 +208,12 @@ pub fn render_table(result: &SimResult) -> String {
         if show_timeouts {
             row.push(f.timeouts.to_string());
         }
+        if show_fct {
+            row.push(match f.fct_s {
+                Some(t) => format!("{} s", fixed_pad(t, 3)),
+                None => "-".to_string(),
+            });
+        }
         if show_rtt {
             row.push(rtt_cell(f.rtt_ms.as_ref(), |r| r.p50));
             row.push(rtt_cell(f.rtt_ms.as_ref(), |r| r.p99));
@@ -218,6 +228,11 @@ pub fn render_table(result: &SimResult) -> String {
         out.push_str("(no flows)\n");
     } else {
         out.push_str(&t.render());
+    }
+
+    if !s.fct.is_empty() {
+        out.push_str("\nflow completion times (arriving flows; slowdown = FCT / unloaded FCT):\n");
+        out.push_str(&crate::fct::fct_table(&s.fct).render());
     }
 
     if !s.fairness.is_empty() {

@@ -120,6 +120,7 @@ fn synthetic() -> SimResult {
         fairness,
         qdisc: Default::default(),
         uplink: None,
+        fct: Default::default(),
         lab: None,
         events: 123,
     };
@@ -171,6 +172,7 @@ fn synthetic() -> SimResult {
         samples,
         class_states: Vec::new(),
         rtt_points,
+        fct: Vec::new(),
     }
 }
 

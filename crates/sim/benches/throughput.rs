@@ -1,6 +1,7 @@
 //! Simulator speed: simulated packets per second of wall-clock time, and peak memory.
 //!
-//! Run with `cargo bench -p linkshare-sim --bench throughput`. Prints a markdown table.
+//! Run with `cargo bench -p linkshare-sim --bench throughput` (a name filters: `-- fct`). Prints a
+//! markdown table; peak RSS is the process's, so run one scenario alone for its own.
 //! "Packets" are the packets the sources emitted (TCP segments including retransmissions, UDP
 //! datagrams, echo requests); each one is scheduled, sent over the bottleneck (or dropped) and
 //! delivered, and each TCP segment causes an ACK.
@@ -81,6 +82,10 @@ rate = "95mbit"
 size = 1000
 "#;
 
+/// 10 000 short TCP flows arriving as a Poisson process over 100 Mbit/s (issue 37 §7); run it
+/// alone (`-- fct`) for its own peak memory.
+const FCT10K: &str = include_str!("../../../scenarios/fct-10k.toml");
+
 fn peak_rss_kib() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/self/status").ok()?;
     let line = s.lines().find(|l| l.starts_with("VmHWM:"))?;
@@ -95,7 +100,7 @@ fn main() {
         .collect();
     println!("| scenario | simulated s | packets | events | wall s | packets/s | events/s | peak RSS MiB |");
     println!("|---|---:|---:|---:|---:|---:|---:|---:|");
-    for text in [UDP10, TCP1, UDP10_HTB] {
+    for text in [UDP10, TCP1, UDP10_HTB, FCT10K] {
         let sc = match Scenario::parse(text, "bench") {
             Ok(sc) => sc,
             Err(e) => {

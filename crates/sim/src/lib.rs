@@ -13,6 +13,7 @@
 //!   detector so a run never hangs;
 //! * [`link`]: the bottleneck: scheduler → device buffer → wire, the pull rule and `timer_hz`;
 //! * [`tcp`] (NewReno, CUBIC), [`udp`] (CBR, Poisson, on/off), [`ping`]: the traffic;
+//! * [`workload`]: arriving flows: Poisson arrivals, size distributions, the unloaded FCT;
 //! * [`metrics`]: RTT histograms, fairness;
 //! * [`figures`]: a run's per-class and per-flow figures as rows of named columns;
 //! * [`jitter`]: what a seed other than 1 changes for every kind of traffic (start offsets, ACK
@@ -40,6 +41,7 @@ pub mod series;
 pub mod sweep;
 pub mod tcp;
 pub mod udp;
+pub mod workload;
 mod world;
 
 /// The result model lives with its renderers in `linkshare-report`; re-exported so that

@@ -59,6 +59,27 @@ impl Hist {
         self.sum += v as u128;
     }
 
+    /// Add every sample of `other` (a group's statistics from its flows').
+    pub fn merge(&mut self, other: &Hist) {
+        if other.n == 0 {
+            return;
+        }
+        if other.counts.len() > self.counts.len() {
+            self.counts.resize(other.counts.len(), 0);
+        }
+        for (a, b) in self.counts.iter_mut().zip(&other.counts) {
+            *a = a.saturating_add(*b);
+        }
+        self.min = if self.n == 0 {
+            other.min
+        } else {
+            self.min.min(other.min)
+        };
+        self.max = self.max.max(other.max);
+        self.n += other.n;
+        self.sum += other.sum;
+    }
+
     pub fn mean(&self) -> f64 {
         if self.n == 0 {
             0.0
@@ -125,9 +146,22 @@ pub struct FlowMetrics {
     /// RTT samples in the current sampling interval.
     pub rtt_int_sum: u128,
     pub rtt_int_n: u64,
+    /// A finite TCP flow's size (0: bulk) and when its last byte arrived in order.
+    pub target: u64,
+    pub done_at: Option<u64>,
 }
 
 impl FlowMetrics {
+    /// TCP payload delivered in order at `now`; the first time the size is reached is the
+    /// flow's completion.
+    #[inline]
+    pub fn deliver_tcp(&mut self, bytes: u64, now: u64) {
+        self.delivered += bytes;
+        if self.target > 0 && self.done_at.is_none() && self.delivered >= self.target {
+            self.done_at = Some(now);
+        }
+    }
+
     #[inline]
     pub fn rtt_sample(&mut self, ns: u64) {
         self.rtt.record(ns);
@@ -166,6 +200,24 @@ mod tests {
         assert_eq!(h.min, 1000);
         assert_eq!(h.max, 100_000_000);
         assert!((h.mean() - 50_000_500.0).abs() < 1.0);
+    }
+
+    #[test]
+    fn merged_histograms_are_one_histogram() {
+        let (mut a, mut b, mut all) = (Hist::default(), Hist::default(), Hist::default());
+        for v in 1..=1000u64 {
+            let h = if v % 3 == 0 { &mut a } else { &mut b };
+            h.record(v * 997);
+            all.record(v * 997);
+        }
+        let mut m = Hist::default();
+        m.merge(&a);
+        m.merge(&b);
+        m.merge(&Hist::default());
+        assert_eq!((m.n, m.min, m.max), (all.n, all.min, all.max));
+        assert_eq!(m.quantile(0.5), all.quantile(0.5));
+        assert_eq!(m.quantile(0.99), all.quantile(0.99));
+        assert_eq!(m.mean(), all.mean());
     }
 
     #[test]

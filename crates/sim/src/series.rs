@@ -60,14 +60,14 @@ impl Plan {
         let sample = sc.sample.0.max(1);
         // Sampling instants: every `sample` and the end of the run.
         let instants = sc.duration.0 / sample + 1;
-        // Per instant: a row per flow; per class a row and its state (classes that the policy
+        // Per instant: a row per flow (per group of arriving flows); per class a row and its state (classes that the policy
         // names plus the root; one row for a classless scheduler).
         let classes = sc
             .policy
             .as_ref()
             .map(|p| p.policy().classes().len() as u64 + 1)
             .unwrap_or(1);
-        let per_instant = sc.flows.len() as u64 + 2 * classes;
+        let per_instant = sc.flow_series() as u64 + 2 * classes;
         let wanted_rows = instants.saturating_mul(per_instant);
         // At stride k a run samples ⌈duration / (k·sample)⌉ ≤ duration / (k·sample) + 1 times:
         // leaving one instant's rows out of the budget keeps the `+ 1` inside it. A budget

@@ -42,6 +42,9 @@ use crate::series::{Budget, Plan};
 use crate::tcp::{AckInfo, Receiver, Sender};
 use crate::udp::UdpSource;
 
+mod groups;
+use groups::{Groups, NO_GROUP};
+
 /// Why a run failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
@@ -140,6 +143,8 @@ struct FlowRt {
     ack_out: VecDeque<(u64, SimPacket)>,
     src: Src,
     m: FlowMetrics,
+    /// Index of its group of arriving flows ([`NO_GROUP`]: reported on its own).
+    group: u32,
 }
 
 /// Per-class bookkeeping between samples (in `visit_classes` order).
@@ -171,6 +176,7 @@ struct World<'a> {
     /// Name the whole scheduler is reported under when it has no classes: the root discipline
     /// (`sfq`, `fq_codel`, …) or `pfifo` without a policy.
     root_name: &'static str,
+    groups: Groups,
 }
 
 /// Run a scenario to its end, keeping at most the default [`Budget`] of time series.
@@ -424,7 +430,7 @@ impl<'a> World<'a> {
             (lines.len() - 1) as u32
         };
         let mss = crate::tcp::mss_for_mtu(sc.link.mtu);
-        let flows = sc
+        let mut flows: Vec<FlowRt> = sc
             .flows
             .iter()
             .enumerate()
@@ -486,9 +492,11 @@ impl<'a> World<'a> {
                     ack_out: VecDeque::new(),
                     src,
                     m: FlowMetrics::default(),
+                    group: NO_GROUP,
                 }
             })
             .collect();
+        let groups = Groups::attach(sc, &mut flows);
         World {
             sc,
             eng: Engine::new(event_budget(sc)),
@@ -510,6 +518,7 @@ impl<'a> World<'a> {
                 .as_ref()
                 .map(|p| p.policy().kind_name())
                 .unwrap_or(NO_POLICY_CLASS),
+            groups,
         }
     }
 
@@ -794,7 +803,7 @@ impl<'a> World<'a> {
             PktKind::Data => {
                 let Src::Tcp(c) = &mut f.src else { return };
                 let (delivered, ack) = c.rcv.on_segment(p.seq, p.payload, p.sent_at, p.echo, now);
-                f.m.delivered += delivered;
+                f.m.deliver_tcp(delivered, now);
                 if let Some(a) = ack {
                     self.send_ack(i, a);
                 }
@@ -929,6 +938,10 @@ impl<'a> World<'a> {
             let q = &self.link.flows[i];
             let drops = q.drops - f.m.drops_prev;
             f.m.drops_prev = q.drops;
+            if f.group != NO_GROUP {
+                self.groups.add(f, bytes, drops, q.backlog);
+                continue;
+            }
             let rtt_ms = if f.m.rtt_int_n > 0 {
                 Some(f.m.rtt_int_sum as f64 / f.m.rtt_int_n as f64 / 1e6)
             } else {
@@ -950,6 +963,8 @@ impl<'a> World<'a> {
                 rtt_ms,
             });
         }
+        self.groups
+            .flush(t, dt, &mut self.samples, &mut self.rtt_points);
         self.last_sample = now;
     }
 
@@ -1021,12 +1036,10 @@ impl<'a> World<'a> {
         // Flows.
         let mut per_class: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
         for (i, f) in self.flows.iter().enumerate() {
-            let active = (f.stop.min(sc.duration.0).saturating_sub(f.start)) as f64 / 1e9;
-            let goodput = if active > 0.0 {
-                f.m.delivered as f64 * 8.0 / active
-            } else {
-                0.0
-            };
+            if f.group != NO_GROUP {
+                continue;
+            }
+            let (goodput, fct_s) = groups::goodput(f, sc.duration.0);
             let (kind, retransmits, timeouts, reductions, rtt, owd) = match &f.src {
                 Src::Tcp(c) => (
                     "tcp",
@@ -1064,9 +1077,11 @@ impl<'a> World<'a> {
                     owd_ms: owd,
                     timeouts,
                     cwnd_reductions: reductions,
+                    fct_s,
                 },
             );
         }
+        let fct = self.finish_groups(&mut summary, &mut per_class);
         for (class, xs) in per_class {
             if !class.is_empty() {
                 summary.fairness.insert(class, jain(&xs));
@@ -1077,6 +1092,7 @@ impl<'a> World<'a> {
             samples: self.samples,
             class_states: self.class_states,
             rtt_points: self.rtt_points,
+            fct,
         }
     }
 }

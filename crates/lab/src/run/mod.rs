@@ -14,8 +14,10 @@
 //! Submodules, one concern each: `setup` the scenario turned into what the lab runs (policy
 //! file, router options, addresses, route metrics, and what is not reproduced), `measure` the
 //! run itself (testbed, traffic, snapshots at each sample), `result` the measurements turned
-//! into the simulator's result model. Nothing here prints on stdout.
+//! into the simulator's result model, `fct` the arriving flows grouped and timed as the
+//! simulator does. Nothing here prints on stdout.
 
+mod fct;
 mod measure;
 mod result;
 mod setup;

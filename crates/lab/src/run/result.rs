@@ -21,6 +21,7 @@ use linkshare_sim::Scenario;
 use crate::testbed::{ClassCounters, RouterStats};
 use crate::traffic::Plan;
 
+use super::fct::{arriving, Arriving};
 use super::measure::Measured;
 
 /// The simulator's result model from what the lab measured.
@@ -40,7 +41,7 @@ pub(super) fn build_result(
     let last = m.snapshots.last().map(|s| &s.1).unwrap_or(&empty);
     let (samples, class_states) = time_series(plans, &m);
     let (classes, link_bytes) = class_summaries(sc, first, last, dur);
-    let (flows, rtt_points, fairness) = flow_summaries(sc, plans, &m, dur);
+    let (flows, rtt_points, fairness, arriving) = flow_summaries(sc, plans, &m, dur);
 
     let summary = Summary {
         scenario: sc.name.clone(),
@@ -58,6 +59,7 @@ pub(super) fn build_result(
         classes,
         flows,
         fairness,
+        fct: arriving.summary,
         qdisc: QdiscSummary {
             kind: last.kind.clone(),
             enqueued_packets: last.enqueued_packets.saturating_sub(first.enqueued_packets),
@@ -81,6 +83,7 @@ pub(super) fn build_result(
         samples,
         class_states,
         rtt_points,
+        fct: arriving.records,
     }
 }
 
@@ -120,6 +123,8 @@ fn time_series(plans: &[Plan], m: &Measured) -> (Vec<Sample>, Vec<ClassState>) {
                 avgidle_us: None,
             });
         }
+        // Arriving flows: one row per group, as the simulator samples them.
+        let mut groups: BTreeMap<&str, (u64, Vec<f64>)> = BTreeMap::new();
         for (i, p) in plans.iter().enumerate() {
             let (d1, s1, r1) = m.flow_marks[w][i];
             let (d0, s0, r0) = m.flow_marks[w - 1][i];
@@ -134,6 +139,12 @@ fn time_series(plans: &[Plan], m: &Measured) -> (Vec<Sample>, Vec<ClassState>) {
                         .collect()
                 })
                 .unwrap_or_default();
+            if let Some(a) = &p.spec.arrival {
+                let g = groups.entry(a.group.as_str()).or_default();
+                g.0 += bytes;
+                g.1.extend(rtts);
+                continue;
+            }
             let udp = matches!(p.spec.kind, FlowKind::Udp(_));
             samples.push(Sample {
                 time_s: t,
@@ -147,6 +158,18 @@ fn time_series(plans: &[Plan], m: &Measured) -> (Vec<Sample>, Vec<ClassState>) {
                 } else {
                     0
                 },
+                rtt_ms: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
+            });
+        }
+        for (name, (bytes, rtts)) in groups {
+            samples.push(Sample {
+                time_s: t,
+                kind: SeriesKind::Flow,
+                name: name.to_string(),
+                bytes,
+                rate_bps: bytes as f64 * 8.0 / span,
+                backlog_bytes: 0,
+                drops: 0,
                 rtt_ms: (!rtts.is_empty()).then(|| rtts.iter().sum::<f64>() / rtts.len() as f64),
             });
         }
@@ -218,6 +241,7 @@ type FlowParts = (
     BTreeMap<String, FlowSummary>,
     Vec<(f64, String, f64)>,
     BTreeMap<String, f64>,
+    Arriving,
 );
 
 /// The flows over the run (goodput, packets, losses, RTT or one-way delay), every RTT sample
@@ -228,6 +252,9 @@ fn flow_summaries(sc: &Scenario, plans: &[Plan], m: &Measured, dur: f64) -> Flow
     let mut rtt_points = Vec::new();
     let mut per_class: BTreeMap<String, Vec<f64>> = BTreeMap::new();
     for (i, p) in plans.iter().enumerate() {
+        if p.spec.arrival.is_some() {
+            continue;
+        }
         let l = &m.live[i];
         // Bytes delivered by the end of the run (what the simulator counts); packets sent and
         // received after the drain time.
@@ -239,10 +266,17 @@ fn flow_summaries(sc: &Scenario, plans: &[Plan], m: &Measured, dur: f64) -> Flow
         let (sent, received) = m.drained.get(i).copied().unwrap_or_default();
         let retransmits = l.retransmits.load(Ordering::Relaxed);
         let active = (p.stop.min(dur) - p.start).max(0.0);
-        let goodput = if active > 0.0 {
-            delivered as f64 * 8.0 / active
-        } else {
-            0.0
+        // A finite flow that finished: its completion time and size / FCT, as the simulator.
+        let fct_s = l
+            .done_s
+            .lock()
+            .ok()
+            .and_then(|d| *d)
+            .map(|d| (d - p.start).max(0.0));
+        let goodput = match fct_s {
+            Some(t) if t > 0.0 => delivered as f64 * 8.0 / t,
+            _ if active > 0.0 => delivered as f64 * 8.0 / active,
+            _ => 0.0,
         };
         let class = class_of(sc, p);
         let mut rtt = Hist::default();
@@ -293,15 +327,17 @@ fn flow_summaries(sc: &Scenario, plans: &[Plan], m: &Measured, dur: f64) -> Flow
                 owd_ms,
                 timeouts: 0,
                 cwnd_reductions: 0,
+                fct_s,
             },
         );
     }
+    let arriving = arriving(sc, plans, m, dur, &mut flows, &mut per_class);
     let fairness = per_class
         .into_iter()
         .filter(|(c, _)| !c.is_empty())
         .map(|(c, xs)| (c, jain(&xs)))
         .collect();
-    (flows, rtt_points, fairness)
+    (flows, rtt_points, fairness, arriving)
 }
 
 /// A router's class mode as the result model names it.

@@ -10,7 +10,10 @@
 //!   handshake, so the advertised window stays at about `window`, and `SO_SNDBUF` the same;
 //!   without one both buffers autotune as Linux's do. RTT samples are the kernel's smoothed RTT
 //!   (`TCP_INFO.tcpi_rtt`) read every 50 ms; retransmits are `tcpi_total_retrans`, read until
-//!   everything written is acknowledged.
+//!   everything written is acknowledged. A finite flow (`bytes`) completes when the sink has
+//!   read all of them: the instant is its FCT's end, as in the simulator. An arriving flow with a
+//!   `request` has its sink write the request at the arrival time and its source answer once it
+//!   has read it; the handshake is done before t0 either way, so neither side counts it.
 //! * **udp**: datagrams of the flow's IP `size` (payload `size − 28`) paced at `rate` by a
 //!   deadline loop (absolute deadlines, 1 ns timer slack, bounded catch-up), CBR, Poisson or
 //!   on/off. Each datagram carries its number and its send time, so the sink measures loss and
@@ -73,6 +76,8 @@ pub struct FlowLive {
     pub owd: Mutex<Hist>,
     /// First error a thread of the flow ran into.
     pub error: Mutex<Option<String>>,
+    /// A finite TCP flow: seconds after t0 its last byte reached the sink.
+    pub done_s: Mutex<Option<f64>>,
 }
 
 impl FlowLive {
@@ -154,7 +159,7 @@ impl Traffic {
             match &p.spec.kind {
                 FlowKind::Tcp(_) => {
                     tr.threads
-                        .push(spawn_in_ns(ns_c, move || tcp_sink(&p, &l, &st, tx))?);
+                        .push(spawn_in_ns(ns_c, move || tcp_sink(&p, &l, &st, &t0c, tx))?);
                     ready.push(rx);
                 }
                 FlowKind::Udp(_) => {

@@ -11,6 +11,7 @@ use std::io::{Read, Write};
 use std::net::{SocketAddrV4, TcpListener, TcpStream};
 use std::os::fd::{AsRawFd, FromRawFd, RawFd};
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Mutex;
 use std::time::Instant;
 
 use anyhow::{bail, Context};
@@ -39,6 +40,7 @@ pub(super) fn tcp_sink(
     p: &Plan,
     l: &FlowLive,
     stop: &AtomicBool,
+    t0c: &Mutex<Option<Instant>>,
     ready: std::sync::mpsc::Sender<Result<(), String>>,
 ) {
     let setup = || -> anyhow::Result<TcpListener> {
@@ -84,12 +86,31 @@ pub(super) fn tcp_sink(
     if conn.set_nonblocking(false).is_err() || conn.set_read_timeout(Some(POLL)).is_err() {
         return;
     }
+    let t0 = || t0c.lock().ok().and_then(|g| *g);
+    let request = p.spec.arrival.as_ref().map_or(0, |a| a.request);
+    if request > 0 {
+        if let Err(e) = send_request(p, &conn, request, stop, &t0) {
+            l.fail(format!("flow `{}`: request: {e:#}", p.spec.name));
+            return;
+        }
+    }
+    let target = match &p.spec.kind {
+        FlowKind::Tcp(t) => t.bytes.unwrap_or(0),
+        _ => 0,
+    };
+    let mut got = 0u64;
     let mut buf = vec![0u8; 1 << 16];
     while !stop.load(Ordering::Relaxed) {
         match conn.read(&mut buf) {
             Ok(0) => break,
             Ok(n) => {
                 l.delivered.fetch_add(n as u64, Ordering::Relaxed);
+                got += n as u64;
+                if target > 0 && got >= target && got - (n as u64) < target {
+                    if let (Some(t0), Ok(mut d)) = (t0(), l.done_s.lock()) {
+                        *d = Some(since(t0));
+                    }
+                }
             }
             Err(e)
                 if matches!(
@@ -101,6 +122,70 @@ pub(super) fn tcp_sink(
             Err(_) => break,
         }
     }
+}
+
+/// The sink's request: wait for the arrival time, then write `n` bytes.
+fn send_request(
+    p: &Plan,
+    mut conn: &TcpStream,
+    n: u64,
+    stop: &AtomicBool,
+    t0: &dyn Fn() -> Option<Instant>,
+) -> anyhow::Result<()> {
+    let t0 = loop {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        match t0() {
+            Some(t) => break t,
+            None => std::thread::sleep(POLL / 10),
+        }
+    };
+    let at = p
+        .spec
+        .arrival
+        .as_ref()
+        .map_or(p.start, |a| a.at.as_secs_f64());
+    if !wait_until(t0, at, stop) {
+        return Ok(());
+    }
+    let req = vec![0x71u8; usize::try_from(n).unwrap_or(usize::MAX).min(1 << 20)];
+    conn.write_all(&req).context("write")?;
+    Ok(())
+}
+
+/// With a request: read it whole before answering (the source's start is the request's
+/// arrival, not a time); false if the run stopped or the peer closed first.
+fn await_request(mut s: &TcpStream, n: u64, stop: &AtomicBool) -> anyhow::Result<bool> {
+    let fd = s.as_raw_fd();
+    let mut left = n;
+    let mut buf = vec![0u8; 1 << 14];
+    while left > 0 {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(false);
+        }
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        if unsafe { libc::poll(&mut pfd, 1, 50) } <= 0 {
+            continue;
+        }
+        let want = buf.len().min(usize::try_from(left).unwrap_or(usize::MAX));
+        match s.read(&mut buf[..want]) {
+            Ok(0) => return Ok(false),
+            Ok(k) => left -= k as u64,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(e) => bail!("reading the request: {e}"),
+        }
+    }
+    Ok(true)
 }
 
 /// A TCP source: connect and report on `connected`, wait for t0 on `t0_rx`, then write from
@@ -180,7 +265,13 @@ fn tcp_write(
     mut s: &TcpStream,
 ) -> anyhow::Result<()> {
     let fd = s.as_raw_fd();
-    if !wait_until(t0, p.start, stop) {
+    let request = p.spec.arrival.as_ref().map_or(0, |a| a.request);
+    let started = if request > 0 {
+        await_request(s, request, stop)?
+    } else {
+        wait_until(t0, p.start, stop)
+    };
+    if !started {
         return Ok(());
     }
     let chunk = vec![0x5au8; NOTSENT_LOWAT as usize];

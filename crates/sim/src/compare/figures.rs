@@ -48,6 +48,9 @@ pub struct Figures {
     pub pings: BTreeMap<String, Vec<Option<Rtt>>>,
     /// Goodput of each TCP and UDP flow over its active time, Mbit/s.
     pub goodput: BTreeMap<String, f64>,
+    /// FCT p50/p99 of each group of arriving flows by size bucket ([`super::fct`]).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub fct: super::fct::FctFigures,
 }
 
 /// Round to 1e-4 (0.1 kbit/s, 0.1 µs): stored figures stay short and a fresh run compares the
@@ -117,6 +120,7 @@ impl Figures {
             classes,
             pings,
             goodput,
+            fct: super::fct::measure(result),
         }
     }
 }

@@ -12,6 +12,7 @@
 //! ([`Tolerance::TARGET`]), ping RTT p50 within 15 % or 1 ms, both per phase (each phase's
 //! settled stretch: [`phases`]).
 
+pub mod fct;
 pub mod figures;
 mod html;
 pub mod phases;
@@ -35,6 +36,13 @@ pub struct Tolerance {
     pub rtt_pct: f64,
     /// … or this many ms, whichever is larger.
     pub rtt_floor_ms: f64,
+    /// Largest |sim − lab| of an FCT p50 or p99 per group and size bucket, percent of the lab's.
+    #[serde(default = "default_fct_pct")]
+    pub fct_pct: f64,
+}
+
+fn default_fct_pct() -> f64 {
+    Tolerance::TARGET.fct_pct
 }
 
 impl Tolerance {
@@ -43,6 +51,7 @@ impl Tolerance {
         rate_pct: 3.0,
         rtt_pct: 15.0,
         rtt_floor_ms: 1.0,
+        fct_pct: 15.0,
     };
 
     /// Whether a ping p50 of `sim` ms against `lab` ms is within the tolerance.
@@ -121,6 +130,9 @@ pub struct Comparison {
     pub classes: Vec<ClassRow>,
     pub pings: Vec<PingRow>,
     pub flows: Vec<FlowRow>,
+    /// FCT p50/p99 per group of arriving flows and size bucket ([`fct`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub fct: Vec<fct::FctRow>,
     pub worst: Worst,
     pub tolerance: Tolerance,
     /// Within the tolerance everywhere.
@@ -270,6 +282,7 @@ impl Comparison {
                 kernel: kernel.and_then(|f| f.goodput.get(n).copied()),
             })
             .collect();
+        let fct = fct::compare(&sim.fct, &lab.fct, tolerance.fct_pct, &mut failures);
 
         Comparison {
             scenario: scenario.to_string(),
@@ -278,6 +291,7 @@ impl Comparison {
             classes,
             pings,
             flows,
+            fct,
             worst,
             tolerance,
             pass: failures.is_empty(),
@@ -322,6 +336,7 @@ mod tests {
                 })
                 .collect(),
             goodput: BTreeMap::from([("t".to_string(), 1.0)]),
+            fct: Default::default(),
         }
     }
 

@@ -43,12 +43,24 @@ impl Phase {
     }
 }
 
-/// The phases of `sc`, from its flows' start and stop times.
+/// The phases of `sc`, from its flows' start and stop times. A group of arriving flows is one
+/// stationary load from its first arrival on: its flows' own starts are not boundaries.
 pub fn of_scenario(sc: &Scenario) -> Vec<Phase> {
     let mut times = Vec::with_capacity(sc.flows.len() * 2);
+    let mut groups = std::collections::BTreeSet::new();
     for f in &sc.flows {
-        times.push(f.start.as_secs_f64());
-        times.push(f.stop.as_secs_f64());
+        match &f.arrival {
+            // Flows arrive in time order: the group's first is its earliest.
+            Some(a) => {
+                if groups.insert(a.group.as_str()) {
+                    times.push(a.at.as_secs_f64());
+                }
+            }
+            None => {
+                times.push(f.start.as_secs_f64());
+                times.push(f.stop.as_secs_f64());
+            }
+        }
     }
     from_boundaries(&times, sc.duration.as_secs_f64())
 }

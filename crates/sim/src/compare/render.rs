@@ -125,6 +125,41 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
         let _ = write!(out, "\n{}", t.render());
     }
 
+    if !c.fct.is_empty() {
+        let mut t = TextTable::new(&[
+            ("fct group", Align::Left),
+            ("sizes", Align::Left),
+            ("sim p50 / p99 ms", Align::Right),
+            ("lab p50 / p99 ms", Align::Right),
+            ("p50 err %", Align::Right),
+            ("p99 err %", Align::Right),
+            ("done sim / lab", Align::Right),
+            ("within", Align::Left),
+        ]);
+        let fig = |f: Option<super::fct::FctFig>| {
+            f.map(|f| format!("{:.1} / {:.1}", f.p50_ms, f.p99_ms))
+                .unwrap_or_else(|| "-".into())
+        };
+        let done = |f: Option<super::fct::FctFig>| f.map_or(0, |f| f.completed);
+        for r in &c.fct {
+            t.rows.push(vec![
+                r.group.clone(),
+                r.bucket.clone(),
+                fig(r.sim),
+                fig(r.lab),
+                signed(r.p50_error_pct),
+                signed(r.p99_error_pct),
+                format!("{} / {}", done(r.sim), done(r.lab)),
+                match (r.judged, r.within) {
+                    (false, _) => format!("(< {} flows)", super::fct::MIN_FCT_FLOWS),
+                    (true, true) => "yes".into(),
+                    (true, false) => "NO".into(),
+                },
+            ]);
+        }
+        let _ = write!(out, "\n{}", t.render());
+    }
+
     let w = &c.worst;
     let _ = writeln!(
         out,
@@ -154,8 +189,15 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
     if c.pass {
         let _ = writeln!(
             out,
-            "PASS: within {} % of the link, RTT p50 within {} % or {} ms",
-            t.rate_pct, t.rtt_pct, t.rtt_floor_ms
+            "PASS: within {} % of the link, RTT p50 within {} % or {} ms{}",
+            t.rate_pct,
+            t.rtt_pct,
+            t.rtt_floor_ms,
+            if c.fct.is_empty() {
+                String::new()
+            } else {
+                format!(", FCT p50/p99 within {} %", t.fct_pct)
+            }
         );
     } else {
         let _ = writeln!(

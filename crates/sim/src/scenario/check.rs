@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 use linkshare_config::DocKind;
 use linkshare_core::Duration;
 
+use super::arrivals::Ctx;
 use super::error::{toml_error, Doc, ScenarioError};
 use super::flow::flow_from_raw;
 use super::raw::{RawPolicy, RawScenario};
@@ -132,18 +133,46 @@ impl Scenario {
             }
         };
 
-        let mut flows = Vec::new();
+        let mut flows: Vec<FlowSpec> = Vec::new();
         let mut names = std::collections::BTreeSet::new();
+        let ctx = Ctx {
+            duration,
+            link: &link,
+            seed,
+            dir: base,
+        };
         for rf in raw.flow {
             let span = rf.span();
             let rf = rf.into_inner();
-            let expanded = flow_from_raw(doc, rf, span.clone(), duration, &link)?;
+            let expanded = flow_from_raw(doc, rf, span.clone(), &ctx)?;
+            // Arriving flows of one entry share the first one's default hosts (one client, one
+            // server), each with its own ports.
+            let mut hosts = None;
             for mut f in expanded {
                 let i = flows.len() as u32;
                 if !names.insert(f.name.clone()) {
                     return Err(doc.err(span, format!("two flows are named `{}`", f.name), None));
                 }
+                if let (Some((src, dst)), Some(_)) = (hosts, &f.arrival) {
+                    if f.src.is_unspecified() {
+                        f.src = src;
+                    }
+                    if f.dst.is_unspecified() {
+                        f.dst = dst;
+                    }
+                }
                 default_endpoints(&mut f, i);
+                if let (Some(a), None) = (&f.arrival, hosts) {
+                    // The group is reported under the entry's name: it is taken too.
+                    if !names.insert(a.group.clone()) {
+                        return Err(doc.err(
+                            span,
+                            format!("two flows are named `{}`", a.group),
+                            None,
+                        ));
+                    }
+                    hosts = Some((f.src, f.dst));
+                }
                 flows.push(f);
             }
         }

@@ -9,12 +9,12 @@ use std::ops::Range;
 
 use linkshare_core::Duration;
 
+use super::arrivals::{expand, first_key, Ctx};
 use super::error::{Doc, ScenarioError};
 use super::raw::{RawFlow, Val};
 use super::spec::{
-    CcKind, FlowKind, FlowSpec, LinkSpec, Pattern, PingSpec, SizeMix, TcpSpec, UdpSpec,
-    DEFAULT_INIT_CWND, DEFAULT_MIN_RTO, DEFAULT_PING_INTERVAL, DEFAULT_PING_SIZE, MAX_COUNT,
-    MAX_DURATION,
+    CcKind, FlowKind, FlowSpec, Pattern, PingSpec, SizeMix, TcpSpec, UdpSpec, DEFAULT_INIT_CWND,
+    DEFAULT_MIN_RTO, DEFAULT_PING_INTERVAL, DEFAULT_PING_SIZE, MAX_COUNT, MAX_DURATION,
 };
 use super::value::{
     dscp_val, dur_val, int_val, ip_size, opt_addr, opt_bool, opt_dur, opt_int, rate_val, size_val,
@@ -31,7 +31,10 @@ macro_rules! deny_for {
 
 fn keys_help(kind: &str) -> String {
     match kind {
-        "tcp" => "tcp flows take: cc, window, bytes, delayed_ack, sack, min_rto, init_cwnd".into(),
+        "tcp" => format!(
+            "tcp flows take: cc, window, bytes, delayed_ack, sack, min_rto, init_cwnd; arriving flows: {}",
+            super::arrivals::KEYS
+        ),
         "udp" => "udp flows take: rate, size, pattern, on, off".into(),
         _ => "ping flows take: interval, size".into(),
     }
@@ -41,9 +44,9 @@ pub(super) fn flow_from_raw(
     doc: &Doc<'_>,
     rf: RawFlow,
     span: Range<usize>,
-    duration: Duration,
-    link: &LinkSpec,
+    ctx: &Ctx<'_>,
 ) -> Result<Vec<FlowSpec>, ScenarioError> {
+    let (duration, link) = (ctx.duration, ctx.link);
     let Some(name) = rf.name.as_ref() else {
         return Err(doc.err(span, "a [[flow]] needs a `name`", None));
     };
@@ -67,6 +70,13 @@ pub(super) fn flow_from_raw(
         ));
     };
     let kind_s = kind.get_ref().as_str();
+    if let (Some((sp, key)), true) = (first_key(&rf), kind_s != "tcp") {
+        return Err(doc.err(
+            sp,
+            format!("`{key}` does not apply to {kind_s} flows (arriving flows are tcp)"),
+            None,
+        ));
+    }
     let max_ip = link.mtu;
     let fk = match kind_s {
         "tcp" => {
@@ -294,7 +304,11 @@ pub(super) fn flow_from_raw(
         start,
         stop,
         extra_delay,
+        arrival: None,
     };
+    if rf.arrivals.is_some() || first_key(&rf).is_some() {
+        return expand(doc, &rf, span, base, ctx);
+    }
     if !has_count {
         return Ok(vec![base]);
     }

@@ -14,11 +14,13 @@
 //! * `raw`: the document as serde reads it;
 //! * `check`: the scenario, its `[link]` and policy checked, flows in order;
 //! * `flow`: one `[[flow]]` checked and expanded;
+//! * `arrivals`: a tcp `[[flow]]` with `arrivals` expanded into its arriving flows;
 //! * `value`: single values (durations, rates, sizes, …) read and bounded.
 //!
 //! The public paths are `crate::scenario::X`: the files are private, their items re-exported
 //! here.
 
+mod arrivals;
 mod check;
 mod error;
 mod flow;
@@ -28,11 +30,13 @@ mod spec;
 mod tests;
 mod value;
 
+pub use arrivals::{DATAMINING_CDF, DEFAULT_SIZE_MAX, WEBSEARCH_CDF};
 pub use error::ScenarioError;
 pub(crate) use error::{line_col, toml_error, Doc};
 pub use spec::{
-    Axis, CcKind, FlowKind, FlowSpec, LinkSpec, Pattern, PingSpec, Point, Scenario, SizeMix, Sweep,
-    TcpSpec, UdpSpec, UplinkSpec, DEFAULT_DPORT_BASE, DEFAULT_DURATION, DEFAULT_INIT_CWND,
-    DEFAULT_MIN_RTO, DEFAULT_MTU, DEFAULT_PING_INTERVAL, DEFAULT_PING_SIZE, DEFAULT_QUEUE,
-    DEFAULT_SAMPLE, DEFAULT_SPORT_BASE, DEFAULT_WINDOW, MAX_COUNT, MAX_DURATION,
+    Arrival, Axis, CcKind, FlowKind, FlowSpec, LinkSpec, Pattern, PingSpec, Point, Scenario,
+    SizeMix, Sweep, TcpSpec, UdpSpec, UplinkSpec, DEFAULT_DPORT_BASE, DEFAULT_DURATION,
+    DEFAULT_INIT_CWND, DEFAULT_MIN_RTO, DEFAULT_MTU, DEFAULT_PING_INTERVAL, DEFAULT_PING_SIZE,
+    DEFAULT_QUEUE, DEFAULT_SAMPLE, DEFAULT_SPORT_BASE, DEFAULT_WINDOW, MAX_ARRIVALS, MAX_COUNT,
+    MAX_DURATION,
 };

@@ -141,6 +141,17 @@ pub(super) struct RawFlow {
     pub(super) sack: Option<SV>,
     pub(super) min_rto: Option<SV>,
     pub(super) init_cwnd: Option<SV>,
+    // tcp arrivals (`arrivals`)
+    pub(super) arrivals: Option<Spanned<String>>,
+    pub(super) arrival_rate: Option<SV>,
+    pub(super) load: Option<SV>,
+    pub(super) trace: Option<Spanned<String>>,
+    pub(super) size_dist: Option<Spanned<String>>,
+    pub(super) size_sigma: Option<SV>,
+    pub(super) size_alpha: Option<SV>,
+    pub(super) size_cdf: Option<Spanned<String>>,
+    pub(super) size_max: Option<SV>,
+    pub(super) request: Option<SV>,
     // udp
     pub(super) rate: Option<SV>,
     pub(super) pattern: Option<Spanned<String>>,

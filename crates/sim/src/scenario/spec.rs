@@ -156,6 +156,21 @@ pub struct FlowSpec {
     pub stop: Duration,
     /// One-way delay of the flow's access path, added in both directions.
     pub extra_delay: Duration,
+    /// Set for the flows an `arrivals` entry expands into (TCP with `bytes`): they are reported
+    /// by completion time in their group, not one by one.
+    pub arrival: Option<Arrival>,
+}
+
+/// How an arriving flow came: its group, when it arrived and its request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Arrival {
+    /// The `[[flow]]` entry's name (the flow itself is `group.k`).
+    pub group: String,
+    /// When it arrived; its FCT counts from here. Without a request `start` is this instant;
+    /// with one, `start` is later by the request's one-way trip (`crate::workload`).
+    pub at: Duration,
+    /// Bytes the receiver sends first (the request), 0 for none.
+    pub request: u64,
 }
 
 /// A checked scenario.
@@ -231,5 +246,21 @@ pub const DEFAULT_SPORT_BASE: u32 = 20000;
 pub const DEFAULT_DPORT_BASE: u32 = 5000;
 /// Largest `count`.
 pub const MAX_COUNT: i64 = 10_000;
+/// Most flows one `arrivals` entry may bring (the run's flow table holds each).
+pub const MAX_ARRIVALS: usize = 100_000;
 /// Longest simulated duration accepted.
 pub const MAX_DURATION: Duration = Duration::from_secs(24 * 3600);
+
+impl Scenario {
+    /// Flow series a run samples: one per flow, except arriving flows, one per group.
+    pub fn flow_series(&self) -> usize {
+        let mut groups = std::collections::BTreeSet::new();
+        self.flows
+            .iter()
+            .filter(|f| match &f.arrival {
+                Some(a) => groups.insert(a.group.as_str()),
+                None => true,
+            })
+            .count()
+    }
+}
