@@ -13,6 +13,7 @@
 //! settled stretch: [`phases`]).
 
 pub mod figures;
+pub mod groups;
 mod html;
 pub mod phases;
 mod render;
