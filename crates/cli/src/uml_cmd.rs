@@ -141,7 +141,10 @@ pub fn write_figures(
 ) -> anyhow::Result<()> {
     let sc = match scenario {
         Some(p) => Scenario::load(p),
-        None => Scenario::parse(linkshare_lab::DEFAULT_SCENARIO, linkshare_lab::DEFAULT_ORIGIN),
+        None => Scenario::parse(
+            linkshare_lab::DEFAULT_SCENARIO,
+            linkshare_lab::DEFAULT_ORIGIN,
+        ),
     }
     .map_err(|e| anyhow::anyhow!("the scenario: {e}"))?;
     let phases = compare::phases::of_scenario(&sc);

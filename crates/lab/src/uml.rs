@@ -274,8 +274,7 @@ impl Guest {
         ));
         let mut writable = vec![work.to_path_buf()];
         for d in &self.rw {
-            std::fs::create_dir_all(d)
-                .with_context(|| format!("cannot create {}", d.display()))?;
+            std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
             writable.push(
                 d.canonicalize()
                     .with_context(|| format!("cannot resolve {}", d.display()))?,

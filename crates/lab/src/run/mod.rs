@@ -134,8 +134,8 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
             );
             return Ok(Err(2));
         }
-        let mut r = testbed::KernelRouter::htb(linkshare_interop::tc::export::tc_script)
-            .named_for(&p);
+        let mut r =
+            testbed::KernelRouter::htb(linkshare_interop::tc::export::tc_script).named_for(&p);
         let netem = uml::missing_qdiscs("qdisc add dev x root netem\n")?.is_empty();
         if netem {
             r.return_delay_ns = 2 * sc.link.delay.0;

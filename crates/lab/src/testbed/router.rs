@@ -374,7 +374,9 @@ impl KernelRouter {
     /// [`QDISC_COUNTERS_EVERY`].
     fn root_stats(&mut self, mut st: RouterStats) -> anyhow::Result<RouterStats> {
         let dev = self.dev.clone();
-        let text = in_ns(&self.ns, || std::fs::read_to_string("/proc/thread-self/net/dev"))??;
+        let text = in_ns(&self.ns, || {
+            std::fs::read_to_string("/proc/thread-self/net/dev")
+        })??;
         let (bytes, packets) = dev_tx(&text, &dev)
             .with_context(|| format!("no {dev} in the router namespace's /proc/net/dev"))?;
         let due = self

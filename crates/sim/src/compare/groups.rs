@@ -59,14 +59,20 @@ pub fn of_scenario(sc: &Scenario) -> Vec<Group> {
     groups
 }
 
+/// The policy of `sc` has a CAKE root.
+pub fn cake_root(sc: &Scenario) -> bool {
+    matches!(
+        sc.policy.as_ref().and_then(|s| s.policy().root_leaf()),
+        Some(LeafKind::Cake(_))
+    )
+}
+
 /// The rate errors are a percentage of: the link's rate, or a CAKE root's `bandwidth` where that
 /// is lower (its shaper is then the bottleneck, and the "link" a share is measured against).
 pub fn reference_rate_bps(sc: &Scenario) -> f64 {
     let link = sc.link.rate.0 as f64;
     match sc.policy.as_ref().and_then(|s| s.policy().root_leaf()) {
-        Some(LeafKind::Cake(p)) => p
-            .bandwidth
-            .map_or(link, |b| (b.0 as f64).min(link)),
+        Some(LeafKind::Cake(p)) => p.bandwidth.map_or(link, |b| (b.0 as f64).min(link)),
         _ => link,
     }
 }
