@@ -280,8 +280,13 @@ impl Guest {
                     .with_context(|| format!("cannot resolve {}", d.display()))?,
             );
         }
-        // Read-only ones first: a writable directory may lie inside one.
-        for d in &self.ro {
+        // Read-only ones first: a writable directory may lie inside one. The current directory
+        // too when the guest's own /tmp or /run would hide it.
+        let mut ro = self.ro.clone();
+        if cwd.starts_with("/tmp") || cwd.starts_with("/run") {
+            ro.push(cwd.clone());
+        }
+        for d in &ro {
             let Ok(d) = d.canonicalize() else { continue };
             let q = quote(d.as_os_str().as_bytes());
             s.push_str(&format!(

@@ -165,12 +165,14 @@ qdisc = { type = "cake", bandwidth = "20mbit", diffserv = "diffserv4" }
 name = "many"
 kind = "tcp"
 src = "10.0.0.1"
+dst = "10.0.9.9"
 count = 2
 [[flow]]
 name = "voice"
 kind = "udp"
 rate = "1mbit"
 src = "10.0.0.2"
+dst = "10.0.9.9"
 dscp = "ef"
 [[flow]]
 name = "ping"
