@@ -152,29 +152,33 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
         );
     }
 
-    let mut sides = vec![("lab", false)];
+    let lab_run = match lab_side(path, &sc, false)? {
+        Ok(r) => r,
+        Err(code) => return Ok(code),
+    };
+    write_side(&lab_run, &out.join("lab"), &command)?;
+    let mut measured = vec![("lab", lab_run)];
+
+    let phases = compare::phases::of_scenario(&sc);
+    let no_policy = sc.policy.is_none();
+    let fig = |r: &SimResult| Figures::of_scenario(r, &sc, &phases);
+    let lab_fig = fig(&measured[0].1);
+    let mut kernel_fig = None;
     if args.kernel {
-        sides.push(("kernel", true));
-    }
-    let mut measured = Vec::new();
-    for (label, kernel) in sides {
-        match lab_side(path, &sc, kernel)? {
-            Ok(r) => {
-                write_side(&r, &out.join(label), &command)?;
-                measured.push((label, r));
+        match kernel_side(path, &sc, &out.join("kernel"), &command, &phases)? {
+            Ok((f, r)) => {
+                kernel_fig = Some(f);
+                // A side run in a guest has its own report in DIR/kernel but no overlay.
+                if let Some(r) = r {
+                    measured.push(("kernel", r));
+                }
             }
             Err(code) => return Ok(code),
         }
     }
-
-    let phases = compare::phases::of_scenario(&sc);
-    let no_policy = sc.policy.is_none();
-    let fig = |r: &SimResult| Figures::measure(r, &phases, no_policy);
-    let lab_fig = fig(&measured[0].1);
-    let kernel_fig = measured.get(1).map(|(_, r)| fig(r));
     let c = Comparison::new(
         &sc.name,
-        sc.link.rate.0 as f64,
+        compare::groups::reference_rate_bps(&sc),
         &phases,
         &fig(&sim),
         &lab_fig,
@@ -276,11 +280,7 @@ fn write_side(r: &SimResult, dir: &Path, command: &str) -> anyhow::Result<()> {
 
 /// One lab run with a progress line on stderr; `Err(code)` when it could not be used.
 fn lab_side(path: &Path, sc: &Scenario, kernel: bool) -> anyhow::Result<Result<SimResult, i32>> {
-    let what = if kernel {
-        "the kernel's HTB"
-    } else {
-        "linkshare"
-    };
+    let what = if kernel { "the kernel" } else { "linkshare" };
     let done = Arc::new(AtomicBool::new(false));
     let ticker = {
         let done = done.clone();
@@ -317,6 +317,31 @@ fn lab_side(path: &Path, sc: &Scenario, kernel: bool) -> anyhow::Result<Result<S
         return Ok(Err(EXIT_ERROR));
     }
     Ok(Ok(run.result))
+}
+
+/// The kernel's side: here, or in a user-mode Linux guest when this kernel lacks a qdisc the
+/// policy needs (then only its figures come back; its report is in `dir` all the same).
+fn kernel_side(
+    path: &Path,
+    sc: &Scenario,
+    dir: &Path,
+    command: &str,
+    phases: &[compare::Phase],
+) -> anyhow::Result<Result<(Figures, Option<SimResult>), i32>> {
+    let missing = crate::uml_cmd::missing_for(Some(path));
+    if !missing.is_empty() {
+        return Ok(
+            crate::uml_cmd::compare_kernel_in_guest(&missing, path, &sc.name, dir)?
+                .map(|f| (f, None)),
+        );
+    }
+    Ok(match lab_side(path, sc, true)? {
+        Ok(r) => {
+            write_side(&r, dir, command)?;
+            Ok((Figures::of_scenario(&r, sc, phases), Some(r)))
+        }
+        Err(code) => Err(code),
+    })
 }
 
 /// Name a scenario is stored under: its file stem.
@@ -363,14 +388,13 @@ fn record(args: &CompareArgs, file: &Path) -> anyhow::Result<i32> {
             return Ok(EXIT_ERROR);
         };
         let phases = compare::phases::of_scenario(&sc);
-        let no_policy = sc.policy.is_none();
         // A flow failing in the lab (a lagging sender on a busy machine) gets one more try.
         let lab = match lab_side(path, &sc, false)? {
-            Ok(r) => Figures::measure(&r, &phases, no_policy),
+            Ok(r) => Figures::of_scenario(&r, &sc, &phases),
             Err(EXIT_ERROR) => {
                 eprintln!("compare: {}: trying the lab run once more", sc.name);
                 match lab_side(path, &sc, false)? {
-                    Ok(r) => Figures::measure(&r, &phases, no_policy),
+                    Ok(r) => Figures::of_scenario(&r, &sc, &phases),
                     Err(EXIT_ERROR) => {
                         eprintln!(
                             "compare: {}: not recorded (the lab run failed twice)",
@@ -387,8 +411,15 @@ fn record(args: &CompareArgs, file: &Path) -> anyhow::Result<i32> {
         // The kernel's column is for scale only: a policy the kernel's HTB cannot run (CBQ) is
         // recorded without it.
         let kernel = if args.kernel {
-            match lab_side(path, &sc, true) {
-                Ok(Ok(r)) => Some(Figures::measure(&r, &phases, no_policy)),
+            let dir = std::env::temp_dir().join(format!(
+                "linkshare-record-{}-{}",
+                std::process::id(),
+                sc.name
+            ));
+            let side = kernel_side(path, &sc, &dir, "compare --record", &phases);
+            let _ = std::fs::remove_dir_all(&dir);
+            match side {
+                Ok(Ok((f, _))) => Some(f),
                 Ok(Err(lab::EXIT_INTERRUPTED)) => return Ok(lab::EXIT_INTERRUPTED),
                 Ok(Err(_)) => None,
                 Err(e) => {

@@ -71,6 +71,8 @@ pub struct Row {
     pub target: Comparison,
     pub within_stored: bool,
     pub stored: Tolerance,
+    /// The policy's root is CAKE: the kernel's column is sch_cake (a table of its own).
+    pub cake: bool,
 }
 
 /// Simulate every stored scenario (in parallel) and hold it against its lab figures. Scenario
@@ -121,11 +123,13 @@ fn one(name: &str, e: &StoredScenario, dir: &Path) -> anyhow::Result<Row> {
         .check(&sc, &sim, e.tolerance)
         .map_err(|m| anyhow::anyhow!(m))?
         .pass;
+    let cake = linkshare_sim::compare::groups::cake_root(&sc);
     Ok(Row {
         name: name.to_string(),
         target,
         within_stored,
         stored: e.tolerance,
+        cake,
     })
 }
 
@@ -136,7 +140,8 @@ fn render(stored: &Stored, rows: &[Row]) -> String {
         s,
         "Lab figures: Linux {} ({}), `scenarios/calibration/lab-results.json`. Target: every class \
          in every phase within {} % of the link rate, ping RTT p50 within {} % or {} ms. \
-         Errors are simulator − lab (kernel: the kernel's HTB − linkshare, both in the lab).\n",
+         Errors are simulator − lab (kernel: the kernel's own qdisc − linkshare, both in the lab; \
+         HTB on the recording machine, CAKE in a user-mode Linux guest).\n",
         stored.kernel, stored.date, t.rate_pct, t.rtt_pct, t.rtt_floor_ms
     );
     s.push_str(
@@ -180,7 +185,96 @@ fn render(stored: &Stored, rows: &[Row]) -> String {
         "\nWorst over the suite: {worst:+.1} % of the link; {met} of {} scenarios meet the target.",
         rows.len()
     );
+    render_kernel(&mut s, rows);
     s
+}
+
+/// The CAKE scenarios against the kernel's own CAKE (sch_cake, in a user-mode Linux guest where
+/// the recording machine's kernel has none): every host's and tin's rate (and the whole) within
+/// 3 % of the link, ping p50 within 15 % or 1 ms — kernel against linkshare, both real traffic.
+fn render_kernel(s: &mut String, rows: &[Row]) {
+    let cake: Vec<&Row> = rows.iter().filter(|r| r.cake).collect();
+    if cake.is_empty() {
+        return;
+    }
+    let t = Tolerance::TARGET;
+    s.push_str(
+        "\nAgainst the kernel's CAKE (the stored kernel column: Linux's sch_cake on the same \
+         traffic, in a user-mode Linux 6.1 guest; errors are kernel − linkshare in the lab, per \
+         host, tin and the whole, per phase):\n\n\
+         | scenario | rows | worst kernel − lab, % of link | where | worst share kernel − lab, % | worst ping p50 kernel − lab | target met |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    let mut met = 0;
+    for r in &cake {
+        let c = &r.target;
+        let rows_k: Vec<_> = c.classes.iter().filter(|x| x.kernel.is_some()).collect();
+        let worst = rows_k
+            .iter()
+            .filter_map(|x| x.kernel_error_pct.map(|e| (e, x)))
+            .fold(None, |w: Option<(f64, _)>, (e, x)| match w {
+                Some((we, _)) if we.abs() >= e.abs() => w,
+                _ => Some((e, x)),
+            });
+        let ping_ok = c.pings.iter().all(|p| match (p.kernel, p.lab) {
+            (Some(k), Some(l)) => t.rtt_ok(k.p50_ms, l.p50_ms),
+            _ => true,
+        });
+        let rate_ok = worst.is_some_and(|(e, _)| e.abs() <= t.rate_pct + 1e-9);
+        let ok = rate_ok && ping_ok;
+        met += usize::from(ok);
+        let ping = match (c.worst.kernel_rtt_p50_ms, c.worst.kernel_rtt_p50_pct) {
+            (Some(ms), Some(pc)) => format!("{ms:+.2} ms ({pc:+.0} %)"),
+            (Some(ms), None) => format!("{ms:+.2} ms"),
+            _ => "—".to_string(),
+        };
+        let share = worst_share(c);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.name,
+            rows_k.len(),
+            worst.map_or("—".into(), |(e, _)| format!("{e:+.1}")),
+            worst.map_or("—".into(), |(_, x)| format!(
+                "{}, phase {}",
+                x.class, x.phase
+            )),
+            share.map_or("—".into(), |(e, at)| format!("{e:+.1} ({at})")),
+            ping,
+            if ok { "yes" } else { "no" }
+        );
+    }
+    let _ = writeln!(
+        s,
+        "\n{met} of {} CAKE scenarios meet the target against the kernel's CAKE.",
+        cake.len()
+    );
+}
+
+/// The largest difference between the kernel's and the lab's share of a host or tin (its rate
+/// over the `cake` row's in the same phase, percent): what CAKE decided, apart from how much the
+/// side delivered in all.
+fn worst_share(c: &Comparison) -> Option<(f64, String)> {
+    let total = |phase: usize| {
+        c.classes
+            .iter()
+            .find(|x| x.class == "cake" && x.phase == phase)
+            .and_then(|x| Some((x.kernel?, x.lab?)))
+    };
+    let mut worst: Option<(f64, String)> = None;
+    for x in c.classes.iter().filter(|x| x.class != "cake") {
+        let (Some(k), Some(l), Some((kt, lt))) = (x.kernel, x.lab, total(x.phase)) else {
+            continue;
+        };
+        if kt <= 0.0 || lt <= 0.0 {
+            continue;
+        }
+        let e = (k / kt - l / lt) * 100.0;
+        if worst.as_ref().is_none_or(|(w, _)| e.abs() > w.abs()) {
+            worst = Some((e, x.class.clone()));
+        }
+    }
+    worst
 }
 
 /// `page` with the text between the markers replaced by `table`.

@@ -30,6 +30,10 @@ pub struct LabArgs {
     /// instead of the table; the report is written only with --out
     #[arg(long)]
     pub json: bool,
+    /// Also write the figures `compare` measures (per class/host/tin per phase, pings, goodput)
+    /// as JSON to FILE (how `compare --kernel` reads a side run in a user-mode Linux guest)
+    #[arg(long, value_name = "FILE", hide = true)]
+    pub figures: Option<PathBuf>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -39,6 +43,9 @@ pub enum LabCommand {
     /// Saturate the real shaper for a long time with a reload or class change every second and
     /// misbehaving control clients; check conservation, flat RSS and bounded pauses (docs/soak.md)
     Soak(SoakArgs),
+    /// Run a command in a user-mode Linux guest (Debian's user-mode-linux: every net/sched
+    /// qdisc), the host's / read-only, --rw directories writable (scripts/uml; docs/lab.md)
+    Uml(crate::uml_cmd::UmlArgs),
 }
 
 #[derive(Args, Debug)]
@@ -131,12 +138,28 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
             crate::exit::INVALID
         });
     }
+    if let Some(LabCommand::Uml(a)) = &args.command {
+        return crate::uml_cmd::run(a);
+    }
+    if args.kernel {
+        let missing = crate::uml_cmd::missing_for(args.scenario.as_deref());
+        if !missing.is_empty() {
+            return crate::uml_cmd::lab_in_guest(
+                &missing,
+                args.scenario.as_deref(),
+                args.out.as_deref(),
+            );
+        }
+    }
     let run = match execute(args.scenario.as_deref(), args.kernel)? {
         Ok(r) => r,
         Err(code) => return Ok(code),
     };
     let suffix = if args.kernel { "lab-kernel" } else { "lab" };
     let result = run.result;
+    if let Some(file) = &args.figures {
+        crate::uml_cmd::write_figures(args.scenario.as_deref(), &result, file)?;
+    }
     let out = match (&args.out, args.json) {
         (Some(d), _) => Some(d.clone()),
         (None, false) => Some(crate::sim_cmd::default_out_dir(&format!(

@@ -19,6 +19,7 @@ mod sim_cmd;
 mod stat_tc;
 mod stat_view;
 mod thread_time;
+mod uml_cmd;
 
 use clap::{Parser, Subcommand};
 

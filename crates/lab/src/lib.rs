@@ -19,13 +19,16 @@
 //! * [`run`]: one scenario through the lab, measured into a `SimResult` ([`execute`]);
 //! * [`bench`]: the seeds' overhead measurements beside the kernel's HTB (`lab bench`);
 //! * [`soak`]: saturation for a long time with reloads, class changes and misbehaving control
-//!   clients, checking conservation, flat memory and bounded pauses (`lab soak`, docs/soak.md).
+//!   clients, checking conservation, flat memory and bounded pauses (`lab soak`, docs/soak.md);
+//! * [`uml`]: a user-mode Linux guest for the kernel side where the host's kernel lacks the
+//!   policy's qdisc (CAKE, HFSC, …).
 
 pub mod bench;
 pub mod run;
 pub mod soak;
 pub mod testbed;
 pub mod traffic;
+pub mod uml;
 
 pub use run::{execute, LabRun, DEFAULT_ORIGIN, DEFAULT_SCENARIO, EXIT_INTERRUPTED};
 

@@ -32,6 +32,7 @@ use linkshare_sim::scenario::FlowKind;
 
 use crate::testbed::{self, LinkshareRouter};
 use crate::traffic::{self, Plan};
+use crate::uml;
 
 use measure::measure;
 use result::build_result;
@@ -113,40 +114,86 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
     let (routes, route_notes) = tcp_routes(&plans);
     notes.extend(route_notes);
     let router_args = router_args(&sc, &plans);
-    if kernel && !router_args.is_empty() {
-        notes.push(format!(
-            "--kernel: the kernel here has no netem, so the link's delays, the flows' extra_delay and the device buffer ({}) are not emulated",
-            router_args.join(" ")
-        ));
+    // The kernel's side: its qdiscs from `export tc`, refused before anything is built when this
+    // kernel lacks one (the CLI then runs this side in a user-mode Linux guest), and the link's
+    // delay on netem where the kernel has it.
+    let mut kernel_router = None;
+    if kernel {
+        let p = linkshare_config::Policy::parse(&policy_text, &sc.origin)
+            .map_err(|e| anyhow::anyhow!("{e}"))?;
+        let script = linkshare_interop::tc::export::tc_script(&p, "probe0")
+            .context("--kernel runs the policy on the kernel's qdiscs")?;
+        let missing = uml::missing_qdiscs(&script)?;
+        if !missing.is_empty() {
+            eprintln!(
+                "{}: error: --kernel: this kernel has no {} (the policy needs it); linkshare lab --kernel and compare --kernel run the kernel's side in a user-mode Linux guest when `linux` is installed (apt-get install user-mode-linux kmod, or scripts/uml)",
+                sc.origin,
+                missing
+                    .iter()
+                    .map(|k| format!("sch_{k}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            return Ok(Err(2));
+        }
+        let mut r =
+            testbed::KernelRouter::htb(linkshare_interop::tc::export::tc_script).named_for(&p);
+        let netem = uml::missing_qdiscs("qdisc add dev x root netem\n")?.is_empty();
+        if netem {
+            r.return_delay_ns = 2 * sc.link.delay.0;
+        }
+        let not_emulated: Vec<&String> = if netem {
+            router_args
+                .iter()
+                .filter(|a| !a.starts_with("--emulate") && !a.starts_with("delay="))
+                .collect()
+        } else {
+            router_args.iter().collect()
+        };
+        if netem && sc.link.delay.0 > 0 {
+            notes.push(format!(
+                "--kernel: the link's delay is netem's on the return path ({} ms from C to A), so the base RTT is 2 x delay but UDP one-way delays read the delay lower",
+                2 * sc.link.delay.0 / 1_000_000
+            ));
+        }
+        if !not_emulated.is_empty() {
+            notes.push(format!(
+                "--kernel: {} are not emulated ({})",
+                if netem {
+                    "the flows' extra_delay and the device buffer"
+                } else {
+                    "the kernel here has no netem, so the link's delays, the flows' extra_delay and the device buffer"
+                },
+                not_emulated
+                    .iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(" ")
+            ));
+        }
+        kernel_router = Some(r);
     }
 
     testbed::install_signal_handlers()?;
     if let Some(n) = testbed::raise_priority() {
         notes.push(n);
     }
+    let router: Box<dyn testbed::Router> = match kernel_router {
+        Some(r) => Box::new(r),
+        None => Box::new(LinkshareRouter::new(router_args)?),
+    };
     eprintln!(
-        "lab: {} — {} flows for {:.1} s through {} in network namespaces",
+        "lab: {} — {} flows for {:.1} s through {} in network namespaces{}",
         sc.name,
         plans.len(),
         duration,
-        if kernel {
-            "the kernel's HTB"
+        router.name(),
+        if uml::in_guest() {
+            " (user-mode Linux guest)"
         } else {
-            "linkshare"
+            ""
         }
     );
-    let router: Box<dyn testbed::Router> = if kernel {
-        // Fail before building anything when the kernel cannot take the policy.
-        let p = linkshare_config::Policy::parse(&policy_text, &sc.origin)
-            .map_err(|e| anyhow::anyhow!("{e}"))?;
-        linkshare_interop::tc::export::tc_script(&p, "probe0")
-            .context("--kernel runs the policy on the kernel's HTB")?;
-        Box::new(testbed::KernelRouter::htb(
-            linkshare_interop::tc::export::tc_script,
-        ))
-    } else {
-        Box::new(LinkshareRouter::new(router_args)?)
-    };
     let measured = measure(&sc, &plans, &routes, &policy_text, router)?;
     let interrupted = measured.interrupted;
     let failures: Vec<String> = measured
@@ -160,6 +207,41 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         failures,
         interrupted,
     }))
+}
+
+/// The qdiscs the kernel's side of `scenario` (its policy as `export tc` writes it) needs and
+/// this kernel refuses: where non-empty, `--kernel` runs in a user-mode Linux guest
+/// ([`uml`]). Empty when the scenario cannot be read or exported (the run itself then says
+/// why), and inside a guest.
+pub fn kernel_qdiscs_missing(scenario: Option<&Path>) -> Vec<String> {
+    if uml::in_guest() {
+        return Vec::new();
+    }
+    let text = match scenario {
+        Some(p) => match std::fs::read_to_string(p) {
+            Ok(t) => t,
+            Err(_) => return Vec::new(),
+        },
+        None => DEFAULT_SCENARIO.to_string(),
+    };
+    let sc = match scenario {
+        Some(p) => linkshare_sim::Scenario::load(p),
+        None => linkshare_sim::Scenario::parse(&text, DEFAULT_ORIGIN),
+    };
+    let Ok(sc) = sc else {
+        return Vec::new();
+    };
+    let base = scenario
+        .and_then(Path::parent)
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let script = policy_text(&sc, &text, &base).ok().and_then(|(t, _)| {
+        let p = linkshare_config::Policy::parse(&t, &sc.origin).ok()?;
+        linkshare_interop::tc::export::tc_script(&p, "probe0").ok()
+    });
+    script
+        .and_then(|s| uml::missing_qdiscs(&s).ok())
+        .unwrap_or_default()
 }
 
 /// The distinct values of `it`, in first-seen order.

@@ -39,7 +39,7 @@ pub(super) fn build_result(
     let empty = RouterStats::default();
     let first = m.snapshots.first().map(|s| &s.1).unwrap_or(&empty);
     let last = m.snapshots.last().map(|s| &s.1).unwrap_or(&empty);
-    let (samples, class_states) = time_series(plans, &m);
+    let (samples, class_states) = time_series(plans, &m, sc.policy.is_some());
     let (classes, link_bytes) = class_summaries(sc, first, last, dur);
     let (flows, rtt_points, fairness, arriving) = flow_summaries(sc, plans, &m, dur);
 
@@ -88,8 +88,10 @@ pub(super) fn build_result(
 }
 
 /// The time series: per class and per flow, what each sample interval carried (rate, backlog,
-/// drops, mean RTT), and each class's mode and tokens at each sample.
-fn time_series(plans: &[Plan], m: &Measured) -> (Vec<Sample>, Vec<ClassState>) {
+/// drops, mean RTT), and each class's mode and tokens at each sample. A policy without classes
+/// (a CAKE or fq_codel root) is one class named by its kind, as the simulator names it, from
+/// the router's qdisc counters.
+fn time_series(plans: &[Plan], m: &Measured, policy: bool) -> (Vec<Sample>, Vec<ClassState>) {
     let mut samples = Vec::new();
     let mut class_states = Vec::new();
     for w in 1..m.snapshots.len() {
@@ -121,6 +123,20 @@ fn time_series(plans: &[Plan], m: &Measured) -> (Vec<Sample>, Vec<ClassState>) {
                 tokens_bytes: Some(c.tokens),
                 ctokens_bytes: Some(c.ctokens),
                 avgidle_us: None,
+            });
+        }
+        if policy && cur.classes.is_empty() {
+            let bytes = cur.dequeued_bytes.saturating_sub(prev.dequeued_bytes);
+            let drops = |st: &RouterStats| st.drops.values().sum::<u64>();
+            samples.push(Sample {
+                time_s: t,
+                kind: SeriesKind::Class,
+                name: cur.kind.clone(),
+                bytes,
+                rate_bps: bytes as f64 * 8.0 / span,
+                backlog_bytes: 0,
+                drops: drops(cur).saturating_sub(drops(prev)),
+                rtt_ms: None,
             });
         }
         // Arriving flows: one row per group, as the simulator samples them.

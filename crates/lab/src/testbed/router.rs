@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::bed::Testbed;
-use super::netns::{ip, open_ns};
+use super::netns::{in_ns, ip, open_ns};
 use super::signals::interrupted;
 use super::stats::{numbers, parse_stat, parse_tc_classes, RouterStats};
 
@@ -196,20 +196,38 @@ pub struct KernelRouter {
     dev: String,
     /// The policy's classes in file order: class `i` is tc's `1:<i+1>`.
     classes: Vec<(String, Option<String>, f64, f64)>,
+    /// The policy's root qdisc as the policy names it (`htb`, `cake`, `hfsc`, …).
+    kind: &'static str,
+    /// The link's delay emulated with netem on the return path (C → A, on `dev_ra`): twice the
+    /// one-way delay there gives the base RTT of `2 × delay` without a netem on a socket's own
+    /// host (where it would hold TCP back through TCP Small Queues) or behind the policy's
+    /// root. 0: none.
+    pub return_delay_ns: u64,
+    /// A classless root's drops and overlimits from `tc -s qdisc`, and when they were read.
+    qdisc_counters: Option<(Instant, u64, u64)>,
 }
 
 /// Turns a policy into a `tc -batch` script for a device.
 pub type ScriptFn = fn(&linkshare_config::Policy, &str) -> anyhow::Result<String>;
 
 impl KernelRouter {
-    /// The kernel's HTB from the policy, set up by the script `export` writes.
+    /// The kernel's qdiscs from the policy (HTB, CAKE, HFSC, … as the policy's root), set up by
+    /// the script `export` writes.
     pub fn htb(export: ScriptFn) -> Self {
         KernelRouter {
             script: Some(export),
             ns: String::new(),
             dev: String::new(),
             classes: Vec::new(),
+            kind: "htb",
+            return_delay_ns: 0,
+            qdisc_counters: None,
         }
+    }
+    /// Named after `p`'s root (`kernel-cake`, `kernel-hfsc`, …) from the start.
+    pub fn named_for(mut self, p: &linkshare_config::Policy) -> Self {
+        self.kind = p.kind_name();
+        self
     }
     /// A plain bridge: the policy is ignored.
     pub fn bridge() -> Self {
@@ -218,6 +236,9 @@ impl KernelRouter {
             ns: String::new(),
             dev: String::new(),
             classes: Vec::new(),
+            kind: "none",
+            return_delay_ns: 0,
+            qdisc_counters: None,
         }
     }
 }
@@ -240,10 +261,12 @@ fn tc(args: &[&str]) -> anyhow::Result<String> {
 
 impl Router for KernelRouter {
     fn name(&self) -> &'static str {
-        if self.script.is_some() {
-            "kernel-htb"
-        } else {
-            "bridge"
+        match (self.script.is_some(), self.kind) {
+            (false, _) => "bridge",
+            (true, "cake") => "kernel-cake",
+            (true, "hfsc") => "kernel-hfsc",
+            (true, "htb") => "kernel-htb",
+            (true, _) => "kernel",
         }
     }
 
@@ -269,6 +292,15 @@ impl Router for KernelRouter {
         ip(&["-n", ns, "link", "set", &bed.dev_ra, "master", "br0"])?;
         ip(&["-n", ns, "link", "set", &bed.dev_rc, "master", "br0"])?;
         ip(&["-n", ns, "link", "set", "br0", "up"])?;
+        if self.return_delay_ns > 0 {
+            let delay = format!("{}us", self.return_delay_ns / 1000);
+            let dev = bed.dev_ra.as_str();
+            tc(&[
+                "-n", ns, "qdisc", "add", "dev", dev, "root", "netem", "delay", &delay, "limit",
+                "100000",
+            ])
+            .context("the link's delay (netem on the return path)")?;
+        }
         let Some(export) = self.script else {
             return Ok(());
         };
@@ -277,6 +309,7 @@ impl Router for KernelRouter {
         let origin = policy.display().to_string();
         let p = linkshare_config::Policy::parse(&text, &origin)
             .map_err(|e| anyhow::anyhow!("{}", linkshare_router::render_config_error(&text, &e)))?;
+        self.kind = p.kind_name();
         self.classes = p
             .classes()
             .iter()
@@ -300,11 +333,14 @@ impl Router for KernelRouter {
 
     fn stats(&mut self) -> anyhow::Result<RouterStats> {
         let mut st = RouterStats {
-            kind: if self.script.is_some() { "htb" } else { "none" }.into(),
+            kind: self.kind.into(),
             ..RouterStats::default()
         };
         if self.script.is_none() {
             return Ok(st);
+        }
+        if self.classes.is_empty() {
+            return self.root_stats(st);
         }
         let classes = tc(&["-n", &self.ns, "-s", "class", "show", "dev", &self.dev])?;
         st.classes = parse_tc_classes(&classes, &self.classes);
@@ -324,5 +360,77 @@ impl Router for KernelRouter {
 
     fn stop(&mut self) {
         // The bridge and the qdisc go with the namespace.
+    }
+}
+
+/// How often a classless root's drops are read with `tc` (an exec of `tc` costs about 150 ms of
+/// the user-mode Linux guest's one CPU; its byte counters come from the device every sample).
+const QDISC_COUNTERS_EVERY: Duration = Duration::from_secs(2);
+
+impl KernelRouter {
+    /// A classless root (CAKE, fq_codel, …): what it sent is what the device sent
+    /// (`/proc/net/dev` of the router's namespace, read on a thread that joined it: no process
+    /// started per sample); its drops and overlimits from `tc -s qdisc` every
+    /// [`QDISC_COUNTERS_EVERY`].
+    fn root_stats(&mut self, mut st: RouterStats) -> anyhow::Result<RouterStats> {
+        let dev = self.dev.clone();
+        let text = in_ns(&self.ns, || {
+            std::fs::read_to_string("/proc/thread-self/net/dev")
+        })??;
+        let (bytes, packets) = dev_tx(&text, &dev)
+            .with_context(|| format!("no {dev} in the router namespace's /proc/net/dev"))?;
+        let due = self
+            .qdisc_counters
+            .is_none_or(|(at, _, _)| at.elapsed() >= QDISC_COUNTERS_EVERY);
+        if due {
+            let qdisc = tc(&["-n", &self.ns, "-s", "qdisc", "show", "dev", &self.dev])?;
+            // The root's line: "Sent B bytes P pkt (dropped D, overlimits O requeues R)".
+            if let Some(sent) = qdisc.lines().find(|l| l.trim_start().starts_with("Sent")) {
+                let w = numbers(sent);
+                let dropped = w.get(2).copied().unwrap_or(0);
+                let over = w.get(3).copied().unwrap_or(0);
+                self.qdisc_counters = Some((Instant::now(), dropped, over));
+            }
+        }
+        let (dropped, over) = self.qdisc_counters.map_or((0, 0), |(_, d, o)| (d, o));
+        st.dequeued_bytes = bytes;
+        st.dequeued_packets = packets;
+        st.overlimits = over;
+        st.drops.insert("dropped".into(), dropped);
+        st.enqueued_packets = packets + dropped;
+        Ok(st)
+    }
+}
+
+/// Transmitted bytes and packets of `dev` in a `/proc/net/dev` text (`dev: 8 receive fields,
+/// then transmit bytes, packets, …`).
+fn dev_tx(text: &str, dev: &str) -> Option<(u64, u64)> {
+    text.lines().find_map(|l| {
+        let (name, rest) = l.split_once(':')?;
+        if name.trim() != dev {
+            return None;
+        }
+        let w: Vec<u64> = rest
+            .split_whitespace()
+            .filter_map(|x| x.parse().ok())
+            .collect();
+        Some((*w.get(8)?, *w.get(9)?))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn transmit_counters_are_read_from_proc_net_dev() {
+        let text = "Inter-|   Receive                                                |  Transmit
+  face |bytes    packets errs drop fifo frame compressed multicast|bytes    packets errs drop fifo colls carrier compressed
+    lo:       0       0    0    0    0     0          0         0        0       0    0    0    0     0       0          0
+lslab1x0r2: 1000 10 0 0 0 0 0 0 123456 789 0 0 0 0 0 0
+";
+        assert_eq!(dev_tx(text, "lslab1x0r2"), Some((123456, 789)));
+        assert_eq!(dev_tx(text, "lo"), Some((0, 0)));
+        assert_eq!(dev_tx(text, "eth9"), None);
     }
 }

@@ -125,9 +125,21 @@ impl Figures {
     }
 }
 
+impl Figures {
+    /// The figures of `result`, a run of `sc`, over `phases`: [`Figures::measure`] and, for a
+    /// CAKE root, each host's and tin's rate as a row beside the classes ([`super::groups`]).
+    pub fn of_scenario(result: &SimResult, sc: &crate::Scenario, phases: &[Phase]) -> Figures {
+        let mut f = Figures::measure(result, phases, sc.policy.is_none());
+        let groups = super::groups::of_scenario(sc);
+        f.classes
+            .extend(super::groups::rates(result, phases, &groups));
+        f
+    }
+}
+
 /// Mean rate (Mbit/s) of the intervals `(previous end, end]` lying inside the phase's measured
 /// stretch.
-fn phase_rate(pts: &[(f64, u64)], p: &Phase) -> Option<f64> {
+pub(super) fn phase_rate(pts: &[(f64, u64)], p: &Phase) -> Option<f64> {
     if p.skipped {
         return None;
     }

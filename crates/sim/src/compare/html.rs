@@ -110,7 +110,7 @@ pub fn render_html(
             "Outside the tolerance."
         },
         if kernel {
-            " and the kernel's HTB (dotted)"
+            " and the kernel's qdisc (dotted)"
         } else {
             ""
         },

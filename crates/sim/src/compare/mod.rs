@@ -5,8 +5,10 @@
 //! stored lab figures with the same code. See docs/fidelity.md.
 //!
 //! The reference is the lab through linkshare (`linkshare lab`): the same scheduler code as the
-//! simulator, real kernel TCP. The kernel's HTB (`--kernel`) is a third column for scale: how far
-//! another real HTB is from linkshare's on the same traffic.
+//! simulator, real kernel TCP. The kernel's own qdisc (`--kernel`: HTB, CAKE, …, in a user-mode
+//! Linux guest where this kernel lacks it) is a third column: how far the kernel's implementation
+//! is from linkshare's on the same traffic, reported but not part of the verdict. For a CAKE root
+//! the rows include each host's and tin's rate ([`groups`]).
 //!
 //! The targets of issue 12: every class in every phase within 3 % of the link rate
 //! ([`Tolerance::TARGET`]), ping RTT p50 within 15 % or 1 ms, both per phase (each phase's
@@ -14,6 +16,7 @@
 
 pub mod fct;
 pub mod figures;
+pub mod groups;
 mod html;
 pub mod phases;
 mod render;
@@ -119,6 +122,12 @@ pub struct Worst {
     /// Largest |kernel − lab| of a class in a phase, percent of the link.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel_rate_pct: Option<f64>,
+    /// The kernel's ping p50 against the lab's furthest from the RTT bound (ms, percent of the
+    /// lab's): how close linkshare's queueing delay is to the kernel qdisc's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_rtt_p50_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kernel_rtt_p50_pct: Option<f64>,
 }
 
 /// Everything `linkshare compare` prints and writes to `compare.json`.
@@ -214,6 +223,7 @@ impl Comparison {
         let mut pings = Vec::new();
         // The ping furthest outside its bound: largest |error| / bound.
         let mut worst_ratio = f64::NEG_INFINITY;
+        let mut kernel_rtt_ratio = f64::NEG_INFINITY;
         let mut names: Vec<&String> = lab.pings.keys().chain(sim.pings.keys()).collect();
         names.sort();
         names.dedup();
@@ -227,6 +237,17 @@ impl Comparison {
                     continue;
                 }
                 let place = format!("ping {name}, phase {} ({} s)", ph.index, ph.span());
+                if let (Some(k), Some(l)) = (k, l) {
+                    let ms = round4(k.p50_ms - l.p50_ms);
+                    let bound = (l.p50_ms * tolerance.rtt_pct / 100.0).max(tolerance.rtt_floor_ms);
+                    let ratio = ms.abs() / bound.max(1e-9);
+                    if ratio > kernel_rtt_ratio {
+                        kernel_rtt_ratio = ratio;
+                        worst.kernel_rtt_p50_ms = Some(ms);
+                        worst.kernel_rtt_p50_pct =
+                            (l.p50_ms > 0.0).then(|| round4(ms / l.p50_ms * 100.0));
+                    }
+                }
                 let (ms, pc, within) = match (s, l) {
                     (Some(s), Some(l)) => {
                         let ms = round4(s.p50_ms - l.p50_ms);

@@ -182,7 +182,15 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
     if let Some(k) = w.kernel_rate_pct {
         let _ = writeln!(
             out,
-            "kernel HTB against linkshare in the lab: worst {k:+.1} % of the link"
+            "the kernel's qdisc against linkshare in the lab: worst {k:+.1} % of the link{}",
+            w.kernel_rtt_p50_ms
+                .map(|ms| format!(
+                    ", ping p50 {ms:+.2} ms{}",
+                    w.kernel_rtt_p50_pct
+                        .map(|p| format!(" = {p:+.0} %"))
+                        .unwrap_or_default()
+                ))
+                .unwrap_or_default()
         );
     }
     let t = &c.tolerance;

@@ -92,10 +92,10 @@ impl StoredScenario {
                 self.file
             ));
         }
-        let fig = Figures::measure(sim, &ph, sc.policy.is_none());
+        let fig = Figures::of_scenario(sim, sc, &ph);
         Ok(Comparison::new(
             &sc.name,
-            sc.link.rate.0 as f64,
+            super::groups::reference_rate_bps(sc),
             &ph,
             &fig,
             &self.lab,
