@@ -209,6 +209,24 @@ mod tests {
     use linkshare_router::control::snapshot::LatenessNs;
     use linkshare_router::control::{answer, Offline, Response};
 
+    /// An HFSC class's scheduler state in the plain view, with tc's field names.
+    #[test]
+    fn hfsc_classes_show_tc_s_state_fields() {
+        let policy = "qdisc = \"hfsc\"\ndefault = \"bulk\"\n\
+            [[class]]\nname = \"up\"\nls = \"1mbit\"\nul = \"1mbit\"\n\
+            [[class]]\nname = \"voip\"\nparent = \"up\"\nrt = { m1 = \"400kbit\", d = \"30ms\", m2 = \"100kbit\" }\nls = \"100kbit\"\n\
+            [[class]]\nname = \"bulk\"\nparent = \"up\"\nsc = \"900kbit\"\n";
+        let mut o = Offline::new(policy, "p.toml").unwrap_or_else(|d| panic!("{d}"));
+        let Response::Stat(s) = answer(&mut o, r#"{"v":1,"cmd":"stat"}"#) else {
+            panic!("no stat")
+        };
+        let plain = render(&s);
+        assert!(
+            plain.contains("period 0 level 0 work 0 rtwork 0 vt 0.0us ft 0.0us et 0.0us dt 0.0us"),
+            "{plain}"
+        );
+    }
+
     /// Drawn from a tree declared breadth-first: each class sits under its own parent.
     #[test]
     fn classes_are_indented_under_their_real_parents() {

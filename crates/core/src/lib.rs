@@ -59,7 +59,9 @@
 //! * [`leaf`] (= `qdisc::leaf`): the queue at a leaf class ([`leaf::LeafSpec`]), shared by the
 //!   classful schedulers.
 //! * [`tree`]: the class tree (validation, depth, order) shared by HTB and CBQ.
-//! * [`htb`]: the Hierarchical Token Bucket; [`cbq`]: Class-Based Queueing.
+//! * [`htb`]: the Hierarchical Token Bucket; [`cbq`]: Class-Based Queueing; [`hfsc`]: the
+//!   Hierarchical Fair Service Curve scheduler, whose curves' data and arithmetic are in
+//!   [`service_curve`] (below both it and the class views of [`qdisc`]).
 //! * [`shard`]: HTB cut into shards below the root, one per thread, the root's rate shared by
 //!   lock-free token exchange (the only atomics of the crate).
 //! * [`egress`]: the device model every driver shares (device buffer, pull rule, exact drain,
@@ -80,6 +82,7 @@ pub use qdisc::leaf;
 pub mod linklayer;
 pub mod packet;
 pub mod qdisc;
+pub mod service_curve;
 pub mod shard;
 pub mod tree;
 pub mod units;

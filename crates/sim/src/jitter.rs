@@ -3,7 +3,9 @@
 //! sample each of a distribution) and a sweep over seeds gives a confidence interval.
 //!
 //! * **Start offsets**: each flow starts up to [`START_JITTER`] after its `start`, uniformly (a
-//!   flow whose offset would reach its `stop` starts on time).
+//!   flow whose offset would reach its `stop` starts on time). Not the flows of an `arrivals`
+//!   entry: their arrival process is already the seed's, and their completion time counts from
+//!   the arrival.
 //! * **ACK processing jitter**: each TCP ACK leaves the receiver up to [`ACK_JITTER`] after the
 //!   segment that triggered it, uniformly, never before the flow's previous ACK (a receiver does
 //!   not reorder its own ACKs).

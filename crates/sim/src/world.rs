@@ -471,7 +471,11 @@ impl<'a> World<'a> {
                 };
                 let return_line = line_for(f.extra_delay.0 + sc.link.delay.0, LineKind::Return);
                 let mut jitter = crate::jitter::generator(sc.seed, i);
-                let start = crate::jitter::start(jitter.as_mut(), f.start.0, f.stop.0);
+                // An arriving flow starts when it arrives: its completion time counts from then.
+                let start = match f.arrival {
+                    Some(_) => f.start.0,
+                    None => crate::jitter::start(jitter.as_mut(), f.start.0, f.stop.0),
+                };
                 FlowRt {
                     access_line,
                     return_line,

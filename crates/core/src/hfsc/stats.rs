@@ -10,37 +10,7 @@ use super::*;
 use crate::qdisc::{Backlog, ClassMode, ClassStats, DropCounts, DropReason};
 use crate::units::Rate;
 
-/// A class's scheduler state, in tc's words for hfsc classes (times in ns since the clock's
-/// origin, amounts in bytes).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct HfscClassState {
-    /// Backlog periods of the class (`period`).
-    pub period: u64,
-    /// 0 for leaves, parents one above their highest child (`level`).
-    pub level: u8,
-    /// Virtual time (`vt`).
-    pub vt: u64,
-    /// Fit time `f` (`ft`): the class may not be served by link-sharing before it.
-    pub f: u64,
-    /// Eligible time (`et`) and deadline (`dt`) of a real-time leaf.
-    pub e: u64,
-    pub d: u64,
-    /// Bytes served by the real-time criterion (`c`) and in all (`w`).
-    pub cumul: u64,
-    pub total: u64,
-    /// Active children (leaves: 1 while active for link-sharing).
-    pub nactive: u32,
-}
-
-/// What a view of an HFSC class carries ([`ClassView::hfsc`]): its curves as in effect and its
-/// scheduler state.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub struct HfscClassView {
-    pub rt: Option<ServiceCurve>,
-    pub ls: Option<ServiceCurve>,
-    pub ul: Option<ServiceCurve>,
-    pub state: HfscClassState,
-}
+pub use crate::service_curve::{HfscClassState, HfscClassView};
 
 impl<P: Packet> Hfsc<P> {
     /// The scheduler state of a class.

@@ -462,7 +462,7 @@ pub struct ClassView<'a> {
     /// HFSC's curves and scheduler state (what `tc -s class show` prints for hfsc: period,
     /// level, work; and the virtual, fit, eligible and deadline times); `None` for other
     /// schedulers.
-    pub hfsc: Option<crate::hfsc::HfscClassView>,
+    pub hfsc: Option<crate::service_curve::HfscClassView>,
 }
 
 #[cfg(test)]

@@ -97,16 +97,8 @@ pub enum PolicySource {
 }
 
 /// One class's new rates (`PolicySource::Change`), and the changes applied since a policy's
-/// text was loaded (`PolicyText::changes`).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClassChange {
-    pub class: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ceil: Option<String>,
-}
+/// text was loaded (`PolicyText::changes`): the builder's own type, which the protocol carries.
+pub use crate::builder::ClassChange;
 
 /// A request, tagged by `cmd`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
