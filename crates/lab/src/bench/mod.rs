@@ -32,7 +32,7 @@ use pacing::pacing;
 use rates::{accuracy, classes, cpu_per_frame, forwarding, sfq_flood};
 use workers::{shared_parent, workers};
 
-pub use scale::scale_policy;
+pub use scale::{scale_files, SUBSCRIBERS_CSV};
 
 /// The measurements, by the name `--only` takes.
 const SUITES: &[(&str, &str)] = &[

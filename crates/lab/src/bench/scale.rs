@@ -62,37 +62,41 @@ fn new_rate(n: usize) -> u64 {
     subscriber_rate(n) / 2
 }
 
-/// The policy of `n` subscribers in today's policy format (`[[class]]` + `[[filter]]`): an
-/// uplink of 10 Gbit/s, 25 sites sharing it, the subscribers spread over the sites (rate: their
-/// share of the site, ceil 100 Mbit/s) with `leaf`, one /32 destination filter each, and a
-/// default class. The one place that writes it, so that it can become plans + a subscriber table.
-pub fn scale_policy(n: usize, leaf: &str) -> String {
+/// The file name of the subscriber table beside the bench's policy.
+pub const SUBSCRIBERS_CSV: &str = "subscribers.csv";
+
+/// The policy of `n` subscribers as an ISP writes it (and `import libreqos` does): an uplink of
+/// 10 Gbit/s, 25 sites sharing it and a default class as `[[class]]` tables, one `[[plan]]`
+/// (rate: a subscriber's share of its site, ceil 100 Mbit/s, `leaf`), and the subscribers in a
+/// table, [`SUBSCRIBERS_CSV`] beside the policy: one row each, spread over the sites, with one
+/// /32 address. Returns the policy's text and the table's.
+pub fn scale_files(n: usize, leaf: &str) -> (String, String) {
     let rate = subscriber_rate(n);
-    let mut s = String::with_capacity(n * 200);
-    s.push_str(
-        "# lab bench --only scale: one class per subscriber\nqdisc = \"htb\"\ndefault = \"other\"\n\
+    let mut s = String::with_capacity(4096);
+    s.push_str(&format!(
+        "# lab bench --only scale: one class per subscriber, from a subscriber table\n\
+         qdisc = \"htb\"\ndefault = \"other\"\nsubscribers = \"{SUBSCRIBERS_CSV}\"\n\
          [[class]]\nname = \"uplink\"\nrate = \"10gbit\"\n\
-         [[class]]\nname = \"other\"\nparent = \"uplink\"\nrate = \"10mbit\"\n",
-    );
+         [[class]]\nname = \"other\"\nparent = \"uplink\"\nrate = \"10mbit\"\n"
+    ));
     for site in 0..SITES {
         s.push_str(&format!(
             "[[class]]\nname = \"site{site}\"\nparent = \"uplink\"\nrate = \"{SITE_BIT}bit\"\n"
         ));
     }
+    s.push_str(&format!(
+        "[[plan]]\nname = \"sub\"\nrate = \"{rate}bit\"\nceil = \"100mbit\"\nleaf = {leaf}\n"
+    ));
+    let mut csv = String::with_capacity(n * 40 + 32);
+    csv.push_str("name,parent,plan,addresses\n");
     for k in 0..n {
-        s.push_str(&format!(
-            "[[class]]\nname = \"sub{k}\"\nparent = \"site{}\"\nrate = \"{rate}bit\"\n\
-             ceil = \"100mbit\"\nleaf = {leaf}\n",
-            k % SITES
-        ));
-    }
-    for k in 0..n {
-        s.push_str(&format!(
-            "[[filter]]\ndst = \"{}/32\"\nclass = \"sub{k}\"\n",
+        csv.push_str(&format!(
+            "sub{k},site{},sub,{}/32\n",
+            k % SITES,
             subscriber(k)
         ));
     }
-    s
+    (s, csv)
 }
 
 fn subscriber(k: usize) -> Ipv4Addr {
@@ -150,8 +154,8 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
             "probes lost across it",
         ],
         "One HTB class per subscriber (rate: its share of one of 25 sites under a 10 Gbit/s \
-         uplink, ceil 100 Mbit/s) with a /32 destination filter, `scale_policy` in crates/lab/\
-         src/bench/scale.rs. Memory: linkshare's resident set when idle; the kernel's as the \
+         uplink, ceil 100 Mbit/s, one plan) with a /32 address, in a subscriber table \
+         (`scale_files` in crates/lab/src/bench/scale.rs). Memory: linkshare's resident set when idle; the kernel's as the \
          machine's MemAvailable drop / Slab growth across `tc -batch` (machine-wide: other work \
          disturbs it). RTT: UDP echo A → C every 10 ms through subscriber 0's class, idle, then \
          while the statistics are read back to back in B (linkshare: GET /metrics?classes=all, \
@@ -234,9 +238,11 @@ impl Row {
     fn cells(&self, n: usize, kind: Kind) -> Vec<String> {
         let mem = match (self.rss, self.kernel_mem) {
             (Some(b), _) => format!("RSS {:.0} MB", b as f64 / 1e6),
+            // The change of each across the load: MemAvailable falls (its drop is negative),
+            // Slab grows; other work on the machine can move either way.
             (None, Some((avail, slab))) => format!(
-                "MemAvailable −{:.0} MB / Slab +{:.0} MB",
-                avail as f64 / 1e6,
+                "MemAvailable {:+.0} MB / Slab {:+.0} MB",
+                -(avail as f64) / 1e6,
                 slab as f64 / 1e6
             ),
             _ => "–".into(),
@@ -272,7 +278,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
     } else {
         PFIFO
     };
-    let policy_text = scale_policy(n, leaf);
+    let (policy_text, table) = scale_files(n, leaf);
     let t = Testbed::new()?;
     ip(&[
         "-n",
@@ -283,6 +289,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         "via",
         &ADDR_C.to_string(),
     ])?;
+    t.write_file(SUBSCRIBERS_CSV, &table)?;
     let file = t.write_file("policy.toml", &policy_text)?;
     let router: Box<dyn Router> = match kind {
         Kind::Linkshare => {
@@ -330,7 +337,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         hosts: Some((subscriber(1), SPREAD.min(n.saturating_sub(1)).max(1) as u32)),
     };
     let cpu = measure_flood(&bed, flood, secs)?;
-    let (change, lost) = rate_change(&bed, kind, &policy_text, n, secs)?;
+    let (change, lost) = rate_change(&bed, kind, &file, n, secs)?;
     Ok(Row {
         setup,
         rss,
@@ -448,7 +455,7 @@ fn stat_top(bed: &Bed) -> Result<f64, String> {
 fn rate_change(
     bed: &Bed,
     kind: Kind,
-    policy: &str,
+    policy: &std::path::Path,
     n: usize,
     secs: f64,
 ) -> anyhow::Result<(Result<f64, String>, (u64, u64))> {
@@ -488,7 +495,12 @@ fn rate_change(
 }
 
 /// The command that changes subscriber 0's rate on this router (of `n` subscribers).
-fn change_command(bed: &Bed, kind: Kind, policy: &str, n: usize) -> anyhow::Result<Vec<String>> {
+fn change_command(
+    bed: &Bed,
+    kind: Kind,
+    policy: &std::path::Path,
+    n: usize,
+) -> anyhow::Result<Vec<String>> {
     if kind == Kind::Linkshare {
         let exe = std::env::current_exe().context("cannot find the linkshare executable")?;
         let ctl = bed.t.dir.join("ctl.sock");
@@ -504,7 +516,7 @@ fn change_command(bed: &Bed, kind: Kind, policy: &str, n: usize) -> anyhow::Resu
         ]);
     }
     // The kernel: the exported `class add` line of sub0, as `class change` with the new rate.
-    let p = Policy::parse(policy, "scale.toml").map_err(|e| anyhow!("{e:?}"))?;
+    let p = Policy::load(policy).map_err(|e| anyhow!("{e:?}"))?;
     let script = tc_script(&p, &bed.t.dev_rc)?;
     let tail = format!("  # {CHANGED}");
     let line = script
@@ -556,11 +568,24 @@ fn rss_bytes(pid: u32) -> Option<u64> {
 mod tests {
     use super::*;
 
+    /// The bench's policy and table, written as the bench writes them, checked as `run` reads
+    /// them.
+    fn load(n: usize) -> Policy {
+        let dir = std::env::temp_dir().join(format!("ls-scale-{}-{n}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let (text, table) = scale_files(n, FQ_CODEL);
+        std::fs::write(dir.join(SUBSCRIBERS_CSV), table).expect("table");
+        let file = dir.join("policy.toml");
+        std::fs::write(&file, text).expect("policy");
+        let p = Policy::load(&file).unwrap_or_else(|e| panic!("{n}: {e:?}"));
+        let _ = std::fs::remove_dir_all(&dir);
+        p
+    }
+
     #[test]
     fn the_generated_policy_is_valid_and_has_one_filter_per_subscriber() {
         for n in [1usize, 30, 1000] {
-            let p = Policy::parse(&scale_policy(n, FQ_CODEL), "scale.toml")
-                .unwrap_or_else(|e| panic!("{n}: {e:?}"));
+            let p = load(n);
             assert_eq!(p.classes().len(), n + 27, "{n}");
             assert_eq!(p.filters().len(), n, "{n}");
             assert_eq!(p.filters()[0].class, "sub0");
@@ -569,7 +594,7 @@ mod tests {
         // The change the bench makes is one the shaper accepts (a higher rate would not fit
         // the full site).
         for n in [30usize, 1000] {
-            let mut p = Policy::parse(&scale_policy(n, FQ_CODEL), "scale.toml").expect("valid");
+            let mut p = load(n);
             let rate = linkshare_core::units::Rate(new_rate(n));
             p.change_rates(CHANGED, Some(rate), None)
                 .unwrap_or_else(|e| panic!("{n}: {e}"));
