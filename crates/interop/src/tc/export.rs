@@ -192,6 +192,18 @@ fn htb(
             .unwrap_or_else(|| "1:".into());
         class_line(dev, &parent, &classid(i), c, out);
     }
+    leaves_and_filters(policy, dev, opts, out)
+}
+
+/// After a classful root's `class add` lines (HTB or HFSC, classes numbered `1:i+1` in policy
+/// order): each leaf's qdisc and the filters.
+pub(super) fn leaves_and_filters(
+    policy: &Policy,
+    dev: &str,
+    opts: &ExportOptions,
+    out: &mut String,
+) -> anyhow::Result<()> {
+    let classes = policy.classes();
     for (i, c) in classes.iter().enumerate().filter(|(_, c)| c.is_leaf) {
         let q = leaf_qdisc(&c.leaf, out).with_context(|| leaf_context(policy, c))?;
         let _ = writeln!(

@@ -10,12 +10,11 @@
 
 use std::fmt::Write as _;
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use linkshare_config::{ClassInfo, HfscCompat, Policy};
 use linkshare_core::hfsc::ServiceCurve;
 
-use super::export::{classid, leaf_context, leaf_handle, leaf_qdisc, ExportOptions};
-use super::u32_out::{filters, Target};
+use super::export::{classid, leaves_and_filters, ExportOptions};
 
 /// The largest slope tc's 32-bit bytes-per-second fields hold, in bit/s.
 const TC_MAX_BITS: u64 = u32::MAX as u64 * 8;
@@ -125,24 +124,7 @@ pub(super) fn hfsc(
             c.name
         );
     }
-    for (i, c) in classes.iter().enumerate().filter(|(_, c)| c.is_leaf) {
-        let q = leaf_qdisc(&c.leaf, out).with_context(|| leaf_context(policy, c))?;
-        let _ = writeln!(
-            out,
-            "qdisc add dev {dev} parent {} handle {} {q}",
-            classid(i),
-            leaf_handle(i)
-        );
-    }
-    let list: Vec<(usize, &linkshare_config::FilterInfo)> =
-        policy.filters().iter().enumerate().collect();
-    let target = Target {
-        dev,
-        parent: "1:".into(),
-        classid: &classid,
-        hash: opts.hash_filters,
-    };
-    filters(policy, &list, &target, out)
+    leaves_and_filters(policy, dev, opts, out)
 }
 
 #[cfg(test)]
