@@ -71,8 +71,12 @@ enum Command {
         workers: Option<u32>,
         /// Replace the scenario's seed (a seed other than 1 also jitters flow starts and ACKs;
         /// docs/scenario-format.md)
-        #[arg(long, value_name = "N")]
+        #[arg(long, value_name = "N", conflicts_with = "seeds")]
         seed: Option<u64>,
+        /// Run the scenario (every point of its [sweep]) under seeds 1..=N and report each
+        /// figure's mean and 95 % confidence interval over the seeds (sweep-ci.csv)
+        #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(2..=1000))]
+        seeds: Option<u64>,
         /// Set a key of the scenario before it runs, as a [sweep] axis does, e.g.
         /// --set flow.in.size=64 or --set policy.class.c.rate=2mbit (repeatable)
         #[arg(long = "set", value_name = "KEY=VALUE")]
@@ -164,6 +168,7 @@ fn main() {
             point,
             workers,
             seed,
+            seeds,
             set,
         } => report(sim_cmd::run(
             scenario.as_deref(),
@@ -171,7 +176,7 @@ fn main() {
             *json,
             *point,
             *workers,
-            (*seed, set.as_slice()),
+            (*seed, *seeds, set.as_slice()),
         )),
         Command::Run(a) => report(router_cmds::run(a)),
         Command::Stat(a) => report(router_cmds::stat(a)),

@@ -6,6 +6,10 @@
 //! `out/<scenario name>` under the current directory. With `--json` the summary goes to stdout as
 //! JSON instead of the table, and files are written only if `--out` is given.
 //!
+//! `--seeds N` runs the scenario (every point of its sweep) under seeds 1..=N as a sweep with a
+//! last axis `seed`, and prints and writes (`sweep-ci.csv`) each figure's mean and 95 %
+//! confidence interval over the seeds (`linkshare_sim::seeds`).
+//!
 //! `--seed N` replaces the scenario's seed and `--set KEY=VALUE` (repeatable) sets a key by the
 //! dotted path a `[sweep]` axis uses (`flow.in.size=64`, `policy.class.c.rate=2mbit`); with a
 //! sweep, every point is built from the edited file.
@@ -47,7 +51,7 @@ pub fn run(
     json: bool,
     point: Option<usize>,
     workers: Option<u32>,
-    (seed, sets): (Option<u64>, &[String]),
+    (seed, seeds, sets): (Option<u64>, Option<u64>, &[String]),
 ) -> anyhow::Result<i32> {
     let mut edits = Vec::with_capacity(sets.len());
     for s in sets {
@@ -59,17 +63,15 @@ pub fn run(
             }
         }
     }
-    let loaded = match scenario {
-        Some(path) => {
-            if !path.is_file() {
-                eprintln!(
-                    "{}: error: cannot read the scenario: no such file",
-                    path.display()
-                );
-                return Ok(EXIT_IO);
-            }
-            Scenario::load_with(path, &edits, seed)
-        }
+    if let Some(path) = scenario.filter(|p| !p.is_file()) {
+        eprintln!(
+            "{}: error: cannot read the scenario: no such file",
+            path.display()
+        );
+        return Ok(EXIT_IO);
+    }
+    let load = |seed: Option<u64>| match scenario {
+        Some(path) => Scenario::load_with(path, &edits, seed),
         None => linkshare_sim::overrides::apply(
             DEFAULT_SCENARIO,
             DEFAULT_ORIGIN,
@@ -78,6 +80,29 @@ pub fn run(
             &edits,
             seed,
         ),
+    };
+    let loaded = match seeds {
+        None => load(seed),
+        // Every seed's own load: arrival times are drawn when a scenario is checked.
+        Some(n) => match (1..=n)
+            .map(|s| load(Some(s)).map(|sc| (s, sc)))
+            .collect::<Result<Vec<_>, _>>()
+        {
+            Err(e) => Err(e),
+            Ok(loads) => {
+                let mut first = loads[0].1.clone();
+                match linkshare_sim::seeds::with_seeds(loads) {
+                    Ok(sw) => {
+                        first.sweep = Some(sw);
+                        Ok(first)
+                    }
+                    Err(m) => {
+                        eprintln!("{}: error: --seeds: {m}", first.origin);
+                        return Ok(EXIT_FAILED);
+                    }
+                }
+            }
+        },
     };
     let mut sc = match loaded {
         Ok(sc) => sc,
@@ -213,6 +238,9 @@ fn run_sweep(
         std::io::stdout().write_all(result.json()?.as_bytes())?;
     } else {
         print!("{}", result.render_table());
+        if let Some(ivs) = linkshare_sim::seeds::intervals(&result) {
+            print!("\n{}", ivs.render_table());
+        }
     }
     let dir: Option<PathBuf> = match (out, json) {
         (Some(d), _) => Some(d.to_path_buf()),

@@ -135,3 +135,63 @@ fn sweep_over_an_inline_qdisc_writes_every_figure() {
     let one = summary(&["sim", p.to_str().unwrap(), "--point", "3", "--json"]);
     assert_eq!(one["seed"], 2);
 }
+
+#[test]
+fn seeds_give_means_and_confidence_intervals() {
+    let p = scratch("seeds.toml", SCENARIO);
+    let out_dir = p.with_file_name("seeds-out");
+    let out = linkshare(&[
+        "sim",
+        p.to_str().unwrap(),
+        "--seeds",
+        "4",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("mean over 4 seeds"), "{stdout}");
+    // Four runs, one per seed, in sweep.csv; their intervals in sweep-ci.csv.
+    let sweep = std::fs::read_to_string(out_dir.join("sweep.csv")).unwrap();
+    let header: Vec<&str> = sweep.lines().next().unwrap().split(',').collect();
+    assert_eq!(header[..2], ["point", "seed"]);
+    let rate_col = header.iter().position(|c| *c == "rate_bps").unwrap();
+    let t_rates: Vec<f64> = sweep
+        .lines()
+        .filter(|l| l.contains(",flow,t,"))
+        .map(|l| l.split(',').nth(rate_col).unwrap().parse().unwrap())
+        .collect();
+    assert_eq!(t_rates.len(), 4);
+    let ci = std::fs::read_to_string(out_dir.join("sweep-ci.csv")).unwrap();
+    assert!(
+        ci.starts_with("kind,name,figure,n,mean,sd,ci95,low,high\n"),
+        "{ci}"
+    );
+    let row: Vec<&str> = ci
+        .lines()
+        .find(|l| l.starts_with("flow,t,rate_bps,"))
+        .expect("the TCP flow's rate")
+        .split(',')
+        .collect();
+    assert_eq!(row[3], "4");
+    let mean: f64 = row[4].parse().unwrap();
+    assert!(
+        (mean - t_rates.iter().sum::<f64>() / 4.0).abs() < 1e-3,
+        "{row:?} {t_rates:?}"
+    );
+    let half: f64 = row[6].parse().unwrap();
+    assert!(
+        half > 0.0,
+        "seeds other than 1 jitter TCP: the runs differ ({t_rates:?})"
+    );
+
+    // --seeds and --seed exclude each other; --seeds needs at least 2.
+    let out = linkshare(&["sim", p.to_str().unwrap(), "--seeds", "3", "--seed", "2"]);
+    assert!(!out.status.success());
+    let out = linkshare(&["sim", p.to_str().unwrap(), "--seeds", "1"]);
+    assert!(!out.status.success());
+}

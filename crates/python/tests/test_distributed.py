@@ -45,10 +45,21 @@ def test_ray_local_cluster_equals_local(small_module, grid_local):
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     try:
         df = _run(small_module, "ray")
+        # The remote function is made once per process: a second sweep reuses it.
+        again = _run(small_module, "ray")
     finally:
         ray.shutdown()
     assert df.attrs["ran"] == 120
     pd.testing.assert_frame_equal(grid_local, df)
+    pd.testing.assert_frame_equal(grid_local, again)
+    # And on a new cluster after a shutdown, where Ray must export it again.
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:
+        small = linkshare.sweep(small_module, {"flow.u.size": [100, 200]}, overrides={"duration": "200ms"},
+                                executor="ray", progress=False)
+    finally:
+        ray.shutdown()
+    assert small.attrs["ran"] == 2
 
 
 def test_dask_local_cluster_equals_local(small_module, grid_local):
@@ -58,5 +69,9 @@ def test_dask_local_cluster_equals_local(small_module, grid_local):
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
         with Client(cluster) as client:
             df = _run(small_module, client)
+            # A second sweep of the same scenario right after the first: its scattered copy of
+            # the scenario must not be the first one's (released when that sweep ends).
+            again = _run(small_module, client)
     assert df.attrs["ran"] == 120
     pd.testing.assert_frame_equal(grid_local, df)
+    pd.testing.assert_frame_equal(grid_local, again)

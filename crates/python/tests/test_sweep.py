@@ -97,3 +97,44 @@ def test_bad_arguments(small):
         linkshare.sweep(small, {"flow.u.size": [64]}, seeds=0)
     with pytest.raises(TypeError):
         linkshare.sweep(small, {"flow.u.size": [64]}, executor=3)
+
+
+def test_guided_chunks_cover_every_point_and_shrink():
+    from linkshare._sweep import _guided
+
+    for n, workers in [(1, 2), (7, 2), (1000, 2), (1000, 8), (129, 1)]:
+        items = list(range(n))
+        chunks = _guided(items, workers)
+        assert [x for c in chunks for x in c] == items  # every point once, in order
+        sizes = [len(c) for c in chunks]
+        assert all(1 <= s <= 64 for s in sizes)
+        assert sizes == sorted(sizes, reverse=True)  # shrinking: the last ones are small
+        assert sizes[-1] == 1
+    # Much work: few round trips.
+    assert len(_guided(list(range(1000)), 2)) < 40
+
+
+_FIFO = """
+name = "fifo"
+duration = "200ms"
+[link]
+rate = "10mbit"
+delay = "5ms"
+{policy}
+[[flow]]
+name = "t"
+kind = "tcp"
+"""
+
+
+def test_policy_written_as_an_implicit_table():
+    # `[policy.qdisc]` without a `[policy]` line (an implicit TOML table) is the same policy as
+    # the inline table, in simulate and in a sweep.
+    explicit = _FIFO.format(policy='[policy]\nqdisc = { type = "pfifo", limit = 64 }')
+    implicit = _FIFO.format(policy='[policy.qdisc]\ntype = "pfifo"\nlimit = 64')
+    a = linkshare.simulate(explicit)
+    b = linkshare.simulate(implicit)
+    pd.testing.assert_frame_equal(a.classes, b.classes)
+    pd.testing.assert_frame_equal(a.flows, b.flows)
+    grid = {"policy.qdisc.limit": [16, 64]}
+    pd.testing.assert_frame_equal(linkshare.sweep(explicit, grid), linkshare.sweep(implicit, grid))

@@ -37,6 +37,7 @@ pub mod packet;
 pub mod ping;
 pub mod policy;
 pub mod scenario;
+pub mod seeds;
 pub mod series;
 pub mod sweep;
 pub mod tcp;

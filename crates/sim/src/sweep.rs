@@ -713,14 +713,21 @@ impl SweepResult {
         Ok(s)
     }
 
-    /// Write `sweep.csv` and `sweep.json` into `dir` (created if missing).
+    /// Write `sweep.csv` and `sweep.json` into `dir` (created if missing), and
+    /// `sweep-ci.csv` when an axis sets the seed ([`crate::seeds::intervals`]).
     pub fn write(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
         std::fs::create_dir_all(dir)?;
         let csv = dir.join("sweep.csv");
         std::fs::write(&csv, self.csv())?;
         let json = dir.join("sweep.json");
         std::fs::write(&json, self.json().map_err(std::io::Error::other)?)?;
-        Ok(vec![csv, json])
+        let mut files = vec![csv, json];
+        if let Some(ivs) = crate::seeds::intervals(self) {
+            let ci = dir.join("sweep-ci.csv");
+            std::fs::write(&ci, ivs.csv())?;
+            files.push(ci);
+        }
+        Ok(files)
     }
 }
 
@@ -734,7 +741,7 @@ pub fn rate_error_pct(measured: f64, assigned: f64) -> f64 {
 }
 
 /// A CSV field, quoted as RFC 4180 wants when needed.
-fn push_field(out: &mut String, s: &str) {
+pub(crate) fn push_field(out: &mut String, s: &str) {
     if s.contains([',', '"', '\n', '\r']) || s.starts_with(' ') || s.ends_with(' ') {
         out.push('"');
         out.push_str(&s.replace('"', "\"\""));

@@ -147,6 +147,22 @@ def _chunks(items: list, n: int) -> List[list]:
     return [items[i : i + n] for i in range(0, len(items), n)]
 
 
+def _guided(items: list, workers: int, most: int = 64) -> List[list]:
+    """Chunks that shrink as the work left does (guided self-scheduling: each is the work left
+    over twice the workers, at most `most`, at least one point): few round trips while there is
+    much to do, and small last chunks so that the workers finish together."""
+    out, i, n = [], 0, len(items)
+    while i < n:
+        size = max(1, min(most, (n - i) // (2 * max(1, workers))))
+        out.append(items[i : i + size])
+        i += size
+    return out
+
+
+def _split(items: list, chunksize: Optional[int], workers: int) -> List[list]:
+    return _chunks(items, chunksize) if chunksize else _guided(items, workers)
+
+
 def _dispatch(executor: Any, src_args: tuple, todo: list, chunksize: Optional[int], tick: Callable[[int], None]):
     """Run `todo` on `executor`; yields each chunk's outcomes as they finish."""
     if executor is None:
@@ -155,7 +171,7 @@ def _dispatch(executor: Any, src_args: tuple, todo: list, chunksize: Optional[in
             yield from _futures(pool, src_args, _chunks(todo, chunksize or 1), tick)
         return
     if isinstance(executor, cf.Executor):
-        yield from _futures(executor, src_args, _chunks(todo, chunksize or _auto_chunk(len(todo), 8)), tick)
+        yield from _futures(executor, src_args, _split(todo, chunksize, _executor_workers(executor)), tick)
         return
     if isinstance(executor, str) and (executor == "ray" or executor.startswith("ray://") or ":" in executor):
         yield from _ray(executor, src_args, todo, chunksize, tick)
@@ -169,9 +185,13 @@ def _dispatch(executor: Any, src_args: tuple, todo: list, chunksize: Optional[in
     )
 
 
-def _auto_chunk(n: int, workers: int) -> int:
-    # About four chunks per worker: few round trips, and still balanced.
-    return max(1, min(64, n // max(1, 4 * workers)))
+def _executor_workers(executor: cf.Executor) -> int:
+    return int(getattr(executor, "_max_workers", 0) or os.cpu_count() or 1)
+
+
+# One remote function per process: `ray.remote` exports the function to the cluster on its first
+# call, and Ray re-exports it by itself when the cluster changes.
+_RAY_REMOTE = None
 
 
 def _futures(pool: cf.Executor, src_args: tuple, chunks: List[list], tick):
@@ -187,10 +207,12 @@ def _ray(executor: str, src_args: tuple, todo: list, chunksize, tick):
 
     if not ray.is_initialized():
         ray.init(address=None if executor == "ray" else executor)
+    global _RAY_REMOTE
+    if _RAY_REMOTE is None:
+        _RAY_REMOTE = ray.remote(_run_chunk)
     workers = int(ray.cluster_resources().get("CPU", 1))
-    remote = ray.remote(_run_chunk)
     src_ref = ray.put(src_args)
-    pending = [remote.remote(src_ref, c) for c in _chunks(todo, chunksize or _auto_chunk(len(todo), workers))]
+    pending = [_RAY_REMOTE.remote(src_ref, c) for c in _split(todo, chunksize, workers)]
     while pending:
         done, pending = ray.wait(pending, num_returns=1)
         for ref in done:
@@ -214,13 +236,15 @@ def _dask(executor: Any, src_args: tuple, todo: list, chunksize, tick):
     else:
         client = executor
     workers = max(1, len(client.scheduler_info().get("workers", {})))
-    src_fut = client.scatter(src_args, broadcast=True)
+    # hash=False: a key of its own, so a sweep that follows one of the same scenario does not
+    # share (and lose, when the first releases it) the first one's copy.
+    src_fut = client.scatter(src_args, broadcast=True, hash=False)
     futs = [
         client.submit(_run_chunk, src_fut, c, pure=False)
-        for c in _chunks(todo, chunksize or _auto_chunk(len(todo), workers))
+        for c in _split(todo, chunksize, workers)
     ]
-    for f in as_completed(futs):
-        out = f.result()
+    # with_results: results fetched in batches as they finish, not one round trip each.
+    for _f, out in as_completed(futs, with_results=True):
         tick(len(out))
         yield out
 

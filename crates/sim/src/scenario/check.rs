@@ -108,8 +108,11 @@ impl Scenario {
         let uplink = match raw.uplink {
             None => None,
             Some(u) => {
-                let span = u.span();
-                let ru = u.into_inner();
+                // An implicit `[uplink]` (only `[uplink.policy]` written) has no span of its
+                // own: point at its first header.
+                let header = doc.text.find("[uplink").map_or(0..0, |i| i..i + 7);
+                let span = header;
+                let ru = u;
                 let Some(rate_v) = ru.rate.as_ref() else {
                     return Err(doc.err(
                         span,
@@ -193,16 +196,14 @@ impl Scenario {
 }
 
 /// `policy = "path"` (relative to the scenario's directory) or an inline policy table.
-fn resolve_policy(
-    doc: &Doc<'_>,
-    base: &Path,
-    p: toml::Spanned<RawPolicy>,
-) -> Result<PolicySource, ScenarioError> {
-    let span = p.span();
-    match p.into_inner() {
+fn resolve_policy(doc: &Doc<'_>, base: &Path, p: RawPolicy) -> Result<PolicySource, ScenarioError> {
+    match p {
         RawPolicy::Path(path) => {
             let full: PathBuf = base.join(&path);
             if !full.is_file() {
+                // The quoted path in the text (the value carries no span of its own).
+                let quoted = format!("\"{path}\"");
+                let span = doc.text.find(&quoted).map_or(0..0, |i| i..i + quoted.len());
                 return Err(doc.err(
                     span,
                     format!("policy file `{}` not found", full.display()),

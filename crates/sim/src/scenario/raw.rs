@@ -52,6 +52,11 @@ impl<'de> Deserialize<'de> for Val {
 pub(super) type SV = Spanned<Val>;
 
 /// `policy = "path"` or an inline `[policy]` table.
+///
+/// Read without `toml::Spanned` around it, as is `[uplink]`: `[policy.qdisc]` with no `[policy]`
+/// line makes `policy` an implicit table, which has no span, and `Spanned` then fails on the
+/// table's own keys. The keys inside keep their spans; the checks find the path's span in the
+/// text (`check::resolve_policy`).
 #[derive(Debug)]
 pub(crate) enum RawPolicy {
     Path(String),
@@ -88,8 +93,8 @@ pub(super) struct RawScenario {
     pub(super) seed: Option<Spanned<i64>>,
     pub(super) sample: Option<SV>,
     pub(super) link: Spanned<RawLink>,
-    pub(super) policy: Option<Spanned<RawPolicy>>,
-    pub(super) uplink: Option<Spanned<RawUplink>>,
+    pub(super) policy: Option<RawPolicy>,
+    pub(super) uplink: Option<RawUplink>,
     #[serde(default)]
     pub(super) flow: Vec<Spanned<RawFlow>>,
     /// Read by [`crate::load`] (`[sweep]` expands into whole scenarios, built above this module).
@@ -115,7 +120,7 @@ pub(super) struct RawLink {
 pub(super) struct RawUplink {
     pub(super) rate: Option<SV>,
     pub(super) queue: Option<SV>,
-    pub(super) policy: Option<Spanned<RawPolicy>>,
+    pub(super) policy: Option<RawPolicy>,
 }
 
 #[derive(Deserialize)]

@@ -138,3 +138,32 @@ fn a_policy_given_as_a_scenario_says_use_check() {
     assert!(msg.contains("this looks like a policy"), "{msg}");
     assert!(help.contains("linkshare check t.toml"), "{help}");
 }
+
+#[test]
+fn implicit_policy_and_uplink_tables_parse() {
+    // `[policy.qdisc]` with no `[policy]` line makes `policy` an implicit table (no span).
+    let text = format!("{BASE}[policy.qdisc]\ntype = \"pfifo\"\nlimit = 64\n[[flow]]\nname = \"t\"\nkind = \"tcp\"\n");
+    let s = Scenario::parse(&text, "t.toml").unwrap();
+    assert!(s.policy.is_some());
+    let explicit = format!("{BASE}[policy]\nqdisc = {{ type = \"pfifo\", limit = 64 }}\n[[flow]]\nname = \"t\"\nkind = \"tcp\"\n");
+    let e = Scenario::parse(&explicit, "t.toml").unwrap();
+    assert_eq!(format!("{:?}", s.policy), format!("{:?}", e.policy));
+
+    let text = format!(
+        "{BASE}[uplink]\nrate = \"1mbit\"\n[uplink.policy.qdisc]\ntype = \"pfifo\"\nlimit = 8\n"
+    );
+    let s = Scenario::parse(&text, "t.toml").unwrap();
+    assert!(s.uplink.as_ref().is_some_and(|u| u.policy.is_some()));
+
+    // An implicit `[uplink]` without its rate: the error points at its header.
+    let text = format!("{BASE}[uplink.policy.qdisc]\ntype = \"pfifo\"\n");
+    let e = Scenario::parse(&text, "t.toml").unwrap_err();
+    let d = e.first().unwrap();
+    assert_eq!(d.line, 5, "{e}");
+    assert!(d.message.contains("[uplink] needs a `rate`"), "{e}");
+
+    // A wrong type inside an implicit table is still located.
+    let text = format!("{BASE}[policy.qdisc]\ntype = \"pfifo\"\nlimit = \"many\"\n");
+    let e = Scenario::parse(&text, "t.toml").unwrap_err();
+    assert!(e.first().unwrap().line >= 5, "{e}");
+}
