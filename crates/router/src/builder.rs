@@ -675,6 +675,54 @@ mod tests {
         assert!(matches!(got[0].result, Err(Failure::Unsupported(_))));
     }
 
+    /// A rebuild compared with the running HTB policy carries its take-over, found on the
+    /// builder thread; without a running policy to compare with, none (taken over at once).
+    #[test]
+    fn a_rebuild_against_the_running_policy_carries_its_takeover() {
+        let text = |extra: &str| {
+            format!(
+                "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"r\"\nrate = \
+                 \"10mbit\"\n[[class]]\nname = \"a\"\nparent = \"r\"\nrate = \"1mbit\"\n{extra}"
+            )
+        };
+        let added = "[[class]]\nname = \"b\"\nparent = \"r\"\nrate = \"1mbit\"\n";
+        let base = Policy::parse(&text(""), "p.toml").unwrap();
+        let mut bases = [None, None];
+        let got = take_batch(
+            vec![
+                Msg::Base(0, Box::new(base)),
+                Msg::Build(job(0, 0, &text(added))),
+            ],
+            &mut bases,
+            true,
+        );
+        match &got[0].result {
+            Ok(Ready {
+                plan: Plan::Rebuild(_),
+                takeover: Some(t),
+                ..
+            }) => {
+                assert_eq!(t.added, ["b"]);
+                assert!(t.removed.is_empty());
+                assert_eq!((t.kept, t.root_ceil), (2, 10_000_000));
+            }
+            _ => panic!("not a rebuild with its take-over"),
+        }
+        let got = take_batch(
+            vec![Msg::Forget(0), Msg::Build(job(0, 1, &text("")))],
+            &mut bases,
+            true,
+        );
+        assert!(matches!(
+            got[0].result,
+            Ok(Ready {
+                plan: Plan::Rebuild(_),
+                takeover: None,
+                ..
+            })
+        ));
+    }
+
     #[test]
     fn a_missing_file_is_an_io_failure() {
         let mut b = Builder::start(false).unwrap();
