@@ -1,6 +1,8 @@
-//! Policies are built off the datapath: a reload's file read, parse, `check` and scheduler
-//! construction run on one builder thread, and the event loop only installs the finished
-//! scheduler (`Qdisc::adopt`, O(classes) moves of state, no parsing). Before, a reload of a
+//! Policies are built off the datapath: a reload's file read, parse, `check`, scheduler
+//! construction and comparison with the running policy run on one builder thread, and the event
+//! loop only installs the finished scheduler (an HTB replacing an HTB: swapped in O(1), then
+//! taking over the old tree's state in bounded steps, reload.rs; other kinds: `Qdisc::adopt`,
+//! O(classes) moves of state, no parsing). Before, a reload of a
 //! 400-class policy stopped forwarding for ~10 ms on the loop thread (docs/soak.md), and the
 //! stop grew with the policy: an operator's routine reload of a large policy must not pause
 //! every subscriber's traffic.
@@ -16,8 +18,10 @@
 //!   (patch.rs); a difference the running HTB can apply in place goes to the loop as a
 //!   [`Plan::Patch`], anything else as a new scheduler ([`Plan::Rebuild`]). A change by name is
 //!   applied to that policy directly (`Policy::change_rates`): one class's patch, no text;
-//! * the loop frees nothing large: what a reload replaces (the old scheduler, the old filters)
-//!   is sent back here to be dropped ([`Builder::discard`]);
+//! * the loop frees nothing large and matches nothing by name: a rebuild's take-over of the
+//!   running tree (which class becomes which, what was added and removed) is found here
+//!   ([`Ready::takeover`]), and what a reload replaces (the old scheduler once taken over, the
+//!   old filters) is sent back here to be dropped ([`Builder::discard`]);
 //! * the loop is woken through an eventfd in its epoll set, and takes finished builds without
 //!   blocking ([`Builder::finished`]);
 //! * signals stay the loop's: the thread blocks them all (SIGHUP is the loop's signalfd; the
@@ -102,6 +106,9 @@ pub(crate) struct Ready {
     /// For a rebuild compared with the running policy: the classes kept whose parameters or
     /// filters changed (a patch names its own).
     pub changed: Vec<String>,
+    /// For a rebuild of an HTB compared with the running HTB policy: how the new tree takes
+    /// over the running one in steps (patch.rs), found here rather than on the loop.
+    pub takeover: Option<patch::Takeover>,
     /// The new policy's text and origin; for a change by name, the change (the running text
     /// stays, with the change recorded beside it).
     pub text: Text,
@@ -349,13 +356,17 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
         _ => None,
     };
     let mut changed = Vec::new();
+    let mut takeover = None;
     let plan = match patch {
         Some(p) => Plan::Patch(p),
         None => {
+            let sched = sched_of(&policy, &text).map_err(Failure::Rejected)?;
             if let Some(Some(old)) = &base {
                 changed = patch::changed_by_name(old, &policy);
+                let htbs = old.kind_name() == "htb" && matches!(sched, Sched::Htb(_));
+                takeover = htbs.then(|| patch::takeover(old, &policy));
             }
-            Plan::Rebuild(sched_of(&policy, &text).map_err(Failure::Rejected)?)
+            Plan::Rebuild(sched)
         }
     };
     let link = policy.link_layer();
@@ -371,6 +382,7 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
         link,
         based,
         changed,
+        takeover,
         text: Text::Whole(text, origin),
         path,
     })
@@ -403,6 +415,7 @@ fn prepare_change(c: ClassChange, base: Option<&mut Option<Policy>>) -> Result<R
         link: policy.link_layer(),
         based: true,
         changed: Vec::new(),
+        takeover: None,
         text: Text::Change(c),
         path: None,
     })
@@ -660,6 +673,54 @@ mod tests {
             true,
         );
         assert!(matches!(got[0].result, Err(Failure::Unsupported(_))));
+    }
+
+    /// A rebuild compared with the running HTB policy carries its take-over, found on the
+    /// builder thread; without a running policy to compare with, none (taken over at once).
+    #[test]
+    fn a_rebuild_against_the_running_policy_carries_its_takeover() {
+        let text = |extra: &str| {
+            format!(
+                "qdisc = \"htb\"\ndefault = \"a\"\n[[class]]\nname = \"r\"\nrate = \
+                 \"10mbit\"\n[[class]]\nname = \"a\"\nparent = \"r\"\nrate = \"1mbit\"\n{extra}"
+            )
+        };
+        let added = "[[class]]\nname = \"b\"\nparent = \"r\"\nrate = \"1mbit\"\n";
+        let base = Policy::parse(&text(""), "p.toml").unwrap();
+        let mut bases = [None, None];
+        let got = take_batch(
+            vec![
+                Msg::Base(0, Box::new(base)),
+                Msg::Build(job(0, 0, &text(added))),
+            ],
+            &mut bases,
+            true,
+        );
+        match &got[0].result {
+            Ok(Ready {
+                plan: Plan::Rebuild(_),
+                takeover: Some(t),
+                ..
+            }) => {
+                assert_eq!(t.added, ["b"]);
+                assert!(t.removed.is_empty());
+                assert_eq!((t.kept, t.root_ceil), (2, 10_000_000));
+            }
+            _ => panic!("not a rebuild with its take-over"),
+        }
+        let got = take_batch(
+            vec![Msg::Forget(0), Msg::Build(job(0, 1, &text("")))],
+            &mut bases,
+            true,
+        );
+        assert!(matches!(
+            got[0].result,
+            Ok(Ready {
+                plan: Plan::Rebuild(_),
+                takeover: None,
+                ..
+            })
+        ));
     }
 
     #[test]

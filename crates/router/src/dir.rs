@@ -105,6 +105,35 @@ fn root_rate(s: &Sched) -> u64 {
     r
 }
 
+/// Start `new`'s take-over of `old` in steps when both are HTBs (`Htb::adopt_begin`, O(1)):
+/// the report and the new roots' ceils; `old` is then empty. Otherwise `old` stays and the
+/// take-over is given back.
+fn begin_takeover(
+    new: &mut Sched,
+    old: &mut Option<Sched>,
+    t: crate::patch::Takeover,
+    now: Time,
+) -> Result<(control::ReloadReport, u64), crate::patch::Takeover> {
+    match (new, old.take()) {
+        (Sched::Htb(h), Some(Sched::Htb(o))) => {
+            let queued = o.stats().backlog.packets;
+            h.adopt_begin(o, t.map, now);
+            let report = control::ReloadReport {
+                kept: t.kept,
+                added: t.added,
+                removed: t.removed,
+                moved_packets: queued,
+                ..Default::default()
+            };
+            Ok((report, t.root_ceil))
+        }
+        (_, o) => {
+            *old = o;
+            Err(t)
+        }
+    }
+}
+
 /// Default device buffer (bytes waiting behind the frame on the modelled wire): two full
 /// frames, or 1 ms of the link rate plus a frame when that is more (so a slow loop turn does not
 /// cap a fast link at one buffer per turn). The frames in flight (wire and buffer) peak at the
@@ -126,6 +155,11 @@ pub fn device_model(drain_bps: u64, device_buffer: u64) -> EgressConfig {
         clock_hz: 0,
     }
 }
+
+/// Classes of the old tree a loop turn takes over during a rebuild's take-over
+/// ([`Dir::adopt_step`]): each is O(depth) plus its queued packets, so a turn's share is well
+/// under a millisecond (docs/router.md, "Reload").
+pub const ADOPT_STEP: usize = 256;
 
 /// A full untagged Ethernet frame at MTU 1500: the room the pull rule asks for (frames are
 /// charged their whole length, see [`frame`](crate::frame)).
@@ -197,18 +231,42 @@ impl Dir {
     /// The scheduler replaced is handed back, for the caller to free off the datapath.
     pub(crate) fn install(
         &mut self,
+        new: Sched,
+        link: linkshare_core::linklayer::LinkLayer,
+        text: (String, String),
+        path: Option<PathBuf>,
+        now: Time,
+    ) -> (control::ReloadReport, Option<Sched>) {
+        self.install_with(new, None, link, text, path, now)
+    }
+
+    /// [`Dir::install`], or with `takeover` (an HTB replacing the HTB it was compared with on
+    /// the builder thread) without stopping: the new tree forwards from now on and takes over
+    /// the running one's classes in steps, [`ADOPT_STEP`] classes a loop turn
+    /// ([`Dir::adopt_step`]); here only O(1) work. The report then counts as moved the packets
+    /// queued at the swap (they are moved, or dropped with a counted reason, by the steps).
+    pub(crate) fn install_with(
+        &mut self,
         mut new: Sched,
+        takeover: Option<crate::patch::Takeover>,
         link: linkshare_core::linklayer::LinkLayer,
         text: (String, String),
         path: Option<PathBuf>,
         now: Time,
     ) -> (control::ReloadReport, Option<Sched>) {
         let mut old = self.sched.take();
-        let report = match old.as_mut() {
-            Some(o) => adopt_state(&mut new, o, now),
-            None => control::ReloadReport::default(),
+        let stepwise = takeover.map(|t| begin_takeover(&mut new, &mut old, t, now));
+        let (report, link_bps) = match stepwise {
+            Some(Ok(r)) => r,
+            _ => {
+                let report = match old.as_mut() {
+                    Some(o) => adopt_state(&mut new, o, now),
+                    None => control::ReloadReport::default(),
+                };
+                (report, root_rate(&new))
+            }
         };
-        self.link_bps = root_rate(&new);
+        self.link_bps = link_bps;
         self.sched = Some(new);
         self.link = link;
         self.follow_link();
@@ -220,6 +278,21 @@ impl Dir {
             self.policy_path = Some(p);
         }
         (report, old)
+    }
+
+    /// One step of a take-over under way (`install_with`): at most [`ADOPT_STEP`] classes of
+    /// the old tree, with their queued packets. The old tree once all is taken over, for the
+    /// caller to free off the datapath.
+    pub(crate) fn adopt_step(&mut self, now: Time) -> Option<linkshare_core::htb::Adopted<Frame>> {
+        match &mut self.sched {
+            Some(Sched::Htb(h)) if h.adopting() => h.adopt_step(now, ADOPT_STEP),
+            _ => None,
+        }
+    }
+
+    /// Whether a take-over is under way (the loop then comes back at once).
+    pub(crate) fn adopting(&self) -> bool {
+        matches!(&self.sched, Some(Sched::Htb(h)) if h.adopting())
     }
 
     /// Apply a difference to the running HTB in place (patch.rs): only the classes changed are

@@ -8,7 +8,9 @@
 //!
 //! Anything else (a class added, removed, renamed or moved, a new prio or leaf kind, another
 //! discipline, `r2q`, `mtu` or the link layer) is a rebuild: the new tree is built on the builder
-//! thread and adopts the running one's state on the loop (reload.rs).
+//! thread, with what it takes over from the running one found here too ([`takeover`]: which
+//! class becomes which, by name), and it takes over the running one's state on the loop in
+//! bounded steps while it already forwards (reload.rs, `Htb::adopt_step`).
 //!
 //! The comparison is by position: a policy's class ids are its file order, so a policy whose
 //! classes are the same names in the same order keeps every id, and the running tree's ids are
@@ -170,6 +172,57 @@ pub(crate) fn changed_by_name(old: &Policy, new: &Policy) -> Vec<String> {
         .collect()
 }
 
+/// How a rebuilt HTB takes over the running one in steps (reload.rs, `Htb::adopt_begin`), all
+/// of it found here, off the datapath: which new class each running class becomes (by name),
+/// the names added and removed, and the new roots' ceils (the device model follows them).
+pub(crate) struct Takeover {
+    pub map: linkshare_core::htb::AdoptMap,
+    pub added: Vec<String>,
+    pub removed: Vec<String>,
+    pub kept: u64,
+    pub root_ceil: u64,
+}
+
+/// The take-over of the HTB built from `old` by the one built from `new` (both HTB policies:
+/// a tree's class ids are its policy's class order). O(n) for `n` classes.
+pub(crate) fn takeover(old: &Policy, new: &Policy) -> Takeover {
+    let ids: HashMap<&str, ClassId> = new
+        .classes()
+        .iter()
+        .map(|c| (c.name.as_str(), c.id))
+        .collect();
+    let to_new: Vec<Option<ClassId>> = old
+        .classes()
+        .iter()
+        .map(|c| ids.get(c.name.as_str()).copied())
+        .collect();
+    let mut seen = vec![false; new.classes().len()];
+    let mut removed = Vec::new();
+    for (c, n) in old.classes().iter().zip(&to_new) {
+        match n.and_then(|n| seen.get_mut(n as usize)) {
+            Some(s) => *s = true,
+            None => removed.push(c.name.clone()),
+        }
+    }
+    let added: Vec<String> = new
+        .classes()
+        .iter()
+        .filter(|c| !seen[c.id as usize])
+        .map(|c| c.name.clone())
+        .collect();
+    Takeover {
+        map: linkshare_core::htb::AdoptMap::new(&to_new, new.classes().len()),
+        kept: (old.classes().len() - removed.len()) as u64,
+        added,
+        removed,
+        root_ceil: new
+            .classes()
+            .iter()
+            .filter(|c| c.parent_id.is_none())
+            .fold(0u64, |s, c| s.saturating_add(c.ceil.bits_per_sec())),
+    }
+}
+
 /// Whether two classes are the same place in the tree with the same kind of queue.
 fn same_shape(o: &ClassInfo, n: &ClassInfo) -> bool {
     o.id == n.id
@@ -259,6 +312,23 @@ mod tests {
         assert!(diff(&a, &added).is_none());
         assert!(diff(&added, &a).is_none());
         assert!(diff(&a, &renamed).is_none());
+    }
+
+    #[test]
+    fn a_takeover_matches_classes_by_name_off_the_loop() {
+        let a = policy(&[("c0", "1mbit"), ("c1", "1mbit"), ("c2", "1mbit")], &[]);
+        // c1 removed, c3 added before c2: c2's id moves.
+        let b = policy(&[("c0", "1mbit"), ("c3", "1mbit"), ("c2", "2mbit")], &[]);
+        let t = takeover(&a, &b);
+        assert_eq!(t.added, ["c3"]);
+        assert_eq!(t.removed, ["c1"]);
+        assert_eq!(t.kept, 3);
+        assert_eq!(t.map.kept(), 3);
+        assert_eq!(t.root_ceil, 100_000_000);
+        // The same policy: everything kept.
+        let same = takeover(&a, &a);
+        assert!(same.added.is_empty() && same.removed.is_empty());
+        assert_eq!(same.kept, 4);
     }
 
     #[test]

@@ -1,7 +1,10 @@
 //! Policies in and out of the running shaper: parse and build a policy with `check`'s
 //! diagnostics, replace a direction's scheduler with the new one adopting the old one's state
 //! (`Qdisc::adopt`: kept classes keep queue, counters and tokens or estimators, for every discipline),
-//! and SIGHUP's reload of the files given at start. A policy that fails validation changes
+//! and SIGHUP's reload of the files given at start. An HTB rebuilt from a policy the builder
+//! thread compared with the running one takes over in steps instead ([`Shaper::step_adoptions`],
+//! `dir::ADOPT_STEP` old classes a loop turn): the swap itself is O(1), so no reload pauses
+//! forwarding for longer than one step. A policy that fails validation changes
 //! nothing. Reloads asked over the control socket or by SIGHUP are built on the builder thread
 //! (builder.rs) and only installed here, on the loop. See docs/router.md, "Reload".
 
@@ -171,7 +174,14 @@ impl Shaper {
         let dir = &mut self.dirs[d];
         let (mut outcome, garbage) = match (ready.plan, ready.text) {
             (Plan::Rebuild(sched), Text::Whole(text, origin)) => {
-                let (mut r, old) = dir.install(sched, ready.link, (text, origin), ready.path, now);
+                let (mut r, old) = dir.install_with(
+                    sched,
+                    ready.takeover,
+                    ready.link,
+                    (text, origin),
+                    ready.path,
+                    now,
+                );
                 r.changed = ready.changed;
                 (Ok(r), old.map(|o| Box::new(o) as Box<dyn Send>))
             }
@@ -205,6 +215,24 @@ impl Shaper {
             Err(_) => self.reloads.failed += 1,
         }
         outcome
+    }
+
+    /// One step of each direction's take-over under way (`Dir::adopt_step`), the old trees
+    /// finished with sent to the builder thread to be freed. Whether one is still under way
+    /// (the loop then comes back at once).
+    pub(crate) fn step_adoptions(&mut self) -> bool {
+        let now = self.now();
+        let mut more = false;
+        for d in 0..self.dirs.len() {
+            if let Some(done) = self.dirs[d].adopt_step(now) {
+                match self.builder.as_mut() {
+                    Some(b) => b.discard(Box::new(done)),
+                    None => drop(done),
+                }
+            }
+            more |= self.dirs[d].adopting();
+        }
+        more
     }
 
     /// SIGHUP: reload every policy file given at start (or last reloaded by path), built off

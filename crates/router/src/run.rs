@@ -204,6 +204,9 @@ impl Shaper {
                 }
             }
             deadline = self.dirs.iter().filter_map(|d| d.deadline).min();
+            if self.step_adoptions() {
+                min_deadline(&mut deadline, now);
+            }
             if retry {
                 min_deadline(&mut deadline, now + TX_RETRY_NS);
             }

@@ -162,6 +162,7 @@ impl<P: Packet> Htb<P> {
             books: Books::new(),
             deferred: tokens::Deferred::NONE,
             warmth: warmth::Warmth::new(n),
+            adopting: None,
         })
     }
 }

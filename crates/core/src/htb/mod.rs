@@ -186,6 +186,7 @@ mod tune;
 mod waitq;
 mod warmth;
 pub use crate::qdisc::adopt::AdoptReport;
+pub use adopt::{AdoptMap, Adopted};
 pub use spec::*;
 pub use stats::CounterView;
 pub use tune::ClassTune;
@@ -490,6 +491,8 @@ pub struct Htb<P: Packet> {
     deferred: tokens::Deferred,
     /// Whether the traffic's working set is out of the caches, so prefetching pays (`warmth`).
     warmth: warmth::Warmth,
+    /// The tree this one is taking over in steps, if any (`adopt`).
+    adopting: Option<Box<adopt::Pending<P>>>,
 }
 
 const ROWS: usize = MAX_DEPTH * NUM_PRIO;
@@ -650,6 +653,7 @@ impl<P: Packet> Discipline<P> for Htb<P> {
 
     /// Every queued packet, leaf by leaf in class order, regardless of tokens.
     fn drain_inner(&mut self, now: Time) -> Vec<P> {
+        self.adopt_finish_now(now);
         let mut out = Vec::new();
         for c in 0..self.classes.len() as u32 {
             if self.classes[c as usize].is_leaf() {
@@ -695,6 +699,8 @@ impl<P: Packet> Discipline<P> for Htb<P> {
 mod tests;
 #[cfg(test)]
 mod tests_adopt;
+#[cfg(test)]
+mod tests_adopt_steps;
 #[cfg(test)]
 mod tests_burst;
 #[cfg(test)]

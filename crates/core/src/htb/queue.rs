@@ -34,6 +34,10 @@ impl<P: Packet> Htb<P> {
             Some(cl) if cl.is_leaf() => class,
             _ => self.default,
         };
+        if self.adopting.is_some() {
+            // A class is taken over before anything touches it (`adopt`).
+            self.adopt_on_demand(c, now);
+        }
         let len = pkt.len();
         let cl = &self.classes[c as usize];
         let kind = cl.kind;

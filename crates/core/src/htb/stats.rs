@@ -108,23 +108,6 @@ impl<P: Packet> Htb<P> {
         sent
     }
 
-    /// Set the stored sends so that every class's total ([`Self::sent_totals`]) is `target`:
-    /// a leaf stores its own, an inner class its target less its children's (`adopt`). O(n).
-    pub(super) fn set_sent_totals(&mut self, target: &[Counter]) {
-        let mut below = vec![Counter::default(); self.classes.len()];
-        for (i, cl) in self.classes.iter().enumerate() {
-            if let (Some(b), Some(t)) = (below.get_mut(cl.parent as usize), target.get(i)) {
-                b.packets = b.packets.wrapping_add(t.packets);
-                b.bytes = b.bytes.wrapping_add(t.bytes);
-            }
-        }
-        for (i, k) in self.cold.iter_mut().enumerate().take(self.classes.len()) {
-            let (t, b) = (target.get(i).copied().unwrap_or_default(), below[i]);
-            k.sent_packets = t.packets.wrapping_sub(b.packets);
-            k.sent_bytes = t.bytes.wrapping_sub(b.bytes);
-        }
-    }
-
     /// ECN marks of a class's leaf qdisc (inline FIFOs never mark).
     pub(super) fn leaf_marked(&self, cl: &Class) -> u64 {
         match cl.kind {

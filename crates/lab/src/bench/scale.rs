@@ -152,6 +152,7 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
             "machine CPU (ns/frame, 10k addresses)",
             "rate change (ms)",
             "probes lost across it",
+            "full reload: command (ms) / longest RTT (ms) / probes lost",
         ],
         "One HTB class per subscriber (rate: its share of one of 25 sites under a 10 Gbit/s \
          uplink, ceil 100 Mbit/s, one plan) with a /32 address, in a subscriber table \
@@ -167,7 +168,11 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
          name: no policy text is sent) / `tc class change` \
          until the command returns, with echo probes every 1 ms across it, from a third of \
          `--seconds` (0.2-1 s) before it to twice that after (lost: no answer within 200 ms). The kernel is loaded up to 60,000 subscribers (16-bit class ids), the \
-         linear filter form up to 2,000 (the kernel refuses a 2,048th u32 priority on one qdisc).",
+         linear filter form up to 2,000 (the kernel refuses a 2,048th u32 priority on one qdisc). \
+         Full reload (linkshare): the subscriber table loses its last subscriber (a new tree of \
+         one class less, built off the datapath and taking over the running one in steps), \
+         `linkshare reload FILE` with echo probes every 1 ms across it as above; the longest \
+         RTT is the longest forwarding pause plus one RTT.",
     );
     let mut per_sub_rss: Option<f64> = None;
     for &n in sizes {
@@ -216,7 +221,7 @@ fn too_big(n: usize, per_sub: Option<f64>) -> Option<String> {
 
 fn skipped(n: usize, kind: Kind, why: &str) -> Vec<String> {
     let mut cells = vec![n.to_string(), kind.name().to_string(), why.to_string()];
-    cells.resize(11, "–".into());
+    cells.resize(12, "–".into());
     cells
 }
 
@@ -230,8 +235,8 @@ struct Row {
     scrapes: String,
     stat_top: Option<Result<f64, String>>,
     cpu_ns: f64,
-    change: Result<f64, String>,
-    lost: (u64, u64),
+    change: Across,
+    reload: Option<Across>,
 }
 
 impl Row {
@@ -262,11 +267,24 @@ impl Row {
                 None => "–".into(),
             },
             fmt_opt(Some(self.cpu_ns).filter(|x| x.is_finite()), 0),
-            match &self.change {
+            match &self.change.took {
                 Ok(ms) => format!("{ms:.0}"),
                 Err(e) => e.clone(),
             },
-            format!("{} of {}", self.lost.0, self.lost.1),
+            format!("{} of {}", self.change.lost.0, self.change.lost.1),
+            match &self.reload {
+                Some(r) => format!(
+                    "{} / {:.1} / {} of {}",
+                    match &r.took {
+                        Ok(ms) => format!("{ms:.0}"),
+                        Err(e) => e.clone(),
+                    },
+                    r.max_rtt_ms,
+                    r.lost.0,
+                    r.lost.1
+                ),
+                None => "–".into(),
+            },
         ]
     }
 }
@@ -337,7 +355,11 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         hosts: Some((subscriber(1), SPREAD.min(n.saturating_sub(1)).max(1) as u32)),
     };
     let cpu = measure_flood(&bed, flood, secs)?;
-    let (change, lost) = rate_change(&bed, kind, &file, n, secs)?;
+    let change = rate_change(&bed, kind, &file, n, secs)?;
+    let reload = match kind {
+        Kind::Linkshare => Some(full_reload(&bed, &file, n, secs)?),
+        _ => None,
+    };
     Ok(Row {
         setup,
         rss,
@@ -348,7 +370,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         stat_top,
         cpu_ns: cpu.machine_ns_per_pkt(),
         change,
-        lost,
+        reload,
     })
 }
 
@@ -451,17 +473,55 @@ fn stat_top(bed: &Bed) -> Result<f64, String> {
 }
 
 /// Change subscriber 0's rate while echo probes run every millisecond: the command's time (or
-/// its error) and (probes lost, probes sent).
+/// its error), (probes lost, probes sent) and the longest RTT (ms).
 fn rate_change(
     bed: &Bed,
     kind: Kind,
     policy: &std::path::Path,
     n: usize,
     secs: f64,
-) -> anyhow::Result<(Result<f64, String>, (u64, u64))> {
+) -> anyhow::Result<Across> {
     let cmd = change_command(bed, kind, policy, n)?;
+    across(bed, &cmd, secs)
+}
+
+/// A full reload (linkshare only): the subscriber table loses its last subscriber (one class
+/// less: a new tree, not a change in place; one more would not fit its site's guarantee), and
+/// `linkshare reload FILE` installs it while echo probes run every millisecond. The longest
+/// RTT across it is the longest forwarding pause (plus one RTT).
+fn full_reload(bed: &Bed, policy: &std::path::Path, n: usize, secs: f64) -> anyhow::Result<Across> {
+    let (_, table) = scale_files(n, FQ_CODEL);
+    let mut rows: Vec<&str> = table.lines().collect();
+    if rows.len() > 2 {
+        rows.pop();
+    }
+    bed.t
+        .write_file(SUBSCRIBERS_CSV, &(rows.join("\n") + "\n"))?;
+    let exe = std::env::current_exe().context("cannot find the linkshare executable")?;
+    let cmd = vec![
+        exe.display().to_string(),
+        "reload".into(),
+        policy.display().to_string(),
+        "--control".into(),
+        bed.t.dir.join("ctl.sock").display().to_string(),
+    ];
+    across(bed, &cmd, secs)
+}
+
+/// What a command did to the traffic across it.
+struct Across {
+    /// How long the command took (ms), or its error.
+    took: Result<f64, String>,
+    /// (probes lost, probes sent).
+    lost: (u64, u64),
+    /// The longest RTT of the probes answered (ms).
+    max_rtt_ms: f64,
+}
+
+/// Run `cmd` while echo probes run every millisecond, from a third of `secs` (0.2-1 s) before
+/// it to twice that after.
+fn across(bed: &Bed, cmd: &[String], secs: f64) -> anyhow::Result<Across> {
     let hosts = bed.hosts();
-    // Probes from `before` ahead of the change to twice as long after it.
     let before = (secs / 3.0).clamp(0.2, 1.0);
     let probing = std::thread::spawn(move || {
         probes(
@@ -482,7 +542,7 @@ fn rate_change(
     let (sent, rtts) = probing
         .join()
         .map_err(|_| anyhow!("the probe thread panicked"))??;
-    let change = if out.status.success() {
+    let took = if out.status.success() {
         Ok(took)
     } else {
         let mut e = String::from_utf8_lossy(&out.stderr).into_owned();
@@ -491,7 +551,11 @@ fn rate_change(
         }
         Err(format!("failed: {}", short(&e)))
     };
-    Ok((change, (sent - rtts.len() as u64, sent)))
+    Ok(Across {
+        took,
+        lost: (sent - rtts.len() as u64, sent),
+        max_rtt_ms: rtts.iter().copied().fold(0.0, f64::max) / 1e3,
+    })
 }
 
 /// The command that changes subscriber 0's rate on this router (of `n` subscribers).

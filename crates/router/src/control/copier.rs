@@ -113,6 +113,12 @@ impl Copier {
                 job.next = 0;
                 continue;
             };
+            if h.adopting() {
+                // A new tree still taking over the old one (reload.rs): its counters are whole
+                // once it is done, within a few ms; copy it from the start then.
+                job.next = 0;
+                break;
+            }
             if job.next == 0 {
                 out.own = true;
                 out.classes = Vec::with_capacity(h.len());
