@@ -346,7 +346,9 @@ fn a_hundred_thousand_subscribers_start_ping_change_scrape_and_top() {
     let t2 = Instant::now();
     let (took, _) = cli(
         &ctl,
-        &["class", "change", "sub30", "--rate", "2mbit", "--ceil", "5mbit"],
+        &[
+            "class", "change", "sub30", "--rate", "2mbit", "--ceil", "5mbit",
+        ],
     );
     eprintln!("class change of one subscriber: {took:?}");
     let one = stat(&ctl, &["--class", "C30"]);
@@ -356,7 +358,10 @@ fn a_hundred_thousand_subscribers_start_ping_change_scrape_and_top() {
     assert_eq!(r["circuit_id"], "C30", "{one}");
     assert_eq!(r["rate_bps"].as_u64(), Some(2_000_000), "{one}");
     assert_eq!(r["ceil_bps"].as_u64(), Some(5_000_000), "{one}");
-    assert!(r["sent_packets"].as_u64() > Some(0), "its counters kept: {one}");
+    assert!(
+        r["sent_packets"].as_u64() > Some(0),
+        "its counters kept: {one}"
+    );
     let after = stat(&ctl, &["--class", "sub31"]);
     for k in ["rate_bps", "ceil_bps"] {
         assert_eq!(row(&after, 0)[k], row(&before, 0)[k], "sub31 touched");
@@ -375,10 +380,21 @@ fn a_hundred_thousand_subscribers_start_ping_change_scrape_and_top() {
         m.bytes,
         t3.elapsed()
     );
-    assert_eq!(m.sent, [classes, classes], "one sent-bytes series per class and direction");
-    assert_eq!(m.with_id, 2 * n, "every subscriber's circuit id, both directions");
+    assert_eq!(
+        m.sent,
+        [classes, classes],
+        "one sent-bytes series per class and direction"
+    );
+    assert_eq!(
+        m.with_id,
+        2 * n,
+        "every subscriber's circuit id, both directions"
+    );
     // 13 families of per-class series (the drops only where there are some), both directions.
-    assert!(m.wanted >= 2 * 12, "sub30 by name, node and circuit id: {m:?}");
+    assert!(
+        m.wanted >= 2 * 12,
+        "sub30 by name, node and circuit id: {m:?}"
+    );
 
     // The default scrape stays small (per-parent series at this size), and is valid.
     let m = get(&bed.ns_r, "/metrics");

@@ -30,5 +30,5 @@ mod forwarding;
 mod link_faults;
 mod malformed_and_exit;
 mod reload;
-mod workers_address;
 mod reverse_and_delay;
+mod workers_address;

@@ -94,13 +94,29 @@ fn subscribers_by_address_stay_on_one_worker() {
     // c owns the active subscribers' addresses; a reaches them through the shaper.
     for a in &active {
         let ok = Command::new("ip")
-            .args(["-n", &lab.c, "addr", "add", &format!("{a}/32"), "dev", &lab.vc])
+            .args([
+                "-n",
+                &lab.c,
+                "addr",
+                "add",
+                &format!("{a}/32"),
+                "dev",
+                &lab.vc,
+            ])
             .status()
             .is_ok_and(|s| s.success());
         assert!(ok, "ip addr add {a} in c");
     }
     let ok = Command::new("ip")
-        .args(["-n", &lab.a, "route", "add", "100.64.0.0/16", "via", "10.77.0.2"])
+        .args([
+            "-n",
+            &lab.a,
+            "route",
+            "add",
+            "100.64.0.0/16",
+            "via",
+            "10.77.0.2",
+        ])
         .status()
         .is_ok_and(|s| s.success());
     assert!(ok, "route in a");
@@ -111,12 +127,13 @@ fn subscribers_by_address_stay_on_one_worker() {
     let secs = 3.0;
     let (a, c) = (lab.a.clone(), lab.c.clone());
     let to = active.clone();
-    let d = std::thread::spawn(move || {
-        in_ns(&a, move || udp_burst("10.77.0.1".into(), to, pps, secs))
-    });
+    let d =
+        std::thread::spawn(move || in_ns(&a, move || udp_burst("10.77.0.1".into(), to, pps, secs)));
     let from = active.clone();
     let u = std::thread::spawn(move || {
-        in_ns(&c, move || uploads(from, "10.77.0.1".into(), pps / ACTIVE as u64, secs))
+        in_ns(&c, move || {
+            uploads(from, "10.77.0.1".into(), pps / ACTIVE as u64, secs)
+        })
     });
     // Three windows of 0.5 s while both directions are offered twice the uplink.
     std::thread::sleep(Duration::from_millis(1000));
@@ -133,7 +150,10 @@ fn subscribers_by_address_stay_on_one_worker() {
         // (about 17.6 KB here) in any interval, and 3 % for the snapshots' skew.
         for (k, &bps) in r.iter().enumerate() {
             let most = UPLINK * 1.03 + 17_600.0 * 8.0 / dt;
-            assert!(bps <= most, "direction {k}: {bps} bit/s above the uplink: {st}");
+            assert!(
+                bps <= most,
+                "direction {k}: {bps} bit/s above the uplink: {st}"
+            );
         }
         rates.push(r);
         prev = st;
@@ -150,15 +170,24 @@ fn subscribers_by_address_stay_on_one_worker() {
     let st = lab.stat();
     let w = st["workers"].as_array().expect("workers");
     assert_eq!(w.len(), 2, "{st}");
-    let rx: Vec<u64> = w.iter().map(|x| x["rx_packets"].as_u64().unwrap()).collect();
+    let rx: Vec<u64> = w
+        .iter()
+        .map(|x| x["rx_packets"].as_u64().unwrap())
+        .collect();
     let handed: u64 = w.iter().map(|x| x["handed_off"].as_u64().unwrap()).sum();
     let total: u64 = rx.iter().sum();
     eprintln!("received per worker {rx:?}, handed over {handed}");
     // Subscribers on both workers, and every subscriber frame received by its own worker (the
     // little that is handed over is other traffic: the default class's, e.g. IPv6 neighbour
     // discovery, which is steered by a key no subscriber has).
-    assert!(rx.iter().all(|&n| n > total / 10), "subscribers not spread: {rx:?}");
-    assert!(handed * 100 <= total, "{handed} of {total} frames handed over: {st}");
+    assert!(
+        rx.iter().all(|&n| n > total / 10),
+        "subscribers not spread: {rx:?}"
+    );
+    assert!(
+        handed * 100 <= total,
+        "{handed} of {total} frames handed over: {st}"
+    );
     // Each active subscriber was shaped in both directions.
     for a in active.iter().take(4) {
         let i = (0..SUBSCRIBERS).find(|&i| addr(i) == *a).unwrap();

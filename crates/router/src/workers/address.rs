@@ -145,19 +145,19 @@ pub(crate) fn fanout_program(side: Side, n: usize) -> Vec<Insn> {
         Side::Src => (12, 12),
     };
     vec![
-        insn(LD_B_ABS, 0, 0, net(0)),          // 0: A = version and IHL
-        insn(ALU_RSH_K, 0, 0, 4),              // 1: A = version
-        insn(JMP_JEQ_K, 0, 2, 4),              // 2: IPv4? else 5
-        insn(LD_W_ABS, 0, 0, net(v4)),         // 3: A = the IPv4 address
-        insn(JMP_JA, 0, 0, 3),                 // 4: to 8
-        insn(JMP_JEQ_K, 0, 6, 6),              // 5: IPv6? else 12
-        insn(LD_W_ABS, 0, 0, net(v6)),         // 6: A = bytes 4..8 of the IPv6 address
-        insn(ALU_AND_K, 0, 0, V6_MASK),        // 7: bits 32..55
-        insn(ALU_MUL_K, 0, 0, MUL),            // 8
-        insn(ALU_RSH_K, 0, 0, 16),             // 9
+        insn(LD_B_ABS, 0, 0, net(0)),           // 0: A = version and IHL
+        insn(ALU_RSH_K, 0, 0, 4),               // 1: A = version
+        insn(JMP_JEQ_K, 0, 2, 4),               // 2: IPv4? else 5
+        insn(LD_W_ABS, 0, 0, net(v4)),          // 3: A = the IPv4 address
+        insn(JMP_JA, 0, 0, 3),                  // 4: to 8
+        insn(JMP_JEQ_K, 0, 6, 6),               // 5: IPv6? else 12
+        insn(LD_W_ABS, 0, 0, net(v6)),          // 6: A = bytes 4..8 of the IPv6 address
+        insn(ALU_AND_K, 0, 0, V6_MASK),         // 7: bits 32..55
+        insn(ALU_MUL_K, 0, 0, MUL),             // 8
+        insn(ALU_RSH_K, 0, 0, 16),              // 9
         insn(ALU_MOD_K, 0, 0, n.max(1) as u32), // 10
-        insn(RET_A, 0, 0, 0),                  // 11
-        insn(RET_K, 0, 0, 0),                  // 12: not IP
+        insn(RET_A, 0, 0, 0),                   // 11
+        insn(RET_K, 0, 0, 0),                   // 12: not IP
     ]
 }
 

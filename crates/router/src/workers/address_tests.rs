@@ -145,7 +145,11 @@ fn a_top_level_class_goes_where_its_first_address_steers() {
     assert_eq!(dst[id("bob")], w("100.64.0.9"));
     assert_eq!(dst[id("carol")], u16::MAX);
     assert_eq!(dst[id("root")], u16::MAX);
-    assert_eq!(dst[id("alice")], u16::MAX, "only top-level classes are placed");
+    assert_eq!(
+        dst[id("alice")],
+        u16::MAX,
+        "only top-level classes are placed"
+    );
     let Placement::PerClass(src) = placement(&p, Side::Src, 4) else {
         panic!("not per class")
     };

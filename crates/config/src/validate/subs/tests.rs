@@ -407,7 +407,11 @@ fn circuit_ids_are_read_and_unique() {
     let ids: Vec<(&str, &str)> = p.circuit_ids().collect();
     assert_eq!(ids, [("alice", "C-100"), ("carol", "C-7")]);
     let up = p.upload().expect("upload side");
-    assert_eq!(up.circuit_ids().count(), 2, "the upload side has the same ids");
+    assert_eq!(
+        up.circuit_ids().count(),
+        2,
+        "the upload side has the same ids"
+    );
     // `id` is the same column; without it there are none.
     let short = csv.replace("circuit_id", "id");
     let p = parse(POLICY, &short).unwrap_or_else(|e| panic!("{e:?}"));

@@ -305,8 +305,10 @@ mod tests {
                 placement: p.clone(),
                 by_address: false,
             };
-            let (Ok(a), Ok(b)) = (cut(&before, "a", &place, 0, 1), cut(&after, "b", &place, 0, 2))
-            else {
+            let (Ok(a), Ok(b)) = (
+                cut(&before, "a", &place, 0, 1),
+                cut(&after, "b", &place, 0, 2),
+            ) else {
                 panic!("cut failed")
             };
             let pb = places(&b);
