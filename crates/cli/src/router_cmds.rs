@@ -97,9 +97,12 @@ pub struct RunArgs {
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: u16,
     /// How --workers deals the top-level classes to the workers: rr (round robin in policy
-    /// order: balanced counts) or hash (by a hash of the class name: a class stays on its
-    /// worker when others are added or removed by a reload)
-    #[arg(long, value_name = "rr|hash", default_value = "rr")]
+    /// order: balanced counts), hash (by a hash of the class name: a class stays on its
+    /// worker when others are added or removed by a reload) or address (by the class's first
+    /// address, and each received frame steered to that worker by its destination on the first
+    /// interface and its source on the second: a subscriber stays on one worker, both
+    /// directions, with nothing handed over; AF_PACKET)
+    #[arg(long, value_name = "rr|hash|address", default_value = "rr")]
     pub placement: PlacementArg,
     /// Which worker receives what: flow (every worker on both interfaces, frames dealt by flow
     /// hash) or direction (with --workers 2: worker 0 receives on the first interface and
@@ -138,7 +141,7 @@ pub struct StatArgs {
     /// them, rates in tc's units)
     #[arg(long, conflicts_with = "json")]
     pub tc: bool,
-    /// Only the class NAME (both directions)
+    /// Only the class NAME, or the subscriber whose circuit id is NAME (both directions)
     #[arg(long, value_name = "NAME")]
     pub class: Option<String>,
     /// Only the children of class NAME
@@ -253,8 +256,9 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         workers: usize::from(a.workers),
         placement: match a.placement {
             PlacementArg::Rr => linkshare_core::shard::Placement::RoundRobin,
-            PlacementArg::Hash => linkshare_core::shard::Placement::Hash,
+            PlacementArg::Hash | PlacementArg::Address => linkshare_core::shard::Placement::Hash,
         },
+        by_address: matches!(a.placement, PlacementArg::Address),
         rx_split: a.rx_split,
         line_rate: match &a.line_rate {
             Some(t) => Some(
@@ -330,6 +334,7 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
 pub enum PlacementArg {
     Rr,
     Hash,
+    Address,
 }
 
 /// A single-threaded shaper ready to run, or the exit code of a multi-threaded one.

@@ -90,10 +90,14 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
         } else {
             String::new()
         };
+        let name = match &c.circuit_id {
+            Some(id) => format!("{} [circuit {id}]", c.name),
+            None => c.name.clone(),
+        };
         let _ = writeln!(
             out,
             "{indent}class {} ({}) rate {} ceil {} prio {} ({})\n{indent}  live {} {:.0}pps\n{indent}  Sent {} bytes {} pkt (dropped {}, overlimits {}{marked}) backlog {}b {}p\n{indent}  lended: {} borrowed: {} tokens: {} ctokens: {}",
-            c.name,
+            name,
             crate::stat_tc::handle(c),
             crate::stat_tc::rate(c.rate_bps),
             crate::stat_tc::rate(c.ceil_bps),

@@ -1,11 +1,14 @@
-//! The stats plane at subscriber scale (issue 35): a shaper of 50,000 classes (one /32 filter
-//! each; `LINKSHARE_SCALE_CLASSES` changes it) in the namespace testbed. Idle, nothing on its
-//! datapath grows with the classes, so a ping through it answers in well under 5 ms (median
-//! 32 ms at 50,000 classes and 268 ms at 100,000 when the loop walked every class ten times a
-//! second); `stat --top`, `--parent`, `--class` pick their rows in the
-//! shaper; a full `stat --json` arrives in pages and has every class; `/metrics` stays small
-//! by default (per-parent series beyond 10,000 classes), `?top=N` adds the busiest leaves,
-//! `?classes=all` streams every class's series, and all pass `promtool check metrics`.
+//! Issue 35's "done when": a shaper of 100,000 subscribers (`LINKSHARE_SCALE_SUBSCRIBERS`
+//! changes it) from a subscriber table with circuit ids, under 25 sites, shaping both
+//! directions with fq_codel per subscriber, in the namespace testbed: it starts, a ping
+//! through it is answered, one subscriber's `class change` takes effect and `stat` shows it
+//! (found by its circuit id), one full `/metrics` scrape carries every class's series (with
+//! `circuit_id`, `direction` and `parent` labels), and `stat --top 20` picks the busiest.
+//! Outcomes are asserted, timings printed, never asserted (issue 35's targets are measured by
+//! `linkshare lab bench --only scale`). Also: `stat --parent`/`--class`, a full `stat --json`
+//! in pages, `/metrics?top=N`, and the default `/metrics` staying small (per-parent series
+//! beyond 10,000 classes); those two pass `promtool check metrics` (the full scrape, ~300 MB,
+//! is counted as it streams in: promtool takes about a minute over it).
 //!
 //! Root, namespaces, promtool and ping: skips without them, fails under
 //! LINKSHARE_REQUIRE_NETNS=1.
@@ -31,30 +34,37 @@ impl Drop for Shaper {
     }
 }
 
-/// An HTB of `n` subscribers under 25 sites, subscriber `i` matched by destination
-/// 10.100+i/65536.(i/256%256).(i%256); anything else goes to `dflt`.
-fn policy(n: usize) -> String {
+/// An HTB of 25 sites taking its subscribers from `subs.csv` ([`table`]), both directions,
+/// fq_codel per subscriber; anything else goes to `dflt`.
+fn policy() -> String {
     let mut p = String::from(
-        "qdisc = \"htb\"\ndefault = \"dflt\"\n[[class]]\nname = \"root\"\nrate = \"10gbit\"\n\
-         [[class]]\nname = \"dflt\"\nparent = \"root\"\nrate = \"1mbit\"\nceil = \"10gbit\"\n",
+        "qdisc = \"htb\"\ndefault = \"dflt\"\nsubscribers = \"subs.csv\"\n\
+         [[class]]\nname = \"root\"\nrate = \"10gbit\"\nupload_rate = \"10gbit\"\n\
+         [[class]]\nname = \"dflt\"\nparent = \"root\"\nrate = \"1mbit\"\nceil = \"10gbit\"\n\
+         upload_rate = \"1mbit\"\nupload_ceil = \"10gbit\"\n\
+         [[plan]]\nname = \"p\"\nrate = \"10kbit\"\nceil = \"100mbit\"\nquantum = 1514\n\
+         upload_rate = \"10kbit\"\nupload_ceil = \"20mbit\"\nleaf = \"fq_codel\"\n",
     );
     for s in 0..SITES {
         p += &format!(
-            "[[class]]\nname = \"site{s}\"\nparent = \"root\"\nrate = \"{}mbit\"\nceil = \"10gbit\"\n",
+            "[[class]]\nname = \"site{s}\"\nparent = \"root\"\nrate = \"{}mbit\"\nceil = \"10gbit\"\n\
+             upload_rate = \"{}mbit\"\nupload_ceil = \"10gbit\"\n",
+            9000 / SITES,
             9000 / SITES
         );
     }
-    for i in 0..n {
-        p += &format!(
-            "[[class]]\nname = \"sub{i}\"\nparent = \"site{}\"\nrate = \"10kbit\"\n\
-             ceil = \"100mbit\"\nquantum = 1514\n",
-            i % SITES
-        );
-    }
-    for i in 0..n {
-        p += &format!("[[filter]]\nclass = \"sub{i}\"\ndst = \"{}\"\n", addr(i));
-    }
     p
+}
+
+/// The subscriber table of [`policy`]: `n` subscribers, subscriber `i` of circuit `C{i}` at
+/// address 10.100+i/65536.(i/256%256).(i%256).
+fn table(n: usize) -> String {
+    let mut t = String::with_capacity(n * 48);
+    t += "name,circuit_id,parent,plan,addresses\n";
+    for i in 0..n {
+        t += &format!("sub{i},C{i},site{},p,{}\n", i % SITES, addr(i));
+    }
+    t
 }
 
 fn addr(i: usize) -> String {
@@ -117,6 +127,58 @@ fn get(ns: &str, path: &str) -> String {
     .expect("namespace thread")
 }
 
+/// What a full scrape of every class carried, counted line by line as it streams in (a scrape
+/// of 100,000 subscribers in both directions is about 300 MB: never held whole).
+#[derive(Debug, Default)]
+struct Scrape {
+    bytes: usize,
+    /// `linkshare_class_sent_bytes_total` series per direction (forward, reverse).
+    sent: [usize; 2],
+    /// Of those, the series with a `circuit_id` label.
+    with_id: usize,
+    /// Lines containing `want`.
+    wanted: usize,
+}
+
+fn scrape_all(ns: &str, want: &'static str) -> Scrape {
+    let req = "GET /metrics?classes=all HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n";
+    testbed::in_ns(ns, move || {
+        use std::io::BufRead;
+        let mut s = TcpStream::connect(("127.0.0.1", PORT)).expect("connect");
+        s.set_read_timeout(Some(Duration::from_secs(30)))
+            .expect("timeout");
+        s.write_all(req.as_bytes()).expect("send request");
+        let mut r = std::io::BufReader::with_capacity(1 << 20, s);
+        let mut line = String::new();
+        r.read_line(&mut line).expect("status line");
+        assert!(line.starts_with("HTTP/1.1 200"), "{line}");
+        let mut out = Scrape::default();
+        loop {
+            line.clear();
+            let n = r.read_line(&mut line).expect("read the scrape");
+            if n == 0 {
+                return out;
+            }
+            out.bytes += n;
+            if line.contains(want) {
+                out.wanted += 1;
+            }
+            if !line.starts_with("linkshare_class_sent_bytes_total{") {
+                continue;
+            }
+            if line.contains("direction=\"forward\"") {
+                out.sent[0] += 1;
+            } else if line.contains("direction=\"reverse\"") {
+                out.sent[1] += 1;
+            }
+            if line.contains("circuit_id=\"") {
+                out.with_id += 1;
+            }
+        }
+    })
+    .expect("namespace thread")
+}
+
 fn promtool_ok(text: &str) {
     let mut ch = Command::new("promtool")
         .args(["check", "metrics"])
@@ -160,8 +222,13 @@ fn ping_ms(bed: &testbed::Testbed, n: usize) -> Vec<f64> {
     ms
 }
 
+/// The class row of `name` (or of circuit id `name`) in direction `d` of a `stat --class`.
+fn row(st: &Value, d: usize) -> &Value {
+    &st["directions"][d]["classes"][0]
+}
+
 #[test]
-fn fifty_thousand_classes_idle_latency_stat_and_metrics() {
+fn a_hundred_thousand_subscribers_start_ping_change_scrape_and_top() {
     if !testbed::netns_test_can_run() {
         return;
     }
@@ -177,10 +244,11 @@ fn fifty_thousand_classes_idle_latency_stat_and_metrics() {
         );
         return;
     }
-    let n: usize = std::env::var("LINKSHARE_SCALE_CLASSES")
+    let n: usize = std::env::var("LINKSHARE_SCALE_SUBSCRIBERS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(50_000);
+        .unwrap_or(100_000);
+    let classes = n + SITES + 2;
     let bed = match testbed::Testbed::new() {
         Ok(b) => b,
         Err(e) => {
@@ -189,7 +257,8 @@ fn fifty_thousand_classes_idle_latency_stat_and_metrics() {
         }
     };
     let path = bed.dir.join("scale.toml");
-    std::fs::write(&path, policy(n)).expect("write policy");
+    std::fs::write(&path, policy()).expect("write policy");
+    std::fs::write(bed.dir.join("subs.csv"), table(n)).expect("write the table");
     let ctl = bed.dir.join("ctl.sock");
     let t0 = Instant::now();
     let child = Command::new("ip")
@@ -217,19 +286,16 @@ fn fifty_thousand_classes_idle_latency_stat_and_metrics() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    eprintln!("{n} classes: control socket after {:?}", t0.elapsed());
+    eprintln!("{n} subscribers: control socket after {:?}", t0.elapsed());
 
-    // Idle latency: nothing on the datapath walks the classes (when the loop walked them ten
-    // times a second, the median ping at 50,000 classes was 32 ms on the 2-core VM; 0.12 ms
-    // without).
-    let rtts = ping_ms(&bed, 60);
-    assert!(rtts.len() >= 50, "pings lost: {} of 60 back", rtts.len());
-    let p50 = rtts[rtts.len() / 2];
+    // Ping through the idle shaper: answered.
+    let rtts = ping_ms(&bed, 40);
+    assert!(rtts.len() >= 30, "pings lost: {} of 40 back", rtts.len());
     eprintln!(
-        "idle ping: p50 {p50} ms p99 {} ms",
+        "idle ping: p50 {} ms p99 {} ms",
+        rtts[rtts.len() / 2],
         rtts[rtts.len() * 99 / 100]
     );
-    assert!(p50 < 5.0, "idle ping p50 {p50} ms");
 
     // Traffic to two subscribers of site5 (sub5 more than sub30), through the shaper.
     let (a, b) = (addr(5), addr(30));
@@ -240,7 +306,7 @@ fn fifty_thousand_classes_idle_latency_stat_and_metrics() {
         let s = UdpSocket::bind("10.77.0.1:0").expect("bind in a");
         let buf = [0x42u8; 1000];
         let t0 = Instant::now();
-        while t0.elapsed() < Duration::from_millis(1500) {
+        while t0.elapsed() < Duration::from_millis(1200) {
             for _ in 0..3 {
                 let _ = s.send_to(&buf, format!("{a}:9"));
             }
@@ -249,68 +315,103 @@ fn fifty_thousand_classes_idle_latency_stat_and_metrics() {
         }
     })
     .expect("sender thread in a");
-    std::thread::sleep(Duration::from_millis(700));
+    std::thread::sleep(Duration::from_millis(600));
     let _ = stat(&ctl, &["--top", "1"]); // a snapshot to measure the rates from
     let _ = sender.join();
-    std::thread::sleep(Duration::from_millis(600));
+    std::thread::sleep(Duration::from_millis(300));
 
-    let (took, _) = cli(&ctl, &["stat", "--top", "20"]);
-    eprintln!("stat --top 20: {took:?}");
-    let top = stat(&ctl, &["--parent", "site5", "--top", "2"]);
-    assert_eq!(names(&top), ["sub5", "sub30"], "{top}");
+    // stat --top 20: twenty rows of every class, the busiest first.
+    let t1 = Instant::now();
+    let top = stat(&ctl, &["--top", "20"]);
+    eprintln!("stat --top 20: {:?}", t1.elapsed());
+    assert_eq!(names(&top).len(), 20, "{top}");
     assert_eq!(
         top["directions"][0]["class_count"].as_u64(),
-        Some((n + SITES + 2) as u64)
+        Some(classes as u64)
     );
-    let by_bytes = stat(&ctl, &["--top", "20", "--by", "backlog"]);
-    assert_eq!(names(&by_bytes).len(), 20);
-    let one = stat(&ctl, &["--class", "sub30"]);
-    assert_eq!(names(&one), ["sub30"]);
-    assert!(one["directions"][0]["classes"][0]["sent_packets"].as_u64() > Some(0));
+    let top2 = stat(&ctl, &["--parent", "site5", "--top", "2"]);
+    assert_eq!(names(&top2), ["sub5", "sub30"], "{top2}");
+    // `?top=N` adds the busiest leaves to a scrape, with their labels; valid for promtool.
+    let m = get(&bed.ns_r, "/metrics?top=2");
+    promtool_ok(&m);
+    assert!(
+        m.contains("class=\"sub5\",parent=\"site5\",circuit_id=\"C5\""),
+        "the busiest subscriber, labelled"
+    );
+    assert!(m.contains("direction=\"forward\""));
 
-    // Every class, in pages of one snapshot.
-    let t1 = Instant::now();
-    let all = stat(&ctl, &[]);
-    eprintln!("stat --json of every class: {:?}", t1.elapsed());
-    let all = names(&all);
-    assert_eq!(all.len(), n + SITES + 2);
-    let distinct: std::collections::HashSet<&String> = all.iter().collect();
-    assert_eq!(distinct.len(), all.len(), "a class twice across pages");
-
-    // /metrics: per-parent series by default at this size, the busiest leaves on request.
+    // One subscriber's change among n: effective, visible in stat (found by its circuit
+    // id), no other subscriber touched.
+    let before = stat(&ctl, &["--class", "sub31"]);
     let t2 = Instant::now();
+    let (took, _) = cli(
+        &ctl,
+        &[
+            "class", "change", "sub30", "--rate", "2mbit", "--ceil", "5mbit",
+        ],
+    );
+    eprintln!("class change of one subscriber: {took:?}");
+    let one = stat(&ctl, &["--class", "C30"]);
+    eprintln!("change to stat showing it: {:?}", t2.elapsed());
+    assert_eq!(names(&one), ["sub30"], "{one}");
+    let r = row(&one, 0);
+    assert_eq!(r["circuit_id"], "C30", "{one}");
+    assert_eq!(r["rate_bps"].as_u64(), Some(2_000_000), "{one}");
+    assert_eq!(r["ceil_bps"].as_u64(), Some(5_000_000), "{one}");
+    assert!(
+        r["sent_packets"].as_u64() > Some(0),
+        "its counters kept: {one}"
+    );
+    let after = stat(&ctl, &["--class", "sub31"]);
+    for k in ["rate_bps", "ceil_bps"] {
+        assert_eq!(row(&after, 0)[k], row(&before, 0)[k], "sub31 touched");
+    }
+    // The upload side of the subscriber is its own class (the change was to the download).
+    assert_eq!(row(&one, 1)["circuit_id"], "C30", "{one}");
+
+    // One full scrape: every class's series in both directions, labelled.
+    let t3 = Instant::now();
+    let m = scrape_all(
+        &bed.ns_r,
+        "class=\"sub30\",parent=\"site5\",circuit_id=\"C30\"",
+    );
+    eprintln!(
+        "/metrics?classes=all: {} bytes in {:?}",
+        m.bytes,
+        t3.elapsed()
+    );
+    assert_eq!(
+        m.sent,
+        [classes, classes],
+        "one sent-bytes series per class and direction"
+    );
+    assert_eq!(
+        m.with_id,
+        2 * n,
+        "every subscriber's circuit id, both directions"
+    );
+    // 13 families of per-class series (the drops only where there are some), both directions.
+    assert!(
+        m.wanted >= 2 * 12,
+        "sub30 by name, node and circuit id: {m:?}"
+    );
+
+    // The default scrape stays small (per-parent series at this size), and is valid.
     let m = get(&bed.ns_r, "/metrics");
-    eprintln!("/metrics: {} bytes in {:?}", m.len(), t2.elapsed());
     promtool_ok(&m);
     assert!(
         m.contains("linkshare_parent_children{"),
         "no per-parent series"
     );
-    assert!(m.contains("class=\"site5\""));
-    assert!(
-        !m.contains("class=\"sub5\""),
-        "leaf series by default beyond 10,000"
-    );
-    let m = get(&bed.ns_r, "/metrics?top=2");
-    promtool_ok(&m);
-    assert!(m.contains("class=\"sub5\"") && m.contains("direction=\"forward\""));
-    // Every class's series, written piece by piece (no response too large), still valid.
-    let t3 = Instant::now();
-    let m = get(&bed.ns_r, "/metrics?classes=all");
-    eprintln!(
-        "/metrics?classes=all: {} bytes in {:?}",
-        m.len(),
-        t3.elapsed()
-    );
-    let sent = m
-        .lines()
-        .filter(|l| l.starts_with("linkshare_class_sent_bytes_total{"))
-        .filter(|l| l.contains("direction=\"forward\""))
-        .count();
-    assert_eq!(sent, n + SITES + 2, "one sent-bytes series per class");
-    assert!(
-        m.contains("class=\"sub5\",parent=\"site5\""),
-        "a subscriber by name and node"
-    );
-    promtool_ok(&m);
+    assert!(!m.contains("class=\"sub5\""), "leaf series by default");
+
+    // Every class, in pages of one snapshot.
+    let t5 = Instant::now();
+    let all = stat(&ctl, &[]);
+    eprintln!("stat --json of every class: {:?}", t5.elapsed());
+    let all = names(&all);
+    assert_eq!(all.len(), classes);
+    let distinct: std::collections::HashSet<&String> = all.iter().collect();
+    assert_eq!(distinct.len(), all.len(), "a class twice across pages");
+    eprintln!("whole test: {:?}", t0.elapsed());
 }

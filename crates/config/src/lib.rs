@@ -331,6 +331,9 @@ pub struct Subscribers {
     /// Each plan with its number of subscribers, in file order; then `("", n)` for the rows
     /// that give their own rates, if any.
     pub plans: Vec<(String, usize)>,
+    /// Each subscriber's circuit id (the table's `id` or `circuit_id` column; empty: none), in
+    /// row order (subscriber `k` is class `first_class + k`); empty without the column.
+    pub ids: Vec<Box<str>>,
 }
 
 /// A checked policy, ready to build.
@@ -419,6 +422,19 @@ impl Policy {
     /// The subscriber table, when the policy has one.
     pub fn subscribers(&self) -> Option<&Subscribers> {
         self.subscribers.as_deref()
+    }
+
+    /// Each subscriber's class name with its circuit id, for the subscribers that have one
+    /// (the labels `stat` and `/metrics` carry).
+    pub fn circuit_ids(&self) -> impl Iterator<Item = (&str, &str)> {
+        let (first, ids) = match self.subscribers.as_deref() {
+            Some(s) => (s.first_class as usize, s.ids.as_slice()),
+            None => (0, &[][..]),
+        };
+        ids.iter()
+            .enumerate()
+            .filter(|(_, id)| !id.is_empty())
+            .filter_map(move |(k, id)| Some((self.classes.get(first + k)?.name.as_str(), &**id)))
     }
 
     /// The upload side, when the policy gives upload rates: the same classes with their

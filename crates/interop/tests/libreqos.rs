@@ -94,6 +94,11 @@ fn documented_files_import_in_both_directions() {
     // The subscriber form: plans in the policy, one row per circuit, nothing per class.
     assert!(imp.toml.contains("[[plan]]") && !imp.toml.contains("[[filter]]"));
     assert_eq!(imp.subscribers.lines().count(), 1 + 6);
+    // Each row carries its Circuit ID (devices of one circuit: one row, one id).
+    let ids: Vec<(&str, &str)> = p.circuit_ids().collect();
+    assert_eq!(ids.len(), 6, "{ids:?}");
+    assert!(ids.contains(&("968 Circle St., Gurnee", "1")), "{ids:?}");
+    assert!(ids.contains(&("Two devices", "5")), "{ids:?}");
     // Filters: every address of every device, on dst, host bits cleared.
     let dst: Vec<String> = p
         .filters()

@@ -114,6 +114,8 @@ pub(crate) struct Ready {
     pub text: Text,
     /// The file it was read from (`reload FILE`, SIGHUP), to reload again on SIGHUP.
     pub path: Option<PathBuf>,
+    /// The new policy's circuit ids (circuits.rs); `None` for a change by name (they stay).
+    pub circuits: Option<std::sync::Arc<crate::circuits::Ids>>,
 }
 
 /// What a built policy's text is.
@@ -370,6 +372,7 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
         }
     };
     let link = policy.link_layer();
+    let circuits = Some(crate::circuits::ids_of(&policy));
     let based = match base {
         Some(b) => {
             *b = Some(policy);
@@ -385,6 +388,7 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
         takeover,
         text: Text::Whole(text, origin),
         path,
+        circuits,
     })
 }
 
@@ -418,6 +422,7 @@ fn prepare_change(c: ClassChange, base: Option<&mut Option<Policy>>) -> Result<R
         takeover: None,
         text: Text::Change(c),
         path: None,
+        circuits: None,
     })
 }
 

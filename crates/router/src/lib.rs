@@ -20,6 +20,7 @@
 
 pub mod affinity;
 mod builder;
+mod circuits;
 mod coalesce;
 pub mod conn;
 pub mod control;
@@ -147,6 +148,8 @@ pub struct Shaper {
     _locks: Option<guard::InterfaceLocks>,
     /// On a worker of `--workers N`: its inbox, its peers and the control thread (workers/).
     worker: Option<workers::Link>,
+    /// The circuit ids of what each direction runs, for the stats plane's labels.
+    circuits: circuits::Circuits,
 }
 
 impl Shaper {
@@ -202,13 +205,16 @@ impl Shaper {
         let mut builder =
             builder::Builder::start(true).context("cannot start the policy builder thread")?;
         // Reloads are compared with the policies running now (builder.rs, patch.rs).
+        let circuits = circuits::Circuits::default();
+        circuits.set(0, circuits::ids_of(&fwd_policy));
         builder.set_base(0, fwd_policy);
         if let Some(p) = rev_policy {
+            circuits.set(1, circuits::ids_of(&p));
             builder.set_base(1, p);
         }
         // The parse's and the build's temporaries are freed; give their pages back.
         sys::release_free_memory();
-        Ok(Shaper::assemble(
+        let mut s = Shaper::assemble(
             opts,
             [p0, p1],
             [d0, d1],
@@ -216,7 +222,9 @@ impl Shaper {
             Some(builder),
             Some(locks),
             None,
-        ))
+        );
+        s.circuits = circuits;
+        Ok(s)
     }
 
     /// A shaper from its parts (the single-threaded one, or one worker of several).
@@ -257,6 +265,7 @@ impl Shaper {
             wake,
             _locks: locks,
             worker,
+            circuits: Default::default(),
         }
     }
 

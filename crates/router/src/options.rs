@@ -72,6 +72,9 @@ pub struct Options {
     pub workers: usize,
     /// How the top-level classes are dealt to the workers (`--placement`).
     pub placement: linkshare_core::shard::Placement,
+    /// `--placement address`: top-level classes placed, and received frames steered, by the
+    /// subscriber's address (workers/address.rs); `placement` is then unused.
+    pub by_address: bool,
     /// Which worker receives what (`--rx-split`).
     pub rx_split: RxSplit,
 }

@@ -76,7 +76,11 @@ pub(crate) struct Plane {
 
 impl Plane {
     /// Start the plane's thread, serving `metrics` and `web` when given.
-    pub fn start(metrics: Option<Http>, web: Option<Http>) -> anyhow::Result<Plane> {
+    pub fn start(
+        metrics: Option<Http>,
+        web: Option<Http>,
+        circuits: crate::circuits::Circuits,
+    ) -> anyhow::Result<Plane> {
         let wake = sys::eventfd()?;
         let inbox_fd = sys::eventfd()?;
         let (tx, inbox) = channel::<ToPlane>();
@@ -90,6 +94,7 @@ impl Plane {
             wake: wake.try_clone()?,
             want: want.clone(),
             fin: Finisher::default(),
+            circuits,
             current: None,
             previous: None,
             seq: 0,
@@ -156,6 +161,8 @@ struct Thread {
     wake: OwnedFd,
     want: Arc<AtomicBool>,
     fin: Finisher,
+    /// Labels the rows with their circuit ids (circuits.rs).
+    circuits: crate::circuits::Circuits,
     current: Option<Arc<Snapshot>>,
     previous: Option<Arc<Snapshot>>,
     seq: u64,
@@ -244,6 +251,7 @@ impl Thread {
             ToPlane::Stat { id, select } => self.pending.push((id, select)),
             ToPlane::Copy(raw) => {
                 let mut snap = self.fin.finish(*raw);
+                self.circuits.label(&mut snap);
                 self.seq += 1;
                 snap.seq = self.seq;
                 self.previous = self.current.replace(Arc::new(snap));

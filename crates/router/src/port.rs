@@ -298,7 +298,33 @@ impl PacketPort {
     /// one frame anyway. Without it the fragments of a datagram hash alike (the kernel's flow
     /// dissector reads no ports from a fragment), and each is forwarded as it came.
     pub fn join_fanout(&mut self, group: u16) -> io::Result<()> {
-        let v: u32 = u32::from(group) | (opt::PACKET_FANOUT_HASH << 16);
+        self.join_fanout_mode(group, opt::PACKET_FANOUT_HASH)
+    }
+
+    /// Join fanout group `group` whose member is chosen by classic BPF program `prog`
+    /// (`PACKET_FANOUT_CBPF`): the member of index `prog(frame) mod members`, indexes in the
+    /// order the sockets joined (`--placement address`: workers/address.rs).
+    pub fn join_fanout_cbpf(&mut self, group: u16, prog: &[libc::sock_filter]) -> io::Result<()> {
+        self.join_fanout_mode(group, opt::PACKET_FANOUT_CBPF)?;
+        let Some(rx) = &self.rx else {
+            return Ok(());
+        };
+        let fprog = libc::sock_fprog {
+            len: prog.len() as u16,
+            filter: prog.as_ptr() as *mut libc::sock_filter,
+        };
+        sys::setsockopt(
+            rx.fd.as_raw_fd(),
+            libc::SOL_PACKET,
+            opt::PACKET_FANOUT_DATA,
+            "PACKET_FANOUT_DATA",
+            &fprog,
+        )
+        .map_err(ctx(format!("{}: fanout steering program", self.name)))
+    }
+
+    fn join_fanout_mode(&mut self, group: u16, mode: u32) -> io::Result<()> {
+        let v: u32 = u32::from(group) | (mode << 16);
         let Some(rx) = &self.rx else {
             return Ok(());
         };

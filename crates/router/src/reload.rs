@@ -199,6 +199,9 @@ impl Shaper {
         };
         if let Ok(r) = &mut outcome {
             r.path = dir.policy_path.clone();
+            if let Some(ids) = ready.circuits {
+                self.circuits.set(d, ids);
+            }
         }
         if let Some(b) = self.builder.as_mut() {
             // The builder thread compares the next reload with what runs now: what it built,

@@ -61,8 +61,8 @@ impl Shaper {
         };
         let metrics = bind(self.opts.metrics, "metrics", "/metrics")?;
         let web = bind(self.opts.web, "dashboard", "/")?;
-        let plane =
-            crate::plane::Plane::start(metrics, web).context("cannot start the stats thread")?;
+        let plane = crate::plane::Plane::start(metrics, web, self.circuits.clone())
+            .context("cannot start the stats thread")?;
         sys::epoll_add(ep, plane.fd(), T_STATS)?;
         self.plane = Some(plane);
         let io = self.io_name();

@@ -64,6 +64,8 @@ pub mod opt {
     /// low 16 bits and the mode and flags in the high 16.
     pub const PACKET_FANOUT: libc::c_int = 18;
     pub const PACKET_FANOUT_HASH: u32 = 0;
+    pub const PACKET_FANOUT_CBPF: u32 = 6;
+    pub const PACKET_FANOUT_DATA: libc::c_int = 22;
     pub const PACKET_MR_PROMISC: libc::c_ushort = 1;
     pub const TPACKET_V2: libc::c_int = 1;
     pub const TPACKET_V3: libc::c_int = 2;

@@ -15,7 +15,9 @@
 //! * `reverse_and_delay`: the reverse policy and delay emulation (`--emulate`, `--path-delay`);
 //! * `control`: the control protocol and `stat`'s forms;
 //! * `malformed_and_exit`: namespace clean-up on panic, malformed frames, SIGHUP and SIGTERM;
-//! * `link_faults`: IP fragments through several workers, a link that goes down and up.
+//! * `link_faults`: IP fragments through several workers, a link that goes down and up;
+//! * `workers_address`: `--placement address`: subscribers on one worker each, both
+//!   directions, under a shared uplink.
 //!
 //! Tests take the testbed one at a time (`SERIAL` in `helpers`), whatever `--test-threads`.
 
@@ -29,3 +31,4 @@ mod link_faults;
 mod malformed_and_exit;
 mod reload;
 mod reverse_and_delay;
+mod workers_address;

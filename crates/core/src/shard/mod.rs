@@ -100,6 +100,11 @@ pub enum Placement {
     RoundRobin,
     /// Each top-level class by name; every top-level class must be listed.
     Explicit(Vec<(String, usize)>),
+    /// The shard of each class of the whole tree, by class id (only the top-level classes'
+    /// entries are read): a driver's own rule, e.g. the router's placement of subscribers by
+    /// address. A top-level class whose entry is `u16::MAX`, or beyond the list, goes by
+    /// [`Placement::Hash`].
+    PerClass(Vec<u16>),
 }
 
 /// How to shard a tree.

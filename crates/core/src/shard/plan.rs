@@ -146,6 +146,17 @@ pub fn split<P: Packet>(
         shard_of[t] = match &cfg.placement {
             Placement::Hash => (fnv1a(&names[t]) % n as u64) as usize,
             Placement::RoundRobin => k % n,
+            Placement::PerClass(v) => match v.get(t) {
+                Some(&s) if (s as usize) < n => s as usize,
+                None | Some(&u16::MAX) => (fnv1a(&names[t]) % n as u64) as usize,
+                Some(&s) => {
+                    return Err(ShardError::NoSuchShard {
+                        name: names[t].clone(),
+                        shard: s as usize,
+                        shards: n,
+                    })
+                }
+            },
             Placement::Explicit(list) => {
                 let s = list
                     .iter()

@@ -137,6 +137,26 @@ fn placement_errors_are_reported() {
     ));
 }
 
+/// `PerClass` places each top-level class where its entry says (a class without an entry by
+/// its name's hash), and refuses a shard that does not exist.
+#[test]
+fn per_class_placement_follows_the_list() {
+    let specs = || tree(Rate::mbit(10), &[Rate::mbit(1); 4]);
+    let p = HtbParams::default();
+    let mut cfg = ShardConfig::new(2);
+    // Class ids: root 0, k0..k3 are 1..=4; k2 goes by hash, k3 has no entry.
+    cfg.placement = Placement::PerClass(vec![0, 1, 0, u16::MAX]);
+    let plan = split(p, specs(), &cfg).unwrap_or_else(|e| panic!("{e}"));
+    let shard = |c: u32| plan.map.locate(c).map(|x| x.0);
+    assert_eq!([shard(1), shard(2)], [Some(1), Some(0)]);
+    assert!(shard(3).is_some_and(|s| s < 2) && shard(4).is_some_and(|s| s < 2));
+    cfg.placement = Placement::PerClass(vec![0, 2]);
+    assert!(matches!(
+        split(p, specs(), &cfg),
+        Err(ShardError::NoSuchShard { shard: 2, .. })
+    ));
+}
+
 #[test]
 fn hash_placement_is_stable_under_reordering() {
     let p = HtbParams::default();

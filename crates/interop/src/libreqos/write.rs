@@ -1,8 +1,9 @@
 //! Writing the imported network: the policy (nodes as classes, plans) and the subscriber table.
 //!
-//! The table is written row by row into one string: a row costs its name, parent, plan and
-//! addresses, plus `rate`/`ceil` only where the fit changed the plan's (a scaled guarantee, a
-//! ceil lowered to the parent's).
+//! The table is written row by row into one string: a row costs its name, parent, plan,
+//! addresses and circuit id (`circuit_id`: the label `stat` and `/metrics` carry), plus
+//! `rate`/`ceil` only where the fit changed the plan's (a scaled guarantee, a ceil lowered to
+//! the parent's).
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -17,7 +18,7 @@ use super::{Circuit, Import, Node, Options};
 /// The guarantee of the class for traffic of no circuit (LibreQoS passes it unshaped).
 const UNSHAPED: u64 = 1_000_000;
 const ROOT: &str = "root";
-const COLUMNS: &str = "name,parent,plan,addresses,rate,ceil,upload_rate,upload_ceil,comment\n";
+const COLUMNS: &str = "name,parent,plan,addresses,rate,ceil,upload_rate,upload_ceil,circuit_id\n";
 
 fn quantum(bits: u64) -> u64 {
     (bits / 8 / 10).clamp(1000, 200_000)
@@ -134,7 +135,7 @@ pub(super) fn write(
             }
         }
         csv.push(',');
-        write_field(&mut csv, &format!("circuit {}", c.id));
+        write_field(&mut csv, &c.id);
         csv.push('\n');
     }
     Import {

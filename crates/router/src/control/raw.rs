@@ -197,6 +197,7 @@ impl Namer {
             .into_iter()
             .map(|c| ClassSnapshot {
                 name: name(c.id),
+                circuit_id: None,
                 id: c.id,
                 parent: c.parent.map(name),
                 parent_id: c.parent,

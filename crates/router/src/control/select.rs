@@ -1,5 +1,5 @@
 //! Which classes a `stat` reply carries: [`Select`] picks them from a whole [`Snapshot`] by name
-//! (`--class`), by parent (`--parent`), the first N by a key (`--top N --by rate|drops|backlog`)
+//! or circuit id (`--class`), by parent (`--parent`), the first N by a key (`--top N --by rate|drops|backlog`)
 //! and by page (`offset`, `limit`), so that a shaper of 100,000 classes answers `stat --top 20`
 //! with twenty rows and a full listing in pages no reply outgrows.
 //!
@@ -55,7 +55,7 @@ impl TopBy {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Select {
-    /// Only the class of this name.
+    /// Only the class of this name, or the subscriber of this circuit id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub class: Option<String>,
     /// Only the children of this class.
@@ -103,7 +103,9 @@ impl Select {
     fn direction(&self, d: &DirectionSnapshot) -> DirectionSnapshot {
         let needle = self.search.as_ref().map(|t| t.to_lowercase());
         let keep = |c: &&ClassSnapshot| {
-            self.class.as_ref().is_none_or(|n| &c.name == n)
+            self.class
+                .as_ref()
+                .is_none_or(|n| &c.name == n || c.circuit_id.as_ref() == Some(n))
                 && needle
                     .as_ref()
                     .is_none_or(|t| c.name.to_lowercase().contains(t.as_str()))
@@ -237,6 +239,23 @@ mod tests {
             ..found
         };
         assert_eq!(names(&odd.apply(&s)), ["c1", "c11"]);
+    }
+
+    /// `--class` finds a subscriber by its circuit id as well as by its name.
+    #[test]
+    fn by_circuit_id() {
+        let mut s = snap(6);
+        s.directions[0].classes[3].circuit_id = Some("C-42".into());
+        let q = Select {
+            class: Some("C-42".into()),
+            ..Select::default()
+        };
+        assert_eq!(names(&q.apply(&s)), ["c2"]);
+        let q = Select {
+            class: Some("c2".into()),
+            ..Select::default()
+        };
+        assert_eq!(names(&q.apply(&s)), ["c2"]);
     }
 
     #[test]

@@ -199,6 +199,9 @@ pub struct QdiscSnapshot {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ClassSnapshot {
     pub name: String,
+    /// A subscriber's circuit id (its table's `id` column; circuits.rs), when it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub circuit_id: Option<String>,
     /// The class's id in its scheduler (its handle's minor number, as `export tc` numbers them).
     pub id: u32,
     pub parent: Option<String>,

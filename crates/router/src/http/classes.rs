@@ -16,8 +16,9 @@
 //!
 //! Labels of every class series: `dev` (the interface the direction sends on), `direction`
 //! (`forward`: IN → OUT, `reverse`), `class` (the class's name: for a subscriber table's row,
-//! its `name` column, the circuit) and `parent` (the node above it: site, AP); drops add
-//! `reason`. The label set of a row is written once per stream and reused by its families.
+//! its `name` column) and `parent` (the node above it: site, AP), and for a subscriber with a
+//! circuit id (its table's `id` column, circuits.rs) `circuit_id`; drops add `reason`. The
+//! label set of a row is written once per stream and reused by its families.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -244,11 +245,15 @@ impl ClassSeriesBody {
                 rows.iter()
                     .filter_map(|&k| d.classes.get(k as usize))
                     .map(|c| {
-                        format!(
+                        let mut l = format!(
                             "dev=\"{dev}\",direction=\"{direction}\",class=\"{}\",parent=\"{}\"",
                             escape(&c.name),
                             escape(c.parent.as_deref().unwrap_or(""))
-                        )
+                        );
+                        if let Some(id) = &c.circuit_id {
+                            let _ = write!(l, ",circuit_id=\"{}\"", escape(id));
+                        }
+                        l
                     })
                     .collect()
             })

@@ -101,6 +101,24 @@ fn class_counters_named_and_labelled() {
     assert!(t.ends_with("# EOF\n"), "{t}");
 }
 
+/// A subscriber's series carry its circuit id, direction and parent; a class without an id
+/// has no `circuit_id` label.
+#[test]
+fn a_subscriber_series_carries_its_circuit_id() {
+    let mut s = snap();
+    s.directions[0].classes[1].circuit_id = Some("C-\"7".into());
+    let t = openmetrics(&s);
+    let c = sample(&t, "linkshare_class_sent_bytes_total", "parent=\"root\"")
+        .unwrap_or_else(|| panic!("no child sample in\n{t}"));
+    assert!(
+        c.contains("direction=\"forward\"") && c.contains(r#"circuit_id="C-\"7""#),
+        "{c}"
+    );
+    let r = sample(&t, "linkshare_class_sent_bytes_total", "class=\"root\"")
+        .unwrap_or_else(|| panic!("no root sample in\n{t}"));
+    assert!(!r.contains("circuit_id"), "{r}");
+}
+
 #[test]
 fn lateness_histogram_is_cumulative_in_seconds() {
     let t = openmetrics(&snap());

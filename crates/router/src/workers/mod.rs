@@ -26,13 +26,20 @@
 //!   runs is classified again there (`handoff_reclassified`); at exit the control thread first
 //!   stops every worker's receiving, then lets each drain its inbox and its queues.
 //!
+//! * **Subscribers by address** (`--placement address`, `address`): a top-level class is
+//!   placed by its first address, and the fanout group steers each frame by its destination
+//!   (downloads) or source (uploads) with the same function, so a subscriber's frames, both
+//!   directions, are received by the worker that schedules them and nothing is handed over.
+//!
 //! Layout: this file (the messages and the worker's end, [`Link`]), `worker` (a worker: the
-//! shaper's loop over a shard), `coord` (the control thread), `merge` (one snapshot from N).
+//! shaper's loop over a shard), `coord` (the control thread), `merge` (one snapshot from N),
+//! `address` (placement and steering by address).
 //!
 //! Source: the per-queue / per-CPU datapath of DPDK's librte_sched applications and of Linux's
 //! mq qdisc (one qdisc per transmit queue); the fanout modes of Linux's AF_PACKET
 //! (net/packet/af_packet.c, `fanout_demux_hash`).
 
+mod address;
 mod coord;
 mod merge;
 mod worker;

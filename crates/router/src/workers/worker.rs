@@ -13,6 +13,7 @@ use linkshare_core::qdisc::Qdisc;
 use linkshare_core::shard::Shard;
 use linkshare_core::Time;
 
+use super::address::{fanout_program, Side};
 use super::{Cmd, Handoff, Install, Link, Reply, Steer, MAX_HOPS};
 use crate::frame::Frame;
 use crate::port::{PacketPort, Port};
@@ -41,13 +42,15 @@ pub(crate) struct WorkerSpec {
 }
 
 /// Open one worker's socket on interface `name`: the AF_XDP socket of receive queue `queue`
-/// when the interface has a shared attachment, else an AF_PACKET socket in its fanout group.
+/// when the interface has a shared attachment, else an AF_PACKET socket in its fanout group
+/// (frames dealt by flow hash, or with `--placement address` by the address on `side`).
 fn open_port(
     opts: &Options,
     name: &str,
     queue: usize,
     att: Option<Arc<Attachment>>,
     group: u16,
+    side: Side,
 ) -> anyhow::Result<Box<dyn Port>> {
     if let Some(att) = att {
         let p = XdpPort::open_queue(name, att, queue as u32)
@@ -56,7 +59,11 @@ fn open_port(
     }
     let mut p =
         PacketPort::open_with(name, opts.rx_ring).with_context(|| format!("cannot open {name}"))?;
-    p.join_fanout(group)?;
+    if opts.by_address {
+        p.join_fanout_cbpf(group, &fanout_program(side, opts.workers))?;
+    } else {
+        p.join_fanout(group)?;
+    }
     Ok(Box::new(p))
 }
 
@@ -73,8 +80,8 @@ impl Shaper {
         let i = link.index;
         let (p0, p1) = match opts.rx_split {
             RxSplit::Flow => (
-                open_port(&opts, &opts.dev_in, i, x0, fanout[0])?,
-                open_port(&opts, &opts.dev_out, i, x1, fanout[1])?,
+                open_port(&opts, &opts.dev_in, i, x0, fanout[0], Side::Dst)?,
+                open_port(&opts, &opts.dev_out, i, x1, fanout[1], Side::Src)?,
             ),
             // Worker i receives alone on interface i (no fanout group; AF_XDP on every queue, or
             // AF_PACKET, as `--io` asks) and only transmits on the other one, through an

@@ -4,8 +4,9 @@
 //! points that are few. So a policy keeps its sites and APs as `[[class]]` tables, defines
 //! `[[plan]]`s (rate, ceil, burst, leaf, and the upload side), and names a CSV file
 //! (`subscribers = "subscribers.csv"`, relative to the policy) with one row per subscriber:
-//! `name, parent, plan, addresses` and optionally explicit `rate, ceil, upload_rate,
-//! upload_ceil` — the shape of LibreQoS's `ShapedDevices.csv`, whose users have exactly this.
+//! `name, parent, plan, addresses` and optionally a circuit `id` (the label operators query
+//! by: LibreQoS's Circuit ID) and explicit `rate, ceil, upload_rate, upload_ceil` — the shape
+//! of LibreQoS's `ShapedDevices.csv`, whose users have exactly this.
 //!
 //! What it costs, and why: the table is read line by line ([`crate::csv`]: fields are slices of
 //! the line, nothing is allocated per field); a row costs one string (its name) and fixed-size
@@ -58,6 +59,9 @@ pub(super) struct Table {
     pub(super) line: Vec<u32>,
     /// Every address with its subscriber, in file order.
     pub(super) prefixes: Vec<(IpPrefix, u32)>,
+    /// Each row's circuit id (the `id` or `circuit_id` column; empty: none), by row; empty
+    /// when the table has no such column.
+    pub(super) ids: Vec<Box<str>>,
     /// The policy's, for the defaults of rows' own numbers.
     pub(super) mtu: Option<u32>,
     pub(super) r2q: Option<u32>,
@@ -245,6 +249,7 @@ impl Table {
             first_class: first as ClassId,
             first_filter,
             plans,
+            ids: self.ids,
         }));
     }
 }

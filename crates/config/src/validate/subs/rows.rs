@@ -23,6 +23,7 @@ use super::{row_diag, Table};
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 enum Col {
     Name,
+    Id,
     Parent,
     Plan,
     Addresses,
@@ -35,6 +36,8 @@ enum Col {
 
 const COLUMNS: &[(&str, Col)] = &[
     ("name", Col::Name),
+    ("id", Col::Id),
+    ("circuit_id", Col::Id),
     ("parent", Col::Parent),
     ("plan", Col::Plan),
     ("addresses", Col::Addresses),
@@ -45,12 +48,12 @@ const COLUMNS: &[(&str, Col)] = &[
     ("comment", Col::Comment),
 ];
 const HEADER_HELP: &str = "the first row names the columns: name,parent,plan,addresses \
-    (and optionally rate,ceil,upload_rate,upload_ceil,comment)";
+    (and optionally id,rate,ceil,upload_rate,upload_ceil,comment)";
 
 /// Where each column is in a row.
 #[derive(Default)]
 struct Layout {
-    at: [Option<usize>; 9],
+    at: [Option<usize>; 10],
     width: usize,
 }
 
@@ -79,7 +82,7 @@ fn header(sink: &mut Sink, file: &str, line: usize, fields: &[Cow<str>]) -> Opti
                     line,
                     Severity::Error,
                     format!("column `{name}` appears twice in the header"),
-                    "name each column once".to_string(),
+                    "name each column once (`id` and `circuit_id` are one column)".to_string(),
                 ));
                 ok = false;
             }
@@ -158,6 +161,7 @@ pub(super) fn read_rows(
         profile: Vec::new(),
         line: Vec::new(),
         prefixes: Vec::new(),
+        ids: Vec::new(),
         mtu,
         r2q,
     };
@@ -293,6 +297,9 @@ pub(super) fn read_rows(
                 "list its IPv4 and IPv6 addresses or prefixes in `addresses`".into(),
             ));
         }
+        if l.at[Col::Id as usize].is_some() {
+            t.ids.push(l.get(Col::Id, &fields).into());
+        }
         t.names.push(name.to_string());
         t.parent.push(parent as u32);
         t.profile.push(profile);
@@ -307,8 +314,33 @@ pub(super) fn read_rows(
         );
     }
     check_names(sink, &t, shape);
+    check_ids(sink, &t);
     super::overlap::check(sink, &t);
     t
+}
+
+/// A circuit id used by two rows: both lines named (an empty id is no id).
+fn check_ids(sink: &mut Sink, t: &Table) {
+    let mut order: Vec<u32> = (0..t.ids.len() as u32)
+        .filter(|&i| !t.ids[i as usize].is_empty())
+        .collect();
+    order.sort_unstable_by(|&a, &b| t.ids[a as usize].cmp(&t.ids[b as usize]).then(a.cmp(&b)));
+    for w in order.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        if t.ids[a] == t.ids[b] {
+            sink.diags.push(row_diag(
+                &t.file,
+                t.line[b] as usize,
+                Severity::Error,
+                format!(
+                    "circuit id `{}` is used twice: subscribers `{}` (line {}) and `{}` (line {})",
+                    t.ids[b], t.names[a], t.line[a], t.names[b], t.line[b]
+                ),
+                "a circuit id names one subscriber: give each row its own, or leave it empty"
+                    .to_string(),
+            ));
+        }
+    }
 }
 
 /// The row's profile: its plan, or its own numbers when it writes rates.

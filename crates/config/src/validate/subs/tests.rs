@@ -394,3 +394,40 @@ fn a_hundred_thousand_subscribers_build() {
     let last = p.filters().last().unwrap();
     assert_eq!(last.class, format!("sub{}", n - 1));
 }
+
+/// The optional `id` (or `circuit_id`) column: each subscriber's circuit id, in both
+/// directions, an empty field meaning none; an id used twice names both lines.
+#[test]
+fn circuit_ids_are_read_and_unique() {
+    let csv = "name,circuit_id,parent,plan,addresses\n\
+               alice,C-100,ap1,basic,100.64.0.1\n\
+               bob,,ap1,basic,100.64.0.2\n\
+               carol,C-7,ap2,fast,100.64.0.3\n";
+    let p = parse(POLICY, csv).unwrap_or_else(|e| panic!("{e:?}"));
+    let ids: Vec<(&str, &str)> = p.circuit_ids().collect();
+    assert_eq!(ids, [("alice", "C-100"), ("carol", "C-7")]);
+    let up = p.upload().expect("upload side");
+    assert_eq!(
+        up.circuit_ids().count(),
+        2,
+        "the upload side has the same ids"
+    );
+    // `id` is the same column; without it there are none.
+    let short = csv.replace("circuit_id", "id");
+    let p = parse(POLICY, &short).unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(p.circuit_ids().count(), 2);
+    let p = parse(POLICY, &format!("{HEADER}dave,ap1,basic,100.64.0.9\n"))
+        .unwrap_or_else(|e| panic!("{e:?}"));
+    assert_eq!(p.circuit_ids().count(), 0);
+    // Twice the same id, or both spellings of the column.
+    let errs = errors(
+        POLICY,
+        "name,id,parent,plan,addresses\na,X,ap1,basic,100.64.0.1\nb,X,ap1,basic,100.64.0.2\n",
+    );
+    has(
+        &errs,
+        "dir/subs.csv:3: circuit id `X` is used twice: subscribers `a` (line 2) and `b` (line 3)",
+    );
+    let errs = errors(POLICY, "name,id,circuit_id,parent,plan,addresses\n");
+    has(&errs, "column `circuit_id` appears twice");
+}

@@ -23,6 +23,7 @@ use super::merge::{merge, Part};
 use super::worker::{DirSpec, WorkerSpec};
 use super::{Cmd, HandoffCounts, Install, Link, Peer, Reply, Steer, INBOX_BATCHES};
 use crate::builder::{Asker, Builder, Built, Job, Source, Text};
+use crate::circuits::{ids_of, Circuits};
 use crate::control::dispatch::{rejected, unshaped};
 use crate::control::proto::{
     self, ErrorKind, ErrorReply, Hello, PolicyText, ReloadReport, Request, Response,
@@ -106,6 +107,8 @@ struct Coord {
     /// Every worker's loop heartbeat, and systemd's watchdog when the unit asks for one.
     heartbeats: Vec<Arc<AtomicU64>>,
     watchdog: Option<notify::Watchdog>,
+    /// The circuit ids of what each direction runs, to label the merged snapshots.
+    circuits: Circuits,
 }
 
 /// `linkshare run --workers N`: run until SIGTERM/SIGINT. Returns the exit code.
@@ -119,26 +122,31 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     opts.rx_split.check(n).map_err(anyhow::Error::msg)?;
     guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
     let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
+    let place = Place::of(&opts);
     let mut texts: [Option<(String, String)>; 2] = [None, None];
     let mut paths: [Option<PathBuf>; 2] = [None, None];
     let mut cuts: [Option<Cut>; 2] = [None, None];
-    let files = [Some(opts.policy.clone()), opts.reverse_policy.clone()];
-    for (d, f) in files.into_iter().enumerate() {
-        let Some(f) = f else { continue };
-        // The forward policy falls back to the last good one when it does not validate.
-        let store = if d == 0 {
-            opts.last_good.as_ref()
-        } else {
-            None
-        };
+    // The first interface's policy; it falls back to the last good one when it does not
+    // validate. Without --reverse-policy its upload side (if any) runs the reverse direction.
+    let with_upload = opts.reverse_policy.is_none();
+    let ((down, up), text, origin) =
+        crate::last_good::load_at_start(&opts.policy, opts.last_good.as_ref(), |t, o| {
+            cut_both(t, o, &place, with_upload)
+        })?;
+    crate::keep_started(&opts, &text, &origin, &down.policy);
+    if let Some(u) = up {
+        cuts[1] = Some(u);
+        texts[1] = Some((text.clone(), format!("{origin} (upload side)")));
+    }
+    cuts[0] = Some(down);
+    texts[0] = Some((text, origin));
+    paths[0] = Some(opts.policy.clone());
+    if let Some(f) = opts.reverse_policy.clone() {
         let (c, text, origin) =
-            crate::last_good::load_at_start(&f, store, |t, o| cut(t, o, n, &opts.placement, 1))?;
-        if d == 0 {
-            crate::keep_started(&opts, &text, &origin, &c.policy);
-        }
-        cuts[d] = Some(c);
-        texts[d] = Some((text, origin));
-        paths[d] = Some(f);
+            crate::last_good::load_at_start(&f, None, |t, o| cut(t, o, &place, 1, 1))?;
+        cuts[1] = Some(c);
+        texts[1] = Some((text, origin));
+        paths[1] = Some(f);
     }
     // Signals are blocked here, before any worker starts, so that every thread inherits the
     // mask and only this thread's signalfd hears them.
@@ -168,6 +176,12 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             crate::xdp::attach_for_workers(&opts.dev_out, opts.io, n)?,
         ]
     };
+    let circuits = Circuits::default();
+    for (d, c) in cuts.iter().enumerate() {
+        if let Some(c) = c {
+            circuits.set(d, ids_of(&c.policy));
+        }
+    }
     let mut workers = Vec::new();
     let mut shards: [Vec<Option<Shard<Frame>>>; 2] = [Vec::new(), Vec::new()];
     for d in 0..2 {
@@ -179,6 +193,10 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         }
     }
     let mut heartbeats = Vec::new();
+    // Workers open their sockets one after another, in index order: a fanout group numbers
+    // its members in the order they joined, and `--placement address` steers to worker i as
+    // member i (address.rs).
+    let mut turn: Option<Receiver<()>> = None;
     for (i, (inbox, w)) in inboxes.into_iter().enumerate() {
         let (cmd_tx, cmds) = channel::<Cmd>();
         let heartbeat = Arc::new(AtomicU64::new(sys::monotonic_ns()));
@@ -223,9 +241,11 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         };
         let tx = reply_tx.clone();
         let cw = wake.clone();
+        let (done, next) = channel::<()>();
+        let mine = turn.replace(next);
         let thread = std::thread::Builder::new()
             .name(format!("linkshare-w{i}"))
-            .spawn(move || worker_main(i, spec, tx, cw))
+            .spawn(move || worker_main(i, spec, tx, cw, (mine, done)))
             .context("cannot start a worker thread")?;
         workers.push(Handle {
             cmds: cmd_tx,
@@ -261,6 +281,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
         gathered: None,
         heartbeats,
         watchdog: notify::Watchdog::from_env(),
+        circuits,
     };
     let io = match c.wait_started() {
         Ok(io) => io,
@@ -281,14 +302,27 @@ fn fanout_group(dev: &str) -> u16 {
     ((std::process::id().wrapping_mul(2_654_435_761) ^ idx.wrapping_mul(40_503)) & 0xffff) as u16
 }
 
-/// A worker thread: build the worker, say whether it runs, run it, say how it ended.
-fn worker_main(i: usize, spec: WorkerSpec, tx: Sender<Reply>, coord: Arc<OwnedFd>) {
+/// A worker thread: build the worker (once the previous one has opened its sockets: `turn`),
+/// say whether it runs, run it, say how it ended.
+fn worker_main(
+    i: usize,
+    spec: WorkerSpec,
+    tx: Sender<Reply>,
+    coord: Arc<OwnedFd>,
+    turn: (Option<Receiver<()>>, Sender<()>),
+) {
     let tell = |r: Reply| {
         if tx.send(r).is_ok() {
             sys::eventfd_ring(coord.as_raw_fd());
         }
     };
-    let mut s = match Shaper::new_worker(spec) {
+    // A previous worker that failed drops its end: go on (the control thread stops on it).
+    if let Some(prev) = turn.0 {
+        let _ = prev.recv();
+    }
+    let built = Shaper::new_worker(spec);
+    let _ = turn.1.send(());
+    let mut s = match built {
         Ok(s) => s,
         Err(e) => {
             tell(Reply::Started {
@@ -566,6 +600,7 @@ impl Coord {
         snap.kind = snap.directions.first().and_then(|d| d.kind.clone());
         // Live rates from successive merged snapshots (the workers measure none).
         self.rates.apply(&mut snap);
+        self.circuits.label(&mut snap);
         if let Some(srv) = self.control.as_mut() {
             for (id, select) in g.waiting {
                 let line = Response::Stat(Box::new(select.apply(&snap))).to_line();
@@ -613,4 +648,4 @@ impl Coord {
 
 mod reload;
 
-use reload::{cut, Cut, Pending};
+use reload::{cut, cut_both, Cut, Pending, Place};

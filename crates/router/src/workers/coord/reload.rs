@@ -11,19 +11,73 @@ pub(super) struct Cut {
     pub(super) steer: Arc<Steer>,
 }
 
-/// Parse `text` and cut its HTB into `n` shards (the top-level classes placed as `placement`
-/// says, the default lease and pool); `Err` is `check`'s diagnostics or why it cannot be cut.
+/// How a coordinator cuts policies: `n` shards, placed as `placement` says or, with
+/// `by_address`, by each top-level class's first address (workers/address.rs).
+#[derive(Clone)]
+pub(super) struct Place {
+    pub(super) n: usize,
+    pub(super) placement: Placement,
+    pub(super) by_address: bool,
+}
+
+impl Place {
+    pub(super) fn of(opts: &Options) -> Place {
+        Place {
+            n: opts.workers,
+            placement: opts.placement.clone(),
+            by_address: opts.by_address,
+        }
+    }
+}
+
+/// Parse `text` and cut its HTB for direction `dir` (the download side of a policy that has
+/// both); `Err` is `check`'s diagnostics or why it cannot be cut.
 pub(super) fn cut(
     text: &str,
     origin: &str,
-    n: usize,
-    placement: &Placement,
+    place: &Place,
+    dir: usize,
     gen: u64,
 ) -> Result<Cut, String> {
-    let policy = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
+    let mut policy = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
+    let _ = policy.take_upload();
+    cut_policy(policy, text, place, dir, gen)
+}
+
+/// [`cut`] of the first interface's policy at start: its download side for direction 0 and,
+/// when `with_upload` and the policy has one, its upload side for direction 1.
+pub(super) fn cut_both(
+    text: &str,
+    origin: &str,
+    place: &Place,
+    with_upload: bool,
+) -> Result<(Cut, Option<Cut>), String> {
+    let mut policy = Policy::parse(text, origin).map_err(|e| render_config_error(text, &e))?;
+    let up = policy.take_upload().filter(|_| with_upload);
+    let down = cut_policy(policy, text, place, 0, 1)?;
+    let up = match up {
+        Some(u) => Some(cut_policy(u, text, place, 1, 1)?),
+        None => None,
+    };
+    Ok((down, up))
+}
+
+/// Cut a checked policy's HTB into `place.n` shards for direction `dir`.
+fn cut_policy(
+    policy: Policy,
+    text: &str,
+    place: &Place,
+    dir: usize,
+    gen: u64,
+) -> Result<Cut, String> {
+    let placement = if place.by_address {
+        super::super::address::placement(&policy, super::super::address::Side::of_dir(dir), place.n)
+    } else {
+        place.placement.clone()
+    };
     let cfg = ShardConfig {
-        placement: placement.clone(),
-        ..ShardConfig::new(n)
+        placement,
+        ..ShardConfig::new(place.n)
     };
     let sharded = policy
         .build_sharded::<Frame>(&cfg)
@@ -75,7 +129,7 @@ impl Coord {
             return;
         };
         let gen = self.gen + 1;
-        let mut c = match cut(&text, &origin, self.n, &self.opts.placement, gen) {
+        let mut c = match cut(&text, &origin, &Place::of(&self.opts), b.dir, gen) {
             Ok(c) => c,
             Err(diag) => {
                 self.finish(b.asker, b.dir, Err(rejected(diag)));
@@ -86,6 +140,8 @@ impl Coord {
         self.seq += 1;
         let seq = self.seq;
         let link = c.policy.link_layer();
+        // Labels follow the policy from now (a class the old and new share keeps its row's).
+        self.circuits.set(b.dir, ids_of(&c.policy));
         for (w, shard) in self.workers.iter().zip(std::mem::take(&mut c.shards)) {
             w.send(Cmd::Install(Box::new(Install {
                 seq,
@@ -244,7 +300,15 @@ mod tests {
             1,
         );
         let kept = |p: &Placement| -> usize {
-            let (Ok(a), Ok(b)) = (cut(&before, "a", 2, p, 1), cut(&after, "b", 2, p, 2)) else {
+            let place = Place {
+                n: 2,
+                placement: p.clone(),
+                by_address: false,
+            };
+            let (Ok(a), Ok(b)) = (
+                cut(&before, "a", &place, 0, 1),
+                cut(&after, "b", &place, 0, 2),
+            ) else {
                 panic!("cut failed")
             };
             let pb = places(&b);
