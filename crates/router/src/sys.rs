@@ -216,6 +216,27 @@ fn ethtool<T>(name: &str, data: &mut T) -> Option<()> {
     (r == 0).then_some(())
 }
 
+/// Whether interface `name` takes VLAN tags out of received frames in hardware (rx-vlan
+/// offload, `ethtool -k`'s `rx-vlan-offload`, read as `ETH_FLAG_RXVLAN` of `ETHTOOL_GFLAGS`,
+/// which reports the 802.1Q `NETIF_F_HW_VLAN_CTAG_RX` feature); `None` when the driver does
+/// not answer.
+pub fn rx_vlan_offload(name: &str) -> Option<bool> {
+    const ETHTOOL_GFLAGS: u32 = 0x25;
+    const ETH_FLAG_RXVLAN: u32 = 1 << 8;
+    /// `struct ethtool_value`.
+    #[repr(C)]
+    struct Value {
+        cmd: u32,
+        data: u32,
+    }
+    let mut v = Value {
+        cmd: ETHTOOL_GFLAGS,
+        data: 0,
+    };
+    ethtool(name, &mut v)?;
+    Some(v.data & ETH_FLAG_RXVLAN != 0)
+}
+
 /// Receive queues of interface `name` as its driver reports them (`ETHTOOL_GCHANNELS`: the
 /// larger of its receive-only and combined channels; veth reports its receive queues), `None`
 /// when the driver does not say. Unlike sysfs this answers in any network namespace.
