@@ -357,8 +357,8 @@ fn forwards_and_shapes(io: &str, want_mode: &str) {
         assert_eq!(ifs[i]["rx_truncated"], 0, "{st}");
     }
     assert!(
-        ifs[0]["non_ip_passed"].as_u64().unwrap() >= 1,
-        "ARP must pass: {st}"
+        ifs[0]["non_ip_shaped"].as_u64().unwrap() >= 1,
+        "ARP must be shaped (the default class) and cross: {st}"
     );
     assert!(ifs[0]["rx_packets"].as_u64().unwrap() > 1000, "{st}");
     // Every frame the scheduler let go left on OUT, with the non-IP frames from IN.

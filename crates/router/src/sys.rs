@@ -216,6 +216,17 @@ fn ethtool<T>(name: &str, data: &mut T) -> Option<()> {
     (r == 0).then_some(())
 }
 
+/// The machine's physical memory in bytes (`sysinfo`), `None` if it cannot be read.
+// `totalram` is a c_ulong: u64 here, u32 on 32-bit targets.
+#[allow(clippy::useless_conversion)]
+pub fn total_memory() -> Option<u64> {
+    // SAFETY: all-zero is a valid sysinfo.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `si` is a valid sysinfo for the kernel to fill.
+    let r = unsafe { libc::sysinfo(&mut si) };
+    (r == 0).then(|| u64::from(si.totalram).saturating_mul(u64::from(si.mem_unit.max(1))))
+}
+
 /// Whether interface `name` takes VLAN tags out of received frames in hardware (rx-vlan
 /// offload, `ethtool -k`'s `rx-vlan-offload`, read as `ETH_FLAG_RXVLAN` of `ETHTOOL_GFLAGS`,
 /// which reports the 802.1Q `NETIF_F_HW_VLAN_CTAG_RX` feature); `None` when the driver does

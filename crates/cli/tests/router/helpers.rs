@@ -35,6 +35,8 @@ pub(crate) struct Lab {
     pub(crate) ra: String,
     pub(crate) rc: String,
     pub(crate) va: String,
+    /// c's interface (the peer of `rc`).
+    pub(crate) vc: String,
     dir: PathBuf,
     pub(crate) shaper: Option<Child>,
     // Dropped after `shaper` is killed (Drop below): deletes the namespaces.
@@ -77,6 +79,7 @@ impl Lab {
             ra: bed.dev_ra.clone(),
             rc: bed.dev_rc.clone(),
             va: bed.dev_a.clone(),
+            vc: bed.dev_c.clone(),
             dir: bed.dir.clone(),
             shaper: None,
             _bed: bed,

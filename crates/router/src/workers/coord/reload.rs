@@ -85,7 +85,7 @@ impl Coord {
         self.gen = gen;
         self.seq += 1;
         let seq = self.seq;
-        let link = c.policy.link_layer();
+        let link = crate::dir::LinkRules::of(&c.policy);
         for (w, shard) in self.workers.iter().zip(std::mem::take(&mut c.shards)) {
             w.send(Cmd::Install(Box::new(Install {
                 seq,
