@@ -101,6 +101,11 @@ pub struct RunArgs {
     /// `linkshare check` prints a policy's worst case. Default: a quarter of RAM, at most 1g
     #[arg(long, value_name = "SIZE", value_parser = parse_queue_memory)]
     pub queue_memory: Option<u64>,
+    /// Fail open: bridge IN and OUT in the kernel (unshaped) whenever the shaper is not running.
+    /// The bridge is removed at start and made again at exit; after a kill the unit's
+    /// ExecStopPost runs `linkshare fail-open` (docs/router.md, "Fail-open")
+    #[arg(long)]
+    pub fail_open: bool,
     /// How --workers deals the top-level classes to the workers: rr (round robin in policy
     /// order: balanced counts) or hash (by a hash of the class name: a class stays on its
     /// worker when others are added or removed by a reload)
@@ -219,6 +224,14 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     if a.dev.len() != 2 {
         return Err(invalid("give exactly two interfaces: --dev IN --dev OUT"));
     }
+    if a.fail_open {
+        return crate::fail_open::around(&a.dev[0], &a.dev[1], || shape(a));
+    }
+    shape(a)
+}
+
+/// `run` itself, between the fail-open bridge's removal and return with `--fail-open`.
+fn shape(a: &RunArgs) -> anyhow::Result<i32> {
     a.rx_split.check(usize::from(a.workers)).map_err(invalid)?;
     if let Some(CpuList(cpus)) = &a.cpus {
         linkshare_router::affinity::check(cpus).map_err(|e| invalid(format!("--cpus: {e}")))?;

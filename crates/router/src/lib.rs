@@ -26,6 +26,7 @@ pub mod control;
 mod dir;
 pub mod egress;
 pub mod emulate;
+pub mod failopen;
 pub mod frame;
 pub mod guard;
 pub mod hist;

@@ -18,7 +18,8 @@
 //! * `link_faults`: IP fragments through several workers, a link that goes down and up, an
 //!   interface deleted and re-created, an MTU change;
 //! * `non_ip`: frames that are not IP shaped, passed or dropped as the policy's `non_ip` says;
-//! * `queue_memory`: a flood cut at the `--queue-memory` bound.
+//! * `queue_memory`: a flood cut at the `--queue-memory` bound;
+//! * `fail_open`: the kernel bridge that forwards while the shaper is not running.
 //!
 //! Tests take the testbed one at a time (`SERIAL` in `helpers`), whatever `--test-threads`.
 
@@ -27,6 +28,7 @@ mod helpers;
 mod class_rates;
 mod control;
 mod datapath_thread;
+mod fail_open;
 mod forwarding;
 mod link_faults;
 mod malformed_and_exit;
