@@ -70,8 +70,23 @@ pub fn run(args: &CheckArgs) -> i32 {
 fn print_human(origin: &str, text: &str, result: &Result<Policy, ConfigError>) {
     if let Ok(p) = result {
         print!("{}", p.render_tree());
+        println!("{}", worst_case_memory(p));
     }
     print_diagnostics(origin, text, result);
+}
+
+/// The memory the policy's queues hold with every leaf full, as the shaper counts it (a whole
+/// receive buffer per frame, `linkshare_router::membound`), to set `run --queue-memory` by.
+fn worst_case_memory(p: &Policy) -> String {
+    use linkshare_router::membound::{per_frame, FRAME_BUFFER};
+    let frames = p.worst_case_frames();
+    let bytes = frames.saturating_mul(per_frame(FRAME_BUFFER));
+    format!(
+        "worst-case queue memory: {} ({frames} frames of {} bytes with every leaf full; \
+         `run --queue-memory` bounds it, default a quarter of RAM up to 1g)",
+        linkshare_core::units::Size(bytes),
+        per_frame(FRAME_BUFFER)
+    )
 }
 
 /// `check`'s diagnostics on stderr: every warning or error with its source line, then the

@@ -10,6 +10,7 @@ mod compare_cmd;
 mod dist_cmd;
 mod exit;
 mod export_tc;
+mod fail_open;
 mod fidelity_doc;
 mod import_cmd;
 mod lab_cmd;
@@ -84,6 +85,10 @@ enum Command {
     },
     /// Shape real traffic: a bump-in-the-wire between two Linux interfaces
     Run(Box<router_cmds::RunArgs>),
+    /// Bridge (or with --close unbridge) the shaper's two interfaces in the kernel, unshaped:
+    /// what forwards while the shaper is not running (`run --fail-open`, the unit's
+    /// ExecStopPost; docs/router.md, "Fail-open")
+    FailOpen(fail_open::FailOpenArgs),
     /// Show the running shaper's class tree with live rates and counters (like `tc -s class show`)
     Stat(router_cmds::StatArgs),
     /// Add, change or delete a class of the running shaper
@@ -180,6 +185,7 @@ fn main() {
         )),
         Command::Run(a) => report(router_cmds::run(a)),
         Command::Stat(a) => report(router_cmds::stat(a)),
+        Command::FailOpen(a) => report(fail_open::run(a)),
         Command::Class(a) => report(router_cmds::class(a)),
         Command::Reload(a) => report(router_cmds::reload(a)),
         Command::Export(a) => report(export_tc::run(a)),

@@ -96,6 +96,16 @@ pub struct RunArgs {
     /// the root's rate shared between them without a lock (docs/router.md, "Workers")
     #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=1024))]
     pub workers: u16,
+    /// Memory the buffers of queued packets may hold, both directions together (e.g. 256m):
+    /// received frames that would go past it are dropped and counted (`stat`'s memory_drops);
+    /// `linkshare check` prints a policy's worst case. Default: a quarter of RAM, at most 1g
+    #[arg(long, value_name = "SIZE", value_parser = parse_queue_memory)]
+    pub queue_memory: Option<u64>,
+    /// Fail open: bridge IN and OUT in the kernel (unshaped) whenever the shaper is not running.
+    /// The bridge is removed at start and made again at exit; after a kill the unit's
+    /// ExecStopPost runs `linkshare fail-open` (docs/router.md, "Fail-open")
+    #[arg(long)]
+    pub fail_open: bool,
     /// How --workers deals the top-level classes to the workers: rr (round robin in policy
     /// order: balanced counts), hash (by a hash of the class name: a class stays on its
     /// worker when others are added or removed by a reload) or address (by the class's first
@@ -198,6 +208,17 @@ pub struct ReloadArgs {
 #[derive(Clone, Debug)]
 pub struct CpuList(pub Vec<usize>);
 
+fn parse_queue_memory(s: &str) -> Result<u64, String> {
+    use linkshare_router::membound::{per_frame, FRAME_BUFFER};
+    match linkshare_core::units::Size::parse(s) {
+        Ok(v) if v.0 >= per_frame(FRAME_BUFFER) => Ok(v.0),
+        Ok(_) => Err(format!(
+            "`{s}` holds not even one frame: give a size such as 64m or 1g"
+        )),
+        Err(e) => Err(format!("`{s}`: {e} (a size such as 64m or 1g)")),
+    }
+}
+
 fn parse_cpus(s: &str) -> Result<CpuList, String> {
     linkshare_router::affinity::parse_list(s).map(CpuList)
 }
@@ -206,6 +227,14 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
     if a.dev.len() != 2 {
         return Err(invalid("give exactly two interfaces: --dev IN --dev OUT"));
     }
+    if a.fail_open {
+        return crate::fail_open::around(&a.dev[0], &a.dev[1], || shape(a));
+    }
+    shape(a)
+}
+
+/// `run` itself, between the fail-open bridge's removal and return with `--fail-open`.
+fn shape(a: &RunArgs) -> anyhow::Result<i32> {
     a.rx_split.check(usize::from(a.workers)).map_err(invalid)?;
     if let Some(CpuList(cpus)) = &a.cpus {
         linkshare_router::affinity::check(cpus).map_err(|e| invalid(format!("--cpus: {e}")))?;
@@ -254,6 +283,9 @@ pub fn run(a: &RunArgs) -> anyhow::Result<i32> {
         nice: a.nice,
         cpus: a.cpus.clone().map(|c| c.0).unwrap_or_default(),
         workers: usize::from(a.workers),
+        queue_memory: a
+            .queue_memory
+            .unwrap_or_else(linkshare_router::membound::default_limit),
         placement: match a.placement {
             PlacementArg::Rr => linkshare_core::shard::Placement::RoundRobin,
             PlacementArg::Hash | PlacementArg::Address => linkshare_core::shard::Placement::Hash,

@@ -27,7 +27,7 @@ fn reasons(m: &BTreeMap<String, u64>) -> String {
 fn interface(out: &mut String, i: &InterfaceSnapshot) {
     let _ = writeln!(
         out,
-        "dev {} (io {}): rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {}, fragments {}",
+        "dev {} (io {}): rx {} pkts {} bytes, tx {} pkts {} bytes, non-ip {} (shaped {}, dropped {}), fragments {}",
         i.name,
         i.io,
         i.rx_packets,
@@ -35,6 +35,8 @@ fn interface(out: &mut String, i: &InterfaceSnapshot) {
         i.tx_packets,
         i.tx_bytes,
         i.non_ip_passed,
+        i.non_ip_shaped,
+        i.non_ip_dropped,
         i.fragments
     );
     let _ = writeln!(

@@ -84,6 +84,22 @@ fn the_contract_example_is_accepted_and_its_tree_printed() {
     }
 }
 
+/// `check` prints the policy's worst-case queue memory as the shaper counts it: the example's
+/// two leaves of 1000 packets hold 2000 frames, each a whole receive buffer.
+#[test]
+fn check_prints_the_worst_case_queue_memory() {
+    use linkshare_router::membound::{per_frame, FRAME_BUFFER};
+    let (code, stdout, stderr, _) = check("example.toml", EXAMPLE);
+    assert_eq!(code, 0, "{stderr}");
+    let want = format!("2000 frames of {} bytes", per_frame(FRAME_BUFFER));
+    let line = stdout
+        .lines()
+        .find(|l| l.starts_with("worst-case queue memory: "))
+        .unwrap_or_else(|| panic!("no worst-case line in\n{stdout}"));
+    assert!(line.contains(&want), "{line}");
+    assert!(line.contains("--queue-memory"), "{line}");
+}
+
 #[test]
 fn children_promised_more_than_the_parent() {
     assert_one_error(

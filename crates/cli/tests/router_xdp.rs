@@ -357,8 +357,8 @@ fn forwards_and_shapes(io: &str, want_mode: &str) {
         assert_eq!(ifs[i]["rx_truncated"], 0, "{st}");
     }
     assert!(
-        ifs[0]["non_ip_passed"].as_u64().unwrap() >= 1,
-        "ARP must pass: {st}"
+        ifs[0]["non_ip_shaped"].as_u64().unwrap() >= 1,
+        "ARP must be shaped (the default class) and cross: {st}"
     );
     assert!(ifs[0]["rx_packets"].as_u64().unwrap() > 1000, "{st}");
     // Every frame the scheduler let go left on OUT, with the non-IP frames from IN.
@@ -613,4 +613,39 @@ fn workers_over_af_xdp_need_a_queue_each_and_detach_on_every_exit() {
             lab.link(&lab.rc)
         );
     }
+}
+
+/// An interface with rx-vlan offload on hands AF_XDP its frames without their VLAN tags (the
+/// NIC moved them into the descriptor): `--io auto` must keep AF_PACKET there, saying why on
+/// one line, and still take AF_XDP on the other interface. Before, it took AF_XDP on both.
+#[test]
+fn auto_keeps_af_packet_where_rx_vlan_offload_would_strip_tags() {
+    let Some(mut lab) = Lab::new() else { return };
+    let ra = lab.ra.clone();
+    let took = in_ns(&lab.r, move || testbed::set_rx_vlan_offload(&ra, true));
+    assert!(took, "the veth took rx-vlan offload on");
+    lab.start("auto");
+    let err = lab.stderr();
+    let why: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("using AF_PACKET"))
+        .collect();
+    assert_eq!(why.len(), 1, "{err}");
+    assert!(
+        why[0].contains(&lab.ra)
+            && why[0].contains("rx-vlan offload")
+            && why[0].contains("rxvlan off"),
+        "{err}"
+    );
+    let st = lab.stat();
+    assert_eq!(st["interfaces"][0]["io"], "packet", "{st}");
+    assert!(
+        st["interfaces"][1]["io"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("xdp "),
+        "the other interface (offload off) keeps AF_XDP: {st}"
+    );
+    assert_eq!(udp_echo(&lab, 5), 5);
+    assert!(lab.signal_and_wait(libc::SIGTERM).success());
 }

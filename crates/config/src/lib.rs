@@ -38,6 +38,8 @@ mod doc_kind;
 mod hfsc;
 mod leaf;
 mod link;
+mod memory;
+mod non_ip;
 mod params;
 mod raw;
 mod render;
@@ -59,6 +61,8 @@ pub use diag::{ConfigError, Diagnostic, Severity};
 pub use doc_kind::{looks_like, wrong_kind, DocKind};
 pub use hfsc::{HfscClass, HfscCompat};
 pub use leaf::LeafKind;
+pub use memory::MIN_FRAME;
+pub use non_ip::NonIp;
 pub use raw::PolicyDoc;
 pub use source::{
     render_report, render_report_for, Source, ECHO_MAX_CHARS, SHOWN_PER_KIND, SHOWN_PER_SEVERITY,
@@ -360,6 +364,8 @@ pub struct Policy {
     subscribers: Option<Box<Subscribers>>,
     /// The upload side, when the policy gives upload rates.
     upload: Option<Box<Policy>>,
+    /// What the shaper does with frames that are not IP (`non_ip`).
+    non_ip: NonIp,
 }
 
 /// Where the subscriber table `rel` (the policy's `subscribers = …`) of the policy file
@@ -501,6 +507,12 @@ impl Policy {
     /// made, their accounted length is `link_layer().size(len)`.
     pub fn link_layer(&self) -> linkshare_core::linklayer::LinkLayer {
         self.link
+    }
+
+    /// What the shaper does with frames that are not IP (`non_ip`; shaped in the default class
+    /// unless the policy says otherwise).
+    pub fn non_ip(&self) -> NonIp {
+        self.non_ip
     }
 
     /// HTB parameters (`r2q`, `mtu`).

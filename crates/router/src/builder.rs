@@ -99,7 +99,7 @@ pub(crate) enum Plan {
 /// A policy ready to install: how, its link layer and its text.
 pub(crate) struct Ready {
     pub plan: Plan,
-    pub link: linkshare_core::linklayer::LinkLayer,
+    pub link: crate::dir::LinkRules,
     /// Whether the builder thread now holds this policy as the direction's running one (a
     /// build made elsewhere does not, and the thread must be told to forget its own).
     pub based: bool,
@@ -371,7 +371,7 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
             Plan::Rebuild(sched)
         }
     };
-    let link = policy.link_layer();
+    let link = crate::dir::LinkRules::of(&policy);
     let circuits = Some(crate::circuits::ids_of(&policy));
     let based = match base {
         Some(b) => {
@@ -416,7 +416,7 @@ fn prepare_change(c: ClassChange, base: Option<&mut Option<Policy>>) -> Result<R
         .map_err(Failure::Rejected)?;
     Ok(Ready {
         plan: Plan::Patch(patch::one_class(policy, id)),
-        link: policy.link_layer(),
+        link: crate::dir::LinkRules::of(policy),
         based: true,
         changed: Vec::new(),
         takeover: None,

@@ -48,8 +48,13 @@ pub(crate) struct IfStats {
     /// Frames received on this interface (own transmissions excluded).
     pub(crate) rx_packets: u64,
     pub(crate) rx_bytes: u64,
-    /// Non-IP frames (ARP, LLDP, …) passed unshaped to the other interface.
+    /// Non-IP frames (ARP, LLDP, …) passed unshaped to the other interface (`non_ip = "pass"`,
+    /// or a direction without a scheduler).
     pub(crate) non_ip: u64,
+    /// Non-IP frames offered to the scheduler (`non_ip = "shape"`, the default).
+    pub(crate) non_ip_shaped: u64,
+    /// Non-IP frames dropped (`non_ip = "drop"`).
+    pub(crate) non_ip_dropped: u64,
     /// IP fragments received (shaped like any packet; later fragments have no ports).
     pub(crate) fragments: u64,
     /// Frames that did not parse, by `ParseError::name()`; dropped.
@@ -91,8 +96,26 @@ pub(crate) struct Dir {
     /// class names again (control/raw.rs) and nothing else has to walk the classes.
     pub(crate) gen: u64,
     pub(crate) emu: Option<emulate::Emulator>,
-    /// The policy's link layer (tc-stab): a frame is charged `link.size(frame length)`.
-    pub(crate) link: linkshare_core::linklayer::LinkLayer,
+    /// The policy's link layer and what becomes of non-IP frames.
+    pub(crate) link: LinkRules,
+}
+
+/// What a direction's policy says beyond its classes: the link layer under the shaper (tc-stab:
+/// a frame is charged `layer.size(frame length)`) and what becomes of frames that are not IP
+/// (`non_ip`). Installed with the policy's scheduler, on every reload path.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct LinkRules {
+    pub(crate) layer: linkshare_core::linklayer::LinkLayer,
+    pub(crate) non_ip: linkshare_config::NonIp,
+}
+
+impl LinkRules {
+    pub(crate) fn of(p: &linkshare_config::Policy) -> LinkRules {
+        LinkRules {
+            layer: p.link_layer(),
+            non_ip: p.non_ip(),
+        }
+    }
 }
 
 fn root_rate(s: &Sched) -> u64 {
@@ -232,7 +255,7 @@ impl Dir {
     pub(crate) fn install(
         &mut self,
         new: Sched,
-        link: linkshare_core::linklayer::LinkLayer,
+        link: LinkRules,
         text: (String, String),
         path: Option<PathBuf>,
         now: Time,
@@ -249,7 +272,7 @@ impl Dir {
         &mut self,
         mut new: Sched,
         takeover: Option<crate::patch::Takeover>,
-        link: linkshare_core::linklayer::LinkLayer,
+        link: LinkRules,
         text: (String, String),
         path: Option<PathBuf>,
         now: Time,

@@ -16,8 +16,9 @@ pub struct Frame {
 pub enum Parsed {
     /// An IPv4/IPv6 packet for the scheduler.
     Ip(Frame),
-    /// Not IP (ARP, LLDP, …): passed unshaped.
-    Other(Vec<u8>),
+    /// Not IP (ARP, LLDP, custom EtherTypes, …): shaped in the default class, passed or dropped
+    /// as the policy's `non_ip` says. Its charged length is the frame's, as for IP.
+    Other(Frame),
     /// Could not be parsed: counted by reason and dropped.
     Malformed(ParseError),
 }
@@ -35,13 +36,16 @@ pub fn classify_frame(bytes: Vec<u8>) -> Parsed {
 /// predicted from outside.
 pub fn classify_frame_keyed(bytes: Vec<u8>, key: u64) -> Parsed {
     match wire::parse_ethernet_keyed(&bytes, key) {
-        Ok(mut meta) => match meta.l3 {
-            linkshare_core::packet::L3::Other(_) => Parsed::Other(bytes),
-            _ => {
-                meta.len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-                Parsed::Ip(Frame { bytes, meta })
+        Ok(mut meta) => {
+            meta.len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+            let ip = !matches!(meta.l3, linkshare_core::packet::L3::Other(_));
+            let f = Frame { bytes, meta };
+            if ip {
+                Parsed::Ip(f)
+            } else {
+                Parsed::Other(f)
             }
-        },
+        }
         Err(e) => Parsed::Malformed(e),
     }
 }

@@ -27,11 +27,13 @@ pub mod control;
 mod dir;
 pub mod egress;
 pub mod emulate;
+pub mod failopen;
 pub mod frame;
 pub mod guard;
 pub mod hist;
 pub mod http;
 pub mod last_good;
+pub mod membound;
 pub mod notify;
 mod options;
 mod patch;
@@ -46,6 +48,7 @@ mod workers;
 pub mod xdp;
 
 use anyhow::Context;
+use linkshare_config::NonIp;
 use linkshare_core::egress::Stop;
 use linkshare_core::packet::{Fragment, ParseIssue};
 use linkshare_core::{Qdisc, Time};
@@ -137,6 +140,8 @@ pub struct Shaper {
     catch_up_turns: u64,
     /// Loop turns that slept for receive coalescing (`stat`'s `rx_coalesced`).
     rx_coalesced: u64,
+    /// The bound on the memory queued frames hold (membound.rs).
+    mem: membound::QueueMemory,
     /// The thread that builds reloaded policies off the loop (`None` on a worker of
     /// `--workers N`: the control thread has it).
     builder: Option<builder::Builder>,
@@ -189,12 +194,12 @@ impl Shaper {
             .with_context(|| format!("cannot open {}", opts.dev_out))?;
         let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
         d0.policy_text = Some((text, origin));
-        d0.link = fwd_policy.link_layer();
+        d0.link = dir::LinkRules::of(&fwd_policy);
         let (mut d1, rev_policy) = match rev {
             Some((s, t, o, policy)) => {
                 let mut d = Dir::new(Some(s), opts.reverse_policy.clone(), 0, opts.device_buffer);
                 d.policy_text = Some((t, o));
-                d.link = policy.link_layer();
+                d.link = dir::LinkRules::of(&policy);
                 (d, Some(policy))
             }
             None => (Dir::new(None, None, 0, opts.device_buffer), None),
@@ -237,6 +242,12 @@ impl Shaper {
         locks: Option<guard::InterfaceLocks>,
         worker: Option<workers::Link>,
     ) -> Shaper {
+        // A worker of several holds its share of the memory bound.
+        let share = match worker {
+            Some(_) => opts.workers.max(1) as u64,
+            None => 1,
+        };
+        let mem = membound::QueueMemory::new(opts.queue_memory / share);
         Shaper {
             names: [opts.dev_in.clone(), opts.dev_out.clone()],
             coalesce: coalesce::Coalesce::new(opts.rx_coalesce_ns),
@@ -260,6 +271,7 @@ impl Shaper {
             reloads: Default::default(),
             catch_up_turns: 0,
             rx_coalesced: 0,
+            mem,
             builder,
             hangups_pending: 0,
             wake,
@@ -283,12 +295,17 @@ impl Shaper {
     fn rx(&mut self, i: usize, budget: usize) -> usize {
         let mut frames = std::mem::take(&mut self.rx_scratch);
         let pool = &mut self.pool;
+        let mem = &mut self.mem;
         let n = self.ports[i].rx_batch(budget, &mut |f: RxFrame<'_>| {
             if f.truncated {
                 return; // counted by the port (rx_truncated)
             }
-            let mut v = pool.pop().unwrap_or_default();
+            // Buffers of one size, so the memory bound can count them (membound.rs).
+            let mut v = pool
+                .pop()
+                .unwrap_or_else(|| Vec::with_capacity(membound::FRAME_BUFFER));
             f.copy_into(&mut v);
+            mem.saw_buffer(v.capacity());
             frames.push(v);
         });
         for v in frames.drain(..) {
@@ -310,7 +327,18 @@ impl Shaper {
         let mut batch = std::mem::take(&mut self.rx_batch);
         let mut refused = std::mem::take(&mut self.refused);
         // A worker has classified its frames already (workers/worker.rs `steer`).
-        let classes = self.worker.as_mut().map(|l| std::mem::take(&mut l.local));
+        let mut classes = self.worker.as_mut().map(|l| std::mem::take(&mut l.local));
+        // What would take the queued frames past the memory bound is dropped, not offered.
+        let room = self.mem.room(self.backlog_packets());
+        if batch.len() > room {
+            self.mem.drops += (batch.len() - room) as u64;
+            if let Some(c) = classes.as_mut().filter(|c| c.len() == batch.len()) {
+                c.truncate(room);
+            }
+            for f in batch.split_off(room) {
+                self.recycle(f.bytes);
+            }
+        }
         match (&mut self.dirs[i].sched, classes) {
             (Some(Sched::Shard(q)), Some(c)) if c.len() == batch.len() => {
                 q.enqueue_burst_to(&c, &mut batch, now, &mut refused);
@@ -347,15 +375,27 @@ impl Shaper {
         self.ifs[i].rx_bytes += bytes.len() as u64;
         let to = self.dirs[i].to;
         match frame::classify_frame_keyed(bytes, self.opts.flow_key) {
-            Parsed::Other(bytes) => {
-                self.ifs[i].non_ip += 1;
-                self.send(to, bytes);
-            }
+            Parsed::Other(mut f) => match self.dirs[i].link.non_ip {
+                NonIp::Shape if self.dirs[i].sched.is_some() => {
+                    self.ifs[i].non_ip_shaped += 1;
+                    f.meta.len = self.dirs[i].link.layer.size(f.meta.len);
+                    self.admit(i, f);
+                }
+                NonIp::Drop => {
+                    self.ifs[i].non_ip_dropped += 1;
+                    self.recycle(f.bytes);
+                }
+                // Passed, or shaped by a direction that has no scheduler.
+                _ => {
+                    self.ifs[i].non_ip += 1;
+                    self.send(to, f.bytes);
+                }
+            },
             Parsed::Malformed(e) => {
                 *self.ifs[i].malformed.entry(e.name()).or_insert(0) += 1;
             }
             Parsed::Ip(mut f) => {
-                f.meta.len = self.dirs[i].link.size(f.meta.len);
+                f.meta.len = self.dirs[i].link.layer.size(f.meta.len);
                 if f.meta.frag != Fragment::None {
                     self.ifs[i].fragments += 1;
                 }
@@ -366,29 +406,35 @@ impl Shaper {
                     };
                     *self.ifs[i].issues.entry(name).or_insert(0) += 1;
                 }
-                if self.worker.is_some() {
-                    // One worker of several: to the worker that owns the frame's class.
-                    self.steer(i, f);
-                    return;
-                }
-                match &mut self.dirs[i].sched {
-                    // Offered with the rest of the turn's frames (`enqueue_batch`).
-                    Some(_) => self.rx_batch.push(f),
-                    None => match &mut self.dirs[i].emu {
-                        // Unshaped but delayed (the reverse direction's `reverse_delay` and
-                        // path delays): onto the line; `service` sends it when due.
-                        Some(e) => {
-                            let now_ns = sys::monotonic_ns();
-                            if let Err(v) = e.push(now_ns, f.bytes, f.meta.src, f.meta.dst) {
-                                self.recycle(v);
-                            }
-                        }
-                        None => {
-                            self.send(to, f.bytes);
-                        }
-                    },
-                }
+                self.admit(i, f);
             }
+        }
+    }
+
+    /// A parsed frame of direction `i` to its scheduler (or, unshaped, to its line or port).
+    fn admit(&mut self, i: usize, f: Frame) {
+        if self.worker.is_some() {
+            // One worker of several: to the worker that owns the frame's class.
+            self.steer(i, f);
+            return;
+        }
+        let to = self.dirs[i].to;
+        match &mut self.dirs[i].sched {
+            // Offered with the rest of the turn's frames (`enqueue_batch`).
+            Some(_) => self.rx_batch.push(f),
+            None => match &mut self.dirs[i].emu {
+                // Unshaped but delayed (the reverse direction's `reverse_delay` and
+                // path delays): onto the line; `service` sends it when due.
+                Some(e) => {
+                    let now_ns = sys::monotonic_ns();
+                    if let Err(v) = e.push(now_ns, f.bytes, f.meta.src, f.meta.dst) {
+                        self.recycle(v);
+                    }
+                }
+                None => {
+                    self.send(to, f.bytes);
+                }
+            },
         }
     }
 
@@ -419,6 +465,12 @@ impl Shaper {
     /// 1 ms) and the class loses that rate for good, which is what a late watchdog does to the
     /// kernel's HTB. O(steps) turns, each a normal turn; bounded by the ring's room.
     fn service(&mut self, d: usize) {
+        if self.ports[self.dirs[d].to].link_gone() {
+            // Nothing can leave: the queues wait (no retries every turn) until the loop's
+            // 100 ms check finds the interface back and the next turn serves them.
+            self.dirs[d].deadline = None;
+            return;
+        }
         let now_ns = sys::monotonic_ns();
         let catch_up = if self.dirs[d].emu.is_some() {
             0

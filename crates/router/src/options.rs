@@ -70,6 +70,9 @@ pub struct Options {
     /// Datapath threads (`--workers`): 1 is the single-threaded shaper, more cut the policy's
     /// HTB into shards, one per worker (workers/).
     pub workers: usize,
+    /// Bytes the buffers of queued frames may hold, both directions together
+    /// (`--queue-memory`; [`crate::membound`]).
+    pub queue_memory: u64,
     /// How the top-level classes are dealt to the workers (`--placement`).
     pub placement: linkshare_core::shard::Placement,
     /// `--placement address`: top-level classes placed, and received frames steered, by the

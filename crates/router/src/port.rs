@@ -33,6 +33,16 @@
 //! non-IP frames can hit it); a kick the kernel refuses is retried and counted `kick_errors`.
 //! Frames the kernel could not put in the receive ring are read from `PACKET_STATISTICS` as
 //! `rx_ring_drops`.
+//!
+//! **Following the interface** ([`Port::follow_link`], asked every 100 ms by the loop): a port
+//! is bound to an interface index, and a deleted interface takes its binding with it (the
+//! kernel unbinds the receive socket, `ENETDOWN`, and transmit fails with `ENXIO`); a
+//! re-created one (veth, USB NIC, ppp) has a new index under the old name. While the name is
+//! gone the port offers no transmit room, so the schedulers keep their queues (to their own
+//! limits) and frames that bypass them are counted `ring_full`; when the name comes back with
+//! a new index, or the MTU changed (the ring slots and the frame size check follow it), the
+//! port opens fresh sockets and rings (joining its fanout group again) and counts `rebinds`;
+//! frames the kernel had not taken from the old transmit ring are counted `rebind_lost`.
 
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
@@ -105,6 +115,11 @@ pub struct PortCounters {
     /// Errors the receive socket reported and the loop read and cleared (`SO_ERROR`, e.g.
     /// `ENETDOWN` when the interface went down): each one is a wake-up, not a spin.
     pub socket_errors: u64,
+    /// Times the port was reopened because its interface was re-created (a new ifindex under
+    /// the same name) or its MTU changed ([`Port::follow_link`]).
+    pub rebinds: u64,
+    /// Frames still in the old transmit ring when the port was reopened: lost with it.
+    pub rebind_lost: u64,
 }
 
 /// A place frames come from and go to: an AF_PACKET pair of rings ([`PacketPort`]) or an AF_XDP
@@ -127,6 +142,19 @@ pub trait Port {
     /// Read and clear an error pending on [`Port::fd`] (epoll reported `EPOLLERR`); count it.
     /// Until it is read, a level-triggered epoll reports the fd ready on every wait.
     fn take_error(&mut self) {}
+    /// Check that the interface is still the one the port was opened on: the same index under
+    /// its name and the same MTU. When it was deleted the port holds its frames back (no room
+    /// to transmit) until the name reappears; when it was re-created or its MTU changed the port
+    /// reopens its sockets and rings for it. Returns whether [`Port::fd`] changed (the caller
+    /// polls the new one; the old one left the poll set when it was closed).
+    fn follow_link(&mut self) -> bool {
+        false
+    }
+    /// The interface is gone (deleted, not yet re-created): nothing can be sent, and nothing is
+    /// tried until [`Port::follow_link`] finds it back.
+    fn link_gone(&self) -> bool {
+        false
+    }
     /// The I/O in use, as `run` and `stat` print it (`packet`, `xdp native/copy`, …).
     fn io(&self) -> String {
         "packet".to_string()
@@ -247,6 +275,20 @@ pub struct PacketPort {
     rx: Option<RxRing>,
     tx: TxRing,
     c: PortCounters,
+    /// What the rings were opened for, to open them again ([`Port::follow_link`]).
+    bound: Binding,
+}
+
+/// The interface a [`PacketPort`] was opened on, and how.
+#[derive(Clone, Copy, Debug)]
+struct Binding {
+    ifindex: i32,
+    mtu: u32,
+    /// `None`: transmit only.
+    rx: Option<RxRingKind>,
+    fanout: Option<u16>,
+    /// The interface's name is gone: nothing is sent until it reappears.
+    gone: bool,
 }
 
 fn ctx(what: String) -> impl FnOnce(io::Error) -> io::Error {
@@ -261,28 +303,77 @@ impl PacketPort {
 
     /// Open interface `name` with the given kind of receive ring.
     pub fn open_with(name: &str, kind: RxRingKind) -> io::Result<PacketPort> {
-        let idx = sys::ifindex(name)?;
-        let mtu = sys::mtu(name)?;
-        Ok(PacketPort {
-            name: name.to_string(),
-            rx: Some(RxRing::open(idx, mtu, kind).map_err(ctx(format!("{name}: receive ring")))?),
-            tx: TxRing::open(idx, mtu).map_err(ctx(format!("{name}: transmit ring")))?,
-            c: PortCounters::default(),
-        })
+        Self::open_bound(name, Some(kind))
     }
 
     /// Open interface `name` for transmit only: no receive socket at all, so the kernel copies
     /// nothing here for this port (another port receives on the interface). Its [`Port::fd`] is
     /// the transmit socket's, which never polls readable (it is bound to protocol 0).
     pub fn open_tx_only(name: &str) -> io::Result<PacketPort> {
+        Self::open_bound(name, None)
+    }
+
+    fn open_bound(name: &str, rx: Option<RxRingKind>) -> io::Result<PacketPort> {
         let idx = sys::ifindex(name)?;
         let mtu = sys::mtu(name)?;
+        let rx_ring = match rx {
+            Some(kind) => {
+                Some(RxRing::open(idx, mtu, kind).map_err(ctx(format!("{name}: receive ring")))?)
+            }
+            None => None,
+        };
         Ok(PacketPort {
             name: name.to_string(),
-            rx: None,
+            rx: rx_ring,
             tx: TxRing::open(idx, mtu).map_err(ctx(format!("{name}: transmit ring")))?,
             c: PortCounters::default(),
+            bound: Binding {
+                ifindex: idx,
+                mtu,
+                rx,
+                fanout: None,
+                gone: false,
+            },
         })
+    }
+
+    /// [`Port::follow_link`]: what the interface named `self.name` is now, and whether the
+    /// port must be reopened for it.
+    fn relink(&mut self) -> bool {
+        let Ok(idx) = sys::ifindex(&self.name) else {
+            // Deleted (a USB NIC pulled, a ppp link ended, a veth removed): hold frames back.
+            self.bound.gone = true;
+            return false;
+        };
+        let Ok(mtu) = sys::mtu(&self.name) else {
+            return false;
+        };
+        if idx == self.bound.ifindex && mtu == self.bound.mtu {
+            self.bound.gone = false;
+            return false;
+        }
+        let fresh = Self::open_bound(&self.name, self.bound.rx).and_then(|mut p| {
+            if let Some(g) = self.bound.fanout {
+                p.join_fanout(g)?;
+            }
+            Ok(p)
+        });
+        match fresh {
+            Ok(p) => {
+                // Frames the kernel never took from the old ring go with it.
+                self.c.rebind_lost += self.tx.busy as u64;
+                self.c.rebinds += 1;
+                self.rx = p.rx;
+                self.tx = p.tx;
+                self.bound = Binding {
+                    fanout: self.bound.fanout,
+                    ..p.bound
+                };
+                true
+            }
+            // Not ready yet (e.g. renamed in the middle): tried again at the next check.
+            Err(_) => false,
+        }
     }
     pub fn name(&self) -> &str {
         &self.name
@@ -328,6 +419,7 @@ impl PacketPort {
         let Some(rx) = &self.rx else {
             return Ok(());
         };
+        self.bound.fanout = Some(group);
         sys::setsockopt(
             rx.fd.as_raw_fd(),
             libc::SOL_PACKET,
@@ -737,16 +829,29 @@ impl Port for PacketPort {
         }
     }
     fn tx_room(&mut self) -> usize {
+        if self.bound.gone {
+            return 0;
+        }
         self.tx.room()
     }
     fn tx_push(&mut self, frame: &[u8]) -> Result<(), TxDrop> {
+        if self.bound.gone {
+            return Err(TxDrop::RingFull);
+        }
         self.tx.push(frame)?;
         self.c.tx_frames += 1;
         self.c.tx_bytes += frame.len() as u64;
         Ok(())
     }
     fn tx_flush(&mut self) -> bool {
-        self.tx.kick(&mut self.c)
+        // No device to kick (ENXIO): retried once the interface is back, not every turn.
+        !self.bound.gone && self.tx.kick(&mut self.c)
+    }
+    fn follow_link(&mut self) -> bool {
+        self.relink()
+    }
+    fn link_gone(&self) -> bool {
+        self.bound.gone
     }
     fn take_error(&mut self) {
         if sys::take_socket_error(self.fd()).is_some() {

@@ -184,6 +184,13 @@ impl Shaper {
             let now = sys::monotonic_ns();
             if now - last_ports >= 100_000_000 {
                 self.refresh_ports();
+                // An interface deleted, re-created or given a new MTU (port.rs): a reopened
+                // port is polled on its new socket.
+                for (p, tok) in [(0, T_SOCK0), (1, T_SOCK1)] {
+                    if self.ports[p].follow_link() {
+                        sys::epoll_add(ep.as_raw_fd(), self.ports[p].fd(), tok)?;
+                    }
+                }
                 let t = self.now();
                 self.dirs.iter_mut().for_each(|d| d.reclaim_idle(t));
                 last_ports = now;

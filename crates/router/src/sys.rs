@@ -218,6 +218,116 @@ fn ethtool<T>(name: &str, data: &mut T) -> Option<()> {
     (r == 0).then_some(())
 }
 
+/// An `ifreq` naming interface `name`, or an error for a name that cannot be one.
+fn ifreq_named(name: &str) -> io::Result<libc::ifreq> {
+    // SAFETY: all-zero is a valid ifreq.
+    let mut req: libc::ifreq = unsafe { std::mem::zeroed() };
+    let b = name.as_bytes();
+    if b.is_empty() || b.len() >= req.ifr_name.len() || b.contains(&0) {
+        return Err(io::Error::other(format!("bad interface name {name:?}")));
+    }
+    for (d, s) in req.ifr_name.iter_mut().zip(b) {
+        *d = *s as libc::c_char;
+    }
+    Ok(req)
+}
+
+/// An `ioctl` on a fresh AF_INET datagram socket (the interface requests of netdevice(7) and
+/// the bridge requests of net/bridge/br_ioctl.c), `req` in and out.
+/// The error is the system call's own (its `raw_os_error` kept).
+fn if_ioctl(request: libc::c_ulong, req: &mut libc::ifreq) -> io::Result<()> {
+    // SAFETY: plain system call.
+    let fd = own(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `req` is a valid ifreq for the requests this module makes (each reads or writes
+    // only the name and one member of its union).
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), request as _, req as *mut libc::ifreq) };
+    cvt(r).map(|_| ())
+}
+
+/// Kernel bridges by the old ioctls (`brctl`'s): create, delete, add a port (`linux/sockios.h`).
+/// Errors are the system calls' own, so that callers can tell `EEXIST` and `EBUSY` apart.
+pub mod bridge {
+    use super::{if_ioctl, ifreq_named};
+    use std::io;
+
+    const SIOCBRADDBR: libc::c_ulong = 0x89a0;
+    const SIOCBRDELBR: libc::c_ulong = 0x89a1;
+    const SIOCBRADDIF: libc::c_ulong = 0x89a2;
+
+    /// Create bridge `name` (`EEXIST` when it exists).
+    pub fn add(name: &str) -> io::Result<()> {
+        // Checked as an interface name; SIOCBRADDBR takes the bare name as its argument.
+        ifreq_named(name)?;
+        let c = std::ffi::CString::new(name).map_err(io::Error::other)?;
+        super::bridge_name_ioctl(SIOCBRADDBR, &c)
+    }
+
+    /// Delete bridge `name` (it must be down); its ports are released.
+    pub fn delete(name: &str) -> io::Result<()> {
+        let c = std::ffi::CString::new(name).map_err(io::Error::other)?;
+        super::bridge_name_ioctl(SIOCBRDELBR, &c)
+    }
+
+    /// Make interface `ifindex` a port of bridge `name`.
+    pub fn add_port(name: &str, ifindex: i32) -> io::Result<()> {
+        let mut req = ifreq_named(name)?;
+        req.ifr_ifru.ifru_ifindex = ifindex;
+        if_ioctl(SIOCBRADDIF, &mut req)
+    }
+}
+
+/// `ioctl(fd, request, name)`: the bridge requests that take a bare name.
+fn bridge_name_ioctl(request: libc::c_ulong, name: &std::ffi::CStr) -> io::Result<()> {
+    // SAFETY: plain system call.
+    let fd = own(unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) })?;
+    // SAFETY: `name` is a NUL-terminated string the kernel only reads (at most IFNAMSIZ bytes).
+    let r = unsafe { libc::ioctl(fd.as_raw_fd(), request as _, name.as_ptr()) };
+    cvt(r).map(|_| ())
+}
+
+/// Bring interface `name` up or down (`SIOCGIFFLAGS`, then `SIOCSIFFLAGS` with `IFF_UP`).
+pub fn set_link_up(name: &str, up: bool) -> io::Result<()> {
+    let mut req = ifreq_named(name)?;
+    if_ioctl(libc::SIOCGIFFLAGS, &mut req)?;
+    // SAFETY: SIOCGIFFLAGS filled the ifr_flags member of the union.
+    let flags = unsafe { req.ifr_ifru.ifru_flags };
+    let iff_up = libc::IFF_UP as libc::c_short;
+    req.ifr_ifru.ifru_flags = if up { flags | iff_up } else { flags & !iff_up };
+    if_ioctl(libc::SIOCSIFFLAGS, &mut req)
+}
+
+/// The machine's physical memory in bytes (`sysinfo`), `None` if it cannot be read.
+// `totalram` is a c_ulong: u64 here, u32 on 32-bit targets.
+#[allow(clippy::useless_conversion)]
+pub fn total_memory() -> Option<u64> {
+    // SAFETY: all-zero is a valid sysinfo.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `si` is a valid sysinfo for the kernel to fill.
+    let r = unsafe { libc::sysinfo(&mut si) };
+    (r == 0).then(|| u64::from(si.totalram).saturating_mul(u64::from(si.mem_unit.max(1))))
+}
+
+/// Whether interface `name` takes VLAN tags out of received frames in hardware (rx-vlan
+/// offload, `ethtool -k`'s `rx-vlan-offload`, read as `ETH_FLAG_RXVLAN` of `ETHTOOL_GFLAGS`,
+/// which reports the 802.1Q `NETIF_F_HW_VLAN_CTAG_RX` feature); `None` when the driver does
+/// not answer.
+pub fn rx_vlan_offload(name: &str) -> Option<bool> {
+    const ETHTOOL_GFLAGS: u32 = 0x25;
+    const ETH_FLAG_RXVLAN: u32 = 1 << 8;
+    /// `struct ethtool_value`.
+    #[repr(C)]
+    struct Value {
+        cmd: u32,
+        data: u32,
+    }
+    let mut v = Value {
+        cmd: ETHTOOL_GFLAGS,
+        data: 0,
+    };
+    ethtool(name, &mut v)?;
+    Some(v.data & ETH_FLAG_RXVLAN != 0)
+}
+
 /// Receive queues of interface `name` as its driver reports them (`ETHTOOL_GCHANNELS`: the
 /// larger of its receive-only and combined channels; veth reports its receive queues), `None`
 /// when the driver does not say. Unlike sysfs this answers in any network namespace.

@@ -35,7 +35,7 @@ pub(crate) struct Lab {
     pub(crate) ra: String,
     pub(crate) rc: String,
     pub(crate) va: String,
-    /// c's interface.
+    /// c's interface (the peer of `rc`).
     pub(crate) vc: String,
     dir: PathBuf,
     pub(crate) shaper: Option<Child>,

@@ -15,7 +15,11 @@
 //! * `reverse_and_delay`: the reverse policy and delay emulation (`--emulate`, `--path-delay`);
 //! * `control`: the control protocol and `stat`'s forms;
 //! * `malformed_and_exit`: namespace clean-up on panic, malformed frames, SIGHUP and SIGTERM;
-//! * `link_faults`: IP fragments through several workers, a link that goes down and up;
+//! * `link_faults`: IP fragments through several workers, a link that goes down and up, an
+//!   interface deleted and re-created, an MTU change;
+//! * `non_ip`: frames that are not IP shaped, passed or dropped as the policy's `non_ip` says;
+//! * `queue_memory`: a flood cut at the `--queue-memory` bound;
+//! * `fail_open`: the kernel bridge that forwards while the shaper is not running.
 //! * `workers_address`: `--placement address`: subscribers on one worker each, both
 //!   directions, under a shared uplink.
 //!
@@ -26,9 +30,12 @@ mod helpers;
 mod class_rates;
 mod control;
 mod datapath_thread;
+mod fail_open;
 mod forwarding;
 mod link_faults;
 mod malformed_and_exit;
+mod non_ip;
+mod queue_memory;
 mod reload;
 mod reverse_and_delay;
 mod workers_address;

@@ -43,7 +43,7 @@ fn namespaces_are_removed_even_when_a_test_panics() {
 }
 
 /// Send raw Ethernet frames out of `dev` (current namespace).
-fn send_raw(dev: &str, frames: &[Vec<u8>]) {
+pub(crate) fn send_raw(dev: &str, frames: &[Vec<u8>]) {
     let c = std::ffi::CString::new(dev).unwrap();
     // SAFETY: valid C string.
     let idx = unsafe { libc::if_nametoindex(c.as_ptr()) };
@@ -142,8 +142,11 @@ fn malformed_frames_are_counted_and_sigterm_exits_cleanly() {
         sent(&st) >= sent(&before) + 4,
         "fine frames and fragments must pass: {st}"
     );
-    let non_ip = |s: &Value| s["interfaces"][0]["non_ip_passed"].as_u64().unwrap();
-    assert!(non_ip(&st) > non_ip(&before), "LLDP must pass: {st}");
+    let non_ip = |s: &Value| s["interfaces"][0]["non_ip_shaped"].as_u64().unwrap();
+    assert!(
+        non_ip(&st) > non_ip(&before),
+        "LLDP must be shaped and pass: {st}"
+    );
 
     // SIGHUP reloads the file given at start.
     std::fs::write(&p, ONE_CLASS.replace("10mbit", "5mbit")).unwrap();

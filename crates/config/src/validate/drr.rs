@@ -232,5 +232,6 @@ pub(super) fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Op
         link: Default::default(),
         subscribers: None,
         upload: None,
+        non_ip: Default::default(),
     })
 }

@@ -57,6 +57,7 @@ const TOP_KEYS: &[&str] = &[
     "plan",
     "subscribers",
     "hfsc_compat",
+    "non_ip",
 ];
 
 /// Entry point: check `doc` (whose spans point into `text`) and build a [`Policy`].
@@ -104,6 +105,7 @@ pub(crate) fn validate(
         None => Some(DEFAULT_MTU),
     };
     let link = crate::link::read(&mut sink, entries);
+    let non_ip = crate::non_ip::read(&mut sink, entries);
 
     let policy = match root {
         Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu, files),
@@ -134,9 +136,11 @@ pub(crate) fn validate(
         Some(mut p) if !sink.has_errors() => {
             p.origin = origin.to_string();
             p.link = link.unwrap_or_default();
+            p.non_ip = non_ip.unwrap_or_default();
             if let Some(u) = p.upload.as_mut() {
                 u.origin = p.origin.clone();
                 u.link = p.link;
+                u.non_ip = p.non_ip;
             }
             p.warnings = sink.finish();
             Ok(p)
@@ -269,5 +273,6 @@ fn leaf_root(
         link: Default::default(),
         subscribers: None,
         upload: None,
+        non_ip: Default::default(),
     })
 }

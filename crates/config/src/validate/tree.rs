@@ -130,6 +130,7 @@ pub(super) fn tree(
         link: Default::default(),
         subscribers: None,
         upload: None,
+        non_ip: Default::default(),
     };
     if let Some(t) = table {
         t.append(&mut p);

@@ -36,7 +36,8 @@ mod stats;
 pub use bed::{Testbed, ADDR_A, ADDR_C};
 pub use gate::{netns_test_can_run, netns_test_skipped, NETNS_LOG_ENV, REQUIRE_NETNS_ENV};
 pub use netns::{
-    in_ns, ip, ip_batch, netns_list, offloads_off, remove_stale, spawn_in_ns, unavailable,
+    in_ns, ip, ip_batch, netns_list, offloads_off, remove_stale, set_rx_vlan_offload, spawn_in_ns,
+    unavailable,
 };
 pub use router::{KernelRouter, LinkshareRouter, Router, ScriptFn};
 pub use signals::{install_signal_handlers, interrupted, raise_priority, LAB_NICE};

@@ -113,8 +113,10 @@ pub(super) fn open_ns(ns: &str) -> anyhow::Result<std::fs::File> {
 
 /// Turn off transmit checksum offload and segmentation offloads on `dev` (in the calling
 /// thread's namespace), so frames captured by AF_PACKET on the peer are complete, MTU-sized and
-/// checksummed. Best effort: a device without the feature keeps its defaults.
+/// checksummed, and rx-vlan offload, which keeps `linkshare run --io auto` off AF_XDP (the
+/// testbed carries no VLANs). Best effort: a device without the feature keeps its defaults.
 pub fn offloads_off(dev: &str) {
+    set_rx_vlan_offload(dev, false);
     #[repr(C)]
     struct EthtoolValue {
         cmd: u32,
@@ -152,6 +154,62 @@ pub fn offloads_off(dev: &str) {
     }
     // SAFETY: closing the fd we opened.
     unsafe { libc::close(fd) };
+}
+
+/// Turn rx-vlan offload (`ethtool -K DEV rxvlan on|off`) on or off on `dev`, in the calling
+/// thread's namespace: `ETHTOOL_GFLAGS`, then `ETHTOOL_SFLAGS` with `ETH_FLAG_RXVLAN` changed.
+/// Returns whether the device took it.
+pub fn set_rx_vlan_offload(dev: &str, on: bool) -> bool {
+    const ETHTOOL_GFLAGS: u32 = 0x25;
+    const ETHTOOL_SFLAGS: u32 = 0x26;
+    const ETH_FLAG_RXVLAN: u32 = 1 << 8;
+    #[repr(C)]
+    struct EthtoolValue {
+        cmd: u32,
+        data: u32,
+    }
+    #[repr(C)]
+    struct Ifreq {
+        name: [u8; 16],
+        data: *mut libc::c_void,
+        pad: [u8; 16],
+    }
+    // SAFETY: plain socket call.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
+    if fd < 0 {
+        return false;
+    }
+    let mut v = EthtoolValue {
+        cmd: ETHTOOL_GFLAGS,
+        data: 0,
+    };
+    let mut req = Ifreq {
+        name: [0; 16],
+        data: (&mut v as *mut EthtoolValue).cast(),
+        pad: [0; 16],
+    };
+    let n = dev.len().min(15);
+    req.name[..n].copy_from_slice(&dev.as_bytes()[..n]);
+    // SAFETY: `req` is a valid ifreq pointing at a live ethtool_value, for both requests.
+    let ok = unsafe {
+        libc::ioctl(fd, 0x8946 /* SIOCETHTOOL */, &mut req)
+    } == 0
+        && {
+            let mut set = EthtoolValue {
+                cmd: ETHTOOL_SFLAGS,
+                data: if on {
+                    v.data | ETH_FLAG_RXVLAN
+                } else {
+                    v.data & !ETH_FLAG_RXVLAN
+                },
+            };
+            req.data = (&mut set as *mut EthtoolValue).cast();
+            // SAFETY: as above, pointing at `set`.
+            unsafe { libc::ioctl(fd, 0x8946, &mut req) == 0 }
+        };
+    // SAFETY: closing the fd we opened.
+    unsafe { libc::close(fd) };
+    ok
 }
 
 /// Names of the namespaces that exist now.

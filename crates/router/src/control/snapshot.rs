@@ -53,6 +53,12 @@ pub struct Snapshot {
     /// (`--rx-coalesce-us`, router/src/coalesce.rs).
     #[serde(default)]
     pub rx_coalesced: u64,
+    /// The bound on the memory queued packets hold (`--queue-memory`, bytes; membound.rs) and
+    /// the received frames dropped because it was reached.
+    #[serde(default)]
+    pub queue_memory: u64,
+    #[serde(default)]
+    pub memory_drops: u64,
     /// With `--workers N`: one row per datapath thread (empty with one).
     #[serde(default)]
     pub workers: Vec<WorkerSnapshot>,
@@ -129,6 +135,12 @@ pub struct InterfaceSnapshot {
     pub tx_bytes: u64,
     /// Non-IP frames passed unshaped to the other interface.
     pub non_ip_passed: u64,
+    /// Non-IP frames offered to the direction's scheduler (`non_ip = "shape"`).
+    #[serde(default)]
+    pub non_ip_shaped: u64,
+    /// Non-IP frames dropped (`non_ip = "drop"`).
+    #[serde(default)]
+    pub non_ip_dropped: u64,
     pub fragments: u64,
     /// `tx_drops` summed.
     pub tx_errors: u64,
@@ -142,6 +154,12 @@ pub struct InterfaceSnapshot {
     /// Errors the receive socket reported (`ENETDOWN` when the link went down), read and cleared.
     #[serde(default)]
     pub socket_errors: u64,
+    /// Times the port was reopened: its interface re-created or its MTU changed.
+    #[serde(default)]
+    pub rebinds: u64,
+    /// Frames lost in the old transmit ring when the port was reopened.
+    #[serde(default)]
+    pub rebind_lost: u64,
     /// Frames that did not parse, by reason; dropped.
     pub malformed: BTreeMap<String, u64>,
     /// Packets classified despite a parse issue, by issue.
@@ -333,6 +351,8 @@ impl Snapshot {
             timer_wake_ns: self.timer_wake_ns,
             catch_up_turns: self.catch_up_turns,
             rx_coalesced: self.rx_coalesced,
+            queue_memory: self.queue_memory,
+            memory_drops: self.memory_drops,
             workers: self.workers.clone(),
             seq: self.seq,
         }

@@ -125,6 +125,8 @@ impl Shaper {
                     tx_packets: p.tx_frames,
                     tx_bytes: p.tx_bytes,
                     non_ip_passed: s.non_ip,
+                    non_ip_shaped: s.non_ip_shaped,
+                    non_ip_dropped: s.non_ip_dropped,
                     fragments: s.fragments,
                     tx_errors: s.tx_ring_full + s.tx_too_big,
                     tx_drops: TxDrops {
@@ -138,6 +140,8 @@ impl Shaper {
                     rx_own_skipped: p.rx_own_skipped,
                     rx_blocks: p.rx_blocks,
                     socket_errors: p.socket_errors,
+                    rebinds: p.rebinds,
+                    rebind_lost: p.rebind_lost,
                     malformed: map(&s.malformed),
                     parse_issues: map(&s.issues),
                 }
@@ -163,6 +167,8 @@ impl Shaper {
             timer_wake_ns: quantiles_ns(self.wake.timer_hist()),
             catch_up_turns: self.catch_up_turns,
             rx_coalesced: self.rx_coalesced,
+            queue_memory: self.mem.limit(),
+            memory_drops: self.mem.drops,
             ..Snapshot::default()
         };
         fill_lateness(&mut snap, &self.lateness);

@@ -62,6 +62,8 @@ fn add_interface(a: &mut InterfaceSnapshot, b: &InterfaceSnapshot) {
     a.tx_packets += b.tx_packets;
     a.tx_bytes += b.tx_bytes;
     a.non_ip_passed += b.non_ip_passed;
+    a.non_ip_shaped += b.non_ip_shaped;
+    a.non_ip_dropped += b.non_ip_dropped;
     a.fragments += b.fragments;
     a.tx_errors += b.tx_errors;
     a.tx_drops.ring_full += b.tx_drops.ring_full;
@@ -73,6 +75,8 @@ fn add_interface(a: &mut InterfaceSnapshot, b: &InterfaceSnapshot) {
     a.rx_own_skipped += b.rx_own_skipped;
     a.rx_blocks += b.rx_blocks;
     a.socket_errors += b.socket_errors;
+    a.rebinds += b.rebinds;
+    a.rebind_lost += b.rebind_lost;
     add_map(&mut a.malformed, &b.malformed);
     add_map(&mut a.parse_issues, &b.parse_issues);
 }
@@ -175,6 +179,8 @@ pub(crate) fn merge(mut parts: Vec<Part>) -> Snapshot {
                 o.early_wake_ns = o.early_wake_ns.max(p.snap.early_wake_ns);
                 o.catch_up_turns += p.snap.catch_up_turns;
                 o.rx_coalesced += p.snap.rx_coalesced;
+                o.queue_memory += p.snap.queue_memory;
+                o.memory_drops += p.snap.memory_drops;
             }
         }
     }

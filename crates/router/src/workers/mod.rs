@@ -50,7 +50,6 @@ use std::sync::mpsc::{Receiver, Sender, SyncSender, TryRecvError, TrySendError};
 use std::sync::Arc;
 
 use linkshare_core::classify::{ClassId, Classifier};
-use linkshare_core::linklayer::LinkLayer;
 use linkshare_core::shard::{Shard, ShardMap};
 
 use crate::control::proto::ReloadReport;
@@ -115,7 +114,7 @@ pub(crate) struct Install {
     pub dir: usize,
     pub shard: Shard<Frame>,
     pub steer: Arc<Steer>,
-    pub link: LinkLayer,
+    pub link: crate::dir::LinkRules,
     pub text: String,
     pub origin: String,
     pub path: Option<std::path::PathBuf>,

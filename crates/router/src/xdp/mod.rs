@@ -10,6 +10,10 @@
 //!   why; `--io xdp` that cannot open is an error naming the failing step and errno; the mode in
 //!   use (`xdp native/copy`, `xdp generic/copy`, `xdp native/zerocopy`, `packet`) is printed at
 //!   start and reported by `stat`.
+//! * **Tags stay on.** AF_XDP hands over the frame as the driver built it, without the VLAN tag
+//!   a NIC with rx-vlan offload took out into the descriptor (AF_PACKET gives it back, port.rs):
+//!   on a trunk the frames would leave untagged. `--io auto` therefore keeps AF_PACKET on an
+//!   interface whose rx-vlan offload is on ([`vlan_stripped`]); `--io xdp` is taken as asked.
 //!
 //! Modules: [`bpf`] (map, program, link), [`umem`] (UMEM, rings, one socket), [`port`] (the
 //! [`crate::port::Port`] implementation). Sources: Documentation/networking/af_xdp.rst,
@@ -56,8 +60,19 @@ impl std::str::FromStr for IoKind {
     }
 }
 
-/// Open interface `name` with the I/O asked for. With [`IoKind::Auto`] a failed AF_XDP open
-/// prints one line on stderr and falls back to AF_PACKET.
+/// Why AF_XDP would lose VLAN tags on interface `name` (its rx-vlan offload is on), or `None`.
+fn vlan_stripped(name: &str) -> Option<String> {
+    crate::sys::rx_vlan_offload(name)?.then(|| {
+        format!(
+            "rx-vlan offload is on, so AF_XDP would receive frames without their VLAN tags \
+             (turn it off to use AF_XDP: `ethtool -K {name} rxvlan off`)"
+        )
+    })
+}
+
+/// Open interface `name` with the I/O asked for. With [`IoKind::Auto`] a failed AF_XDP open,
+/// or an interface that strips VLAN tags ([`vlan_stripped`]), prints one line on stderr and
+/// falls back to AF_PACKET.
 pub fn open_port(name: &str, io: IoKind, rx_ring: RxRingKind) -> anyhow::Result<Box<dyn Port>> {
     let mode = match io {
         IoKind::Packet => return Ok(Box::new(PacketPort::open_with(name, rx_ring)?)),
@@ -65,6 +80,12 @@ pub fn open_port(name: &str, io: IoKind, rx_ring: RxRingKind) -> anyhow::Result<
         IoKind::XdpNative => Some(AttachMode::Native),
         IoKind::XdpGeneric => Some(AttachMode::Generic),
     };
+    if io == IoKind::Auto {
+        if let Some(why) = vlan_stripped(name) {
+            eprintln!("linkshare: {name}: {why}; using AF_PACKET");
+            return Ok(Box::new(PacketPort::open_with(name, rx_ring)?));
+        }
+    }
     match XdpPort::open(name, mode) {
         Ok(p) => {
             if let Some(e) = &p.native_error {
@@ -108,6 +129,9 @@ pub fn attach_for_workers(
             Err(anyhow::anyhow!("{name}: {why}"))
         }
     };
+    if let Some(why) = vlan_stripped(name).filter(|_| io == IoKind::Auto) {
+        return fallback(why);
+    }
     match port::Attachment::new(name, mode) {
         Ok(a) if (a.queues() as usize) < workers => fallback(format!(
             "AF_XDP needs one receive queue per worker, and the interface has {} for {workers} \

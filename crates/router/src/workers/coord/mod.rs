@@ -227,7 +227,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             dirs[d] = Some(DirSpec {
                 shard,
                 steer: c.steer.clone(),
-                link: c.policy.link_layer(),
+                link: crate::dir::LinkRules::of(&c.policy),
                 text: texts[d].clone().unwrap_or_default(),
                 path: paths[d].clone(),
             });
