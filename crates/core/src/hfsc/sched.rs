@@ -22,7 +22,8 @@ impl<P: Packet> Hfsc<P> {
         let cl = &mut self.classes[p as usize];
         let (base, n) = (cl.base as usize, cl.nkids as usize);
         Heap {
-            h: &mut self.slab[which][base..base + n],
+            rows: &mut self.slab[base..base + n],
+            col: which,
             len: &mut cl.klen[which],
             pos: &mut self.pos,
             which,
@@ -33,7 +34,8 @@ impl<P: Packet> Hfsc<P> {
     /// at most, and in `UNFIT` only when not in its parent's `FIT`: they share position slots.
     pub(super) fn glob_heap(&mut self, g: usize) -> Heap<'_> {
         Heap {
-            h: &mut self.glob[g],
+            rows: &mut self.glob,
+            col: g,
             len: &mut self.glen[g],
             pos: &mut self.pos,
             which: if g == UNFIT { FIT } else { EL },
@@ -42,7 +44,7 @@ impl<P: Packet> Hfsc<P> {
 
     /// The least entry of a qdisc-wide heap.
     pub(super) fn glob_first(&self, g: usize) -> Option<Entry> {
-        (self.glen[g] > 0).then(|| self.glob[g][0])
+        (self.glen[g] > 0).then(|| self.glob[0][g])
     }
 
     // ---- real time ----
@@ -227,6 +229,7 @@ impl<P: Packet> Hfsc<P> {
         let clock = self.clock;
         let max_vt = self.kid_heap(p, VT).first().map(|e| !e.key);
         let (pc, cc) = pair(&mut self.classes, p, cl);
+        let (pcold, ccold) = pair(&mut self.cold, p, cl);
         match max_vt {
             Some(max) => {
                 // The average of the least vt served and the largest active: a newcomer neither
@@ -247,8 +250,8 @@ impl<P: Packet> Hfsc<P> {
                     pc.cvtmin = 0;
                 }
                 PeriodVt::OpenBsd => {
-                    pc.cvtoff = pc.cvtoff.saturating_add(pc.cvtmax);
-                    pc.cvtmax = 0;
+                    pc.cvtoff = pc.cvtoff.saturating_add(pcold.cvtmax);
+                    pcold.cvtmax = 0;
                     pc.cvtmin = 0;
                     cc.vt = 0;
                 }
@@ -258,13 +261,13 @@ impl<P: Packet> Hfsc<P> {
             match self.params.period_vt {
                 PeriodVt::Linux => cc.virt.min(&fsc, cc.vt, cc.total),
                 PeriodVt::OpenBsd => {
-                    cc.vtoff = pc.cvtoff.saturating_sub(cc.pcvtoff);
-                    let vt = cc.vt.saturating_add(cc.vtoff);
+                    ccold.vtoff = pc.cvtoff.saturating_sub(ccold.pcvtoff);
+                    let vt = cc.vt.saturating_add(ccold.vtoff);
                     cc.virt.min(&fsc, vt, cc.total);
                     if cc.virt.x == vt {
-                        cc.virt.x -= cc.vtoff;
-                        cc.vtoff = 0;
-                        cc.pcvtoff = pc.cvtoff;
+                        cc.virt.x -= ccold.vtoff;
+                        ccold.vtoff = 0;
+                        ccold.pcvtoff = pc.cvtoff;
                     }
                 }
             }
@@ -275,10 +278,10 @@ impl<P: Packet> Hfsc<P> {
         if pc.nactive == 0 {
             cc.parentperiod += 1;
         }
-        if let Some(usc) = cc.usc {
-            cc.ulimit.min(&usc, clock, cc.total);
-            cc.myf = cc.ulimit.y2x(cc.total);
-            cc.myfadj = 0;
+        if let Some(usc) = ccold.usc {
+            ccold.ulimit.min(&usc, clock, cc.total);
+            cc.myf = ccold.ulimit.y2x(cc.total);
+            ccold.myfadj = 0;
         }
     }
 
@@ -305,11 +308,11 @@ impl<P: Packet> Hfsc<P> {
             };
             go_passive = going;
             let (pc, x) = pair(&mut self.classes, p, cl);
-            let vt = x
-                .virt
-                .y2x(x.total)
-                .saturating_sub(x.vtoff)
-                .saturating_add(x.vtadj);
+            let mut vt = x.virt.y2x(x.total);
+            if openbsd {
+                vt = vt.saturating_sub(self.cold[cl as usize].vtoff);
+            }
+            let vt = vt.saturating_add(x.vtadj);
             let vt = if vt < pc.cvtmin {
                 // Skipped earlier for not fitting: catch up with the period's least vt.
                 x.vtadj += pc.cvtmin - vt;
@@ -319,7 +322,8 @@ impl<P: Packet> Hfsc<P> {
             };
             if going {
                 if openbsd {
-                    pc.cvtmax = pc.cvtmax.max(x.vt);
+                    let pcold = &mut self.cold[p as usize];
+                    pcold.cvtmax = pcold.cvtmax.max(x.vt);
                 } else {
                     pc.cvtoff = pc.cvtoff.max(vt);
                 }
@@ -330,13 +334,14 @@ impl<P: Packet> Hfsc<P> {
                 continue;
             }
             x.vt = vt;
-            if x.usc.is_some() {
-                x.myf = x.myfadj.saturating_add(x.ulimit.y2x(x.total));
+            if x.ul {
+                let xc = &mut self.cold[cl as usize];
+                x.myf = xc.myfadj.saturating_add(xc.ulimit.y2x(x.total));
                 if let Some(tick) = catchup {
                     // OpenBSD: a fit time lagging more than a tick moves up to the clock.
                     if x.myf.saturating_add(tick) < clock {
                         let delta = clock - x.myf;
-                        x.myfadj += delta;
+                        xc.myfadj += delta;
                         x.myf += delta;
                     }
                 }
@@ -502,7 +507,7 @@ impl<P: Packet> Hfsc<P> {
 }
 
 /// Mutable references to a parent and its child (distinct indices).
-fn pair<P>(v: &mut [Class<P>], p: u32, c: u32) -> (&mut Class<P>, &mut Class<P>) {
+fn pair<T>(v: &mut [T], p: u32, c: u32) -> (&mut T, &mut T) {
     let (p, c) = (p as usize, c as usize);
     if p < c {
         let (a, b) = v.split_at_mut(c);
