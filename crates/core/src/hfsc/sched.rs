@@ -285,10 +285,11 @@ impl<P: Packet> Hfsc<P> {
         }
     }
 
-    /// `len` bytes were served from leaf `c`: `w` of it and its ancestors grows, their virtual
-    /// and fit times advance and they are refiled; those left without active children go
+    /// A packet of `len` bytes was served from leaf `c` (`sent`; else the leaf emptied without
+    /// sending, `len` 0): `w` of it and its ancestors grows, and their sent counters, their
+    /// virtual and fit times advance and they are refiled; those left without active children go
     /// passive (Linux `update_vf`).
-    pub(super) fn update_vf(&mut self, c: u32, len: u32) {
+    pub(super) fn update_vf(&mut self, c: u32, len: u32, sent: bool) {
         let clock = self.clock;
         let catchup = self.params.ul_catchup;
         let openbsd = self.params.period_vt == PeriodVt::OpenBsd;
@@ -298,6 +299,9 @@ impl<P: Packet> Hfsc<P> {
             let p = self.classes[cl as usize].parent;
             let x = &mut self.classes[cl as usize];
             x.total = x.total.saturating_add(len as u64);
+            if sent {
+                x.sent.add(len);
+            }
             if x.fsc.is_none() || x.nactive == 0 {
                 cl = p;
                 continue;
@@ -362,7 +366,7 @@ impl<P: Packet> Hfsc<P> {
         self.unfile_el(c);
         let cl = &self.classes[c as usize];
         if cl.fsc.is_some() && cl.nactive > 0 {
-            self.update_vf(c, 0);
+            self.update_vf(c, 0, false);
         }
     }
 
@@ -445,20 +449,14 @@ impl<P: Packet> Hfsc<P> {
             };
             let len = pkt.len();
             let next = self.peek_len(c, now);
-            self.update_vf(c, len);
+            self.update_vf(c, len, true);
             let cl = &mut self.classes[c as usize];
-            cl.sent.add(len);
             if realtime {
                 cl.cumul = cl.cumul.saturating_add(len as u64);
                 cl.rt_sent.add(len);
                 self.rt_packets += 1;
             } else {
                 self.ls_packets += 1;
-            }
-            let mut x = cl.parent;
-            while x != self.root {
-                self.classes[x as usize].sent.add(len);
-                x = self.classes[x as usize].parent;
             }
             if self.classes[c as usize].el_on {
                 match next {
