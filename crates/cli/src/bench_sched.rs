@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
 use linkshare_core::benchkit::{
-    build_cbq, build_hfsc_with, build_htb_with, BenchLeaf, BenchPacket, LeafSched, Pattern, SchedBench,
-    Shape,
+    build_cbq, build_hfsc_with, build_htb_with, BenchLeaf, BenchPacket, LeafSched, Pattern,
+    SchedBench, Shape,
 };
 use linkshare_core::qdisc::cake::{Cake, CakeParams};
 use serde_json::json;

@@ -120,10 +120,16 @@ impl<P: Packet> Hfsc<P> {
                         self.glob_holds(UNFIT, id, cl.key_f)
                     });
                 if !filed || cl.key_vt != cl.vt || cl.key_f != cl.f {
-                    return Err(format!("{}: link-sharing sets out of step", self.cold[c].name));
+                    return Err(format!(
+                        "{}: link-sharing sets out of step",
+                        self.cold[c].name
+                    ));
                 }
                 if cl.f != cl.myf.max(cl.cfmin) {
-                    return Err(format!("{}: f {} != max(myf, cfmin)", self.cold[c].name, cl.f));
+                    return Err(format!(
+                        "{}: f {} != max(myf, cfmin)",
+                        self.cold[c].name, cl.f
+                    ));
                 }
             }
         }
@@ -144,10 +150,7 @@ impl<P: Packet> Hfsc<P> {
         for c in 0..self.classes.len() {
             for which in [VT, CF, FIT] {
                 if !self.kid_is_heap(c, which) {
-                    return Err(format!(
-                        "{}: heap {which} out of order",
-                        self.cold[c].name
-                    ));
+                    return Err(format!("{}: heap {which} out of order", self.cold[c].name));
                 }
             }
         }

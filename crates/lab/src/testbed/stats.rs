@@ -280,6 +280,9 @@ tokens: -1000 ctokens: 5000\n";
         ];
         sum_inner_from_leaves(&mut c);
         let got: Vec<(u64, u64)> = c.iter().map(|c| (c.sent_bytes, c.sent_packets)).collect();
-        assert_eq!(got, vec![(5200, 4), (4500, 3), (3000, 2), (1500, 1), (700, 1)]);
+        assert_eq!(
+            got,
+            vec![(5200, 4), (4500, 3), (3000, 2), (1500, 1), (700, 1)]
+        );
     }
 }
