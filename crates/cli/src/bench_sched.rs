@@ -13,8 +13,8 @@ use std::time::Instant;
 
 use clap::{Args, Subcommand, ValueEnum};
 use linkshare_core::benchkit::{
-    build_cbq, build_hfsc, build_htb_with, BenchLeaf, BenchPacket, LeafSched, Pattern, SchedBench,
-    Shape,
+    build_cbq, build_hfsc_with, build_htb_with, BenchLeaf, BenchPacket, LeafSched, Pattern,
+    SchedBench, Shape,
 };
 use linkshare_core::qdisc::cake::{Cake, CakeParams};
 use serde_json::json;
@@ -39,6 +39,9 @@ pub enum QdiscArg {
     Htb,
     Cbq,
     Hfsc,
+    /// HFSC with an upper limit of the port rate on the top class (bench it with --burst 1:
+    /// the clock then advances by a packet time between dequeues)
+    HfscUl,
 }
 
 /// Where the `--active` leaves lie in the tree.
@@ -211,10 +214,12 @@ fn sched(a: &SchedArgs) -> anyhow::Result<i32> {
             let classes = q.len();
             finish(a, "cbq", q, leaves, classes, pattern, t0, rss0)
         }
-        QdiscArg::Hfsc => {
-            let (q, leaves) = build_hfsc(&shape).map_err(anyhow::Error::msg)?;
+        QdiscArg::Hfsc | QdiscArg::HfscUl => {
+            let ul = matches!(a.qdisc, QdiscArg::HfscUl);
+            let (q, leaves) = build_hfsc_with(&shape, ul).map_err(anyhow::Error::msg)?;
             let classes = q.len();
-            finish(a, "hfsc", q, leaves, classes, pattern, t0, rss0)
+            let name = if ul { "hfsc-ul" } else { "hfsc" };
+            finish(a, name, q, leaves, classes, pattern, t0, rss0)
         }
     }
 }

@@ -301,6 +301,17 @@ pub fn build_cbq(shape: &Shape) -> Result<(Cbq<BenchPacket>, Vec<ClassId>), Stri
 /// holds its class after one packet — at the port rate it made 99.6 % of the dequeue calls end
 /// in `NotBefore`, measuring the throttle rather than the scheduler.
 pub fn build_hfsc(shape: &Shape) -> Result<(Hfsc<BenchPacket>, Vec<ClassId>), String> {
+    build_hfsc_with(shape, false)
+}
+
+/// [`build_hfsc`], with `top_ul` an upper limit of [`PORT_RATE`] on the top class: the
+/// upper-limit path (fit times, the parents' fit-time heaps, the qdisc-wide unfit heap) on every
+/// packet. Bench it with a burst of 1, so that the clock advances by one packet time at
+/// [`PORT_RATE`] (rounded up) between dequeues and the limit never holds the tree.
+pub fn build_hfsc_with(
+    shape: &Shape,
+    top_ul: bool,
+) -> Result<(Hfsc<BenchPacket>, Vec<ClassId>), String> {
     let lay = shape.layout()?;
     let mut kids = vec![0u64; lay.parent.len()];
     for p in lay.parent.iter().flatten() {
@@ -320,6 +331,9 @@ pub fn build_hfsc(shape: &Shape) -> Result<(Hfsc<BenchPacket>, Vec<ClassId>), St
             let mut s = HfscClassSpec::new(&class_name(c), p, ServiceCurve::rate(rate[c]));
             if kids[c] == 0 {
                 s.rt = Some(ServiceCurve::rate((rate[c] / 2).max(1)));
+            }
+            if top_ul && p.is_none() {
+                s.ul = Some(ServiceCurve::rate(PORT_RATE.0));
             }
             s.leaf = LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT));
             s
@@ -656,6 +670,24 @@ mod tests {
         assert_eq!(lay.parent[lay.leaves[17] as usize], Some(4));
         assert_eq!(lay.parent[4], Some(1));
         assert_eq!(lay.prio[lay.leaves[17] as usize], 1);
+    }
+
+    #[test]
+    fn hfsc_upper_limit_bench_is_never_held_with_an_advancing_clock() {
+        // The top class limited to the port rate; a burst of 1 advances the clock by a packet
+        // time (rounded up) between dequeues, so the limit is exercised and never binds.
+        let shape = Shape {
+            levels: 3,
+            leaves: 300,
+            subports: 3,
+        };
+        let (q, leaves) = build_hfsc_with(&shape, true).unwrap();
+        let mut b = SchedBench::new(q, leaves, Pattern::Random, 1, 1).unwrap();
+        let c = b.run(10_000);
+        assert!(c.dequeued >= 10_000);
+        assert_eq!((c.refused, c.short), (0, 0));
+        assert_eq!(b.sched.stats().backlog.packets, 300);
+        b.sched.check_invariants().unwrap();
     }
 
     #[test]

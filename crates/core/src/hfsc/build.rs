@@ -59,6 +59,8 @@ impl<P: Packet> Hfsc<P> {
         let height = tree.heights();
         let root = n as u32;
         let mut classes = Vec::with_capacity(n + 1);
+        let mut cold = Vec::with_capacity(n + 1);
+        let mut leaves = Vec::with_capacity(n + 1);
         for (i, s) in specs.into_iter().enumerate() {
             let inner = tree.is_inner(i);
             let leaf = if inner {
@@ -70,26 +72,20 @@ impl<P: Packet> Hfsc<P> {
                 }
             };
             let rsc = if inner { None } else { nonzero(s.rt) };
+            let usc = nonzero(s.ul);
             classes.push(Class::new(
-                s.name,
                 s.parent.unwrap_or(root),
-                height[i],
                 rsc,
                 nonzero(s.ls),
-                nonzero(s.ul),
-                leaf,
+                usc,
             ));
+            cold.push(Cold::new(s.name, height[i], usc));
+            leaves.push(leaf);
         }
         let top = height.iter().copied().max().unwrap_or(0).saturating_add(1);
-        classes.push(Class::new(
-            "root".into(),
-            NIL,
-            top,
-            None,
-            None,
-            None,
-            Leaf::Inner,
-        ));
+        classes.push(Class::new(NIL, None, None, None));
+        cold.push(Cold::new("root".into(), top, None));
+        leaves.push(Leaf::Inner);
         // Each parent's heaps get a segment of the slabs as long as its children. Upper limits
         // are marked up the tree (children before parents: the tree order reversed).
         let parents: Vec<usize> = classes[..n].iter().map(|c| c.parent as usize).collect();
@@ -98,11 +94,11 @@ impl<P: Packet> Hfsc<P> {
         }
         let order = tree.into_order();
         for &i in order.iter().rev() {
-            let cl = &mut classes[i as usize];
-            cl.has_ul |= cl.usc.is_some();
-            if cl.has_ul {
-                let p = cl.parent as usize;
-                classes[p].has_ul = true;
+            let i = i as usize;
+            cold[i].has_ul |= cold[i].usc.is_some();
+            if cold[i].has_ul {
+                let p = classes[i].parent as usize;
+                cold[p].has_ul = true;
                 classes[p].cf_used = true;
             }
         }
@@ -111,15 +107,15 @@ impl<P: Packet> Hfsc<P> {
             cl.base = base;
             base += cl.nkids;
         }
-        let slab = || vec![heap::Entry::default(); n];
-        let glob = || vec![heap::Entry::default(); n + 1];
         Ok(Hfsc {
             params,
             classes,
+            cold,
+            leaves,
             root,
             order,
-            slab: [slab(), slab(), slab()],
-            glob: [glob(), glob(), glob()],
+            slab: vec![Row::default(); n],
+            glob: vec![Row::default(); n + 1],
             glen: [0; 3],
             pos: vec![[OUT; SLOTS]; n + 1],
             clock: 0,
@@ -132,61 +128,64 @@ impl<P: Packet> Hfsc<P> {
     }
 }
 
-impl<P> Class<P> {
+impl Class {
     fn new(
-        name: String,
         parent: u32,
-        level: u8,
         rsc: Option<ServiceCurve>,
         fsc: Option<ServiceCurve>,
         usc: Option<ServiceCurve>,
-        leaf: Leaf<P>,
     ) -> Self {
         let rt = |c: &Option<ServiceCurve>| c.map(|c| Runtime::new(&c, 0, 0)).unwrap_or_default();
-        let deadline = rt(&rsc);
         Class {
-            name,
             parent,
-            level,
-            rsc,
-            fsc,
-            usc,
-            deadline,
-            virt: rt(&fsc),
-            ulimit: rt(&usc),
-            cumul: 0,
-            total: 0,
-            e: 0,
-            d: 0,
-            vt: 0,
-            vtadj: 0,
-            vtoff: 0,
-            pcvtoff: 0,
-            cvtmin: 0,
-            cvtoff: 0,
-            cvtmax: 0,
-            vtperiod: 0,
-            parentperiod: 0,
             nactive: 0,
-            f: 0,
-            myf: 0,
-            myfadj: 0,
-            cfmin: 0,
             el_on: false,
             el_ready: false,
+            fit: false,
+            ul: usc.is_some(),
+            cf_used: false,
+            rsc,
+            deadline: rt(&rsc),
+            cumul: 0,
+            e: 0,
+            d: 0,
             key_e: 0,
             key_d: 0,
+            fsc,
+            virt: rt(&fsc),
+            total: 0,
+            vt: 0,
+            vtadj: 0,
+            vtperiod: 0,
+            parentperiod: 0,
+            f: 0,
+            myf: 0,
+            cfmin: 0,
             key_vt: 0,
             key_f: 0,
-            fit: false,
             base: 0,
             nkids: 0,
             klen: [0; 3],
-            has_ul: false,
-            cf_used: false,
-            leaf,
+            cvtmin: 0,
+            cvtoff: 0,
             sent: Counter::default(),
             rt_sent: Counter::default(),
+        }
+    }
+}
+
+impl Cold {
+    fn new(name: String, level: u8, usc: Option<ServiceCurve>) -> Self {
+        Cold {
+            name,
+            level,
+            usc,
+            ulimit: usc.map(|c| Runtime::new(&c, 0, 0)).unwrap_or_default(),
+            myfadj: 0,
+            vtoff: 0,
+            pcvtoff: 0,
+            cvtmax: 0,
+            has_ul: false,
             drops: 0,
             marks_seen: 0,
         }

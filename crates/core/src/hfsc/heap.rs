@@ -3,9 +3,10 @@
 //! Principles: each set HFSC keeps (leaves by eligible time or deadline, a parent's active
 //! children by virtual time or fit time) only needs its least element, insertion, removal of a
 //! given class and a change of a class's key, so a binary heap does (Cormen et al., ch. 6):
-//! O(log k) each for `k` members. The heap's storage is a fixed slice given by the caller — a
-//! parent's children get a segment of one slab sized at build time, the qdisc-wide sets a vector
-//! of one slot per class — so nothing is allocated per packet. Each class records where it
+//! O(log k) each for `k` members. The heap's storage is a fixed slice given by the caller, one
+//! column of rows that hold three heaps side by side ([`Row`]) — a parent's children get a
+//! segment of one slab sized at build time, the qdisc-wide sets a vector of one row per class —
+//! so nothing is allocated per packet. Each class records where it
 //! stands in each heap it can be in (`pos[class][which]`), so a removal or a key change finds
 //! it in O(1). Entries order by `(key, class)`, as the ordered trees they replace did, so ties
 //! break the same way (the least class id first).
@@ -29,9 +30,16 @@ pub(super) const FIT: usize = 2;
 pub(super) const EL: usize = 3;
 pub(super) const SLOTS: usize = 4;
 
-/// One heap: its storage (capacity = `h.len()`), its length, the positions of its members.
+/// Storage rows: three heaps side by side, entry `i` of each in row `i` (a parent's `VT`, `CF`
+/// and `FIT` heaps; the qdisc-wide `WAIT`, `READY`, `UNFIT`), so that the least entries of a
+/// parent's heaps share a cache line.
+pub(super) type Row = [Entry; 3];
+
+/// One heap: column `col` of its storage rows (capacity = `rows.len()`), its length, the
+/// positions of its members (slot `which`).
 pub(super) struct Heap<'a> {
-    pub h: &'a mut [Entry],
+    pub rows: &'a mut [Row],
+    pub col: usize,
     pub len: &'a mut u32,
     pub pos: &'a mut [[u32; SLOTS]],
     pub which: usize,
@@ -39,19 +47,24 @@ pub(super) struct Heap<'a> {
 
 impl Heap<'_> {
     #[inline]
+    fn at(&self, i: usize) -> Entry {
+        self.rows[i][self.col]
+    }
+
+    #[inline]
     fn place(&mut self, i: usize, e: Entry) {
-        self.h[i] = e;
+        self.rows[i][self.col] = e;
         self.pos[e.id as usize][self.which] = i as u32;
     }
 
     fn sift_up(&mut self, mut i: usize) {
-        let e = self.h[i];
+        let e = self.at(i);
         while i > 0 {
             let p = (i - 1) / 2;
-            if self.h[p] <= e {
+            if self.at(p) <= e {
                 break;
             }
-            let up = self.h[p];
+            let up = self.at(p);
             self.place(i, up);
             i = p;
         }
@@ -60,21 +73,21 @@ impl Heap<'_> {
 
     fn sift_down(&mut self, mut i: usize) {
         let n = *self.len as usize;
-        let e = self.h[i];
+        let e = self.at(i);
         loop {
             let l = 2 * i + 1;
             if l >= n {
                 break;
             }
-            let c = if l + 1 < n && self.h[l + 1] < self.h[l] {
+            let c = if l + 1 < n && self.at(l + 1) < self.at(l) {
                 l + 1
             } else {
                 l
             };
-            if e <= self.h[c] {
+            if e <= self.at(c) {
                 break;
             }
-            let down = self.h[c];
+            let down = self.at(c);
             self.place(i, down);
             i = c;
         }
@@ -84,7 +97,7 @@ impl Heap<'_> {
     /// The least entry.
     #[inline]
     pub fn first(&self) -> Option<Entry> {
-        (*self.len > 0).then(|| self.h[0])
+        (*self.len > 0).then(|| self.at(0))
     }
 
     /// Add `id` under `key` (it must not be in the heap; the storage has room for every class
@@ -92,7 +105,7 @@ impl Heap<'_> {
     pub fn push(&mut self, key: u64, id: u32) {
         let i = *self.len as usize;
         *self.len += 1;
-        self.h[i] = Entry { key, id };
+        self.rows[i][self.col] = Entry { key, id };
         self.sift_up(i);
     }
 
@@ -109,10 +122,10 @@ impl Heap<'_> {
         if i == last {
             return;
         }
-        let moved = self.h[last];
-        self.h[i] = moved;
+        let moved = self.at(last);
+        self.rows[i][self.col] = moved;
         self.pos[moved.id as usize][self.which] = i as u32;
-        if i > 0 && moved < self.h[(i - 1) / 2] {
+        if i > 0 && moved < self.at((i - 1) / 2) {
             self.sift_up(i);
         } else {
             self.sift_down(i);
@@ -122,8 +135,8 @@ impl Heap<'_> {
     /// Change the key of `id`, which is in the heap.
     pub fn rekey(&mut self, id: u32, key: u64) {
         let i = self.pos[id as usize][self.which] as usize;
-        let old = self.h[i].key;
-        self.h[i].key = key;
+        let old = self.at(i).key;
+        self.rows[i][self.col].key = key;
         if key < old {
             self.sift_up(i);
         } else if key > old {
@@ -142,13 +155,13 @@ impl Heap<'_> {
     #[cfg(test)]
     pub fn holds(&self, id: u32, key: u64) -> bool {
         let i = self.pos[id as usize][self.which];
-        i != OUT && (i as usize) < *self.len as usize && self.h[i as usize] == Entry { key, id }
+        i != OUT && (i as usize) < *self.len as usize && self.at(i as usize) == Entry { key, id }
     }
 
     /// Whether every parent is at most its children.
     #[cfg(test)]
     pub fn is_heap(&self) -> bool {
-        (1..*self.len as usize).all(|i| self.h[(i - 1) / 2] <= self.h[i])
+        (1..*self.len as usize).all(|i| self.at((i - 1) / 2) <= self.at(i))
     }
 }
 
@@ -162,13 +175,13 @@ mod tests {
         /// Against an ordered set: the same least element after every push, remove, rekey, pop.
         #[test]
         fn behaves_as_an_ordered_set(ops in proptest::collection::vec((0u8..4, 0u32..16, 0u64..8), 1..200)) {
-            let mut store = vec![Entry::default(); 16];
+            let mut store = vec![[Entry::default(); 3]; 16];
             let mut len = 0u32;
             let mut pos = vec![[OUT; SLOTS]; 16];
             let mut set = BTreeSet::new();
             let mut key = [0u64; 16];
             for (op, id, k) in ops {
-                let mut h = Heap { h: &mut store, len: &mut len, pos: &mut pos, which: CF };
+                let mut h = Heap { rows: &mut store, col: 1, len: &mut len, pos: &mut pos, which: CF };
                 let inside = set.contains(&(key[id as usize], id));
                 match op {
                     0 if !inside => {
@@ -192,7 +205,9 @@ mod tests {
                     }
                     _ => {}
                 }
-                let h = Heap { h: &mut store, len: &mut len, pos: &mut pos, which: CF };
+                // The other columns of the rows are left alone.
+                prop_assert!(store.iter().all(|r| r[0] == Entry::default() && r[2] == Entry::default()));
+                let h = Heap { rows: &mut store, col: 1, len: &mut len, pos: &mut pos, which: CF };
                 prop_assert!(h.is_heap());
                 prop_assert_eq!(h.first().map(|e| (e.key, e.id)), set.first().copied());
                 prop_assert_eq!(*h.len as usize, set.len());

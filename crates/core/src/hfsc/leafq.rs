@@ -19,13 +19,13 @@ impl<P: Packet> Hfsc<P> {
         pkt: P,
         now: Time,
     ) -> Result<(), Dropped<P>> {
-        let c = match self.classes.get(class as usize) {
-            Some(cl) if class < self.root && !matches!(cl.leaf, Leaf::Inner) => class,
+        let c = match self.leaves.get(class as usize) {
+            Some(l) if class < self.root && !matches!(l, Leaf::Inner) => class,
             _ => self.default,
         };
         let len = pkt.len();
         let was_empty = self.leaf_len(c) == 0;
-        let res = match &mut self.classes[c as usize].leaf {
+        let res = match &mut self.leaves[c as usize] {
             Leaf::Fifo(q) => q.push(pkt),
             Leaf::Boxed { q, .. } => q.enqueue(pkt, now),
             Leaf::Inner => Err(Dropped {
@@ -34,7 +34,7 @@ impl<P: Packet> Hfsc<P> {
             }),
         };
         if res.is_err() {
-            self.classes[c as usize].drops += 1;
+            self.cold[c as usize].drops += 1;
         }
         self.collect_victims(c);
         let has = self.leaf_len(c) > 0;
@@ -49,8 +49,8 @@ impl<P: Packet> Hfsc<P> {
 
     /// Packets a boxed leaf dropped after accepting them, and its new ECN marks.
     pub(super) fn collect_victims(&mut self, c: u32) {
-        let cl = &mut self.classes[c as usize];
-        if let Leaf::Boxed { q, .. } = &mut cl.leaf {
+        if let Leaf::Boxed { q, .. } = &mut self.leaves[c as usize] {
+            let cl = &mut self.cold[c as usize];
             while let Some(d) = q.take_dropped() {
                 cl.drops += 1;
                 self.books.drop_victim(d);
@@ -63,7 +63,7 @@ impl<P: Packet> Hfsc<P> {
 
     /// Packets held by leaf `c` (its queue and its head).
     pub(super) fn leaf_len(&self, c: u32) -> u64 {
-        match &self.classes[c as usize].leaf {
+        match &self.leaves[c as usize] {
             Leaf::Fifo(q) => q.len() as u64,
             Leaf::Boxed { q, head } => q.backlog().packets + head.is_some() as u64,
             Leaf::Inner => 0,
@@ -72,7 +72,7 @@ impl<P: Packet> Hfsc<P> {
 
     /// Packets and bytes held by leaf `c`.
     pub fn leaf_backlog(&self, c: ClassId) -> Backlog {
-        match self.classes.get(c as usize).map(|c| &c.leaf) {
+        match self.leaves.get(c as usize) {
             Some(Leaf::Fifo(q)) => Backlog {
                 packets: q.len() as u64,
                 bytes: q.bytes(),
@@ -92,7 +92,7 @@ impl<P: Packet> Hfsc<P> {
     /// Take leaf `c`'s next packet. `Err(None)`: it has none (a boxed leaf dropped them while
     /// asked); `Err(Some(t))`: it holds some but will not give one before `t`.
     pub(super) fn take(&mut self, c: u32, now: Time) -> Result<P, Option<u64>> {
-        let r = match &mut self.classes[c as usize].leaf {
+        let r = match &mut self.leaves[c as usize] {
             Leaf::Fifo(q) => q.pop().ok_or(None),
             Leaf::Boxed { q, head } => match head.take() {
                 Some(p) => Ok(p),
@@ -111,7 +111,7 @@ impl<P: Packet> Hfsc<P> {
     /// The length of leaf `c`'s next packet, taking it into the head slot for a boxed leaf.
     /// `None` when the leaf has no packet it can give now.
     pub(super) fn peek_len(&mut self, c: u32, now: Time) -> Option<u32> {
-        let r = match &mut self.classes[c as usize].leaf {
+        let r = match &mut self.leaves[c as usize] {
             Leaf::Fifo(q) => q.peek().map(|p| p.len()),
             Leaf::Boxed { q, head } => {
                 if head.is_none() {
@@ -130,7 +130,7 @@ impl<P: Packet> Hfsc<P> {
     /// Every packet held by leaf `c`, in order, leaving it empty; what a leaf qdisc drops while
     /// draining is counted. Not counted as dequeued (the caller decides).
     pub(super) fn drain_leaf(&mut self, c: u32, now: Time) -> Vec<P> {
-        let pkts: Vec<P> = match &mut self.classes[c as usize].leaf {
+        let pkts: Vec<P> = match &mut self.leaves[c as usize] {
             Leaf::Fifo(q) => std::iter::from_fn(|| q.pop()).collect(),
             Leaf::Boxed { q, head } => head.take().into_iter().chain(q.drain(now)).collect(),
             Leaf::Inner => Vec::new(),

@@ -70,7 +70,7 @@ pub use curve::{Runtime, ServiceCurve};
 pub use spec::*;
 pub use stats::{HfscClassState, HfscClassView};
 
-use heap::{Entry, OUT, SLOTS};
+use heap::{Entry, Row, OUT, SLOTS};
 
 use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
@@ -95,66 +95,80 @@ enum Leaf<P> {
     },
 }
 
-struct Class<P> {
-    name: String,
+/// The scheduling state of a class that a packet touches, in the order the fast path reads it
+/// (a leaf's activation reads the first lines, a parent's the rest); what only upper limits,
+/// OpenBSD's periods and statistics read is in [`Cold`], and the leaf queues are in
+/// [`Hfsc::leaves`]. At 64k classes the tree does not fit in the caches, and each class a packet
+/// touches costs a miss per cache line.
+#[repr(C, align(64))]
+struct Class {
     parent: u32,
-    level: u8,
-    rsc: Option<ServiceCurve>,
-    fsc: Option<ServiceCurve>,
-    usc: Option<ServiceCurve>,
-    deadline: Runtime,
-    virt: Runtime,
-    ulimit: Runtime,
-    /// `c`: bytes served by the real-time criterion.
-    cumul: u64,
-    /// `w`: all bytes served (the subtree's, for inner classes).
-    total: u64,
-    e: u64,
-    d: u64,
-    vt: u64,
-    vtadj: u64,
-    /// OpenBSD's curve offset of the current period, and the parent's offset it was taken from.
-    vtoff: u64,
-    pcvtoff: u64,
-    cvtmin: u64,
-    /// Linux: the largest `vt` of a child gone passive. OpenBSD: the sum of the periods' offsets.
-    cvtoff: u64,
-    /// OpenBSD: the largest `vt` of a child gone passive in this period.
-    cvtmax: u64,
-    vtperiod: u64,
-    parentperiod: u64,
     /// Active children (leaves: 1 while active for link-sharing).
     nactive: u32,
-    f: u64,
-    myf: u64,
-    myfadj: u64,
-    cfmin: u64,
-    /// Filed in the real-time sets, under which keys, and whether in the ready set.
+    /// Filed in the real-time sets, and whether in the ready set.
     el_on: bool,
     el_ready: bool,
+    /// Filed in its parent's fitting heap (else in the qdisc-wide unfit one).
+    fit: bool,
+    /// It has an upper limit (`Cold::usc`).
+    ul: bool,
+    /// Whether one of its children has an upper limit below it: only then is its `CF` heap kept.
+    cf_used: bool,
+    rsc: Option<ServiceCurve>,
+    deadline: Runtime,
+    /// `c`: bytes served by the real-time criterion.
+    cumul: u64,
+    e: u64,
+    d: u64,
+    /// The keys it is filed under in the real-time sets.
     key_e: u64,
     key_d: u64,
-    /// Filed in its parent's sets under these keys, and whether it fits.
+    fsc: Option<ServiceCurve>,
+    virt: Runtime,
+    /// `w`: all bytes served (the subtree's, for inner classes).
+    total: u64,
+    vt: u64,
+    vtadj: u64,
+    vtperiod: u64,
+    parentperiod: u64,
+    f: u64,
+    myf: u64,
+    cfmin: u64,
+    /// The keys it is filed under in its parent's sets.
     key_vt: u64,
     key_f: u64,
-    fit: bool,
-    /// Its children's heaps: the segment `base..base + nkids` of each slab, and their lengths
+    /// Its children's heaps: the segment `base..base + nkids` of the slab, and their lengths
     /// (`heap::VT`, `CF`, `FIT`). `nkids` is 0 for leaves.
     base: u32,
     nkids: u32,
     klen: [u32; 3],
-    /// Whether this class or one below it has an upper limit (else its `f` is always 0), and
-    /// whether one of its children has: only then is its `CF` heap kept.
-    has_ul: bool,
-    cf_used: bool,
-    leaf: Leaf<P>,
+    cvtmin: u64,
+    /// Linux: the largest `vt` of a child gone passive. OpenBSD: the sum of the periods' offsets.
+    cvtoff: u64,
     sent: Counter,
     rt_sent: Counter,
+}
+
+/// What a packet does not touch unless the class has an upper limit or OpenBSD's semantics are
+/// on, and what only statistics read.
+struct Cold {
+    name: String,
+    level: u8,
+    usc: Option<ServiceCurve>,
+    ulimit: Runtime,
+    myfadj: u64,
+    /// OpenBSD's curve offset of the current period, and the parent's offset it was taken from.
+    vtoff: u64,
+    pcvtoff: u64,
+    /// OpenBSD: the largest `vt` of a child gone passive in this period.
+    cvtmax: u64,
+    /// Whether this class or one below it has an upper limit (else its `f` is always 0).
+    has_ul: bool,
     drops: u64,
     marks_seen: u64,
 }
 
-impl<P> Class<P> {
+impl Class {
     /// The eligible curve: the deadline curve, or for a convex `rt` only its `m2` slope (Linux
     /// keeps it as a copy made in `init_ed`, where the deadline curve alone changes).
     fn eligible(&self) -> Runtime {
@@ -168,19 +182,22 @@ impl<P> Class<P> {
 /// The HFSC qdisc. See the module documentation.
 pub struct Hfsc<P: Packet> {
     params: HfscParams,
-    /// The classes by id, then the root (index `root`).
-    classes: Vec<Class<P>>,
+    /// The classes by id, then the root (index `root`): their hot state, their cold state, their
+    /// queues ([`Leaf::Inner`] for inner classes).
+    classes: Vec<Class>,
+    cold: Vec<Cold>,
+    leaves: Vec<Leaf<P>>,
     root: u32,
     /// Parents before children (ids of the given classes).
     order: Vec<u32>,
     /// Per parent, its active children: by `!vt` (the first has the largest `vt`, Linux's
     /// `vt_tree` last), by `f` (Linux's `cf_tree`: the first gives `cfmin`), and those with
-    /// `f ≤ now` by `vt` (the link-sharing choice is the first). One slab each, a parent's
-    /// segment sized to its children (`heap.rs`).
-    slab: [Vec<Entry>; 3],
+    /// `f ≤ now` by `vt` (the link-sharing choice is the first). The three side by side in one
+    /// slab, a parent's segment sized to its children (`heap.rs`).
+    slab: Vec<Row>,
     /// Qdisc-wide: leaves not yet eligible by `e` (`WAIT`), eligible leaves by `d` (`READY`),
-    /// active classes that do not fit (`f > now`) by `f` (`UNFIT`); one slot per class each.
-    glob: [Vec<Entry>; 3],
+    /// active classes that do not fit (`f > now`) by `f` (`UNFIT`); one row per class.
+    glob: Vec<Row>,
     glen: [u32; 3],
     /// Where each class stands in each heap (`heap::VT`…), or [`heap::OUT`].
     pos: Vec<[u32; SLOTS]>,
@@ -197,7 +214,7 @@ pub struct Hfsc<P: Packet> {
 impl<P: Packet> Hfsc<P> {
     /// Index of the class with this name.
     pub fn class_id(&self, name: &str) -> Option<ClassId> {
-        self.classes[..self.root as usize]
+        self.cold[..self.root as usize]
             .iter()
             .position(|c| c.name == name)
             .map(|i| i as ClassId)
@@ -205,7 +222,7 @@ impl<P: Packet> Hfsc<P> {
 
     /// Name of a class.
     pub fn class_name(&self, id: ClassId) -> Option<&str> {
-        (id < self.root).then(|| self.classes[id as usize].name.as_str())
+        (id < self.root).then(|| self.cold[id as usize].name.as_str())
     }
 
     /// Number of classes (the root not counted).

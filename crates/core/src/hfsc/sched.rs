@@ -22,7 +22,8 @@ impl<P: Packet> Hfsc<P> {
         let cl = &mut self.classes[p as usize];
         let (base, n) = (cl.base as usize, cl.nkids as usize);
         Heap {
-            h: &mut self.slab[which][base..base + n],
+            rows: &mut self.slab[base..base + n],
+            col: which,
             len: &mut cl.klen[which],
             pos: &mut self.pos,
             which,
@@ -33,7 +34,8 @@ impl<P: Packet> Hfsc<P> {
     /// at most, and in `UNFIT` only when not in its parent's `FIT`: they share position slots.
     pub(super) fn glob_heap(&mut self, g: usize) -> Heap<'_> {
         Heap {
-            h: &mut self.glob[g],
+            rows: &mut self.glob,
+            col: g,
             len: &mut self.glen[g],
             pos: &mut self.pos,
             which: if g == UNFIT { FIT } else { EL },
@@ -42,7 +44,7 @@ impl<P: Packet> Hfsc<P> {
 
     /// The least entry of a qdisc-wide heap.
     pub(super) fn glob_first(&self, g: usize) -> Option<Entry> {
-        (self.glen[g] > 0).then(|| self.glob[g][0])
+        (self.glen[g] > 0).then(|| self.glob[0][g])
     }
 
     // ---- real time ----
@@ -227,6 +229,7 @@ impl<P: Packet> Hfsc<P> {
         let clock = self.clock;
         let max_vt = self.kid_heap(p, VT).first().map(|e| !e.key);
         let (pc, cc) = pair(&mut self.classes, p, cl);
+        let (pcold, ccold) = pair(&mut self.cold, p, cl);
         match max_vt {
             Some(max) => {
                 // The average of the least vt served and the largest active: a newcomer neither
@@ -247,8 +250,8 @@ impl<P: Packet> Hfsc<P> {
                     pc.cvtmin = 0;
                 }
                 PeriodVt::OpenBsd => {
-                    pc.cvtoff = pc.cvtoff.saturating_add(pc.cvtmax);
-                    pc.cvtmax = 0;
+                    pc.cvtoff = pc.cvtoff.saturating_add(pcold.cvtmax);
+                    pcold.cvtmax = 0;
                     pc.cvtmin = 0;
                     cc.vt = 0;
                 }
@@ -258,13 +261,13 @@ impl<P: Packet> Hfsc<P> {
             match self.params.period_vt {
                 PeriodVt::Linux => cc.virt.min(&fsc, cc.vt, cc.total),
                 PeriodVt::OpenBsd => {
-                    cc.vtoff = pc.cvtoff.saturating_sub(cc.pcvtoff);
-                    let vt = cc.vt.saturating_add(cc.vtoff);
+                    ccold.vtoff = pc.cvtoff.saturating_sub(ccold.pcvtoff);
+                    let vt = cc.vt.saturating_add(ccold.vtoff);
                     cc.virt.min(&fsc, vt, cc.total);
                     if cc.virt.x == vt {
-                        cc.virt.x -= cc.vtoff;
-                        cc.vtoff = 0;
-                        cc.pcvtoff = pc.cvtoff;
+                        cc.virt.x -= ccold.vtoff;
+                        ccold.vtoff = 0;
+                        ccold.pcvtoff = pc.cvtoff;
                     }
                 }
             }
@@ -275,17 +278,18 @@ impl<P: Packet> Hfsc<P> {
         if pc.nactive == 0 {
             cc.parentperiod += 1;
         }
-        if let Some(usc) = cc.usc {
-            cc.ulimit.min(&usc, clock, cc.total);
-            cc.myf = cc.ulimit.y2x(cc.total);
-            cc.myfadj = 0;
+        if let Some(usc) = ccold.usc {
+            ccold.ulimit.min(&usc, clock, cc.total);
+            cc.myf = ccold.ulimit.y2x(cc.total);
+            ccold.myfadj = 0;
         }
     }
 
-    /// `len` bytes were served from leaf `c`: `w` of it and its ancestors grows, their virtual
-    /// and fit times advance and they are refiled; those left without active children go
+    /// A packet of `len` bytes was served from leaf `c` (`sent`; else the leaf emptied without
+    /// sending, `len` 0): `w` of it and its ancestors grows, and their sent counters, their
+    /// virtual and fit times advance and they are refiled; those left without active children go
     /// passive (Linux `update_vf`).
-    pub(super) fn update_vf(&mut self, c: u32, len: u32) {
+    pub(super) fn update_vf(&mut self, c: u32, len: u32, sent: bool) {
         let clock = self.clock;
         let catchup = self.params.ul_catchup;
         let openbsd = self.params.period_vt == PeriodVt::OpenBsd;
@@ -295,6 +299,9 @@ impl<P: Packet> Hfsc<P> {
             let p = self.classes[cl as usize].parent;
             let x = &mut self.classes[cl as usize];
             x.total = x.total.saturating_add(len as u64);
+            if sent {
+                x.sent.add(len);
+            }
             if x.fsc.is_none() || x.nactive == 0 {
                 cl = p;
                 continue;
@@ -305,11 +312,11 @@ impl<P: Packet> Hfsc<P> {
             };
             go_passive = going;
             let (pc, x) = pair(&mut self.classes, p, cl);
-            let vt = x
-                .virt
-                .y2x(x.total)
-                .saturating_sub(x.vtoff)
-                .saturating_add(x.vtadj);
+            let mut vt = x.virt.y2x(x.total);
+            if openbsd {
+                vt = vt.saturating_sub(self.cold[cl as usize].vtoff);
+            }
+            let vt = vt.saturating_add(x.vtadj);
             let vt = if vt < pc.cvtmin {
                 // Skipped earlier for not fitting: catch up with the period's least vt.
                 x.vtadj += pc.cvtmin - vt;
@@ -319,7 +326,8 @@ impl<P: Packet> Hfsc<P> {
             };
             if going {
                 if openbsd {
-                    pc.cvtmax = pc.cvtmax.max(x.vt);
+                    let pcold = &mut self.cold[p as usize];
+                    pcold.cvtmax = pcold.cvtmax.max(x.vt);
                 } else {
                     pc.cvtoff = pc.cvtoff.max(vt);
                 }
@@ -330,13 +338,14 @@ impl<P: Packet> Hfsc<P> {
                 continue;
             }
             x.vt = vt;
-            if x.usc.is_some() {
-                x.myf = x.myfadj.saturating_add(x.ulimit.y2x(x.total));
+            if x.ul {
+                let xc = &mut self.cold[cl as usize];
+                x.myf = xc.myfadj.saturating_add(xc.ulimit.y2x(x.total));
                 if let Some(tick) = catchup {
                     // OpenBSD: a fit time lagging more than a tick moves up to the clock.
                     if x.myf.saturating_add(tick) < clock {
                         let delta = clock - x.myf;
-                        x.myfadj += delta;
+                        xc.myfadj += delta;
                         x.myf += delta;
                     }
                 }
@@ -357,7 +366,7 @@ impl<P: Packet> Hfsc<P> {
         self.unfile_el(c);
         let cl = &self.classes[c as usize];
         if cl.fsc.is_some() && cl.nactive > 0 {
-            self.update_vf(c, 0);
+            self.update_vf(c, 0, false);
         }
     }
 
@@ -440,20 +449,14 @@ impl<P: Packet> Hfsc<P> {
             };
             let len = pkt.len();
             let next = self.peek_len(c, now);
-            self.update_vf(c, len);
+            self.update_vf(c, len, true);
             let cl = &mut self.classes[c as usize];
-            cl.sent.add(len);
             if realtime {
                 cl.cumul = cl.cumul.saturating_add(len as u64);
                 cl.rt_sent.add(len);
                 self.rt_packets += 1;
             } else {
                 self.ls_packets += 1;
-            }
-            let mut x = cl.parent;
-            while x != self.root {
-                self.classes[x as usize].sent.add(len);
-                x = self.classes[x as usize].parent;
             }
             if self.classes[c as usize].el_on {
                 match next {
@@ -502,7 +505,7 @@ impl<P: Packet> Hfsc<P> {
 }
 
 /// Mutable references to a parent and its child (distinct indices).
-fn pair<P>(v: &mut [Class<P>], p: u32, c: u32) -> (&mut Class<P>, &mut Class<P>) {
+fn pair<T>(v: &mut [T], p: u32, c: u32) -> (&mut T, &mut T) {
     let (p, c) = (p as usize, c as usize);
     if p < c {
         let (a, b) = v.split_at_mut(c);

@@ -19,7 +19,7 @@ impl<P: Packet> Hfsc<P> {
             let c = &self.classes[id as usize];
             HfscClassState {
                 period: c.vtperiod,
-                level: c.level,
+                level: self.cold[id as usize].level,
                 vt: c.vt,
                 f: c.f,
                 e: c.e,
@@ -35,13 +35,14 @@ impl<P: Packet> Hfsc<P> {
     /// slabs and positions (all sized when the tree is built). Leaf queues' packets are not
     /// counted.
     pub fn memory_bytes(&self) -> usize {
-        let mut b = self.classes.capacity() * std::mem::size_of::<Class<P>>();
+        let mut b = self.classes.capacity() * std::mem::size_of::<Class>();
+        b += self.cold.capacity() * std::mem::size_of::<Cold>();
+        b += self.leaves.capacity() * std::mem::size_of::<Leaf<P>>();
         b += self.order.capacity() * 4;
-        for c in &self.classes {
+        for c in &self.cold {
             b += c.name.capacity();
         }
-        let entries: usize = self.slab.iter().chain(&self.glob).map(Vec::capacity).sum();
-        b += entries * std::mem::size_of::<Entry>();
+        b += (self.slab.capacity() + self.glob.capacity()) * std::mem::size_of::<Row>();
         b + self.pos.capacity() * std::mem::size_of::<[u32; SLOTS]>()
     }
 
@@ -56,7 +57,7 @@ impl<P: Packet> Hfsc<P> {
     )> {
         (id < self.root).then(|| {
             let c = &self.classes[id as usize];
-            (c.rsc, c.fsc, c.usc)
+            (c.rsc, c.fsc, self.cold[id as usize].usc)
         })
     }
 
@@ -78,14 +79,14 @@ impl<P: Packet> Hfsc<P> {
                 if cl.el_on != rt_on {
                     return Err(format!(
                         "{}: el_on {} backlogged {backlogged}",
-                        cl.name, cl.el_on
+                        self.cold[c].name, cl.el_on
                     ));
                 }
                 let ls_on = cl.fsc.is_some() && backlogged;
                 if (cl.nactive == 1) != ls_on || cl.nactive > 1 {
                     return Err(format!(
                         "{}: nactive {} backlogged {backlogged}",
-                        cl.name, cl.nactive
+                        self.cold[c].name, cl.nactive
                     ));
                 }
             }
@@ -96,14 +97,14 @@ impl<P: Packet> Hfsc<P> {
                     self.glob_holds(WAIT, c as u32, cl.key_e)
                 };
                 if !ok || cl.key_e != cl.e || cl.key_d != cl.d {
-                    return Err(format!("{}: real-time sets out of step", cl.name));
+                    return Err(format!("{}: real-time sets out of step", self.cold[c].name));
                 }
             }
             if cl.nactive > 0 {
                 let p = cl.parent as usize;
                 nactive[p] += 1;
                 if self.classes[p].nkids == 0 {
-                    return Err(format!("{}: parent has no sets", cl.name));
+                    return Err(format!("{}: parent has no sets", self.cold[c].name));
                 }
                 let id = c as u32;
                 let cf_ok = if self.classes[p].cf_used {
@@ -119,10 +120,16 @@ impl<P: Packet> Hfsc<P> {
                         self.glob_holds(UNFIT, id, cl.key_f)
                     });
                 if !filed || cl.key_vt != cl.vt || cl.key_f != cl.f {
-                    return Err(format!("{}: link-sharing sets out of step", cl.name));
+                    return Err(format!(
+                        "{}: link-sharing sets out of step",
+                        self.cold[c].name
+                    ));
                 }
                 if cl.f != cl.myf.max(cl.cfmin) {
-                    return Err(format!("{}: f {} != max(myf, cfmin)", cl.name, cl.f));
+                    return Err(format!(
+                        "{}: f {} != max(myf, cfmin)",
+                        self.cold[c].name, cl.f
+                    ));
                 }
             }
         }
@@ -130,23 +137,20 @@ impl<P: Packet> Hfsc<P> {
             if cl.nkids > 0 && cl.nactive != nactive[c] {
                 return Err(format!(
                     "{}: nactive {} != {}",
-                    cl.name, cl.nactive, nactive[c]
+                    self.cold[c].name, cl.nactive, nactive[c]
                 ));
             }
             if cl.nkids > 0 {
                 let m = self.kid_first(c, CF).map(|e| e.key).unwrap_or(0);
                 if m != cl.cfmin && cl.nactive > 0 {
-                    return Err(format!("{}: cfmin {} != {m}", cl.name, cl.cfmin));
+                    return Err(format!("{}: cfmin {} != {m}", self.cold[c].name, cl.cfmin));
                 }
             }
         }
         for c in 0..self.classes.len() {
             for which in [VT, CF, FIT] {
                 if !self.kid_is_heap(c, which) {
-                    return Err(format!(
-                        "{}: heap {which} out of order",
-                        self.classes[c].name
-                    ));
+                    return Err(format!("{}: heap {which} out of order", self.cold[c].name));
                 }
             }
         }
@@ -175,14 +179,17 @@ impl<P: Packet> Hfsc<P> {
     fn glob_holds(&self, g: usize, id: u32, key: u64) -> bool {
         let slot = if g == UNFIT { FIT } else { EL };
         let i = self.pos[id as usize][slot];
-        i != OUT && i < self.glen[g] && self.glob[g][i as usize] == Entry { key, id }
+        i != OUT && i < self.glen[g] && self.glob[i as usize][g] == Entry { key, id }
     }
 
-    /// Parent `p`'s heap `which`, as a slice of its members.
-    fn kid_members(&self, p: usize, which: usize) -> &[Entry] {
+    /// Parent `p`'s heap `which`, its members in heap order.
+    fn kid_members(&self, p: usize, which: usize) -> Vec<Entry> {
         let cl = &self.classes[p];
         let base = cl.base as usize;
-        &self.slab[which][base..base + cl.klen[which] as usize]
+        self.slab[base..base + cl.klen[which] as usize]
+            .iter()
+            .map(|r| r[which])
+            .collect()
     }
 
     fn kid_first(&self, p: usize, which: usize) -> Option<Entry> {
@@ -204,7 +211,7 @@ impl<P: Packet> Hfsc<P> {
     fn ceil_of(&self, c: u32) -> u64 {
         let mut x = c;
         while x != self.root {
-            if let Some(u) = self.classes[x as usize].usc {
+            if let Some(u) = self.cold[x as usize].usc {
                 return u.m2;
             }
             x = self.classes[x as usize].parent;
@@ -234,8 +241,10 @@ impl<P: Packet> Hfsc<P> {
         }
         for &c in &self.order {
             let cl = &self.classes[c as usize];
+            let cold = &self.cold[c as usize];
+            let leaf = &self.leaves[c as usize];
             let mut leaf_drops = DropCounts::default();
-            match &cl.leaf {
+            match leaf {
                 Leaf::Boxed { q, .. } => {
                     let s = q.stats();
                     leaf_drops = s.refused.clone();
@@ -251,7 +260,7 @@ impl<P: Packet> Hfsc<P> {
                     leaf_drops.add_counter(
                         reason,
                         Counter {
-                            packets: cl.drops,
+                            packets: cold.drops,
                             bytes: 0,
                         },
                     );
@@ -261,13 +270,13 @@ impl<P: Packet> Hfsc<P> {
             // rate: the long-term guarantee (rt's m2, else ls's); ceil: the upper limit's m2.
             let rate = cl.rsc.or(cl.fsc).map(|s| s.m2).unwrap_or(0);
             let ceil = self.ceil_of(c);
-            let limited = cl.usc.is_some() && cl.myf > self.clock;
+            let limited = cl.ul && cl.myf > self.clock;
             f(&ClassView {
-                name: &cl.name,
+                name: &cold.name,
                 parent: (cl.parent != self.root).then_some(cl.parent),
                 id: c,
-                level: cl.level,
-                is_leaf: !matches!(cl.leaf, Leaf::Inner),
+                level: cold.level,
+                is_leaf: !matches!(leaf, Leaf::Inner),
                 rate: Rate(rate),
                 ceil: Rate(ceil),
                 prio: 0,
@@ -280,12 +289,12 @@ impl<P: Packet> Hfsc<P> {
                 ctokens: 0,
                 stats: ClassStats {
                     sent: cl.sent,
-                    drops: cl.drops,
+                    drops: cold.drops,
                     overlimits: 0,
                     lends: 0,
                     borrows: 0,
                     giants: 0,
-                    marked: match &cl.leaf {
+                    marked: match leaf {
                         Leaf::Boxed { q, .. } => q.stats().marked,
                         _ => 0,
                     },
@@ -296,7 +305,7 @@ impl<P: Packet> Hfsc<P> {
                 hfsc: Some(HfscClassView {
                     rt: cl.rsc,
                     ls: cl.fsc,
-                    ul: cl.usc,
+                    ul: cold.usc,
                     state: self.class_state(c).unwrap_or_default(),
                 }),
             });

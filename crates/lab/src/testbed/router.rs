@@ -17,7 +17,7 @@ use anyhow::{bail, Context};
 use super::bed::Testbed;
 use super::netns::{in_ns, ip, open_ns};
 use super::signals::interrupted;
-use super::stats::{numbers, parse_stat, parse_tc_classes, RouterStats};
+use super::stats::{numbers, parse_stat, parse_tc_classes, sum_inner_from_leaves, RouterStats};
 
 /// What forwards A's frames to C in namespace B.
 pub trait Router: Send {
@@ -344,6 +344,9 @@ impl Router for KernelRouter {
         }
         let classes = tc(&["-n", &self.ns, "-s", "class", "show", "dev", &self.dev])?;
         st.classes = parse_tc_classes(&classes, &self.classes);
+        if self.kind == "hfsc" {
+            sum_inner_from_leaves(&mut st.classes);
+        }
         let qdisc = tc(&["-n", &self.ns, "-s", "qdisc", "show", "dev", &self.dev])?;
         // The root HTB's line: "Sent B bytes P pkt (dropped D, overlimits O requeues R)".
         if let Some(sent) = qdisc.lines().find(|l| l.trim_start().starts_with("Sent")) {

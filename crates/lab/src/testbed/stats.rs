@@ -121,6 +121,37 @@ pub fn parse_tc_classes(
     out
 }
 
+/// Linux's HFSC counts a packet only in its leaf (`hfsc_dequeue` updates the leaf's `bstats`;
+/// an inner class's `Sent` stays 0), where HTB and linkshare count it in every class on the way
+/// up: each inner class's sent bytes and packets become its leaves' sums, so that the kernel's
+/// rows mean what ours do. A class counts as inner when another one names it as parent.
+pub fn sum_inner_from_leaves(classes: &mut [ClassCounters]) {
+    let index = |name: &str, cs: &[ClassCounters]| cs.iter().position(|c| c.name == name);
+    let inner: Vec<bool> = classes
+        .iter()
+        .map(|c| classes.iter().any(|k| k.parent.as_deref() == Some(&c.name)))
+        .collect();
+    let mut sums = vec![(0u64, 0u64); classes.len()];
+    for (i, c) in classes.iter().enumerate() {
+        if inner[i] {
+            continue;
+        }
+        // Up the tree from the leaf; a cycle in the names cannot loop for ever.
+        let mut p = c.parent.as_deref().and_then(|n| index(n, classes));
+        for _ in 0..classes.len() {
+            let Some(j) = p else { break };
+            sums[j].0 += c.sent_bytes;
+            sums[j].1 += c.sent_packets;
+            p = classes[j].parent.as_deref().and_then(|n| index(n, classes));
+        }
+    }
+    for (i, c) in classes.iter_mut().enumerate() {
+        if inner[i] {
+            (c.sent_bytes, c.sent_packets) = sums[i];
+        }
+    }
+}
+
 /// A size as tc prints it: `1514b`, `15Kb`, `2Mb` (1024-based), or a bare number.
 fn tc_size(s: &str) -> u64 {
     let digits: String = s.chars().take_while(|c| c.is_ascii_digit()).collect();
@@ -228,5 +259,30 @@ tokens: -1000 ctokens: 5000\n";
         assert_eq!(v.backlog_bytes, 3 * 1024);
         // 1000 ticks of 64 ns at 2 Mbit/s = 16 bytes of debt; 5000 ticks at 10 Mbit/s = 400 bytes.
         assert_eq!((v.tokens, v.ctokens), (-16, 400));
+    }
+
+    #[test]
+    fn hfsc_inner_classes_are_their_leaves_sums() {
+        let class = |name: &str, parent: Option<&str>, bytes, pkts| ClassCounters {
+            name: name.into(),
+            parent: parent.map(Into::into),
+            sent_bytes: bytes,
+            sent_packets: pkts,
+            ..ClassCounters::default()
+        };
+        // As `tc -s class show` prints an HFSC tree: only the leaves have counted.
+        let mut c = vec![
+            class("link", None, 0, 0),
+            class("a", Some("link"), 0, 0),
+            class("a1", Some("a"), 3000, 2),
+            class("a2", Some("a"), 1500, 1),
+            class("b", Some("link"), 700, 1),
+        ];
+        sum_inner_from_leaves(&mut c);
+        let got: Vec<(u64, u64)> = c.iter().map(|c| (c.sent_bytes, c.sent_packets)).collect();
+        assert_eq!(
+            got,
+            vec![(5200, 4), (4500, 3), (3000, 2), (1500, 1), (700, 1)]
+        );
     }
 }
