@@ -44,7 +44,7 @@ pub struct CompareArgs {
     pub max_rtt_error: f64,
     /// Largest |sim − lab| of a flow group (one `[[flow]]` entry's flows) in a phase, percent of
     /// the link rate
-    #[arg(long, value_name = "PCT", default_value_t = Tolerance::TARGET.flow_pct)]
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
     pub max_flow_error: f64,
     /// Take the tolerance from the scenario's entry in this stored-results file instead
     #[arg(long, value_name = "FILE", conflicts_with_all = ["max_error", "max_rtt_error", "max_flow_error"])]
@@ -98,7 +98,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
             rtt_pct: args.max_rtt_error,
             rtt_floor_ms: Tolerance::TARGET.rtt_floor_ms,
             fct_pct: Tolerance::TARGET.fct_pct,
-            flow_pct: args.max_flow_error,
+            flow_pct: Some(args.max_flow_error),
         },
     };
     let against = match &args.against {
@@ -483,9 +483,13 @@ fn record(args: &CompareArgs, file: &Path) -> anyhow::Result<i32> {
         if let Ok(sim) = linkshare_sim::run(&sc, None) {
             if let Ok(c) = entry.check(&sc, &sim, Tolerance::TARGET) {
                 eprintln!(
-                    "compare: {name}: worst sim−lab {:+.1} % of the link ({}){}",
+                    "compare: {name}: worst sim−lab {:+.1} % of the link ({}){}{}",
                     c.worst.rate_pct,
                     c.worst.rate_at.as_deref().unwrap_or("-"),
+                    c.worst
+                        .flow_pct
+                        .map(|f| format!(", flow groups {f:+.1} %"))
+                        .unwrap_or_default(),
                     c.worst
                         .kernel_rate_pct
                         .map(|k| format!(", kernel−lab {k:+.1} %"))

@@ -44,17 +44,14 @@ pub struct Tolerance {
     /// Largest |sim − lab| of an FCT p50 or p99 per group and size bucket, percent of the lab's.
     #[serde(default = "default_fct_pct")]
     pub fct_pct: f64,
-    /// Largest |sim − lab| of a flow group per phase, percent of the link rate.
-    #[serde(default = "default_flow_pct")]
-    pub flow_pct: f64,
+    /// Largest |sim − lab| of a flow group per phase, percent of the link rate; `None`: flow
+    /// groups are shown, not judged (a stored scenario recorded before they were calibrated).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_pct: Option<f64>,
 }
 
 fn default_fct_pct() -> f64 {
     Tolerance::TARGET.fct_pct
-}
-
-fn default_flow_pct() -> f64 {
-    Tolerance::TARGET.flow_pct
 }
 
 impl Tolerance {
@@ -65,7 +62,7 @@ impl Tolerance {
         rtt_pct: 15.0,
         rtt_floor_ms: 1.0,
         fct_pct: 15.0,
-        flow_pct: 5.0,
+        flow_pct: Some(5.0),
     };
 
     /// Whether a ping p50 of `sim` ms against `lab` ms is within the tolerance.

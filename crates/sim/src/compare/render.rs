@@ -224,10 +224,11 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
             t.rate_pct,
             t.rtt_pct,
             t.rtt_floor_ms,
-            if c.flow_groups.is_empty() {
-                String::new()
-            } else {
-                format!(", flow groups within {} % of the link", t.flow_pct)
+            match t.flow_pct {
+                Some(f) if !c.flow_groups.is_empty() => {
+                    format!(", flow groups within {f} % of the link")
+                }
+                _ => String::new(),
             },
             if c.fct.is_empty() {
                 String::new()
