@@ -42,8 +42,12 @@ pub struct CompareArgs {
     /// Largest |sim − lab| of a ping flow's RTT p50, percent of the lab's (or 1 ms if larger)
     #[arg(long, value_name = "PCT", default_value_t = Tolerance::TARGET.rtt_pct)]
     pub max_rtt_error: f64,
+    /// Largest |sim − lab| of a flow group (one `[[flow]]` entry's flows) in a phase, percent of
+    /// the link rate
+    #[arg(long, value_name = "PCT", default_value_t = 5.0)]
+    pub max_flow_error: f64,
     /// Take the tolerance from the scenario's entry in this stored-results file instead
-    #[arg(long, value_name = "FILE", conflicts_with_all = ["max_error", "max_rtt_error"])]
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["max_error", "max_rtt_error", "max_flow_error"])]
     pub tolerance_from: Option<PathBuf>,
     /// Output directory (default: out/<scenario name>-compare)
     #[arg(long)]
@@ -54,6 +58,10 @@ pub struct CompareArgs {
     /// Run the lab on every SCENARIO and store its figures in FILE (no simulation, no verdict)
     #[arg(long, value_name = "FILE")]
     pub record: Option<PathBuf>,
+    /// With --record: run the lab twice and store how far the second run is from the first
+    /// (the lab's repeatability, beside the tolerance)
+    #[arg(long, requires = "record")]
+    pub repeat: bool,
     /// Do not run the lab: compare with the scenario's figures stored in FILE (no root needed)
     #[arg(long, value_name = "FILE", conflicts_with_all = ["record", "kernel"])]
     pub against: Option<PathBuf>,
@@ -90,6 +98,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
             rtt_pct: args.max_rtt_error,
             rtt_floor_ms: Tolerance::TARGET.rtt_floor_ms,
             fct_pct: Tolerance::TARGET.fct_pct,
+            flow_pct: Some(args.max_flow_error),
         },
     };
     let against = match &args.against {
@@ -408,6 +417,29 @@ fn record(args: &CompareArgs, file: &Path) -> anyhow::Result<i32> {
             }
             Err(code) => return Ok(code),
         };
+        // The lab against itself: a second run, its distance from the first stored beside the
+        // tolerance. A failed second run leaves the entry without it.
+        let repeat = if args.repeat {
+            match lab_side(path, &sc, false)? {
+                Ok(r) => {
+                    let second = Figures::of_scenario(&r, &sc, &phases);
+                    let rep = compare::stored::Repeat::of(&sc, &phases, &lab, &second);
+                    eprintln!(
+                        "compare: {}: lab against lab {:.1} % of the link (classes), {} (flow groups)",
+                        sc.name,
+                        rep.rate_pct,
+                        rep.flow_pct
+                            .map(|f| format!("{f:.1} %"))
+                            .unwrap_or_else(|| "-".into())
+                    );
+                    Some(rep)
+                }
+                Err(lab::EXIT_INTERRUPTED) => return Ok(lab::EXIT_INTERRUPTED),
+                Err(_) => None,
+            }
+        } else {
+            None
+        };
         // The kernel's column is for scale only: a policy the kernel's HTB cannot run (CBQ) is
         // recorded without it.
         let kernel = if args.kernel {
@@ -445,14 +477,19 @@ fn record(args: &CompareArgs, file: &Path) -> anyhow::Result<i32> {
             phases,
             lab,
             kernel,
+            repeat,
         };
         // Show where the simulator stands against what was just measured.
         if let Ok(sim) = linkshare_sim::run(&sc, None) {
             if let Ok(c) = entry.check(&sc, &sim, Tolerance::TARGET) {
                 eprintln!(
-                    "compare: {name}: worst sim−lab {:+.1} % of the link ({}){}",
+                    "compare: {name}: worst sim−lab {:+.1} % of the link ({}){}{}",
                     c.worst.rate_pct,
                     c.worst.rate_at.as_deref().unwrap_or("-"),
+                    c.worst
+                        .flow_pct
+                        .map(|f| format!(", flow groups {f:+.1} %"))
+                        .unwrap_or_default(),
                     c.worst
                         .kernel_rate_pct
                         .map(|k| format!(", kernel−lab {k:+.1} %"))

@@ -12,7 +12,7 @@ use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context};
-use linkshare_sim::compare::stored::{Stored, StoredScenario};
+use linkshare_sim::compare::stored::{Repeat, Stored, StoredScenario};
 use linkshare_sim::compare::{Comparison, Tolerance};
 use linkshare_sim::Scenario;
 
@@ -73,6 +73,8 @@ pub struct Row {
     pub stored: Tolerance,
     /// The policy's root is CAKE: the kernel's column is sch_cake (a table of its own).
     pub cake: bool,
+    /// The lab against itself, where recorded (`compare --record --repeat`).
+    pub repeat: Option<Repeat>,
 }
 
 /// Simulate every stored scenario (in parallel) and hold it against its lab figures. Scenario
@@ -130,6 +132,7 @@ fn one(name: &str, e: &StoredScenario, dir: &Path) -> anyhow::Result<Row> {
         within_stored,
         stored: e.tolerance,
         cake,
+        repeat: e.repeat,
     })
 }
 
@@ -185,8 +188,66 @@ fn render(stored: &Stored, rows: &[Row]) -> String {
         "\nWorst over the suite: {worst:+.1} % of the link; {met} of {} scenarios meet the target.",
         rows.len()
     );
+    render_split(&mut s, rows);
     render_kernel(&mut s, rows);
     s
+}
+
+/// The scenarios whose stored lab figures have flow groups (issue 37: a `[[flow]]` entry's flows
+/// summed per phase, target 5 % of the link), with the lab's own repeatability beside the
+/// tolerance.
+fn render_split(s: &mut String, rows: &[Row]) {
+    let split: Vec<&Row> = rows
+        .iter()
+        .filter(|r| !r.target.flow_groups.is_empty())
+        .collect();
+    if split.is_empty() {
+        return;
+    }
+    let target = Tolerance::TARGET.flow_pct.unwrap_or(5.0);
+    let _ = writeln!(
+        s,
+        "\nFlow groups (each `[[flow]]` entry's flows summed, per phase; target {target} % of the link), \
+         with the lab against itself (a second lab run against the stored one):\n"
+    );
+    s.push_str(
+        "| scenario | groups | worst flow group sim − lab, % of link | where | lab − lab: classes / flow groups, % of link | target met | CI tolerance (flow %) |\n\
+         |---|---|---|---|---|---|---|\n",
+    );
+    for r in split {
+        let c = &r.target;
+        let groups = {
+            let mut g: Vec<&str> = c.flow_groups.iter().map(|f| f.class.as_str()).collect();
+            g.dedup();
+            g.len()
+        };
+        let met = c.worst.flow_pct.is_some_and(|e| e.abs() <= target + 1e-9);
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {} | {} |",
+            r.name,
+            groups,
+            c.worst
+                .flow_pct
+                .map(|e| format!("{e:+.1}"))
+                .unwrap_or_else(|| "—".into()),
+            c.worst.flow_at.as_deref().unwrap_or("—"),
+            r.repeat
+                .map(|p| format!(
+                    "{:.1} / {}",
+                    p.rate_pct,
+                    p.flow_pct
+                        .map(|f| format!("{f:.1}"))
+                        .unwrap_or_else(|| "—".into())
+                ))
+                .unwrap_or_else(|| "—".into()),
+            if met { "yes" } else { "no" },
+            r.stored
+                .flow_pct
+                .map(|f| f.to_string())
+                .unwrap_or_else(|| "not judged".into())
+        );
+    }
 }
 
 /// The CAKE scenarios against the kernel's own CAKE (sch_cake, in a user-mode Linux guest where

@@ -87,6 +87,7 @@ fn stored(a_mbit: f64) -> String {
                 phases,
                 lab,
                 kernel: None,
+                repeat: None,
             },
         )]
         .into(),

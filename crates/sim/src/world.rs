@@ -137,8 +137,8 @@ struct FlowRt {
     stop: u64,
     active: bool,
     rng: Pcg64Mcg,
-    /// The seed's start offset and ACK jitter (`crate::jitter`); `None` under seed 1.
-    jitter: Option<Pcg64Mcg>,
+    /// The seed's start offset and ACK jitter (`crate::jitter`).
+    jitter: Pcg64Mcg,
     /// ACKs held by the receiver's processing jitter, with their departure times (ascending).
     ack_out: VecDeque<(u64, SimPacket)>,
     src: Src,
@@ -370,12 +370,8 @@ fn event_budget(sc: &Scenario) -> u64 {
     }
     let link_pkts = sc.link.rate.0 as f64 * dur_s / 8.0 / min_pkt.max(1.0);
     let samples = dur_s / sc.sample.as_secs_f64() + 1.0;
-    // The seed's ACK jitter (`crate::jitter`) adds an event per ACK.
-    let per_pkt = if sc.seed == crate::jitter::NO_JITTER_SEED {
-        8.0
-    } else {
-        9.0
-    };
+    // The ACK jitter (`crate::jitter`) adds an event per ACK.
+    let per_pkt = 9.0;
     // An uplink serialises at most its rate in 52-byte ACKs, a few events each.
     let up_pkts = sc
         .uplink
@@ -439,7 +435,7 @@ impl<'a> World<'a> {
                     FlowKind::Tcp(t) => {
                         // Seed 1 keeps the historical per-flow choices of the controller.
                         let cc_seed = match sc.seed {
-                            crate::jitter::NO_JITTER_SEED => i as u64,
+                            crate::jitter::ON_TIME_SEED => i as u64,
                             s => (i as u64) ^ s.rotate_left(17),
                         };
                         let cc = crate::tcp::cc::new_seeded(t.cc, t.init_cwnd, mss, cc_seed);
@@ -474,7 +470,7 @@ impl<'a> World<'a> {
                 // An arriving flow starts when it arrives: its completion time counts from then.
                 let start = match f.arrival {
                     Some(_) => f.start.0,
-                    None => crate::jitter::start(jitter.as_mut(), f.start.0, f.stop.0),
+                    None => crate::jitter::start(&mut jitter, sc.seed, f.start.0, f.stop.0),
                 };
                 FlowRt {
                     access_line,
@@ -739,7 +735,7 @@ impl<'a> World<'a> {
             tcp: Some(a.tcp_info()),
         };
         let f = &mut self.flows[i];
-        let extra = crate::jitter::ack_delay(f.jitter.as_mut());
+        let extra = crate::jitter::ack_delay(&mut f.jitter);
         if extra == 0 && f.ack_out.is_empty() {
             self.send_back(p);
             return;

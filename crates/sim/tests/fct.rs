@@ -282,6 +282,8 @@ fn bad_arrival_keys_are_located_errors() {
         ("arrival_rate = 17", "17", "needs `arrivals`"),
         ("arrivals = \"trace\"\ntrace = \"/nonexistent/t.txt\"", "\"/nonexistent", "cannot read"),
         ("arrivals = \"poisson\"\narrival_rate = 100000\nbytes = 5", "100000", "at most"),
+        ("arrivals = \"poisson\"\narrival_rate = 1\nbytes = 5\ndst = \"255.255.255.250\"\ndst_hosts = 9", "9\n", "past the last address"),
+        ("dst_hosts = 40", "40", "needs `arrivals`"),
     ] {
         let text = workload("10mbit", 1, keys);
         let e = Scenario::parse(&text, "bad.toml")
@@ -297,4 +299,27 @@ fn bad_arrival_keys_are_located_errors() {
         e.first().unwrap().message.contains("does not apply to udp"),
         "{e}"
     );
+}
+
+#[test]
+fn dst_hosts_spread_arrivals_over_consecutive_destinations() {
+    let text = workload(
+        "10mbit",
+        3,
+        "arrivals = \"poisson\"\narrival_rate = 100\nbytes = \"5k\"\ndst = \"100.64.0.1\"\ndst_hosts = 50",
+    );
+    let sc = parse(&text);
+    let first = u32::from("100.64.0.1".parse::<std::net::Ipv4Addr>().unwrap());
+    let mut seen = std::collections::BTreeSet::new();
+    for f in &sc.flows {
+        let std::net::IpAddr::V4(d) = f.dst else {
+            panic!("IPv4")
+        };
+        let k = u32::from(d) - first;
+        assert!(k < 50, "{d} outside the 50 hosts");
+        seen.insert(k);
+    }
+    // About 400 flows over 50 hosts: a given host is missed with probability (49/50)^400 ≈ 3e-4.
+    assert!(seen.len() >= 45, "{} hosts drawn", seen.len());
+    assert_eq!(parse(&text).flows, sc.flows, "seeded");
 }

@@ -79,12 +79,12 @@ pub(super) fn policy_text(
             let path = base.join(p);
             let t = std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read the policy {}", path.display()))?;
-            Ok((t, Vec::new()))
+            paced_root(sc, t)
         }
-        Some(toml::Value::Table(t)) => Ok((
+        Some(toml::Value::Table(t)) => paced_root(
+            sc,
             toml::to_string(t).context("cannot write the inline policy")?,
-            Vec::new(),
-        )),
+        ),
         _ => Ok((
             format!(
                 "qdisc = \"htb\"\ndefault = \"link\"\n[[class]]\nname = \"link\"\nrate = \"{}bit\"\n",
@@ -96,6 +96,52 @@ pub(super) fn policy_text(
             )],
         )),
     }
+}
+
+/// A policy whose root is one discipline without a rate of its own (`qdisc = "fq_codel"`,
+/// `pfifo`, `sfq`, …) runs in the simulator at the link's rate, the link's serialisation pulling
+/// it as a NIC pulls its root qdisc. The lab's links are veth pairs, faster than any scenario:
+/// run as written, the discipline would forward at whatever the machine manages (above
+/// 1 Gbit/s) and never hold a queue. So the lab runs it as the leaf of one HTB class at the
+/// link rate (burst and cburst one MTU), named as the simulator names its one class (the
+/// discipline's name); the root's
+/// other keys (`overhead`, `linklayer`, `mtu`, …) stay at the root. CAKE (its own `bandwidth`)
+/// and TBF (its own `rate`) shape by themselves and run as written.
+fn paced_root(sc: &Scenario, text: String) -> anyhow::Result<(String, Vec<String>)> {
+    let Some(leaf) = sc.policy.as_ref().and_then(|p| p.policy().root_leaf()) else {
+        return Ok((text, Vec::new()));
+    };
+    if matches!(
+        leaf,
+        linkshare_config::LeafKind::Cake(_) | linkshare_config::LeafKind::Tbf(_)
+    ) {
+        return Ok((text, Vec::new()));
+    }
+    let mut t: toml::Table = toml::from_str(&text).context("the policy is not TOML")?;
+    let Some(q) = t.remove("qdisc") else {
+        return Ok((text, Vec::new()));
+    };
+    let name = leaf.name();
+    let mut class = toml::Table::new();
+    class.insert("name".into(), name.into());
+    class.insert("rate".into(), format!("{}bit", sc.link.rate.0).into());
+    // The smallest burst (one packet): the link serialises, it does not let a burst through
+    // at the veth's speed after an idle spell.
+    let mtu = i64::from(sc.link.mtu);
+    class.insert("burst".into(), mtu.into());
+    class.insert("cburst".into(), mtu.into());
+    class.insert("leaf".into(), q);
+    t.insert("qdisc".into(), "htb".into());
+    t.insert("default".into(), name.into());
+    t.insert("class".into(), toml::Value::Array(vec![class.into()]));
+    let note = format!(
+        "the policy's root `{name}` has no rate of its own: the lab runs it as the leaf of one HTB class at the link rate ({} bit/s), as the link paces it in the simulator",
+        sc.link.rate.0
+    );
+    Ok((
+        toml::to_string(&t).context("cannot write the paced policy")?,
+        vec![note],
+    ))
 }
 
 /// What the lab does not reproduce, said in the summary.

@@ -39,6 +39,39 @@ fn no_policy_becomes_one_class_at_link_rate() {
 }
 
 #[test]
+fn a_classless_root_runs_under_one_htb_class_at_link_rate() {
+    let text = "[link]\nrate = \"10mbit\"\noverhead = 14\n[policy]\nqdisc = { type = \"pfifo\", limit = 100 }\n[[flow]]\nname = \"t\"\nkind = \"tcp\"\n";
+    let sc = Scenario::parse(text, "t.toml").unwrap();
+    let (p, notes) = policy_text(&sc, text, Path::new("")).unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let pol = linkshare_config::Policy::parse(&p, "gen").unwrap();
+    assert_eq!(pol.kind_name(), "htb", "{p}");
+    let classes = pol.classes();
+    assert_eq!(classes.len(), 1, "{p}");
+    assert_eq!(
+        classes[0].name, "pfifo",
+        "named as the simulator's one class"
+    );
+    assert_eq!(
+        classes[0].leaf,
+        linkshare_config::LeafKind::Pfifo { limit: 100 }
+    );
+    assert_eq!(
+        class_of(&sc, &Plan::new(&sc.flows[0], 10.0, 1, 0.0).unwrap()),
+        "pfifo"
+    );
+    // CAKE shapes by itself: run as written.
+    let cake = text.replace(
+        "qdisc = { type = \"pfifo\", limit = 100 }",
+        "qdisc = { type = \"cake\", bandwidth = \"8mbit\" }",
+    );
+    let sc = Scenario::parse(&cake, "t.toml").unwrap();
+    let (p, notes) = policy_text(&sc, &cake, Path::new("")).unwrap();
+    assert!(notes.is_empty());
+    assert!(p.contains("cake"), "{p}");
+}
+
+#[test]
 fn link_delay_and_buffer_become_run_options() {
     let text = "[link]\nrate = \"2mbit\"\ndelay = \"20ms\"\ndevice_buffer = 3000\n";
     let sc = Scenario::parse(text, "t.toml").unwrap();

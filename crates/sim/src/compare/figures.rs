@@ -48,6 +48,9 @@ pub struct Figures {
     pub pings: BTreeMap<String, Vec<Option<Rtt>>>,
     /// Goodput of each TCP and UDP flow over its active time, Mbit/s.
     pub goodput: BTreeMap<String, f64>,
+    /// Delivered rate of each flow group ([`super::groups::flow_groups`]) in each phase, Mbit/s.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub flow_groups: BTreeMap<String, Vec<Option<f64>>>,
     /// FCT p50/p99 of each group of arriving flows by size bucket ([`super::fct`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fct: super::fct::FctFigures,
@@ -120,6 +123,7 @@ impl Figures {
             classes,
             pings,
             goodput,
+            flow_groups: BTreeMap::new(),
             fct: super::fct::measure(result),
         }
     }
@@ -127,12 +131,14 @@ impl Figures {
 
 impl Figures {
     /// The figures of `result`, a run of `sc`, over `phases`: [`Figures::measure`] and, for a
-    /// CAKE root, each host's and tin's rate as a row beside the classes ([`super::groups`]).
+    /// CAKE root, each host's and tin's rate as a row beside the classes ([`super::groups`]);
+    /// and every flow group's rate per phase.
     pub fn of_scenario(result: &SimResult, sc: &crate::Scenario, phases: &[Phase]) -> Figures {
         let mut f = Figures::measure(result, phases, sc.policy.is_none());
         let groups = super::groups::of_scenario(sc);
         f.classes
             .extend(super::groups::rates(result, phases, &groups));
+        f.flow_groups = super::groups::rates(result, phases, &super::groups::flow_groups(sc));
         f
     }
 }

@@ -9,6 +9,12 @@
 //! A group is a row of the comparison like a class, named `src:ADDR`, `dst:ADDR` or
 //! `tin:NAME`, and only where it tells something: hosts when the flows have two or more of them,
 //! tins when they fall into two or more.
+//!
+//! Below the class, every scenario also has its flow groups ([`flow_groups`]): the flows of one
+//! `[[flow]]` entry (its `count` copies) summed, per phase. A class's split among its flows is
+//! what TCP's RTT unfairness and congestion-control mix decide; one flow of a group of identical
+//! flows is noisy (which copy wins a loss epoch is chance), their sum is not, so `compare` judges
+//! the group with a tolerance of its own (issue 37).
 
 use std::collections::BTreeMap;
 
@@ -57,6 +63,22 @@ pub fn of_scenario(sc: &Scenario) -> Vec<Group> {
         format!("tin:{}", name.to_ascii_lowercase().replace(' ', "-"))
     });
     groups
+}
+
+/// The flow groups of `sc`: one per `[[flow]]` entry of bulk TCP or UDP flows, named after the
+/// entry. Pings carry too little, and arriving flows are judged by completion time instead.
+pub fn flow_groups(sc: &Scenario) -> Vec<Group> {
+    let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for f in sc
+        .flows
+        .iter()
+        .filter(|f| f.arrival.is_none() && !matches!(f.kind, FlowKind::Ping(_)))
+    {
+        g.entry(f.entry.clone()).or_default().push(f.name.clone());
+    }
+    g.into_iter()
+        .map(|(name, flows)| Group { name, flows })
+        .collect()
 }
 
 /// The policy of `sc` has a CAKE root.
@@ -198,5 +220,11 @@ src = "10.0.0.3"
         );
         let sc = Scenario::parse(&htb, "t.toml").expect("valid scenario");
         assert!(of_scenario(&sc).is_empty());
+        // Flow groups: one per entry but the ping, `count` copies together.
+        let fg = flow_groups(&sc);
+        let names: Vec<&str> = fg.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(names, vec!["many", "voice"]);
+        assert_eq!(fg[0].flows, vec!["many.1", "many.2"]);
+        assert_eq!(fg[1].flows, vec!["voice"]);
     }
 }

@@ -105,6 +105,26 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
         let _ = write!(out, "\n{}", t.render());
     }
 
+    if !c.flow_groups.is_empty() {
+        let mut t = TextTable::new(&[
+            ("flow group", Align::Left),
+            ("phase", Align::Right),
+            ("sim Mbit/s", Align::Right),
+            ("lab Mbit/s", Align::Right),
+            ("sim−lab %", Align::Right),
+        ]);
+        for r in &c.flow_groups {
+            t.rows.push(vec![
+                r.class.clone(),
+                r.phase.to_string(),
+                opt(r.sim, 2),
+                opt(r.lab, 2),
+                signed(r.error_pct),
+            ]);
+        }
+        let _ = write!(out, "\n{}", t.render());
+    }
+
     if !c.flows.is_empty() {
         let mut h: Vec<(&str, Align)> = vec![
             ("flow", Align::Left),
@@ -179,6 +199,9 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
                 .unwrap_or_default()
         );
     }
+    if let (Some(e), Some(at)) = (w.flow_pct, &w.flow_at) {
+        let _ = writeln!(out, "worst flow-group error: {e:+.1} % of the link ({at})");
+    }
     if let Some(k) = w.kernel_rate_pct {
         let _ = writeln!(
             out,
@@ -197,10 +220,16 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
     if c.pass {
         let _ = writeln!(
             out,
-            "PASS: within {} % of the link, RTT p50 within {} % or {} ms{}",
+            "PASS: within {} % of the link, RTT p50 within {} % or {} ms{}{}",
             t.rate_pct,
             t.rtt_pct,
             t.rtt_floor_ms,
+            match t.flow_pct {
+                Some(f) if !c.flow_groups.is_empty() => {
+                    format!(", flow groups within {f} % of the link")
+                }
+                _ => String::new(),
+            },
             if c.fct.is_empty() {
                 String::new()
             } else {

@@ -43,6 +43,43 @@ pub struct StoredScenario {
     pub lab: Figures,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub kernel: Option<Figures>,
+    /// The lab against itself: a second lab run of the scenario compared with the stored one
+    /// (`compare --record --repeat`), the noise beside the tolerance.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<Repeat>,
+}
+
+/// Lab-against-lab: the largest differences between two lab runs of one scenario.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Repeat {
+    /// Largest |second − first| of a class in a phase, percent of the link.
+    pub rate_pct: f64,
+    /// … of a flow group in a phase, percent of the link.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_pct: Option<f64>,
+    /// The ping p50 difference furthest outside the RTT target, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_p50_ms: Option<f64>,
+}
+
+impl Repeat {
+    /// The differences of `second` from `first`, two lab runs of `sc` over `phases`.
+    pub fn of(sc: &Scenario, phases: &[Phase], first: &Figures, second: &Figures) -> Repeat {
+        let c = Comparison::new(
+            &sc.name,
+            super::groups::reference_rate_bps(sc),
+            phases,
+            second,
+            first,
+            None,
+            Tolerance::TARGET,
+        );
+        Repeat {
+            rate_pct: c.worst.rate_pct.abs(),
+            flow_pct: c.worst.flow_pct.map(f64::abs),
+            rtt_p50_ms: c.worst.rtt_p50_ms.map(f64::abs),
+        }
+    }
 }
 
 impl Stored {
@@ -121,6 +158,11 @@ mod tests {
             phases: phases::from_boundaries(&[5.0], 6.0),
             lab: fig.clone(),
             kernel: Some(fig),
+            repeat: Some(Repeat {
+                rate_pct: 0.5,
+                flow_pct: Some(2.0),
+                rtt_p50_ms: None,
+            }),
         };
         let st = Stored {
             kernel: "6.1.0".into(),
@@ -131,5 +173,24 @@ mod tests {
         let text = st.to_json().unwrap();
         assert_eq!(text.lines().count(), 5, "{text}");
         assert_eq!(Stored::from_json(&text).unwrap(), st);
+    }
+
+    #[test]
+    fn repeat_is_the_second_lab_run_against_the_first() {
+        let text = "name = \"r\"\nduration = \"10s\"\n[link]\nrate = \"20mbit\"\n[[flow]]\nname = \"a\"\nkind = \"tcp\"\ncount = 2\n";
+        let sc = Scenario::parse(text, "r.toml").expect("valid scenario");
+        let ph = phases::of_scenario(&sc);
+        let fig = |class: f64, group: f64| Figures {
+            classes: BTreeMap::from([("link".to_string(), vec![Some(class)])]),
+            flow_groups: BTreeMap::from([("a".to_string(), vec![Some(group)])]),
+            ..Figures::default()
+        };
+        let r = Repeat::of(&sc, &ph, &fig(19.0, 19.0), &fig(18.6, 18.0));
+        assert!((r.rate_pct - 2.0).abs() < 1e-9, "{r:?}");
+        assert!((r.flow_pct.unwrap() - 5.0).abs() < 1e-9, "{r:?}");
+        assert_eq!(
+            Repeat::of(&sc, &ph, &fig(19.0, 19.0), &fig(19.0, 19.0)).rate_pct,
+            0.0
+        );
     }
 }

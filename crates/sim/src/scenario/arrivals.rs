@@ -9,13 +9,13 @@ use std::ops::Range;
 use std::path::Path;
 
 use linkshare_core::Duration;
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64Mcg;
 
 use super::error::{Doc, ScenarioError};
 use super::raw::{RawFlow, Val, SV};
 use super::spec::{Arrival, FlowKind, FlowSpec, LinkSpec, MAX_ARRIVALS};
-use super::value::{opt_size, size_val};
+use super::value::{opt_int, opt_size, size_val};
 use crate::workload::{ideal_fct_ns, poisson_arrivals, Cdf, IdealPath, SizeDist};
 
 /// The web-search workload of DCTCP (Alizadeh et al., SIGCOMM 2010, Fig. 4), bytes.
@@ -28,7 +28,10 @@ pub const DEFAULT_SIZE_MAX: u64 = 1_000_000_000;
 
 /// The keys of arriving flows, for messages.
 pub(super) const KEYS: &str =
-    "arrivals, arrival_rate, load, trace, size_dist, size_sigma, size_alpha, size_cdf, size_max, request";
+    "arrivals, arrival_rate, load, trace, size_dist, size_sigma, size_alpha, size_cdf, size_max, request, dst_hosts";
+
+/// Most destination hosts an entry's arrivals spread over (`dst_hosts`).
+pub const MAX_DST_HOSTS: i64 = 1 << 20;
 
 /// The first arrival key set in `rf`, if any: for kinds and flows that do not take them.
 pub(super) fn first_key(rf: &RawFlow) -> Option<(Range<usize>, &'static str)> {
@@ -45,6 +48,7 @@ pub(super) fn first_key(rf: &RawFlow) -> Option<(Range<usize>, &'static str)> {
         (t(&rf.size_cdf), "size_cdf"),
         (s(&rf.size_max), "size_max"),
         (s(&rf.request), "request"),
+        (s(&rf.dst_hosts), "dst_hosts"),
     ]
     .into_iter()
     .find_map(|(sp, k)| sp.map(|sp| (sp, k)))
@@ -353,6 +357,20 @@ pub(super) fn expand(
             r
         }
     };
+    // `dst_hosts`: each flow goes to one of that many consecutive addresses from `dst`.
+    let hosts = opt_int(doc, rf.dst_hosts.as_ref(), 1, 1, MAX_DST_HOSTS)? as u64;
+    if hosts > 1 && nth_address(base.dst, hosts - 1).is_none() {
+        let sp = rf
+            .dst_hosts
+            .as_ref()
+            .map(|v| v.span())
+            .unwrap_or(span.clone());
+        return Err(doc.err(
+            sp,
+            format!("{hosts} hosts from {} run past the last address", base.dst),
+            Some("start `dst` lower or lower `dst_hosts`".into()),
+        ));
+    }
     // The request crosses the (unshaped) return path: one one-way trip before the response.
     let one_way = ctx.link.delay.0 + base.extra_delay.0;
     Ok(arrivals
@@ -364,6 +382,10 @@ pub(super) fn expand(
                 .unwrap_or(1);
             let mut f = base.clone();
             f.name = format!("{}.{}", base.name, k + 1);
+            if hosts > 1 {
+                let k = rng.gen_range(0..hosts);
+                f.dst = nth_address(base.dst, k).unwrap_or(base.dst);
+            }
             if let FlowKind::Tcp(t) = &mut f.kind {
                 t.bytes = Some(size.max(1));
             }
@@ -377,6 +399,20 @@ pub(super) fn expand(
             f
         })
         .collect())
+}
+
+/// The address `k` after `a` (IPv4 or IPv6), if it does not run past the last one.
+fn nth_address(a: std::net::IpAddr, k: u64) -> Option<std::net::IpAddr> {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    match a {
+        IpAddr::V4(v) => u32::try_from(k)
+            .ok()
+            .and_then(|k| u32::from(v).checked_add(k))
+            .map(|n| IpAddr::V4(Ipv4Addr::from(n))),
+        IpAddr::V6(v) => u128::from(v)
+            .checked_add(k as u128)
+            .map(|n| IpAddr::V6(Ipv6Addr::from(n))),
+    }
 }
 
 impl FlowSpec {

@@ -295,6 +295,7 @@ pub(super) fn flow_from_raw(
     }
     let base = FlowSpec {
         name: name_s.clone(),
+        entry: name_s.clone(),
         kind: fk,
         tos,
         src,

@@ -157,6 +157,7 @@ pub(super) struct RawFlow {
     pub(super) size_cdf: Option<Spanned<String>>,
     pub(super) size_max: Option<SV>,
     pub(super) request: Option<SV>,
+    pub(super) dst_hosts: Option<SV>,
     // udp
     pub(super) rate: Option<SV>,
     pub(super) pattern: Option<Spanned<String>>,

@@ -145,6 +145,9 @@ impl FlowKind {
 #[derive(Clone, Debug, PartialEq)]
 pub struct FlowSpec {
     pub name: String,
+    /// The `[[flow]]` entry's name: `name` itself, or `name` without the `.k` of a `count` copy
+    /// or an arriving flow. Its flows are reported together as a flow group.
+    pub entry: String,
     pub kind: FlowKind,
     /// IPv4 TOS byte (DSCP << 2).
     pub tos: u8,
