@@ -17,6 +17,9 @@ pub const OK: i32 = 0;
 pub const INVALID: i32 = 1;
 /// Runtime error.
 pub const RUNTIME: i32 = 2;
+/// The run went through but an `[[expect]]` of the scenario was not met (`sim`, `lab`,
+/// `compare`).
+pub const EXPECT_FAILED: i32 = 3;
 
 /// An error in what the user gave (exit code [`INVALID`]).
 #[derive(Debug)]

@@ -25,13 +25,16 @@ fn embedded_default_parses_and_has_three_classes() {
 
 #[test]
 fn no_policy_becomes_one_class_at_link_rate() {
-    let text =
-        "[link]\nrate = \"2mbit\"\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\n";
+    let text = "[link]\nrate = \"2mbit\"\nqueue = 100\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\n";
     let sc = Scenario::parse(text, "t.toml").unwrap();
     let (p, notes) = policy_text(&sc, text, Path::new("")).unwrap();
     assert_eq!(notes.len(), 1);
+    assert!(notes[0].contains("pfifo of 100 packets"), "{notes:?}");
     let pol = linkshare_config::Policy::parse(&p, "gen").unwrap();
     assert_eq!(pol.classes().len(), 1);
+    // The leaf holds `[link] queue` packets, as the simulator's pfifo.
+    let tc = linkshare_interop::tc::export::tc_script(&pol, "eth0").unwrap();
+    assert!(tc.contains("pfifo limit 100"), "{tc}");
     assert_eq!(
         class_of(&sc, &Plan::new(&sc.flows[0], 10.0, 1, 0.0).unwrap()),
         "link"
@@ -189,12 +192,19 @@ dst = "10.9.0.1"
 name = "c"
 kind = "tcp"
 dst = "10.9.0.2"
+ecn = true
 "#;
     let sc = Scenario::parse(text, "t.toml").unwrap();
     let (routes, notes) = tcp_routes(&plans(&sc));
     let d1 = std::net::Ipv4Addr::new(10, 9, 0, 1);
     let d2 = std::net::Ipv4Addr::new(10, 9, 0, 2);
-    assert_eq!(routes, [(d1, 4, 50), (d2, 10, 200)]);
+    let r = |dst, init_cwnd, rto_min_ms, ecn| crate::testbed::TcpRoute {
+        dst,
+        init_cwnd,
+        rto_min_ms,
+        ecn,
+    };
+    assert_eq!(routes, [r(d1, 4, 50, false), r(d2, 10, 200, true)]);
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
         notes[0].contains("`b`") && notes[0].contains("`a`"),
