@@ -495,6 +495,64 @@ mod tests {
         assert_eq!(fwd.in_line_bytes(), 0);
     }
 
+    #[test]
+    fn impairment_keys_parse_into_the_shared_model() {
+        let s = EmulateSpec::parse(
+            "delay=20ms,jitter=5ms,jitter_reorder=0,reorder=10%,duplicate=0.01,ge=1%:25%:100%:0,seed=9",
+        )
+        .unwrap();
+        assert_eq!(s.impair.jitter_ns, 5_000_000);
+        assert!(!s.impair.jitter_reorder);
+        assert_eq!((s.impair.reorder, s.impair.duplicate), (0.1, 0.01));
+        assert_eq!(
+            s.impair.loss,
+            LossModel::GilbertElliott {
+                p: 0.01,
+                r: 0.25,
+                bad_loss: 1.0,
+                good_loss: 0.0
+            }
+        );
+        assert!(EmulateSpec::parse("ge=1%:25%").is_err());
+        assert!(EmulateSpec::parse("reorder=2").is_err());
+        assert!(EmulateSpec::parse("jitter_reorder=maybe").is_err());
+    }
+
+    /// Jittered frames leave in release order, whatever order they entered; a duplicated frame
+    /// leaves twice; a reordered one skips the delay.
+    #[test]
+    fn jittered_duplicated_and_reordered_frames() {
+        let mut e = Emulator::new(line(
+            "delay=10ms,jitter=5ms,duplicate=20%,reorder=10%,seed=4",
+            AddrKey::Src,
+            &[],
+        ));
+        for k in 0..250u64 {
+            e.push(k * 100_000, vec![k as u8; 100], v4(A), v4(C))
+                .unwrap();
+        }
+        let st = e.impair_stats();
+        assert!(st.duplicated > 25 && st.reordered > 10, "{st:?}");
+        let mut out = Vec::new();
+        let mut t = 0;
+        while e.in_line() > 0 {
+            while let Some(f) = e.pop_due(t) {
+                out.push((t, f[0]));
+            }
+            t += 50_000;
+        }
+        assert_eq!(out.len() as u64, 250 + st.duplicated);
+        let first: Vec<u8> = out.iter().map(|o| o.1).collect();
+        assert!(
+            first.windows(2).any(|w| w[1] < w[0]),
+            "frames overtook each other"
+        );
+        assert!(
+            out.windows(2).all(|w| w[1].0 >= w[0].0),
+            "released in time order"
+        );
+    }
+
     /// A frame beyond the byte bound is dropped and counted, never queued.
     #[test]
     fn lines_hold_at_most_their_bound() {

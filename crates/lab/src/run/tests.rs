@@ -211,3 +211,16 @@ ecn = true
         "{notes:?}"
     );
 }
+
+#[test]
+fn path_impairments_become_emulate_keys() {
+    let text = "seed = 7\n[link]\nrate = \"2mbit\"\ndelay = \"20ms\"\n[path]\njitter = \"3ms\"\nloss_model = \"gilbert-elliott\"\nge_p = 0.01\nge_r = 0.25\nreorder = \"1%\"\n";
+    let sc = Scenario::parse(text, "t.toml").unwrap();
+    let args = router_args(&sc, &[]);
+    assert_eq!(args[0], "--emulate");
+    // The router parses what the lab writes into the very spec the simulator runs.
+    let spec = linkshare_router::emulate::EmulateSpec::parse(&args[1]).unwrap();
+    assert_eq!(Some(spec.impair), sc.path);
+    assert_eq!(spec.seed, 7);
+    assert_eq!(spec.delay.0, 20_000_000);
+}
