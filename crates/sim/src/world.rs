@@ -266,7 +266,7 @@ pub fn run_within(
             Next::Wire => {
                 w.eng.advance(best.0, Ev::TxDone).map_err(stuck)?;
                 if let Some(p) = w.link.on_tx_done(&mut w.eng) {
-                    w.to_sink(p);
+                    w.toward_sink(p);
                 }
             }
             Next::UpWire => {
@@ -823,7 +823,7 @@ impl<'a> World<'a> {
     /// A packet leaves the bottleneck's wire towards its sink: over the link's delay, through
     /// the `[path]` impairments if any (lost, released twice, or out of order).
     #[inline]
-    fn to_sink(&mut self, p: SimPacket) {
+    fn toward_sink(&mut self, p: SimPacket) {
         let Some(imp) = &mut self.path else {
             if self.link.delay_ns == 0 {
                 self.deliver(p);
