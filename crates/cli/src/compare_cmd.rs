@@ -10,9 +10,12 @@
 //! `--record FILE SCENARIO…` instead runs the lab on every scenario and stores its figures in
 //! FILE (`scenarios/calibration/lab-results.json`), keeping the tolerances already there.
 //!
+//! The scenario's `[[expect]]` entries are judged on each side (sim, lab, kernel) and printed
+//! after the table, PASS/FAIL with the figure.
+//!
 //! Exit codes: 0 within the tolerance, 1 outside it, 2 anything else (unreadable or invalid
 //! scenario, no testbed: not root, no `ip`, namespaces cannot be created; a flow failed; output not
-//! writable), 130 interrupted.
+//! writable), 3 within the tolerance but an `[[expect]]` not met on a side, 130 interrupted.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -158,6 +161,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
             sc.policy.is_none(),
             kernel,
             &command,
+            &sc.expects,
         );
     }
 
@@ -202,10 +206,21 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
     for (label, r) in &measured {
         overlays.push(Overlay { label, result: r });
     }
-    finish(args, &c, &out, &overlays, no_policy, args.kernel, &command)
+    finish(
+        args,
+        &c,
+        &out,
+        &overlays,
+        no_policy,
+        args.kernel,
+        &command,
+        &sc.expects,
+    )
 }
 
-/// Print the comparison, write compare.json and report.html; the exit code.
+/// Print the comparison (and each side's verdicts on the scenario's `[[expect]]`), write
+/// compare.json and report.html; the exit code.
+#[allow(clippy::too_many_arguments)]
 fn finish(
     args: &CompareArgs,
     c: &Comparison,
@@ -214,12 +229,22 @@ fn finish(
     no_policy: bool,
     kernel: bool,
     command: &str,
+    expects: &[linkshare_sim::expect::Expect],
 ) -> anyhow::Result<i32> {
     let json = c.to_json()?;
+    let mut verdicts = String::new();
+    let mut unmet = false;
+    for o in overlays {
+        let v = linkshare_sim::expect::judge_all(expects, &o.result.summary);
+        unmet |= v.iter().any(|v| !v.pass);
+        verdicts.push_str(&linkshare_sim::expect::render(o.label, &v));
+    }
     if args.json {
         std::io::stdout().write_all(json.as_bytes())?;
+        eprint!("{verdicts}");
     } else {
         print!("{}", compare::render_text(c, kernel));
+        print!("{verdicts}");
     }
     let html = compare::render_html(c, overlays, no_policy, Some(command));
     let written = std::fs::create_dir_all(out)
@@ -242,7 +267,13 @@ fn finish(
             }
         );
     }
-    Ok(if c.pass { 0 } else { 1 })
+    Ok(if !c.pass {
+        1
+    } else if unmet {
+        crate::exit::EXPECT_FAILED
+    } else {
+        0
+    })
 }
 
 /// The scenario, or `None` with the diagnostics printed.

@@ -6,6 +6,7 @@
 //!   difference (`seeds --check`), a lab flow that did not run as planned;
 //! * 2 — runtime error: a file that cannot be read or written, missing permissions, an interface
 //!   that is missing or held by another shaper, no shaper on the control socket, no namespaces;
+//! * 3 — a scenario's `[[expect]]` not met (`sim`, `lab`, `compare`); the report is written;
 //! * 130 — interrupted (`lab`, SIGINT/SIGTERM).
 //!
 //! Code that finds the input wrong returns [`Invalid`] (or the router's `guard::Refused`);
@@ -17,6 +18,9 @@ pub const OK: i32 = 0;
 pub const INVALID: i32 = 1;
 /// Runtime error.
 pub const RUNTIME: i32 = 2;
+/// The run went through but an `[[expect]]` of the scenario was not met (`sim`, `lab`,
+/// `compare`).
+pub const EXPECT_FAILED: i32 = 3;
 
 /// An error in what the user gave (exit code [`INVALID`]).
 #[derive(Debug)]

@@ -3,8 +3,9 @@
 //! soak's checks) is the `linkshare-lab` crate.
 //!
 //! Exit codes (crate `exit`): 0 ok, 1 invalid scenario, a flow failed or a soak check failed,
-//! 2 unreadable file, no testbed (not root, no `ip`) or unwritable output, 130 interrupted (the
-//! partial report is still written).
+//! 2 unreadable file, no testbed (not root, no `ip`) or unwritable output, 3 an `[[expect]]` of
+//! the scenario not met (the verdicts are printed after the table), 130 interrupted (the partial
+//! report is still written).
 
 use std::path::PathBuf;
 
@@ -168,10 +169,13 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
         ))),
         (None, true) => None,
     };
+    let verdicts = linkshare_sim::expect::render("lab", &run.expectations);
     if args.json {
         print!("{}", linkshare_report::summary_json(&result)?);
+        eprint!("{verdicts}");
     } else {
         print!("{}", linkshare_report::render_table(&result));
+        print!("{verdicts}");
     }
     let opts = linkshare_report::ReportOptions {
         command: Some(std::env::args().collect::<Vec<_>>().join(" ")),
@@ -202,9 +206,11 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
     }
     Ok(if run.interrupted {
         EXIT_INTERRUPTED
-    } else if run.failures.is_empty() {
-        crate::exit::OK
-    } else {
+    } else if !run.failures.is_empty() {
         crate::exit::INVALID
+    } else if run.expectations.iter().any(|v| !v.pass) {
+        crate::exit::EXPECT_FAILED
+    } else {
+        crate::exit::OK
     })
 }

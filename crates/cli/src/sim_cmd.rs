@@ -26,8 +26,11 @@
 //! goes to stdout). `--point N` runs point N alone with the full report; `--point 0` runs the file
 //! without its sweep.
 //!
+//! A scenario's `[[expect]]` entries are judged on the run and printed after the table (on
+//! stderr with `--json`), one PASS/FAIL line each with the figure.
+//!
 //! Exit codes: 0 success, 1 invalid scenario or failed run, 2 unreadable scenario file or
-//! unwritable output directory.
+//! unwritable output directory, 3 an `[[expect]]` not met (the report is still written).
 
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -173,11 +176,15 @@ pub fn run(
         (None, false) => Some(default_out_dir(&sc.name)),
         (None, true) => None,
     };
+    let verdicts = linkshare_sim::expect::judge_all(&sc.expects, &result.summary);
+    let verdict_text = linkshare_sim::expect::render("sim", &verdicts);
     if json {
         let text = linkshare_report::summary_json(&result)?;
         std::io::stdout().write_all(text.as_bytes())?;
+        eprint!("{verdict_text}");
     } else {
         print!("{}", linkshare_report::render_table(&result));
+        print!("{verdict_text}");
     }
     if let Some(dir) = dir {
         match linkshare_report::write_all(&result, &dir) {
@@ -200,6 +207,9 @@ pub fn run(
                 return Ok(EXIT_IO);
             }
         }
+    }
+    if verdicts.iter().any(|v| !v.pass) {
+        return Ok(crate::exit::EXPECT_FAILED);
     }
     Ok(EXIT_OK)
 }

@@ -38,6 +38,7 @@ fn packet(i: usize, len: u32, tos: u8, at: u64) -> SimPacket {
         sent_at: at,
         echo: 0,
         tcp: None,
+        cwr: false,
     }
 }
 

@@ -43,6 +43,22 @@ fn every_subcommand_follows_the_documented_exit_codes() {
     let ctl = d.join("none.sock");
     let ctl = ctl.to_str().expect("utf-8");
     let missing = "/nonexistent/policy.toml";
+    // A short scenario whose expectation holds, and the same with one that cannot.
+    let expect = |max: &str| {
+        format!(
+            "duration = \"1s\"\n[link]\nrate = \"1mbit\"\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"100kbit\"\n[[expect]]\nflow = \"u\"\nmetric = \"owd_p99\"\nmax = \"{max}\"\n"
+        )
+    };
+    let met = d.join("met.toml");
+    let unmet = d.join("unmet.toml");
+    std::fs::write(&met, expect("1s")).expect("write");
+    std::fs::write(&unmet, expect("1us")).expect("write");
+    let out = d.join("out");
+    let (met, unmet, out) = (
+        met.to_str().expect("utf-8"),
+        unmet.to_str().expect("utf-8"),
+        out.to_str().expect("utf-8"),
+    );
     let cases: Vec<(Vec<&str>, i32)> = vec![
         // Usage.
         (vec!["--help"], 0),
@@ -236,6 +252,9 @@ fn every_subcommand_follows_the_documented_exit_codes() {
         (vec!["reload", missing, "--control", ctl], 2),
         // sim: unreadable scenario.
         (vec!["sim", "/nonexistent/scenario.toml"], 2),
+        // sim: an [[expect]] met, and one not met (the report is written all the same).
+        (vec!["sim", met, "--out", out], 0),
+        (vec!["sim", unmet, "--out", out], 3),
     ];
     let mut wrong = Vec::new();
     for (args, want) in &cases {

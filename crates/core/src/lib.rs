@@ -66,6 +66,8 @@
 //!   lock-free token exchange (the only atomics of the crate).
 //! * [`egress`]: the device model every driver shares (device buffer, pull rule, exact drain,
 //!   timer and clock ticks, wake-ups).
+//! * [`impair`]: a path's jitter, random loss (Bernoulli, Gilbert–Elliott), reordering and
+//!   duplication with netem's semantics, shared by the simulator and the real shaper's emulator.
 //! * [`benchkit`]: trees shaped like DPDK's `librte_sched` and a fake-clock driver, for
 //!   `linkshare bench sched` and the criterion benches.
 //! * `hugepages` (private): transparent huge pages for the large per-class arrays.
@@ -78,6 +80,7 @@ pub mod egress;
 pub mod hfsc;
 pub mod htb;
 mod hugepages;
+pub mod impair;
 pub use qdisc::leaf;
 pub mod linklayer;
 pub mod packet;

@@ -80,6 +80,10 @@ pub struct FlowSummary {
     /// `bytes_delivered × 8 / fct_s`. Absent for bulk flows and unfinished ones.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fct_s: Option<f64>,
+    /// TCP with `ecn = true`: data segments that arrived CE-marked (the receiver's count, as
+    /// the sender learns them by ECE). Absent for flows without ECN.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ce_marks: Option<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -98,6 +102,9 @@ pub struct Summary {
     /// absent without an uplink.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub uplink: Option<QdiscSummary>,
+    /// What `[path]` did to the data path's packets (jitter aside); absent without `[path]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<PathSummary>,
     /// Flow completion times of each group of arriving flows (`arrivals` in the scenario), by
     /// size bucket ([`crate::fct`]); absent when the scenario has none.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -122,6 +129,17 @@ pub struct LabInfo {
     pub interrupted: bool,
     /// What of the scenario the lab could not reproduce (per-flow `extra_delay`, …).
     pub notes: Vec<String>,
+}
+
+/// The data path's impairments at the end of a run (`[path]`, netem's semantics).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct PathSummary {
+    /// Packets lost at random (Bernoulli or Gilbert–Elliott).
+    pub lost: u64,
+    /// Packets sent twice.
+    pub duplicated: u64,
+    /// Packets that skipped the delay (`reorder`).
+    pub reordered: u64,
 }
 
 /// The root scheduler's counters (`QdiscStats`) and its discipline-specific figures.

@@ -120,6 +120,7 @@ fn synthetic() -> SimResult {
         fairness,
         qdisc: Default::default(),
         uplink: None,
+        path: None,
         fct: Default::default(),
         lab: None,
         events: 123,

@@ -417,13 +417,17 @@ pub(crate) fn emulator(
     let mut spec = emulate::LineSpec {
         rate: if fwd { e.rate } else { None },
         delay: if fwd { e.delay } else { e.reverse_delay },
-        loss: if fwd { e.loss } else { 0.0 },
+        impair: if fwd {
+            e.impair
+        } else {
+            emulate::ImpairSpec::default()
+        },
         seed: e.seed,
         paths: opts.path_delays.clone(),
         key,
         limit_bytes: 0,
     };
-    let idle = spec.rate.is_none() && spec.loss == 0.0 && spec.max_delay().0 == 0;
+    let idle = spec.rate.is_none() && !spec.impair.is_active() && spec.max_delay().0 == 0;
     if idle && !(fwd && opts.emulate.is_some()) {
         return None;
     }

@@ -2,19 +2,22 @@
 //! "Specified qdisc kind is unknown" on the lab's kernel): a delay line per direction.
 //!
 //! * `--emulate rate=..,delay=..,reverse_delay=..,loss=..,seed=..`: on OUT, after the scheduler,
-//!   serialization at `rate`, a fixed one-way `delay` and random loss from a deterministic PRNG
-//!   (xorshift64*); on the reverse direction (OUT → IN, after the reverse policy if any, else as
-//!   received) a fixed `reverse_delay`. This is netem's `rate`/`delay`/`loss` without jitter
-//!   (Linux net/sched/sch_netem.c: `time_to_send = now + delay`, serialized behind the last
-//!   packet when a rate is set).
+//!   serialization at `rate`, a one-way `delay` and the path's impairments — `jitter`,
+//!   `jitter_reorder`, `loss` (Bernoulli) or `ge=p:r:bad:good` (Gilbert–Elliott), `reorder`,
+//!   `duplicate` — drawn by [`linkshare_core::impair`] from `seed`, the very model the simulator
+//!   runs for a scenario's `[path]`; on the reverse direction (OUT → IN, after the reverse policy
+//!   if any, else as received) a fixed `reverse_delay`. This is netem's `rate`/`delay`/`loss`/
+//!   `reorder`/`duplicate` (Linux net/sched/sch_netem.c: `time_to_send = now + delay`,
+//!   serialized behind the last packet when a rate is set).
 //! * `--path-delay ADDR=DELAY` (repeatable): a per-host extra one-way delay, in both directions:
 //!   added to frames whose IPv4 *source* is ADDR on the forward direction and to frames whose
 //!   IPv4 *destination* is ADDR on the reverse one. A host behind ADDR then sees a base RTT of
 //!   `delay + reverse_delay + 2 × DELAY` — the simulator's `2 × (delay + extra_delay)` when
 //!   `reverse_delay = delay` (docs/scenario-format.md).
 //!
-//! Frames of one total delay share a FIFO line, so a line's release times never decrease and its
-//! head is its next deadline; with several lines the earliest head goes first. Memory is bounded:
+//! Frames of one total delay share a line kept in release order (a frame jittered or reordered
+//! is inserted at its place), so a line's head is its next deadline; with several lines the
+//! earliest head goes first. Memory is bounded:
 //! a direction's lines hold at most [`line_limit`] bytes (rate × longest delay, clamped to
 //! [`MIN_LINE_BYTES`, `MAX_LINE_BYTES`]); a frame beyond it is dropped and counted as
 //! `line_full`, never queued.
@@ -22,6 +25,8 @@
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr};
 
+pub use linkshare_core::impair::ImpairSpec;
+use linkshare_core::impair::{Impairment, LossModel};
 use linkshare_core::{Duration, Rate};
 
 /// The smallest byte bound of a direction's delay lines (a few dozen full frames).
@@ -39,8 +44,8 @@ pub struct EmulateSpec {
     pub delay: Duration,
     /// One-way delay on the reverse direction (OUT → IN).
     pub reverse_delay: Duration,
-    /// Probability of loss on OUT, 0..=1.
-    pub loss: f64,
+    /// Jitter, loss, reordering and duplication on OUT.
+    pub impair: ImpairSpec,
     pub seed: u64,
 }
 
@@ -50,14 +55,16 @@ impl Default for EmulateSpec {
             rate: None,
             delay: Duration(0),
             reverse_delay: Duration(0),
-            loss: 0.0,
+            impair: ImpairSpec::default(),
             seed: 1,
         }
     }
 }
 
 impl EmulateSpec {
-    /// Parse `rate=10mbit,delay=20ms,reverse_delay=20ms,loss=1%,seed=7` (every key optional).
+    /// Parse `rate=10mbit,delay=20ms,reverse_delay=20ms,loss=1%,seed=7` (every key optional;
+    /// also `jitter=5ms`, `jitter_reorder=0|1`, `ge=P:R:BAD:GOOD` instead of `loss`,
+    /// `reorder=P`, `duplicate=P`, probabilities as `0.01` or `1%`).
     pub fn parse(text: &str) -> Result<EmulateSpec, String> {
         let mut s = EmulateSpec::default();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
@@ -71,28 +78,60 @@ impl EmulateSpec {
                     s.reverse_delay =
                         Duration::parse(v).map_err(|e| format!("reverse_delay: {e}"))?
                 }
-                "loss" => {
-                    let (num, pct) = match v.strip_suffix('%') {
-                        Some(n) => (n, true),
-                        None => (v, false),
+                "loss" => s.impair.loss = LossModel::Bernoulli(prob("loss", v)?),
+                "ge" => {
+                    let ps = v
+                        .split(':')
+                        .map(|x| prob("ge", x))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let [p, r, bad_loss, good_loss] = ps[..] else {
+                        return Err(format!("ge: `{v}`: expected P:R:BAD:GOOD, e.g. 1%:25%:100%:0"));
                     };
-                    let x: f64 = num.parse().map_err(|_| format!("loss: bad number `{v}`"))?;
-                    let p = if pct { x / 100.0 } else { x };
-                    if !(0.0..=1.0).contains(&p) {
-                        return Err(format!("loss: `{v}` is not between 0 and 100%"));
-                    }
-                    s.loss = p;
+                    s.impair.loss = LossModel::GilbertElliott {
+                        p,
+                        r,
+                        bad_loss,
+                        good_loss,
+                    };
                 }
+                "jitter" => {
+                    s.impair.jitter_ns = Duration::parse(v).map_err(|e| format!("jitter: {e}"))?.0
+                }
+                "jitter_reorder" => {
+                    s.impair.jitter_reorder = match v {
+                        "1" | "true" => true,
+                        "0" | "false" => false,
+                        _ => return Err(format!("jitter_reorder: `{v}`: expected 0 or 1")),
+                    }
+                }
+                "reorder" => s.impair.reorder = prob("reorder", v)?,
+                "duplicate" => s.impair.duplicate = prob("duplicate", v)?,
                 "seed" => s.seed = v.parse().map_err(|_| format!("seed: bad number `{v}`"))?,
                 _ => {
                     return Err(format!(
-                        "unknown key `{k}` (rate, delay, reverse_delay, loss, seed)"
+                        "unknown key `{k}` (rate, delay, reverse_delay, loss, ge, jitter, jitter_reorder, reorder, duplicate, seed)"
                     ))
                 }
             }
         }
         Ok(s)
     }
+}
+
+/// A probability written `0.01` or `1%`, between 0 and 1.
+fn prob(key: &str, v: &str) -> Result<f64, String> {
+    let (num, pct) = match v.strip_suffix('%') {
+        Some(n) => (n, true),
+        None => (v, false),
+    };
+    let x: f64 = num
+        .parse()
+        .map_err(|_| format!("{key}: bad number `{v}`"))?;
+    let p = if pct { x / 100.0 } else { x };
+    if !(0.0..=1.0).contains(&p) {
+        return Err(format!("{key}: `{v}` is not between 0 and 100%"));
+    }
+    Ok(p)
 }
 
 /// `--path-delay ADDR=DELAY`: extra one-way delay, both directions, for one IPv4 host.
@@ -131,7 +170,8 @@ pub enum AddrKey {
 pub struct LineSpec {
     pub rate: Option<Rate>,
     pub delay: Duration,
-    pub loss: f64,
+    /// What the line does besides delaying (the forward direction's `[path]`).
+    pub impair: ImpairSpec,
     pub seed: u64,
     pub paths: Vec<PathDelay>,
     pub key: AddrKey,
@@ -158,7 +198,7 @@ pub fn line_limit(bps: u64, max_delay: Duration) -> u64 {
 /// Frames that did not get through the emulated link, by reason.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct EmuDrops {
-    /// Lost on purpose (`loss=`).
+    /// Lost on purpose (`loss=`, `ge=`).
     pub lost: u64,
     /// The lines held their byte bound already.
     pub line_full: u64,
@@ -175,7 +215,7 @@ struct Line {
 #[derive(Debug)]
 pub struct Emulator {
     spec: LineSpec,
-    rng: u64,
+    impair: Impairment,
     link_free_ns: u64,
     lines: Vec<Line>,
     /// `(address, line index)` of every path delay.
@@ -207,7 +247,7 @@ impl Emulator {
             route.push((p.addr, i));
         }
         Emulator {
-            rng: spec.seed.max(1),
+            impair: Impairment::new(spec.impair, spec.seed),
             spec,
             link_free_ns: 0,
             lines,
@@ -222,12 +262,9 @@ impl Emulator {
         &self.spec
     }
 
-    fn next_unit(&mut self) -> f64 {
-        // xorshift64*
-        self.rng ^= self.rng >> 12;
-        self.rng ^= self.rng << 25;
-        self.rng ^= self.rng >> 27;
-        (self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+    /// Frames the impairments duplicated and sent ahead of their delay (`reorder`).
+    pub fn impair_stats(&self) -> linkshare_core::impair::ImpairStats {
+        self.impair.stats
     }
 
     fn line_of(&self, src: IpAddr, dst: IpAddr) -> usize {
@@ -248,7 +285,7 @@ impl Emulator {
     }
 
     /// A frame enters the link at `now_ns`. A frame lost or over the bound is handed back (for
-    /// reuse) and counted in [`Emulator::drops`].
+    /// reuse) and counted in [`Emulator::drops`]; a duplicated one is queued twice.
     pub fn push(
         &mut self,
         now_ns: u64,
@@ -256,10 +293,6 @@ impl Emulator {
         src: IpAddr,
         dst: IpAddr,
     ) -> Result<(), Vec<u8>> {
-        if self.spec.loss > 0.0 && self.next_unit() < self.spec.loss {
-            self.drops.lost += 1;
-            return Err(frame);
-        }
         let len = frame.len() as u64;
         if self.bytes + len > self.spec.limit_bytes {
             self.drops.line_full += 1;
@@ -271,14 +304,34 @@ impl Emulator {
             .rate
             .and_then(|r| r.tx_time(len))
             .map_or(0, |d| d.0);
-        self.link_free_ns = start + ser;
         let i = self.line_of(src, dst);
-        let line = &mut self.lines[i];
-        line.queue
-            .push_back((self.link_free_ns + line.delay_ns, frame));
-        self.bytes += len;
-        self.frames += 1;
+        let fate = self.impair.admit(start + ser, self.lines[i].delay_ns);
+        let releases = fate.releases();
+        let Some((&last, firsts)) = releases.split_last() else {
+            self.drops.lost += 1;
+            return Err(frame);
+        };
+        self.link_free_ns = start + ser;
+        for &t in firsts {
+            if self.bytes + 2 * len <= self.spec.limit_bytes {
+                self.insert(i, t, frame.clone());
+            }
+        }
+        self.insert(i, last, frame);
         Ok(())
+    }
+
+    /// Queue `frame` on line `i` for release at `t`, after every frame due no later.
+    fn insert(&mut self, i: usize, t: u64, frame: Vec<u8>) {
+        self.bytes += frame.len() as u64;
+        self.frames += 1;
+        let q = &mut self.lines[i].queue;
+        if q.back().is_none_or(|(b, _)| *b <= t) {
+            q.push_back((t, frame));
+        } else {
+            let k = q.partition_point(|(x, _)| *x <= t);
+            q.insert(k, (t, frame));
+        }
     }
 
     fn earliest(&self) -> Option<(usize, u64)> {
@@ -334,7 +387,11 @@ mod tests {
             } else {
                 s.reverse_delay
             },
-            loss: s.loss,
+            impair: if key == AddrKey::Src {
+                s.impair
+            } else {
+                ImpairSpec::default()
+            },
             seed: s.seed,
             paths: paths.iter().map(|p| PathDelay::parse(p).unwrap()).collect(),
             key,
@@ -436,6 +493,64 @@ mod tests {
         // Round trip of A: 15 + 15 ms = 2·(10 + 5).
         assert_eq!(fwd.in_line() + rev.in_line(), 0);
         assert_eq!(fwd.in_line_bytes(), 0);
+    }
+
+    #[test]
+    fn impairment_keys_parse_into_the_shared_model() {
+        let s = EmulateSpec::parse(
+            "delay=20ms,jitter=5ms,jitter_reorder=0,reorder=10%,duplicate=0.01,ge=1%:25%:100%:0,seed=9",
+        )
+        .unwrap();
+        assert_eq!(s.impair.jitter_ns, 5_000_000);
+        assert!(!s.impair.jitter_reorder);
+        assert_eq!((s.impair.reorder, s.impair.duplicate), (0.1, 0.01));
+        assert_eq!(
+            s.impair.loss,
+            LossModel::GilbertElliott {
+                p: 0.01,
+                r: 0.25,
+                bad_loss: 1.0,
+                good_loss: 0.0
+            }
+        );
+        assert!(EmulateSpec::parse("ge=1%:25%").is_err());
+        assert!(EmulateSpec::parse("reorder=2").is_err());
+        assert!(EmulateSpec::parse("jitter_reorder=maybe").is_err());
+    }
+
+    /// Jittered frames leave in release order, whatever order they entered; a duplicated frame
+    /// leaves twice; a reordered one skips the delay.
+    #[test]
+    fn jittered_duplicated_and_reordered_frames() {
+        let mut e = Emulator::new(line(
+            "delay=10ms,jitter=5ms,duplicate=20%,reorder=10%,seed=4",
+            AddrKey::Src,
+            &[],
+        ));
+        for k in 0..250u64 {
+            e.push(k * 100_000, vec![k as u8; 100], v4(A), v4(C))
+                .unwrap();
+        }
+        let st = e.impair_stats();
+        assert!(st.duplicated > 25 && st.reordered > 10, "{st:?}");
+        let mut out = Vec::new();
+        let mut t = 0;
+        while e.in_line() > 0 {
+            while let Some(f) = e.pop_due(t) {
+                out.push((t, f[0]));
+            }
+            t += 50_000;
+        }
+        assert_eq!(out.len() as u64, 250 + st.duplicated);
+        let first: Vec<u8> = out.iter().map(|o| o.1).collect();
+        assert!(
+            first.windows(2).any(|w| w[1] < w[0]),
+            "frames overtook each other"
+        );
+        assert!(
+            out.windows(2).all(|w| w[1].0 >= w[0].0),
+            "released in time order"
+        );
     }
 
     /// A frame beyond the byte bound is dropped and counted, never queued.

@@ -27,6 +27,7 @@
 
 pub mod compare;
 pub mod engine;
+pub mod expect;
 pub mod figures;
 pub mod jitter;
 pub mod link;

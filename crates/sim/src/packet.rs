@@ -46,6 +46,8 @@ pub struct SimPacket {
     /// TCP ACKs: the header facts a discipline may compare (CAKE's ACK filter), filled by the
     /// receiver's ACK ([`crate::tcp::AckInfo::tcp_info`]); `None` for other packets.
     pub tcp: Option<TcpInfo>,
+    /// TCP data: the CWR flag (ECN, [`crate::tcp::ecn`]).
+    pub cwr: bool,
 }
 
 impl Packet for SimPacket {
@@ -56,5 +58,10 @@ impl Packet for SimPacket {
     #[inline]
     fn tcp(&self) -> Option<TcpInfo> {
         self.tcp
+    }
+    /// Disciplines may CE-mark a simulated packet (only ECT ones: [`Packet::mark_ce`]).
+    #[inline]
+    fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
+        Some(&mut self.meta)
     }
 }

@@ -114,8 +114,9 @@ enum LineKind {
     Return,
 }
 
-/// A constant-delay FIFO path. Entries are pushed at `now + delay` with `now` non-decreasing, so
-/// the queue is sorted by `(time, seq)`.
+/// A delay line. Entries are pushed at `now + delay` with `now` non-decreasing, so the queue is
+/// sorted by `(time, seq)`; the bottleneck's line with `[path]` impairments (line 0) inserts each
+/// packet at its place in that order instead (jitter and `reorder` release packets out of order).
 struct Line {
     delay: u64,
     kind: LineKind,
@@ -177,6 +178,10 @@ struct World<'a> {
     /// (`sfq`, `fq_codel`, …) or `pfifo` without a policy.
     root_name: &'static str,
     groups: Groups,
+    /// `[path]`: the data path's impairments after the bottleneck, and the packets of each flow
+    /// they lost.
+    path: Option<linkshare_core::impair::Impairment>,
+    path_lost: Vec<u64>,
 }
 
 /// Run a scenario to its end, keeping at most the default [`Budget`] of time series.
@@ -261,11 +266,7 @@ pub fn run_within(
             Next::Wire => {
                 w.eng.advance(best.0, Ev::TxDone).map_err(stuck)?;
                 if let Some(p) = w.link.on_tx_done(&mut w.eng) {
-                    if w.link.delay_ns == 0 {
-                        w.deliver(p);
-                    } else {
-                        w.push_line(0, p);
-                    }
+                    w.toward_sink(p);
                 }
             }
             Next::UpWire => {
@@ -443,7 +444,8 @@ impl<'a> World<'a> {
                             6,
                             Src::Tcp(Box::new(TcpConn {
                                 snd: Sender::new(t, mss, cc),
-                                rcv: Receiver::new(mss, t.sack, t.delayed_ack, t.window),
+                                rcv: Receiver::new(mss, t.sack, t.delayed_ack, t.window)
+                                    .with_ecn(t.ecn),
                                 rto_ev: u64::MAX,
                                 delack_ev: u64::MAX,
                                 pace_ev: u64::MAX,
@@ -519,6 +521,10 @@ impl<'a> World<'a> {
                 .map(|p| p.policy().kind_name())
                 .unwrap_or(NO_POLICY_CLASS),
             groups,
+            path: sc
+                .path
+                .map(|spec| linkshare_core::impair::Impairment::new(spec, sc.seed ^ 0x7061_7468)),
+            path_lost: vec![0; sc.flows.len()],
         }
     }
 
@@ -562,8 +568,28 @@ impl<'a> World<'a> {
     /// A packet leaves flow `i`'s source towards the router.
     #[inline]
     fn emit(&mut self, i: usize, kind: PktKind, ip_len: u32, payload: u32, seq: u64, echo: u64) {
+        self.emit_ecn(i, kind, ip_len, payload, seq, echo, None);
+    }
+
+    /// [`World::emit`] with a TCP segment's ECN facts `(ect, cwr)` for a flow with `ecn`: its
+    /// IP ECN field becomes ECT(0) or not-ECT (the flow's `tos` keeps its DSCP).
+    #[allow(clippy::too_many_arguments)]
+    #[inline]
+    fn emit_ecn(
+        &mut self,
+        i: usize,
+        kind: PktKind,
+        ip_len: u32,
+        payload: u32,
+        seq: u64,
+        echo: u64,
+        ecn: Option<(bool, bool)>,
+    ) {
         let f = &mut self.flows[i];
         let mut meta = f.meta;
+        if let Some((ect, _)) = ecn {
+            meta.tos = (meta.tos & !3) | if ect { 2 } else { 0 };
+        }
         meta.len = f.link.size(ip_len + f.overhead);
         // UDP and pings carry their IP length as `payload`: their goodput is that, whatever
         // the framing charged.
@@ -581,6 +607,7 @@ impl<'a> World<'a> {
             sent_at: self.eng.now(),
             echo,
             tcp: None,
+            cwr: ecn.is_some_and(|e| e.1),
         };
         f.m.packets_sent += 1;
         if f.access_line == u32::MAX {
@@ -635,7 +662,8 @@ impl<'a> World<'a> {
         let hdr = crate::tcp::HEADER_BYTES;
         for k in 0..self.out.len() {
             let s = self.out[k];
-            self.emit(i, PktKind::Data, s.len + hdr, s.len, s.seq, s.tsecr);
+            let ecn = (self.sc.flows[i].kind.ecn()).then_some((s.ect, s.cwr));
+            self.emit_ecn(i, PktKind::Data, s.len + hdr, s.len, s.seq, s.tsecr, ecn);
         }
         self.out.clear();
         self.arm_sender(i);
@@ -733,6 +761,7 @@ impl<'a> World<'a> {
             sent_at: a.tsval,
             echo: 0,
             tcp: Some(a.tcp_info()),
+            cwr: false,
         };
         let f = &mut self.flows[i];
         let extra = crate::jitter::ack_delay(&mut f.jitter);
@@ -787,6 +816,30 @@ impl<'a> World<'a> {
         }
     }
 
+    /// A packet leaves the bottleneck's wire towards its sink: over the link's delay, through
+    /// the `[path]` impairments if any (lost, released twice, or out of order).
+    #[inline]
+    fn toward_sink(&mut self, p: SimPacket) {
+        let Some(imp) = &mut self.path else {
+            if self.link.delay_ns == 0 {
+                self.deliver(p);
+            } else {
+                self.push_line(0, p);
+            }
+            return;
+        };
+        let fate = imp.admit(self.eng.now(), self.link.delay_ns);
+        if fate.releases().is_empty() {
+            self.path_lost[p.flow as usize] += 1;
+        }
+        for &t in fate.releases() {
+            let seq = self.eng.next_seq();
+            let q = &mut self.lines[0].q;
+            let k = q.partition_point(|e| (e.0, e.1) <= (t, seq));
+            q.insert(k, (t, seq, p));
+        }
+    }
+
     #[inline]
     fn push_line(&mut self, li: usize, p: SimPacket) {
         let seq = self.eng.next_seq();
@@ -802,6 +855,7 @@ impl<'a> World<'a> {
         match p.kind {
             PktKind::Data => {
                 let Src::Tcp(c) = &mut f.src else { return };
+                c.rcv.on_ecn(p.meta.ecn(), p.cwr, p.seq, p.payload);
                 let (delivered, ack) = c.rcv.on_segment(p.seq, p.payload, p.sent_at, p.echo, now);
                 f.m.deliver_tcp(delivered, now);
                 if let Some(a) = ack {
@@ -1033,6 +1087,11 @@ impl<'a> World<'a> {
         // The schedulers' own counters.
         summary.qdisc = qdisc_summary(self.link.qdisc.as_ref());
         summary.uplink = self.up.as_ref().map(|u| qdisc_summary(u.qdisc.as_ref()));
+        summary.path = self.path.as_ref().map(|p| crate::model::PathSummary {
+            lost: p.stats.lost,
+            duplicated: p.stats.duplicated,
+            reordered: p.stats.reordered,
+        });
         // Flows.
         let mut per_class: std::collections::BTreeMap<String, Vec<f64>> = Default::default();
         for (i, f) in self.flows.iter().enumerate() {
@@ -1071,13 +1130,17 @@ impl<'a> World<'a> {
                     bytes_delivered: f.m.delivered,
                     goodput_bps: goodput,
                     packets_sent: f.m.packets_sent,
-                    packets_lost: self.link.flows[i].drops,
+                    packets_lost: self.link.flows[i].drops + self.path_lost[i],
                     retransmits,
                     rtt_ms: rtt,
                     owd_ms: owd,
                     timeouts,
                     cwnd_reductions: reductions,
                     fct_s,
+                    ce_marks: match &f.src {
+                        Src::Tcp(c) if c.rcv.ecn.ok => Some(c.rcv.ecn.ce_received),
+                        _ => None,
+                    },
                 },
             );
         }

@@ -39,7 +39,7 @@ pub(super) struct Measured {
 pub(super) fn measure(
     sc: &Scenario,
     plans: &[Plan],
-    routes: &[(std::net::Ipv4Addr, u32, u64)],
+    routes: &[testbed::TcpRoute],
     policy_text: &str,
     router: Box<dyn testbed::Router>,
 ) -> anyhow::Result<Measured> {

@@ -55,6 +55,8 @@ pub struct LabRun {
     pub failures: Vec<String>,
     /// Stopped by SIGINT/SIGTERM: the result covers the time that ran.
     pub interrupted: bool,
+    /// The scenario's `[[expect]]`, judged on this run's figures.
+    pub expectations: Vec<linkshare_sim::expect::Verdict>,
 }
 
 /// Run `scenario` (the embedded default if `None`) in the lab, through linkshare or (`kernel`)
@@ -202,10 +204,12 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         .filter_map(|l| l.error.lock().ok().and_then(|e| e.clone()))
         .collect();
     let result = build_result(&sc, &plans, measured, notes);
+    let expectations = linkshare_sim::expect::judge_all(&sc.expects, &result.summary);
     Ok(Ok(LabRun {
         result,
         failures,
         interrupted,
+        expectations,
     }))
 }
 

@@ -70,6 +70,11 @@ pub(super) fn build_result(
             extra: last.extra.clone(),
         },
         uplink: None,
+        path: sc.path.map(|_| linkshare_sim::model::PathSummary {
+            lost: last.emu_lost.saturating_sub(first.emu_lost),
+            duplicated: last.emu_duplicated.saturating_sub(first.emu_duplicated),
+            reordered: last.emu_reordered.saturating_sub(first.emu_reordered),
+        }),
         lab: Some(LabInfo {
             router: m.router.to_string(),
             wall_clock_s: m.elapsed,
@@ -344,6 +349,7 @@ fn flow_summaries(sc: &Scenario, plans: &[Plan], m: &Measured, dur: f64) -> Flow
                 timeouts: 0,
                 cwnd_reductions: 0,
                 fct_s,
+                ce_marks: None,
             },
         );
     }

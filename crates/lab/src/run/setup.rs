@@ -2,8 +2,8 @@
 //! addresses and route metrics, and notes for what the lab does not reproduce.
 //!
 //! The scenario is the simulator's (`linkshare-sim`), so each of its knobs either maps to a real
-//! one (link delay and device buffer as `linkshare run` options, a flow's `extra_delay` as a
-//! path delay keyed by source address, `init_cwnd`/`min_rto` as route metrics: ip-route(8)) or
+//! one (link delay, `[path]` impairments and device buffer as `linkshare run` options, a flow's `extra_delay` as a
+//! path delay keyed by source address, `init_cwnd`/`min_rto`/`ecn` as route metrics: ip-route(8)) or
 //! is said in a note, never silently dropped. A change the lab must make (a flow moved to
 //! another source address) keeps the class the policy gives the flow.
 
@@ -67,7 +67,8 @@ pub(super) fn load(path: Option<&Path>) -> Result<(Scenario, String), i32> {
 }
 
 /// The policy file for `linkshare run`: the scenario's `policy = "path"` file, its inline
-/// `[policy]` table written out, or (no policy) one HTB class at the link rate.
+/// `[policy]` table written out, or (no policy) one HTB class at the link rate whose leaf is a
+/// pfifo of `[link] queue` packets, the simulator's queue.
 pub(super) fn policy_text(
     sc: &Scenario,
     text: &str,
@@ -87,11 +88,11 @@ pub(super) fn policy_text(
         ),
         _ => Ok((
             format!(
-                "qdisc = \"htb\"\ndefault = \"link\"\n[[class]]\nname = \"link\"\nrate = \"{}bit\"\n",
-                sc.link.rate.0
+                "qdisc = \"htb\"\ndefault = \"link\"\n[[class]]\nname = \"link\"\nrate = \"{}bit\"\nleaf = {{ type = \"pfifo\", limit = {} }}\n",
+                sc.link.rate.0, sc.link.queue
             ),
             vec![format!(
-                "the scenario has no policy: the lab shapes the link rate with one HTB class `link` (the simulator uses a pfifo of {} packets)",
+                "the scenario has no policy: the lab shapes the link rate with one HTB class `link` whose leaf is a pfifo of {} packets (`[link] queue`, the simulator's pfifo)",
                 sc.link.queue
             )],
         )),
@@ -193,12 +194,19 @@ fn list(names: &[&str]) -> String {
 /// buffer. Base RTT of a flow = 2 × (delay + extra_delay), as in the simulator.
 pub(super) fn router_args(sc: &Scenario, plans: &[Plan]) -> Vec<String> {
     let mut a = Vec::new();
+    let mut emu = Vec::new();
     if sc.link.delay.0 > 0 {
-        a.push("--emulate".to_string());
-        a.push(format!(
+        emu.push(format!(
             "delay={d}ns,reverse_delay={d}ns",
             d = sc.link.delay.0
         ));
+    }
+    if let Some(p) = &sc.path {
+        emu.push(emulate_keys(p, sc.seed));
+    }
+    if !emu.is_empty() {
+        a.push("--emulate".to_string());
+        a.push(emu.join(","));
     }
     let paths = unique(
         plans
@@ -215,6 +223,29 @@ pub(super) fn router_args(sc: &Scenario, plans: &[Plan]) -> Vec<String> {
         a.push(sc.link.device_buffer.to_string());
     }
     a
+}
+
+/// `[path]` as `linkshare run --emulate` keys (the same [`linkshare_core::impair`] model runs
+/// there, on OUT after the scheduler), seeded by the scenario's seed.
+pub(super) fn emulate_keys(p: &linkshare_core::impair::ImpairSpec, seed: u64) -> String {
+    use linkshare_core::impair::LossModel;
+    let mut k = vec![
+        format!("jitter={}ns", p.jitter_ns),
+        format!("jitter_reorder={}", u8::from(p.jitter_reorder)),
+        format!("reorder={}", p.reorder),
+        format!("duplicate={}", p.duplicate),
+        format!("seed={seed}"),
+    ];
+    k.push(match p.loss {
+        LossModel::Bernoulli(x) => format!("loss={x}"),
+        LossModel::GilbertElliott {
+            p,
+            r,
+            bad_loss,
+            good_loss,
+        } => format!("ge={p}:{r}:{bad_loss}:{good_loss}"),
+    });
+    k.join(",")
 }
 
 /// The router keys a flow's `extra_delay` by its source address, so flows that share a source
@@ -268,25 +299,30 @@ pub(super) fn separate_sources(sc: &Scenario, plans: &mut [Plan]) -> anyhow::Res
     Ok(notes)
 }
 
-/// `init_cwnd` and `min_rto` of the TCP flows as route metrics in the sender namespace, one
-/// route per destination: (destination, initcwnd, rto_min in ms). Flows to one destination that
-/// disagree get the first flow's values, said in a note.
-pub(super) fn tcp_routes(plans: &[Plan]) -> (Vec<(std::net::Ipv4Addr, u32, u64)>, Vec<String>) {
-    let mut routes: Vec<(std::net::Ipv4Addr, u32, u64, &str)> = Vec::new();
+/// `init_cwnd`, `min_rto` and `ecn` of the TCP flows as route metrics in the sender namespace,
+/// one route per destination. Flows to one destination that disagree get the first flow's
+/// values, said in a note.
+pub(super) fn tcp_routes(plans: &[Plan]) -> (Vec<testbed::TcpRoute>, Vec<String>) {
+    let mut routes: Vec<(testbed::TcpRoute, &str)> = Vec::new();
     let mut notes = Vec::new();
     for p in plans {
         let FlowKind::Tcp(t) = &p.spec.kind else {
             continue;
         };
-        let ms = t.min_rto.0.div_ceil(1_000_000).max(1);
-        match routes.iter().find(|r| r.0 == p.dst) {
-            Some(r) if (r.1, r.2) != (t.init_cwnd, ms) => notes.push(format!(
-                "flow `{}` runs with init_cwnd {} and min_rto {} ms (those of `{}`, the first TCP flow to {}): the lab sets them per destination route",
-                p.spec.name, r.1, r.2, r.3, p.dst
+        let want = testbed::TcpRoute {
+            dst: p.dst,
+            init_cwnd: t.init_cwnd,
+            rto_min_ms: t.min_rto.0.div_ceil(1_000_000).max(1),
+            ecn: t.ecn,
+        };
+        match routes.iter().find(|r| r.0.dst == p.dst) {
+            Some((r, first)) if *r != want => notes.push(format!(
+                "flow `{}` runs with init_cwnd {}, min_rto {} ms and ecn {} (those of `{first}`, the first TCP flow to {}): the lab sets them per destination route",
+                p.spec.name, r.init_cwnd, r.rto_min_ms, r.ecn, p.dst
             )),
             Some(_) => {}
-            None => routes.push((p.dst, t.init_cwnd, ms, &p.spec.name)),
+            None => routes.push((want, &p.spec.name)),
         }
     }
-    (routes.into_iter().map(|r| (r.0, r.1, r.2)).collect(), notes)
+    (routes.into_iter().map(|r| r.0).collect(), notes)
 }

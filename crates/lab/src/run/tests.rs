@@ -25,13 +25,16 @@ fn embedded_default_parses_and_has_three_classes() {
 
 #[test]
 fn no_policy_becomes_one_class_at_link_rate() {
-    let text =
-        "[link]\nrate = \"2mbit\"\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\n";
+    let text = "[link]\nrate = \"2mbit\"\nqueue = 100\n[[flow]]\nname = \"u\"\nkind = \"udp\"\nrate = \"1mbit\"\n";
     let sc = Scenario::parse(text, "t.toml").unwrap();
     let (p, notes) = policy_text(&sc, text, Path::new("")).unwrap();
     assert_eq!(notes.len(), 1);
+    assert!(notes[0].contains("pfifo of 100 packets"), "{notes:?}");
     let pol = linkshare_config::Policy::parse(&p, "gen").unwrap();
     assert_eq!(pol.classes().len(), 1);
+    // The leaf holds `[link] queue` packets, as the simulator's pfifo.
+    let tc = linkshare_interop::tc::export::tc_script(&pol, "eth0").unwrap();
+    assert!(tc.contains("pfifo limit 100"), "{tc}");
     assert_eq!(
         class_of(&sc, &Plan::new(&sc.flows[0], 10.0, 1, 0.0).unwrap()),
         "link"
@@ -222,15 +225,35 @@ dst = "10.9.0.1"
 name = "c"
 kind = "tcp"
 dst = "10.9.0.2"
+ecn = true
 "#;
     let sc = Scenario::parse(text, "t.toml").unwrap();
     let (routes, notes) = tcp_routes(&plans(&sc));
     let d1 = std::net::Ipv4Addr::new(10, 9, 0, 1);
     let d2 = std::net::Ipv4Addr::new(10, 9, 0, 2);
-    assert_eq!(routes, [(d1, 4, 50), (d2, 10, 200)]);
+    let r = |dst, init_cwnd, rto_min_ms, ecn| crate::testbed::TcpRoute {
+        dst,
+        init_cwnd,
+        rto_min_ms,
+        ecn,
+    };
+    assert_eq!(routes, [r(d1, 4, 50, false), r(d2, 10, 200, true)]);
     assert_eq!(notes.len(), 1, "{notes:?}");
     assert!(
         notes[0].contains("`b`") && notes[0].contains("`a`"),
         "{notes:?}"
     );
+}
+
+#[test]
+fn path_impairments_become_emulate_keys() {
+    let text = "seed = 7\n[link]\nrate = \"2mbit\"\ndelay = \"20ms\"\n[path]\njitter = \"3ms\"\nloss_model = \"gilbert-elliott\"\nge_p = 0.01\nge_r = 0.25\nreorder = \"1%\"\n";
+    let sc = Scenario::parse(text, "t.toml").unwrap();
+    let args = router_args(&sc, &[]);
+    assert_eq!(args[0], "--emulate");
+    // The router parses what the lab writes into the very spec the simulator runs.
+    let spec = linkshare_router::emulate::EmulateSpec::parse(&args[1]).unwrap();
+    assert_eq!(Some(spec.impair), sc.path);
+    assert_eq!(spec.seed, 7);
+    assert_eq!(spec.delay.0, 20_000_000);
 }

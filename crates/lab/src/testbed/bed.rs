@@ -201,15 +201,20 @@ impl Testbed {
         ip_batch(&self.ns_c, &c)
     }
 
-    /// Route metrics for TCP in A, one host route per destination: `(dst, initcwnd, rto_min in
-    /// ms)` — the kernel reads a connection's initial window and minimum RTO from its route.
-    pub fn set_tcp_routes(&self, routes: &[(Ipv4Addr, u32, u64)]) -> anyhow::Result<()> {
+    /// Route metrics for TCP in A, one host route per destination ([`TcpRoute`]) — the kernel
+    /// reads a connection's initial window, minimum RTO and whether it asks for ECN
+    /// (`features ecn`, as `net.ipv4.tcp_ecn = 1` for that destination) from its route.
+    pub fn set_tcp_routes(&self, routes: &[TcpRoute]) -> anyhow::Result<()> {
         let lines: Vec<String> = routes
             .iter()
-            .map(|(d, cwnd, rto)| {
+            .map(|r| {
                 format!(
-                    "route replace {d}/32 dev {} initcwnd {cwnd} rto_min {rto}ms",
-                    self.dev_a
+                    "route replace {}/32 dev {} initcwnd {} rto_min {}ms{}",
+                    r.dst,
+                    self.dev_a,
+                    r.init_cwnd,
+                    r.rto_min_ms,
+                    if r.ecn { " features ecn" } else { "" }
                 )
             })
             .collect();
@@ -258,6 +263,17 @@ impl Testbed {
         std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))?;
         Ok(p)
     }
+}
+
+/// The TCP knobs of the flows to one destination, as route metrics in the sender namespace
+/// (ip-route(8): `initcwnd`, `rto_min`, `features ecn`). The receivers' namespace keeps Linux's
+/// default `net.ipv4.tcp_ecn = 2`: it accepts ECN when a sender asks.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TcpRoute {
+    pub dst: Ipv4Addr,
+    pub init_cwnd: u32,
+    pub rto_min_ms: u64,
+    pub ecn: bool,
 }
 
 impl Drop for Testbed {

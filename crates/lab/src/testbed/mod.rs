@@ -33,7 +33,7 @@ mod router;
 mod signals;
 mod stats;
 
-pub use bed::{Testbed, ADDR_A, ADDR_C};
+pub use bed::{TcpRoute, Testbed, ADDR_A, ADDR_C};
 pub use gate::{netns_test_can_run, netns_test_skipped, NETNS_LOG_ENV, REQUIRE_NETNS_ENV};
 pub use netns::{
     in_ns, ip, ip_batch, netns_list, offloads_off, remove_stale, set_rx_vlan_offload, spawn_in_ns,

@@ -41,6 +41,11 @@ pub struct RouterStats {
     pub drops: std::collections::BTreeMap<String, u64>,
     pub overlimits: u64,
     pub marked: u64,
+    /// The emulated link's impairments on the forward direction (`--emulate`): frames lost,
+    /// duplicated, reordered; zero without emulation.
+    pub emu_lost: u64,
+    pub emu_duplicated: u64,
+    pub emu_reordered: u64,
     /// Router-specific gauges for the summary (`lateness_p50_us`, …).
     pub extra: std::collections::BTreeMap<String, f64>,
 }
@@ -217,6 +222,9 @@ pub fn parse_stat(st: &Value) -> RouterStats {
         drops,
         overlimits: u(q, "overlimits"),
         marked: u(q, "marked"),
+        emu_lost: u(&d["emulate"], "lost"),
+        emu_duplicated: u(&d["emulate"], "duplicated"),
+        emu_reordered: u(&d["emulate"], "reordered"),
         extra,
     }
 }

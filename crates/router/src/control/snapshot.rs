@@ -314,6 +314,11 @@ impl HfscSnapshot {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EmulateSnapshot {
     pub lost: u64,
+    /// Frames sent twice (`duplicate=`) and sent ahead of their delay (`reorder=`).
+    #[serde(default)]
+    pub duplicated: u64,
+    #[serde(default)]
+    pub reordered: u64,
     pub line_full: u64,
     pub in_line: u64,
     pub in_line_bytes: u64,

@@ -186,6 +186,8 @@ impl Shaper {
             policy: d.policy_path.as_ref().map(|p| p.display().to_string()),
             emulate: d.emu.as_ref().map(|e| EmulateSnapshot {
                 lost: e.drops.lost,
+                duplicated: e.impair_stats().duplicated,
+                reordered: e.impair_stats().reordered,
                 line_full: e.drops.line_full,
                 in_line: e.in_line() as u64,
                 in_line_bytes: e.in_line_bytes(),

@@ -136,6 +136,11 @@ impl Scenario {
             }
         };
 
+        let path = match raw.path {
+            None => None,
+            Some(p) => Some(super::path::path_from_raw(doc, p.into_inner(), link.delay)?),
+        };
+
         let mut flows: Vec<FlowSpec> = Vec::new();
         let mut names = std::collections::BTreeSet::new();
         let ctx = Ctx {
@@ -179,6 +184,31 @@ impl Scenario {
                 flows.push(f);
             }
         }
+        // Class names are known for a classful policy (and `pfifo` without one); a root
+        // discipline reports its own rows, not checked here.
+        let classes: Option<Vec<String>> = match &policy {
+            None => Some(vec![crate::NO_POLICY_CLASS.to_string()]),
+            Some(p) => {
+                let names: Vec<String> = p
+                    .policy()
+                    .classes()
+                    .iter()
+                    .map(|c| c.name.clone())
+                    .collect();
+                (!names.is_empty()).then_some(names)
+            }
+        };
+        let mut expects = Vec::new();
+        for re in raw.expect {
+            let span = re.span();
+            expects.push(super::expect::expect_from_raw(
+                doc,
+                re.into_inner(),
+                span,
+                &flows,
+                classes.as_deref(),
+            )?);
+        }
         Ok(Scenario {
             name,
             duration,
@@ -187,6 +217,8 @@ impl Scenario {
             link,
             policy,
             uplink,
+            path,
+            expects,
             workers: 0,
             flows,
             origin: doc.origin.to_string(),

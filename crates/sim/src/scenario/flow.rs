@@ -32,7 +32,7 @@ macro_rules! deny_for {
 fn keys_help(kind: &str) -> String {
     match kind {
         "tcp" => format!(
-            "tcp flows take: cc, window, bytes, delayed_ack, sack, min_rto, init_cwnd; arriving flows: {}",
+            "tcp flows take: cc, window, bytes, delayed_ack, sack, min_rto, init_cwnd, ecn; arriving flows: {}",
             super::arrivals::KEYS
         ),
         "udp" => "udp flows take: rate, size, pattern, on, off".into(),
@@ -136,10 +136,11 @@ pub(super) fn flow_from_raw(
                     1,
                     1000,
                 )? as u32,
+                ecn: opt_bool(doc, rf.ecn.as_ref(), false)?,
             })
         }
         "udp" => {
-            deny_for!(doc, "udp", rf.cc => "cc", rf.window => "window", rf.bytes => "bytes", rf.delayed_ack => "delayed_ack", rf.sack => "sack", rf.min_rto => "min_rto", rf.init_cwnd => "init_cwnd", rf.interval => "interval");
+            deny_for!(doc, "udp", rf.cc => "cc", rf.window => "window", rf.bytes => "bytes", rf.delayed_ack => "delayed_ack", rf.sack => "sack", rf.min_rto => "min_rto", rf.init_cwnd => "init_cwnd", rf.ecn => "ecn", rf.interval => "interval");
             let Some(rate_v) = rf.rate.as_ref() else {
                 return Err(doc.err(
                     name.span(),
@@ -229,7 +230,7 @@ pub(super) fn flow_from_raw(
             })
         }
         "ping" => {
-            deny_for!(doc, "ping", rf.cc => "cc", rf.window => "window", rf.bytes => "bytes", rf.delayed_ack => "delayed_ack", rf.sack => "sack", rf.min_rto => "min_rto", rf.init_cwnd => "init_cwnd", rf.rate => "rate", rf.pattern => "pattern", rf.on => "on", rf.off => "off");
+            deny_for!(doc, "ping", rf.cc => "cc", rf.window => "window", rf.bytes => "bytes", rf.delayed_ack => "delayed_ack", rf.sack => "sack", rf.min_rto => "min_rto", rf.init_cwnd => "init_cwnd", rf.ecn => "ecn", rf.rate => "rate", rf.pattern => "pattern", rf.on => "on", rf.off => "off");
             let interval = opt_dur(doc, rf.interval.as_ref(), DEFAULT_PING_INTERVAL)?;
             if interval.0 < 1_000 {
                 let sp = rf

@@ -23,7 +23,9 @@
 mod arrivals;
 mod check;
 mod error;
+mod expect;
 mod flow;
+mod path;
 mod raw;
 mod spec;
 #[cfg(test)]

@@ -95,8 +95,11 @@ pub(super) struct RawScenario {
     pub(super) link: Spanned<RawLink>,
     pub(super) policy: Option<RawPolicy>,
     pub(super) uplink: Option<RawUplink>,
+    pub(super) path: Option<Spanned<super::path::RawPath>>,
     #[serde(default)]
     pub(super) flow: Vec<Spanned<RawFlow>>,
+    #[serde(default)]
+    pub(super) expect: Vec<Spanned<super::expect::RawExpect>>,
     /// Read by [`crate::load`] (`[sweep]` expands into whole scenarios, built above this module).
     #[serde(default, rename = "sweep")]
     _sweep: Option<de::IgnoredAny>,
@@ -146,6 +149,7 @@ pub(super) struct RawFlow {
     pub(super) sack: Option<SV>,
     pub(super) min_rto: Option<SV>,
     pub(super) init_cwnd: Option<SV>,
+    pub(super) ecn: Option<SV>,
     // tcp arrivals (`arrivals`)
     pub(super) arrivals: Option<Spanned<String>>,
     pub(super) arrival_rate: Option<SV>,

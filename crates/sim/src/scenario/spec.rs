@@ -66,6 +66,8 @@ pub struct TcpSpec {
     pub min_rto: Duration,
     /// Initial congestion window in segments.
     pub init_cwnd: u32,
+    /// ECN (RFC 3168) negotiated, as Linux with `net.ipv4.tcp_ecn = 1` (default false).
+    pub ecn: bool,
 }
 
 #[derive(Copy, Clone, Debug, PartialEq)]
@@ -139,6 +141,11 @@ impl FlowKind {
             FlowKind::Ping(_) => "ping",
         }
     }
+
+    /// A TCP flow with ECN negotiated.
+    pub fn ecn(&self) -> bool {
+        matches!(self, FlowKind::Tcp(t) if t.ecn)
+    }
 }
 
 /// One flow, after `count` expansion.
@@ -187,6 +194,11 @@ pub struct Scenario {
     pub policy: Option<PolicySource>,
     /// The reverse direction's bottleneck, if the scenario has one.
     pub uplink: Option<UplinkSpec>,
+    /// `[path]`: jitter, loss, reordering and duplication of the data path after the bottleneck
+    /// (netem's, [`linkshare_core::impair`]); `None`: a plain delay line.
+    pub path: Option<linkshare_core::impair::ImpairSpec>,
+    /// `[[expect]]`: bounds on figures of the run, judged by `sim`, `lab` and `compare`.
+    pub expects: Vec<crate::expect::Expect>,
     /// Run the policy through the sharded HTB with this many shards, served in a fixed order
     /// from one thread ([`linkshare_core::shard::ShardedHtb`]); 0 or 1: one HTB. Not a key of
     /// the file: set by `linkshare sim --workers N`.

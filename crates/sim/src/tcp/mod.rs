@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | sender: ACK processing, sending, timers | [`sender`] | net/ipv4/tcp_input.c `tcp_ack`, tcp_output.c, tcp_timer.c |
 //! | recovery state machine (Open/Disorder/CWR/Recovery/Loss) | [`recovery`] | tcp_input.c `tcp_fastretrans_alert` |
+//! | undo of a spurious recovery by DSACK | `undo` | tcp_input.c `tcp_try_undo_dsack`, `tcp_undo_cwnd_reduction` |
 //! | SACK tagging, cumulative ACK, RTT samples | `sacktag` | tcp_input.c `tcp_sacktag_write_queue`, `tcp_clean_rtx_queue` |
 //! | retransmission queue + SACK scoreboard | [`scoreboard`] | RFC 6675 §4, tcp_input.c `tcp_sacktag_one` |
 //! | RACK-TLP loss detection | [`rack`] | RFC 8985, net/ipv4/tcp_recovery.c |
@@ -13,6 +14,7 @@
 //! | delivery-rate samples | [`rate`] | net/ipv4/tcp_rate.c |
 //! | pacing (when the controller asks) | [`pacing`] | tcp_output.c EDT pacing |
 //! | receiver: SACK/DSACK, delayed and quick ACKs, window | [`receiver`] | RFC 2018, RFC 2883, tcp_input.c |
+//! | ECN: ECT, CE echo (ECE), CWR | [`ecn`] | RFC 3168, tcp_input.c `__tcp_ecn_check_ce`, tcp_output.c `tcp_ecn_send` |
 //! | congestion controllers (Reno, CUBIC, BBR) | [`cc`] | net/ipv4/tcp_cong.c, tcp_cubic.c, tcp_bbr.c |
 //!
 //! Common ground: sequence numbers are byte offsets from 0; segments carry the timestamp option
@@ -21,6 +23,7 @@
 //! receiver sends no SACK blocks and the sender recovers as Linux does without SACK (NewReno).
 
 pub mod cc;
+pub mod ecn;
 pub mod pacing;
 pub mod prr;
 pub mod rack;
@@ -33,6 +36,7 @@ pub mod scoreboard;
 pub mod sender;
 #[cfg(test)]
 mod tests;
+mod undo;
 
 pub use receiver::{AckInfo, Receiver, DELACK_NS};
 pub use rtt::{INITIAL_RTO_NS, MAX_RTO_NS};

@@ -11,6 +11,10 @@
 //!   a later segment is delivered — when no reordering has been seen and either the connection is
 //!   in recovery or at least `reordering` (3, the duplicate threshold) segments are SACKed
 //!   (`tcp_rack_reo_wnd`): RFC 6675's IsLost with DupThresh, in RACK's terms.
+//! * The multiplier `steps` adapts to spurious retransmissions (`tcp_rack_update_reo_wnd`): an
+//!   ACK with a DSACK raises it by one (at most 255), at most once per round trip (a DSACK for
+//!   data delivered before the last raise is ignored); it stays raised for 16 recoveries, then
+//!   falls back to 1 if no DSACK came meanwhile.
 //! * A delivered retransmission whose RTT is below the minimum RTT was probably the original's
 //!   delivery and does not advance RACK.
 //! * Tail loss probe: when the sender is in Open or CWR with data in flight, a probe timer of
@@ -35,7 +39,16 @@ pub struct Rack {
     pub advanced: bool,
     /// Reordering-window multiplier (`rack.reo_wnd_steps`, raised by DSACKs).
     pub reo_wnd_steps: u32,
+    /// A DSACK arrived since the last update (`rack.dsack_seen`).
+    pub dsack_seen: bool,
+    /// `delivered` when the multiplier was last raised (`rack.last_delivered`).
+    pub last_delivered: u64,
+    /// Recoveries left before the multiplier falls back to 1 (`rack.reo_wnd_persist`).
+    pub reo_wnd_persist: u32,
 }
+
+/// `TCP_RACK_RECOVERY_THRESH`: recoveries a raised reordering window lasts.
+pub const RECOVERY_THRESH: u32 = 16;
 
 /// `tcp_skb_sent_after`: was `(t1, seq1)` sent after `(t2, seq2)`?
 #[inline]
@@ -63,6 +76,31 @@ impl Rack {
             self.mstamp = xmit;
             self.end_seq = end_seq;
         }
+    }
+
+    /// After an ACK's rate sample (`tcp_rack_update_reo_wnd`): `prior_delivered` is the
+    /// sample's (0: no sample), `delivered` the count now.
+    pub fn update_reo_wnd(&mut self, prior_delivered: u64, delivered: u64) {
+        if prior_delivered == 0 {
+            return;
+        }
+        if prior_delivered < self.last_delivered {
+            // Less than a round trip since the last raise.
+            self.dsack_seen = false;
+        }
+        if self.dsack_seen {
+            self.reo_wnd_steps = (self.reo_wnd_steps + 1).min(0xFF);
+            self.dsack_seen = false;
+            self.last_delivered = delivered;
+            self.reo_wnd_persist = RECOVERY_THRESH;
+        } else if self.reo_wnd_persist == 0 {
+            self.reo_wnd_steps = 1;
+        }
+    }
+
+    /// A recovery ended: one fewer before a raised window falls back.
+    pub fn recovery_done(&mut self) {
+        self.reo_wnd_persist = self.reo_wnd_persist.saturating_sub(1);
     }
 
     /// The reordering window (`tcp_rack_reo_wnd`).
@@ -142,6 +180,37 @@ mod tests {
             ..Rack::new()
         };
         assert_eq!(r4.reo_wnd(true, false, 0, 3, 40 * MS, 50 * MS), 50 * MS);
+    }
+
+    #[test]
+    fn dsacks_widen_the_window_once_per_round_trip_for_16_recoveries() {
+        let mut r = Rack::new();
+        r.dsack_seen = true;
+        r.update_reo_wnd(100, 110);
+        assert_eq!((r.reo_wnd_steps, r.last_delivered), (2, 110));
+        // A DSACK about data delivered before the raise: ignored.
+        r.dsack_seen = true;
+        r.update_reo_wnd(105, 115);
+        assert_eq!(r.reo_wnd_steps, 2);
+        r.dsack_seen = true;
+        r.update_reo_wnd(111, 130);
+        assert_eq!(r.reo_wnd_steps, 3);
+        assert_eq!(
+            r.reo_wnd(true, true, 10, 3, 40 * MS, 50 * MS),
+            30 * MS,
+            "min_rtt/4 · 3"
+        );
+        // No sample: nothing changes.
+        r.update_reo_wnd(0, 140);
+        assert_eq!(r.reo_wnd_steps, 3);
+        for _ in 0..15 {
+            r.recovery_done();
+            r.update_reo_wnd(150, 160);
+        }
+        assert_eq!(r.reo_wnd_steps, 3, "still within 16 recoveries");
+        r.recovery_done();
+        r.update_reo_wnd(170, 180);
+        assert_eq!(r.reo_wnd_steps, 1, "back to one");
     }
 
     #[test]

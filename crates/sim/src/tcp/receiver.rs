@@ -28,6 +28,8 @@
 
 use linkshare_core::packet::TcpInfo;
 
+use super::ecn::ReceiverEcn;
+
 /// `TCP_ATO_MIN` / `TCP_DELACK_MIN`: 40 ms.
 pub const DELACK_NS: u64 = 40_000_000;
 /// Largest delayed-ACK timeout of a receiver with no RTT estimate of its own (`HZ/2`).
@@ -61,6 +63,8 @@ pub struct AckInfo {
     pub tsecr: u64,
     /// Advertised window from `ack`, bytes.
     pub wnd: u64,
+    /// ECN-Echo: a CE mark was received and the sender has not yet answered with CWR.
+    pub ece: bool,
 }
 
 impl AckInfo {
@@ -74,7 +78,11 @@ impl AckInfo {
     pub fn tcp_info(&self) -> TcpInfo {
         let mut t = TcpInfo {
             ack: self.ack as u32,
-            flags: TcpInfo::ACK,
+            flags: if self.ece {
+                TcpInfo::ACK | TcpInfo::ECE
+            } else {
+                TcpInfo::ACK
+            },
             tstamp: Some(((self.tsval / 1000) as u32, (self.tsecr / 1000) as u32)),
             ..TcpInfo::default()
         };
@@ -123,6 +131,8 @@ pub struct Receiver {
     space: u64,
     space_seq: u64,
     space_time: u64,
+    /// ECN ([`super::ecn`]): off unless [`Receiver::with_ecn`].
+    pub ecn: ReceiverEcn,
 }
 
 impl Receiver {
@@ -161,6 +171,30 @@ impl Receiver {
             space: (10 * mss).min(INITIAL_WINDOW),
             space_seq: 0,
             space_time: 0,
+            ecn: ReceiverEcn::default(),
+        }
+    }
+
+    /// ECN negotiated on this connection (the flow's `ecn`).
+    pub fn with_ecn(mut self, ok: bool) -> Self {
+        self.ecn = ReceiverEcn::new(ok);
+        self
+    }
+
+    /// The ECN facts of the segment `[seq, seq+len)` about to be passed to
+    /// [`Receiver::on_segment`]: its IP ECN field and its CWR flag ([`super::ecn`]).
+    pub fn on_ecn(&mut self, field: u8, cwr: bool, seq: u64, len: u32) {
+        let act = self
+            .ecn
+            .on_segment(field, cwr, seq + u64::from(len) > self.rcv_nxt);
+        if act.quickack > 0 {
+            // `tcp_enter_quickack_mode(sk, 2)`.
+            let q = (self.window_now() / (2 * self.mss)).max(2) as u32;
+            self.quick = self.quick.max(q.min(act.quickack));
+            self.ato = DELACK_NS;
+        }
+        if act.ack_now && len > 0 {
+            self.ack_now = true;
         }
     }
 
@@ -434,6 +468,7 @@ impl Receiver {
             tsval: now,
             tsecr: self.ts_recent,
             wnd: self.right_edge - self.rcv_nxt,
+            ece: self.ecn.ece(),
             ..AckInfo::default()
         };
         let mut n = 0;
@@ -646,6 +681,7 @@ mod ack_filter_tests {
             sent_at: a.tsval,
             echo: 0,
             tcp: Some(a.tcp_info()),
+            cwr: false,
         }
     }
 

@@ -3,19 +3,19 @@
 //! `tcp_enter_loss`, and the non-SACK (NewReno) duplicate-ACK accounting.
 //!
 //! States (`CaState`): **Open** (nothing wrong), **Disorder** (SACKs or duplicate ACKs, nothing
-//! lost yet), **CWR** (a reduction after a loss detected by the tail loss probe), **Recovery**
+//! lost yet), **CWR** (a reduction after an ECN echo, [`super::ecn`], or after a loss detected by
+//! the tail loss probe), **Recovery**
 //! (fast recovery, entered as soon as a segment is marked lost; `ssthresh` from the controller,
 //! PRR shapes the window; it ends when `snd_una` passes `high_seq`, the `snd_nxt` at entry,
 //! with `cwnd = ssthresh`), **Loss** (after an RTO: every segment not SACKed and not sent within
 //! the last RACK RTT is lost, `cwnd = pipe + 1`, slow start; ends when `high_seq` is acknowledged).
 //!
-//! Not modelled: undo of spurious reductions (DSACK/timestamp undo, F-RTO): the simulated paths
-//! never reorder or delay a segment beyond the RTO, so a reduction is never spurious in practice;
-//! SACK reneging; ECN.
+//! A recovery found spurious by DSACKs is undone ([`super::undo`]). Not modelled: timestamp undo,
+//! F-RTO and undo after a timeout; SACK reneging.
 
 use super::cc::{CaState, CwndEvent};
 use super::sender::{
-    Sender, TimerKind, F_DATA_SACKED, F_LOST_RETRANS, F_NOT_DUP, F_SET_XMIT_TIMER,
+    Sender, TimerKind, F_DATA_SACKED, F_ECE, F_LOST_RETRANS, F_NOT_DUP, F_SET_XMIT_TIMER,
     F_SND_UNA_ADVANCED, REORDERING,
 };
 use super::{rack, sender::Segment};
@@ -58,7 +58,17 @@ impl Sender {
                 if *flag & F_SND_UNA_ADVANCED == 0 && !self.sack {
                     self.add_reno_sack(num_dupack);
                 }
+                if self.try_undo_dsack() {
+                    self.try_to_open(*flag, now);
+                }
                 self.identify_packet_loss(flag, now);
+                if self.ca_state != CaState::Recovery {
+                    // Undone: a new recovery only if a loss is evident.
+                    if self.sb.lost_out == 0 {
+                        return;
+                    }
+                    self.enter_recovery(now);
+                }
                 *rexmit = true;
                 return;
             }
@@ -79,7 +89,7 @@ impl Sender {
         }
         self.identify_packet_loss(flag, now);
         if self.sb.lost_out == 0 {
-            self.try_to_open(now);
+            self.try_to_open(*flag, now);
             return;
         }
         self.enter_recovery(now);
@@ -92,6 +102,8 @@ impl Sender {
         if self.snd_una == self.high_seq && !self.sack {
             return true;
         }
+        self.rack.recovery_done();
+        self.undo_at_recovery_end();
         self.set_state(CaState::Open, now);
         false
     }
@@ -101,14 +113,18 @@ impl Sender {
         if self.model_based {
             return;
         }
-        if self.w.ssthresh < u32::MAX {
+        if self.w.ssthresh < u32::MAX && self.reduction_stands() {
             self.w.cwnd = self.w.ssthresh.max(1);
         }
         let c = self.conn(now);
         self.cc.cwnd_event(CwndEvent::CompleteCwr, &c);
     }
 
-    fn try_to_open(&mut self, now: u64) {
+    /// `tcp_try_to_open`: an ECN echo starts a reduction ([`Sender::enter_cwr`]).
+    fn try_to_open(&mut self, flag: u32, now: u64) {
+        if flag & F_ECE != 0 {
+            self.enter_cwr(now);
+        }
         if self.ca_state != CaState::Cwr {
             self.try_keep_open(now);
         }
@@ -132,7 +148,15 @@ impl Sender {
         }
     }
 
-    /// `tcp_init_cwnd_reduction`.
+    /// `tcp_enter_cwr`: a reduction without loss (ECN), once: nothing while already reducing.
+    fn enter_cwr(&mut self, now: u64) {
+        if self.ca_state < CaState::Cwr {
+            self.init_cwnd_reduction(now);
+            self.set_state(CaState::Cwr, now);
+        }
+    }
+
+    /// `tcp_init_cwnd_reduction` (with `tcp_ecn_queue_cwr`).
     fn init_cwnd_reduction(&mut self, now: u64) {
         self.high_seq = self.snd_nxt;
         self.tlp_high_seq = 0;
@@ -141,11 +165,13 @@ impl Sender {
         let c = self.conn(now);
         self.w.ssthresh = self.cc.ssthresh(&self.w, &c);
         self.stats.cwnd_reductions += 1;
+        self.ecn.queue_cwr();
     }
 
     /// `tcp_enter_recovery`.
     pub(super) fn enter_recovery(&mut self, now: u64) {
         self.stats.fast_retransmits += 1;
+        self.init_undo();
         if !self.in_cwnd_reduction() {
             self.init_cwnd_reduction(now);
         }
@@ -185,6 +211,8 @@ impl Sender {
             self.reordering = self.reordering.min(REORDERING);
         }
         self.set_state(CaState::Loss, now);
+        // A timeout is never undone here (no F-RTO).
+        self.undo_marker = None;
         self.high_seq = self.snd_nxt;
         self.tlp_high_seq = 0;
     }

@@ -37,7 +37,9 @@ impl Sender {
         let mut n = 0;
         for (k, &(s, e)) in a.blocks().iter().enumerate() {
             if k == 0 && a.dsack {
+                // `tcp_check_dsack` → `tcp_dsack_seen`: RACK may widen its window.
                 flag |= F_DSACKING_ACK;
+                self.rack.dsack_seen = true;
                 continue;
             }
             if e <= self.snd_una || s >= e {

@@ -25,6 +25,7 @@
 //! recovery (`tcp_newreno_mark_lost`): RFC 6582 NewReno with PRR's window.
 
 use super::cc::{CaState, CongestionControl, ConnInfo, CwndEvent, RateSample, Window};
+use super::ecn::SenderEcn;
 use super::pacing::Pacing;
 use super::prr::Prr;
 use super::rack::{self, Rack};
@@ -43,6 +44,9 @@ pub struct Segment {
     pub retransmit: bool,
     /// Timestamp echo (TSecr): TSval of the latest ACK received.
     pub tsecr: u64,
+    /// ECN ([`super::ecn`]): sent ECT(0); carries the CWR flag.
+    pub ect: bool,
+    pub cwr: bool,
 }
 
 /// Counters of one sender.
@@ -57,6 +61,8 @@ pub struct SenderStats {
     /// Window reductions (recovery, timeout, TLP-detected loss).
     pub cwnd_reductions: u64,
     pub loss_probes: u64,
+    /// Recoveries undone as spurious (DSACK).
+    pub undos: u64,
 }
 
 /// Which of the sender's one transmission timer is pending (`icsk_pending`).
@@ -72,13 +78,14 @@ pub(super) const F_WIN_UPDATE: u32 = 0x02;
 pub(super) const F_DATA_ACKED: u32 = 0x04;
 pub(super) const F_RETRANS_DATA_ACKED: u32 = 0x08;
 pub(super) const F_DATA_SACKED: u32 = 0x20;
+pub(super) const F_ECE: u32 = 0x40;
 pub(super) const F_LOST_RETRANS: u32 = 0x80;
 pub(super) const F_SND_UNA_ADVANCED: u32 = 0x400;
 pub(super) const F_DSACKING_ACK: u32 = 0x800;
 pub(super) const F_SET_XMIT_TIMER: u32 = 0x1000;
 pub(super) const F_ACKED: u32 = F_DATA_ACKED;
 pub(super) const F_NOT_DUP: u32 = F_WIN_UPDATE | F_ACKED;
-pub(super) const F_CA_ALERT: u32 = F_DATA_SACKED | F_DSACKING_ACK;
+pub(super) const F_CA_ALERT: u32 = F_DATA_SACKED | F_ECE | F_DSACKING_ACK;
 pub(super) const F_FORWARD_PROGRESS: u32 = F_ACKED | F_DATA_SACKED;
 
 /// `net.ipv4.tcp_reordering` and `tcp_max_reordering`.
@@ -125,6 +132,13 @@ pub struct Sender {
     ts_recent: u64,
     pacing_wake: Option<u64>,
     pub stats: SenderStats,
+    pub ecn: SenderEcn,
+    /// Undo state ([`super::undo`]): `snd_una` at the start of the recovery (`None`: nothing
+    /// to undo), retransmissions not yet reported spurious, the window before.
+    pub(super) undo_marker: Option<u64>,
+    pub(super) undo_retrans: i64,
+    pub(super) prior_ssthresh: u32,
+    pub(super) prior_cwnd: u32,
 }
 
 impl Sender {
@@ -169,6 +183,11 @@ impl Sender {
             ts_recent: 0,
             pacing_wake: None,
             stats: SenderStats::default(),
+            ecn: SenderEcn::new(spec.ecn),
+            undo_marker: None,
+            undo_retrans: 0,
+            prior_ssthresh: 0,
+            prior_cwnd: 0,
         }
     }
 
@@ -307,11 +326,14 @@ impl Sender {
             let tx = self.rate.on_sent(now, prior_packets);
             self.sb.push(self.snd_nxt, len as u32, now, tx);
             self.pacing.on_sent(now, len as u32);
+            let (ect, cwr) = self.ecn.on_send(false);
             out.push(Segment {
                 seq: self.snd_nxt,
                 len: len as u32,
                 retransmit: false,
                 tsecr: self.ts_recent,
+                ect,
+                cwr,
             });
             self.stats.segments_sent += 1;
             self.snd_nxt += len;
@@ -392,9 +414,12 @@ impl Sender {
             len: s.len,
             retransmit: true,
             tsecr: self.ts_recent,
+            ect: false,
+            cwr: false,
         });
         self.stats.segments_sent += 1;
         self.stats.retransmits += 1;
+        self.undo_count_retransmit();
         self.lsndtime = now;
     }
 
@@ -543,6 +568,7 @@ impl Sender {
         if ack < prior_snd_una {
             // An old ACK may still carry SACK information.
             if self.sack && a.n_sacks > 0 {
+                self.undo_on_dsack(a, prior_snd_una);
                 let mut b = SampleBuilder::default();
                 let prior_delivered = self.rate.delivered;
                 flag |= self.sacktag(a, now, &mut b).0;
@@ -553,6 +579,9 @@ impl Sender {
                 }
             }
             return None;
+        }
+        if self.ecn.echo(a.ece) {
+            flag |= F_ECE;
         }
         if ack > prior_snd_una {
             flag |= F_SND_UNA_ADVANCED;
@@ -577,6 +606,7 @@ impl Sender {
         b.rs.prior_in_flight = self.sb.in_flight();
         let mut sack_rtt = (None, None);
         if self.sack && a.n_sacks > 0 {
+            self.undo_on_dsack(a, prior_snd_una);
             let (f, first, last) = self.sacktag(a, now, &mut b);
             flag |= f;
             sack_rtt = (first, last);
@@ -608,6 +638,8 @@ impl Sender {
         let lost = (self.lost - prior_lost) as u32;
         self.rate
             .generate(&mut b, now, delivered, lost, self.rtt.min_rtt());
+        self.rack
+            .update_reo_wnd(b.rs.prior_delivered, self.rate.delivered);
         self.cong_control(delivered, flag, &b.rs, now);
         if rexmit {
             self.xmit_retransmit_queue(now, out);

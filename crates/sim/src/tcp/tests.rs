@@ -20,6 +20,7 @@ fn spec(sack: bool, bytes: Option<u64>) -> TcpSpec {
         sack,
         min_rto: Duration::from_millis(200),
         init_cwnd: 10,
+        ecn: false,
     }
 }
 
@@ -324,4 +325,77 @@ fn stop_sends_notsent_lowat_rounded_up_then_finishes() {
     }
     assert_eq!(s.snd_nxt, (10 + tail) * MSS);
     assert!(s.finished());
+}
+
+/// `ack_at` with the ECN-Echo flag.
+fn ece_at(s: &mut Sender, now: u64, ack: u64) -> Vec<Segment> {
+    let a = AckInfo {
+        ack: ack * MSS,
+        tsval: now,
+        wnd: 1 << 20,
+        ece: true,
+        ..AckInfo::default()
+    };
+    let mut out = Vec::new();
+    s.on_ack(&a, now, &mut out);
+    out
+}
+
+#[test]
+fn ecn_echo_reduces_once_per_window_and_sends_cwr_once() {
+    let mut s = Sender::new(
+        &TcpSpec {
+            ecn: true,
+            ..spec(true, None)
+        },
+        MSS as u32,
+        Box::new(Reno::new()),
+    );
+    let mut out = Vec::new();
+    s.poll_send(0, &mut out);
+    assert!(out.iter().all(|x| x.ect && !x.cwr), "new data is ECT(0)");
+    ack_at(&mut s, 10 * MS, 2, &[]);
+    assert_eq!(s.cwnd(), 12);
+    // A CE mark echoed: CWR state, ssthresh halves, no retransmission.
+    let o = ece_at(&mut s, 10 * MS + 1, 3);
+    assert_eq!(s.ca_state(), CaState::Cwr);
+    assert_eq!(s.ssthresh(), 6);
+    assert_eq!(s.stats.cwnd_reductions, 1);
+    assert!(o.iter().all(|x| !x.retransmit));
+    // The next new segment carries CWR, once; the ones after do not.
+    let mut sent = o;
+    for k in 4..9 {
+        sent.extend(ece_at(&mut s, 10 * MS + k, k));
+    }
+    let cwr: Vec<bool> = sent.iter().map(|x| x.cwr).collect();
+    assert_eq!(cwr.iter().filter(|c| **c).count(), 1, "{cwr:?}");
+    assert!(sent.first().is_some_and(|x| x.cwr), "{cwr:?}");
+    // More echoes within the window: no second reduction.
+    assert_eq!(s.stats.cwnd_reductions, 1);
+    assert!(
+        s.cwnd() >= 6 && s.cwnd() < 12,
+        "PRR brings cwnd down, {}",
+        s.cwnd()
+    );
+    // Past high_seq without ECE: back to Open at ssthresh.
+    let top = s.snd_nxt / MSS;
+    ack_at(&mut s, 30 * MS, top, &[]);
+    assert_eq!(s.ca_state(), CaState::Open);
+    // ssthresh, plus the segment congestion avoidance adds for this (large) ACK.
+    assert!((6..=7).contains(&s.cwnd()), "{}", s.cwnd());
+    // A new echo in the next window is a new reduction.
+    let top = s.snd_nxt / MSS;
+    ece_at(&mut s, 40 * MS, top);
+    assert_eq!(s.stats.cwnd_reductions, 2);
+    assert_eq!(s.ca_state(), CaState::Cwr);
+}
+
+#[test]
+fn a_sender_without_ecn_ignores_ece() {
+    let (mut s, out) = sender(true, None);
+    assert!(out.iter().all(|x| !x.ect && !x.cwr));
+    ece_at(&mut s, 10 * MS, 2);
+    assert_eq!(s.ca_state(), CaState::Open);
+    assert_eq!(s.stats.cwnd_reductions, 0);
+    assert_eq!(s.cwnd(), 12);
 }
