@@ -244,11 +244,12 @@ fn run_sweep(
             return Ok(EXIT_FAILED);
         }
     };
+    let intervals = linkshare_sim::seeds::intervals(&result);
     if json {
         std::io::stdout().write_all(result.json()?.as_bytes())?;
     } else {
         print!("{}", result.render_table());
-        if let Some(ivs) = linkshare_sim::seeds::intervals(&result) {
+        if let Some(ivs) = &intervals {
             print!("\n{}", ivs.render_table());
         }
     }
@@ -258,7 +259,13 @@ fn run_sweep(
         (None, true) => None,
     };
     if let Some(dir) = dir {
-        match result.write(&dir) {
+        let written = result.write(&dir).and_then(|mut files| {
+            if let Some(ivs) = &intervals {
+                files.push(ivs.write(&dir)?);
+            }
+            Ok(files)
+        });
+        match written {
             Ok(files) => {
                 if !json {
                     println!(

@@ -99,7 +99,7 @@ pub(crate) enum Plan {
 /// A policy ready to install: how, its link layer and its text.
 pub(crate) struct Ready {
     pub plan: Plan,
-    pub link: crate::dir::LinkRules,
+    pub link: LinkRules,
     /// Whether the builder thread now holds this policy as the direction's running one (a
     /// build made elsewhere does not, and the thread must be told to forget its own).
     pub based: bool,
@@ -371,7 +371,7 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
             Plan::Rebuild(sched)
         }
     };
-    let link = crate::dir::LinkRules::of(&policy);
+    let link = LinkRules::of(&policy);
     let circuits = Some(crate::circuits::ids_of(&policy));
     let based = match base {
         Some(b) => {
@@ -416,7 +416,7 @@ fn prepare_change(c: ClassChange, base: Option<&mut Option<Policy>>) -> Result<R
         .map_err(Failure::Rejected)?;
     Ok(Ready {
         plan: Plan::Patch(patch::one_class(policy, id)),
-        link: crate::dir::LinkRules::of(policy),
+        link: LinkRules::of(policy),
         based: true,
         changed: Vec::new(),
         takeover: None,
@@ -440,6 +440,24 @@ pub(crate) fn sched_of(p: &Policy, text: &str) -> Result<Sched, String> {
                 .map_err(|e| crate::render_config_error(text, &e))?,
         )
     })
+}
+
+/// What a direction's policy says beyond its classes: the link layer under the shaper (tc-stab:
+/// a frame is charged `layer.size(frame length)`) and what becomes of frames that are not IP
+/// (`non_ip`). Installed with the policy's scheduler, on every reload path.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct LinkRules {
+    pub(crate) layer: linkshare_core::linklayer::LinkLayer,
+    pub(crate) non_ip: linkshare_config::NonIp,
+}
+
+impl LinkRules {
+    pub(crate) fn of(p: &linkshare_config::Policy) -> LinkRules {
+        LinkRules {
+            layer: p.link_layer(),
+            non_ip: p.non_ip(),
+        }
+    }
 }
 
 #[cfg(test)]

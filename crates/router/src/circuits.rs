@@ -4,8 +4,8 @@
 //! Principles: the ids belong to the policy, not to the scheduler, so the datapath never sees
 //! them. Whoever puts a policy into service records its ids here for its direction — the loop
 //! when it installs a build (reload.rs), the control thread of `--workers` when it cuts one —
-//! and whoever finishes a snapshot labels its rows from here (the stats plane, the control
-//! thread), one hash look-up per row, off the datapath. The ids are keyed by class name, so a
+//! and whoever finishes a snapshot labels its rows from here (`Snapshot::label_circuits`: the
+//! stats plane, the control thread), one hash look-up per row, off the datapath. The ids are keyed by class name, so a
 //! snapshot copied just before an install is labelled right for every class the two policies
 //! share; a policy without ids costs nothing per row.
 
@@ -13,8 +13,6 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use linkshare_config::Policy;
-
-use crate::control::snapshot::Snapshot;
 
 /// One policy's circuit ids: class name → id.
 pub(crate) type Ids = HashMap<Box<str>, Box<str>>;
@@ -45,19 +43,11 @@ impl Circuits {
         }
     }
 
-    /// Give every row of `snap` that is a subscriber with an id its `circuit_id`.
-    pub fn label(&self, snap: &mut Snapshot) {
-        let maps = match self.0.read() {
+    /// The ids each direction runs now (`Snapshot::label_circuits` labels rows with them).
+    pub fn current(&self) -> [Arc<Ids>; 2] {
+        match self.0.read() {
             Ok(g) => g.clone(),
             Err(poisoned) => poisoned.into_inner().clone(),
-        };
-        for (d, dir) in snap.directions.iter_mut().enumerate() {
-            let Some(m) = maps.get(d).filter(|m| !m.is_empty()) else {
-                continue;
-            };
-            for c in &mut dir.classes {
-                c.circuit_id = m.get(c.name.as_str()).map(|s| s.to_string());
-            }
         }
     }
 }
@@ -65,32 +55,15 @@ impl Circuits {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::control::snapshot::{ClassSnapshot, DirectionSnapshot};
 
     #[test]
-    fn rows_are_labelled_by_name_per_direction() {
+    fn ids_are_kept_per_direction() {
         let c = Circuits::default();
         let ids: Ids = [("alice".into(), "C-1".into())].into_iter().collect();
         c.set(0, Arc::new(ids));
-        let row = |n: &str| ClassSnapshot {
-            name: n.into(),
-            ..ClassSnapshot::default()
-        };
-        let dir = DirectionSnapshot {
-            classes: vec![row("root"), row("alice")],
-            ..DirectionSnapshot::default()
-        };
-        let mut s = Snapshot {
-            directions: vec![dir.clone(), dir],
-            ..Snapshot::default()
-        };
-        c.label(&mut s);
-        let got: Vec<Vec<Option<String>>> = s
-            .directions
-            .iter()
-            .map(|d| d.classes.iter().map(|r| r.circuit_id.clone()).collect())
-            .collect();
-        // Direction 1 has no ids recorded: unlabelled.
-        assert_eq!(got, [vec![None, Some("C-1".to_string())], vec![None, None]]);
+        c.set(7, Arc::new(Ids::new())); // no such direction: ignored
+        let [down, up] = c.current();
+        assert_eq!(down.get("alice").map(|s| &**s), Some("C-1"));
+        assert!(up.is_empty());
     }
 }

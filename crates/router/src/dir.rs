@@ -10,6 +10,8 @@ use std::collections::HashMap;
 use std::path::PathBuf;
 
 use linkshare_core::egress::{Egress, EgressConfig};
+
+pub(crate) use crate::builder::LinkRules;
 use linkshare_core::htb::Htb;
 use linkshare_core::qdisc::ClassView;
 use linkshare_core::{Qdisc, Time};
@@ -98,24 +100,6 @@ pub(crate) struct Dir {
     pub(crate) emu: Option<emulate::Emulator>,
     /// The policy's link layer and what becomes of non-IP frames.
     pub(crate) link: LinkRules,
-}
-
-/// What a direction's policy says beyond its classes: the link layer under the shaper (tc-stab:
-/// a frame is charged `layer.size(frame length)`) and what becomes of frames that are not IP
-/// (`non_ip`). Installed with the policy's scheduler, on every reload path.
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub(crate) struct LinkRules {
-    pub(crate) layer: linkshare_core::linklayer::LinkLayer,
-    pub(crate) non_ip: linkshare_config::NonIp,
-}
-
-impl LinkRules {
-    pub(crate) fn of(p: &linkshare_config::Policy) -> LinkRules {
-        LinkRules {
-            layer: p.link_layer(),
-            non_ip: p.non_ip(),
-        }
-    }
 }
 
 fn root_rate(s: &Sched) -> u64 {

@@ -251,7 +251,7 @@ impl Thread {
             ToPlane::Stat { id, select } => self.pending.push((id, select)),
             ToPlane::Copy(raw) => {
                 let mut snap = self.fin.finish(*raw);
-                self.circuits.label(&mut snap);
+                snap.label_circuits(&self.circuits);
                 self.seq += 1;
                 snap.seq = self.seq;
                 self.previous = self.current.replace(Arc::new(snap));

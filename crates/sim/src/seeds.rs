@@ -240,6 +240,14 @@ pub fn intervals(r: &SweepResult) -> Option<Intervals> {
 }
 
 impl Intervals {
+    /// Write `sweep-ci.csv` into `dir` (beside the sweep's own files).
+    pub fn write(&self, dir: &std::path::Path) -> std::io::Result<std::path::PathBuf> {
+        std::fs::create_dir_all(dir)?;
+        let p = dir.join("sweep-ci.csv");
+        std::fs::write(&p, self.csv())?;
+        Ok(p)
+    }
+
     /// `sweep-ci.csv`: one row per group, class or flow and figure: the other axes' labels,
     /// `kind`, `name`, `figure`, `n`, `mean`, `sd`, `ci95` (half-width), `low`, `high`.
     pub fn csv(&self) -> String {

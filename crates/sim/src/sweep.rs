@@ -713,21 +713,15 @@ impl SweepResult {
         Ok(s)
     }
 
-    /// Write `sweep.csv` and `sweep.json` into `dir` (created if missing), and
-    /// `sweep-ci.csv` when an axis sets the seed ([`crate::seeds::intervals`]).
+    /// Write `sweep.csv` and `sweep.json` into `dir` (created if missing). With an axis that
+    /// sets the seed, `crate::seeds::Intervals::write` adds `sweep-ci.csv`.
     pub fn write(&self, dir: &Path) -> std::io::Result<Vec<std::path::PathBuf>> {
         std::fs::create_dir_all(dir)?;
         let csv = dir.join("sweep.csv");
         std::fs::write(&csv, self.csv())?;
         let json = dir.join("sweep.json");
         std::fs::write(&json, self.json().map_err(std::io::Error::other)?)?;
-        let mut files = vec![csv, json];
-        if let Some(ivs) = crate::seeds::intervals(self) {
-            let ci = dir.join("sweep-ci.csv");
-            std::fs::write(&ci, ivs.csv())?;
-            files.push(ci);
-        }
-        Ok(files)
+        Ok(vec![csv, json])
     }
 }
 

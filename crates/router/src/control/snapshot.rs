@@ -334,6 +334,20 @@ pub struct PathDelaySnapshot {
 }
 
 impl Snapshot {
+    /// Give every row that is a subscriber with an id its `circuit_id` (circuits.rs), one hash
+    /// look-up per row; a direction without ids is left alone.
+    pub(crate) fn label_circuits(&mut self, circuits: &crate::circuits::Circuits) {
+        let maps = circuits.current();
+        for (d, dir) in self.directions.iter_mut().enumerate() {
+            let Some(m) = maps.get(d).filter(|m| !m.is_empty()) else {
+                continue;
+            };
+            for c in &mut dir.classes {
+                c.circuit_id = m.get(c.name.as_str()).map(|s| s.to_string());
+            }
+        }
+    }
+
     /// Everything but the directions' class rows (which a selection or the stats plane fills).
     pub fn clone_without_classes(&self) -> Snapshot {
         Snapshot {
@@ -419,5 +433,38 @@ pub(crate) fn finite(x: f64) -> f64 {
         x
     } else {
         0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::circuits::{Circuits, Ids};
+
+    #[test]
+    fn rows_are_labelled_with_circuit_ids_by_name_per_direction() {
+        let c = Circuits::default();
+        let ids: Ids = [("alice".into(), "C-1".into())].into_iter().collect();
+        c.set(0, std::sync::Arc::new(ids));
+        let row = |n: &str| ClassSnapshot {
+            name: n.into(),
+            ..ClassSnapshot::default()
+        };
+        let dir = DirectionSnapshot {
+            classes: vec![row("root"), row("alice")],
+            ..DirectionSnapshot::default()
+        };
+        let mut s = Snapshot {
+            directions: vec![dir.clone(), dir],
+            ..Snapshot::default()
+        };
+        s.label_circuits(&c);
+        let got: Vec<Vec<Option<String>>> = s
+            .directions
+            .iter()
+            .map(|d| d.classes.iter().map(|r| r.circuit_id.clone()).collect())
+            .collect();
+        // Direction 1 has no ids recorded: unlabelled.
+        assert_eq!(got, [vec![None, Some("C-1".to_string())], vec![None, None]]);
     }
 }

@@ -114,7 +114,7 @@ pub(crate) struct Install {
     pub dir: usize,
     pub shard: Shard<Frame>,
     pub steer: Arc<Steer>,
-    pub link: crate::dir::LinkRules,
+    pub link: crate::builder::LinkRules,
     pub text: String,
     pub origin: String,
     pub path: Option<std::path::PathBuf>,

@@ -25,7 +25,7 @@ use crate::{sys, wake, Dir, Options, RxSplit, Sched, Shaper};
 pub(crate) struct DirSpec {
     pub shard: Shard<Frame>,
     pub steer: Arc<Steer>,
-    pub link: crate::dir::LinkRules,
+    pub link: crate::builder::LinkRules,
     pub text: (String, String),
     pub path: Option<std::path::PathBuf>,
 }

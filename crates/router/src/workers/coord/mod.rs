@@ -227,7 +227,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             dirs[d] = Some(DirSpec {
                 shard,
                 steer: c.steer.clone(),
-                link: crate::dir::LinkRules::of(&c.policy),
+                link: crate::builder::LinkRules::of(&c.policy),
                 text: texts[d].clone().unwrap_or_default(),
                 path: paths[d].clone(),
             });
@@ -600,7 +600,7 @@ impl Coord {
         snap.kind = snap.directions.first().and_then(|d| d.kind.clone());
         // Live rates from successive merged snapshots (the workers measure none).
         self.rates.apply(&mut snap);
-        self.circuits.label(&mut snap);
+        snap.label_circuits(&self.circuits);
         if let Some(srv) = self.control.as_mut() {
             for (id, select) in g.waiting {
                 let line = Response::Stat(Box::new(select.apply(&snap))).to_line();

@@ -139,7 +139,7 @@ impl Coord {
         self.gen = gen;
         self.seq += 1;
         let seq = self.seq;
-        let link = crate::dir::LinkRules::of(&c.policy);
+        let link = crate::builder::LinkRules::of(&c.policy);
         // Labels follow the policy from now (a class the old and new share keeps its row's).
         self.circuits.set(b.dir, ids_of(&c.policy));
         for (w, shard) in self.workers.iter().zip(std::mem::take(&mut c.shards)) {
