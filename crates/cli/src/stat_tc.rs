@@ -17,7 +17,7 @@ use std::fmt::Write as _;
 
 use linkshare_interop::tc::export::{classid, leaf_handle};
 use linkshare_router::control::snapshot::{
-    ClassSnapshot, CurveSnapshot, DirectionSnapshot, HfscSnapshot,
+    CakeSnapshot, ClassSnapshot, CurveSnapshot, DirectionSnapshot, HfscSnapshot, TinSnapshot,
 };
 use linkshare_router::control::Snapshot;
 
@@ -99,6 +99,33 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
             size(q.backlog_bytes),
             q.backlog_packets
         );
+        if let Some(c) = &q.cake {
+            cake(out, c, "");
+        }
+    }
+    // The CAKE leaves, as `tc -s qdisc show` lists a class's leaf qdisc.
+    for c in d.classes.iter().filter(|c| c.cake.is_some()) {
+        let _ = writeln!(
+            out,
+            "qdisc cake {} parent {}  # {}",
+            leaf_handle(c.id as usize),
+            handle(c),
+            c.name
+        );
+        let _ = writeln!(
+            out,
+            " Sent {} bytes {} pkt (dropped {}, overlimits 0 requeues 0)",
+            c.sent_bytes, c.sent_packets, c.drops
+        );
+        let _ = writeln!(
+            out,
+            " backlog {} {}p requeues 0",
+            size(c.backlog_bytes),
+            c.backlog_packets
+        );
+        if let Some(k) = &c.cake {
+            cake(out, k, "");
+        }
     }
     if d.classes.is_empty() {
         return;
@@ -151,6 +178,83 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
         );
         let _ = writeln!(out, " tokens: {} ctokens: {}\n", c.tokens, c.ctokens);
     }
+}
+
+/// A time as tc-cake prints its tins' (iproute2 `sprint_time` of whole microseconds: three
+/// significant digits above a millisecond, `5ms`, `29.1ms`, `7.27ms`; `4us` below).
+pub fn cake_time(ns: u64) -> String {
+    let us = ns / 1000;
+    let g3 = |v: f64, unit: &str| {
+        let decimals = if v < 10.0 {
+            2
+        } else if v < 100.0 {
+            1
+        } else {
+            0
+        };
+        let t = format!("{v:.decimals$}");
+        let t = if t.contains('.') {
+            t.trim_end_matches('0').trim_end_matches('.')
+        } else {
+            &t
+        };
+        format!("{t}{unit}")
+    };
+    if us >= 1_000_000 {
+        g3(us as f64 / 1e6, "s")
+    } else if us >= 1000 {
+        g3(us as f64 / 1e3, "ms")
+    } else {
+        format!("{us}us")
+    }
+}
+
+/// CAKE's memory line and per-tin table as `tc -s qdisc show` prints them below a cake qdisc's
+/// counters (iproute2 q_cake.c: ten columns of row name, then one right-aligned column of
+/// twelve per tin), each line after `indent`.
+pub fn cake(out: &mut String, c: &CakeSnapshot, indent: &str) {
+    let _ = writeln!(
+        out,
+        "{indent} memory used: {} of {}\n",
+        size(c.memory_used),
+        size(c.memory_limit)
+    );
+    let _ = write!(out, "{indent}          ");
+    for t in &c.tins {
+        let _ = write!(out, " {:>12}", t.name);
+    }
+    out.push('\n');
+    type Cell = fn(&TinSnapshot) -> String;
+    let rows: [(&str, Cell); 20] = [
+        ("thresh", |t| rate(t.threshold_bps)),
+        ("target", |t| cake_time(t.target_ns)),
+        ("interval", |t| cake_time(t.interval_ns)),
+        ("pk_delay", |t| cake_time(t.peak_delay_ns)),
+        ("av_delay", |t| cake_time(t.avg_delay_ns)),
+        ("sp_delay", |t| cake_time(t.base_delay_ns)),
+        ("backlog", |t| size(t.backlog_bytes)),
+        ("pkts", |t| t.packets.to_string()),
+        ("bytes", |t| t.bytes.to_string()),
+        ("way_inds", |t| t.way_indirect_hits.to_string()),
+        ("way_miss", |t| t.way_misses.to_string()),
+        ("way_cols", |t| t.way_collisions.to_string()),
+        ("drops", |t| t.drops.to_string()),
+        ("marks", |t| t.marks.to_string()),
+        ("ack_drop", |t| t.ack_drops.to_string()),
+        ("sp_flows", |t| t.sparse_flows.to_string()),
+        ("bk_flows", |t| t.bulk_flows.to_string()),
+        ("un_flows", |t| t.unresponsive_flows.to_string()),
+        ("max_len", |t| t.max_len.to_string()),
+        ("quantum", |t| t.quantum.to_string()),
+    ];
+    for (name, cell) in rows {
+        let _ = write!(out, "{indent}  {name:<8}");
+        for t in &c.tins {
+            let _ = write!(out, " {:>12}", cell(t));
+        }
+        out.push('\n');
+    }
+    out.push('\n');
 }
 
 /// tc's time as `tc class show` prints a curve's `d` (`30.0ms`, `500us`).
@@ -331,5 +435,114 @@ mod tests {
             "{script}"
         );
         assert!(script.contains("parent 1:2 handle 3: "), "{script}");
+    }
+
+    /// `tc -s qdisc show` of the kernel's CAKE (Linux 6.1 in a user-mode-linux guest, iproute2
+    /// 6.1): `bandwidth 100mbit diffserv3`, after 20 pings of 1000 bytes and 5 marked EF.
+    const KERNEL_DIFFSERV3: &str = include_str!("../tests/fixtures/tc-s-qdisc-cake-diffserv3.txt");
+    /// The same qdisc replaced by `bandwidth 10mbit diffserv4` (counters carried over).
+    const KERNEL_DIFFSERV4: &str = include_str!("../tests/fixtures/tc-s-qdisc-cake-diffserv4.txt");
+
+    /// The lines of `text` from the tin table's head to its `quantum` row.
+    fn tin_table(text: &str) -> Vec<&str> {
+        let lines: Vec<&str> = text.lines().collect();
+        let start = lines
+            .iter()
+            .position(|l| l.contains("  thresh"))
+            .map(|i| i - 1);
+        let end = lines.iter().position(|l| l.starts_with("  quantum"));
+        match (start, end) {
+            (Some(s), Some(e)) if s <= e => lines[s..=e].to_vec(),
+            _ => panic!("no tin table in:\n{text}"),
+        }
+    }
+
+    /// The row `name` of a tin table, cells split.
+    fn row<'a>(table: &[&'a str], name: &str) -> Vec<&'a str> {
+        table
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(name))
+            .map(|l| l.split_whitespace().skip(1).collect())
+            .unwrap_or_else(|| panic!("no row {name}"))
+    }
+
+    /// The kernel's counters of the diffserv3 run, typed in as a snapshot's tins (Bulk, Best
+    /// Effort, Voice), render to the kernel's own table byte for byte.
+    #[test]
+    fn the_tin_table_has_the_kernels_layout() {
+        let tin = |name: &str, thresh: u64, quantum: u64| TinSnapshot {
+            name: name.to_string(),
+            threshold_bps: thresh,
+            target_ns: 5_000_000,
+            interval_ns: 100_000_000,
+            quantum,
+            ..TinSnapshot::default()
+        };
+        let mut bulk = tin("Bulk", 6_250_000, 300);
+        let mut be = tin("Best Effort", 100_000_000, 1514);
+        let mut voice = tin("Voice", 25_000_000, 762);
+        bulk.peak_delay_ns = 0;
+        (be.peak_delay_ns, voice.peak_delay_ns) = (4_900, 3_200);
+        (be.packets, be.bytes, voice.packets, voice.bytes) = (20, 20840, 6, 532);
+        (be.way_misses, voice.way_misses) = (1, 2);
+        (voice.sparse_flows, be.bulk_flows) = (1, 1);
+        (be.max_len, voice.max_len) = (1042, 98);
+        let snap = CakeSnapshot {
+            memory_used: 2304,
+            memory_limit: 5_000_000,
+            tins: vec![bulk, be, voice],
+        };
+        let mut text = String::new();
+        cake(&mut text, &snap, "");
+        assert_eq!(tin_table(&text), tin_table(KERNEL_DIFFSERV3), "{text}");
+        assert!(
+            KERNEL_DIFFSERV3.contains(text.lines().next().unwrap_or("?")),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn times_as_tc_cake_prints_them() {
+        for (ns, want) in [
+            (5_000_000, "5ms"),
+            (29_100_000, "29.1ms"),
+            (7_270_000, "7.27ms"),
+            (124_500_000, "124ms"),
+            (4_999, "4us"),
+            (0, "0us"),
+            (1_500_000_000, "1.5s"),
+        ] {
+            assert_eq!(cake_time(ns), want, "{ns}");
+        }
+    }
+
+    /// A CAKE root in linkshare with the kernel run's parameters: its thresholds, COBALT
+    /// parameters and quanta are the kernel's, tin by tin, in tc's order.
+    #[test]
+    fn a_cake_root_shows_the_kernels_tin_parameters() {
+        for (policy, kernel) in [
+            ("bandwidth = \"100mbit\"", KERNEL_DIFFSERV3),
+            (
+                "bandwidth = \"10mbit\", diffserv = \"diffserv4\"",
+                KERNEL_DIFFSERV4,
+            ),
+        ] {
+            let text = format!("qdisc = {{ type = \"cake\", {policy} }}\n");
+            let mut o = Offline::new(&text, "p.toml").unwrap_or_else(|d| panic!("{d}"));
+            let Response::Stat(s) = answer(&mut o, r#"{"v":1,"cmd":"stat"}"#) else {
+                panic!("no stat")
+            };
+            let out = render(&s);
+            assert!(out.contains("qdisc cake 1: root\n"), "{out}");
+            let (ours, theirs) = (tin_table(&out), tin_table(kernel));
+            assert_eq!(ours[0], theirs[0], "tin names");
+            for name in ["thresh", "target", "interval", "quantum"] {
+                assert_eq!(row(&ours, name), row(&theirs, name), "{name}:\n{out}");
+            }
+            // Nothing has been sent through ours: every counter row is zeros.
+            for name in ["pkts", "bytes", "drops", "bk_flows"] {
+                assert!(row(&ours, name).iter().all(|c| *c == "0"), "{name}:\n{out}");
+            }
+        }
     }
 }

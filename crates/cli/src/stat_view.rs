@@ -39,6 +39,13 @@ fn interface(out: &mut String, i: &InterfaceSnapshot) {
         i.non_ip_dropped,
         i.fragments
     );
+    if i.dscp_untrusted + i.dscp_washed > 0 {
+        let _ = writeln!(
+            out,
+            "  dscp: untrusted {} (classified as best effort), washed {}",
+            i.dscp_untrusted, i.dscp_washed
+        );
+    }
     let _ = writeln!(
         out,
         "  tx dropped: ring_full {} too_big {}; kicks {} (errors {}); rx ring drops {}, truncated {}; malformed {}",
@@ -76,6 +83,9 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
             let _ = write!(out, " marked {}", q.marked);
         }
         out.push('\n');
+        if let Some(c) = &q.cake {
+            crate::stat_tc::cake(out, c, "  ");
+        }
     }
     if (d.classes.len() as u64) < d.class_count {
         let _ = writeln!(
@@ -136,6 +146,10 @@ fn direction(out: &mut String, d: &DirectionSnapshot) {
                 let _ = write!(out, " et {} dt {}", us(h.et_ns), us(h.dt_ns));
             }
             out.push('\n');
+        }
+        if let Some(k) = &c.cake {
+            // The leaf CAKE's tins, as tc-cake prints them.
+            crate::stat_tc::cake(out, k, &format!("{indent}  "));
         }
     }
 }

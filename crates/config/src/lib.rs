@@ -44,6 +44,7 @@ mod params;
 mod raw;
 mod render;
 mod source;
+mod trust;
 mod validate;
 mod values;
 
@@ -360,6 +361,8 @@ pub struct Policy {
     warnings: Vec<Diagnostic>,
     /// `overhead`, `mpu`, `linklayer` (tc-stab).
     link: linkshare_core::linklayer::LinkLayer,
+    /// `trust_dscp`, `wash` (this side's: the upload side holds its `upload_*` values).
+    dscp: linkshare_core::trust::DscpTrust,
     /// The subscriber table (`subscribers = "…"`), if any.
     subscribers: Option<Box<Subscribers>>,
     /// The upload side, when the policy gives upload rates.
@@ -515,6 +518,12 @@ impl Policy {
         self.non_ip
     }
 
+    /// Whether the DSCP of the packets this side shapes classifies them, and whether it is
+    /// cleared (`trust_dscp`, `wash`; the upload side's `upload_trust_dscp`, `upload_wash`).
+    pub fn dscp_trust(&self) -> linkshare_core::trust::DscpTrust {
+        self.dscp
+    }
+
     /// HTB parameters (`r2q`, `mtu`).
     pub fn htb_params(&self) -> HtbParams {
         HtbParams {
@@ -567,19 +576,34 @@ impl Policy {
     /// One direction's tree and filters, with the link layer.
     fn render_one(&self) -> String {
         let tree = render::tree(self);
-        if self.link.is_identity() {
+        let mut line = String::new();
+        if !self.link.is_identity() {
+            // The link layer on the line after the root's, with what it does to a full packet.
+            let l = self.link;
+            line = format!(
+                "link layer {}  overhead={}  mpu={}  (a {}-byte packet is charged {} bytes)\n",
+                l.framing.name(),
+                l.overhead,
+                l.mpu,
+                self.mtu,
+                l.size(self.mtu)
+            );
+        }
+        let t = self.dscp;
+        if !t.trust || t.wash {
+            line.push_str(&format!(
+                "dscp {}{}\n",
+                if t.trust {
+                    "trusted"
+                } else {
+                    "not trusted (classified as 0)"
+                },
+                if t.wash { ", washed to 0" } else { "" }
+            ));
+        }
+        if line.is_empty() {
             return tree;
         }
-        // The link layer on the line after the root's, with what it does to a full packet.
-        let l = self.link;
-        let line = format!(
-            "link layer {}  overhead={}  mpu={}  (a {}-byte packet is charged {} bytes)\n",
-            l.framing.name(),
-            l.overhead,
-            l.mpu,
-            self.mtu,
-            l.size(self.mtu)
-        );
         match tree.find('\n') {
             Some(i) => format!("{}{line}{}", &tree[..=i], &tree[i + 1..]),
             None => format!("{tree}\n{line}"),

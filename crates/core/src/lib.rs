@@ -49,7 +49,8 @@
 //!   transport headers, parsed into a [`PacketMeta`]; the flow hash.
 //! * [`linklayer`]: the size a packet occupies on the link below the shaper (overhead, `mpu`,
 //!   ATM cells, PTM), as Linux's size tables compute it.
-//! * [`dscp`]: DiffServ code point names.
+//! * [`dscp`]: DiffServ code point names; [`trust`]: whose DSCP counts (a direction's
+//!   `trust_dscp` and `wash`, applied to a packet before it is classified).
 //! * [`classify`]: filters (DSCP, TOS, prefixes, protocol, port ranges) compiled into lookup
 //!   structures; first match in filter order wins, else the default class.
 //! * [`qdisc`]: the [`Qdisc`] interface, typed [`DropReason`]s, conserved [`QdiscStats`], the
@@ -88,6 +89,7 @@ pub mod qdisc;
 pub mod service_curve;
 pub mod shard;
 pub mod tree;
+pub mod trust;
 pub mod units;
 pub mod wire;
 

@@ -150,6 +150,17 @@ pub trait Packet: Send + 'static {
             _ => false,
         }
     }
+    /// Clear the DSCP, keeping ECN (CAKE's `wash`, a policy's `wash`); `true` if it was not 0.
+    /// Packet types that carry their header bytes rewrite them ([`crate::wire::wash_dscp`]).
+    fn wash_dscp(&mut self) -> bool {
+        match self.meta_mut() {
+            Some(m) if m.dscp() != 0 => {
+                m.tos &= 3;
+                true
+            }
+            _ => false,
+        }
+    }
 }
 
 impl Packet for PacketMeta {
@@ -170,5 +181,11 @@ impl<T: Packet + ?Sized> Packet for Box<T> {
     }
     fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
         (**self).meta_mut()
+    }
+    fn mark_ce(&mut self) -> bool {
+        (**self).mark_ce()
+    }
+    fn wash_dscp(&mut self) -> bool {
+        (**self).wash_dscp()
     }
 }

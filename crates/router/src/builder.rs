@@ -443,12 +443,14 @@ pub(crate) fn sched_of(p: &Policy, text: &str) -> Result<Sched, String> {
 }
 
 /// What a direction's policy says beyond its classes: the link layer under the shaper (tc-stab:
-/// a frame is charged `layer.size(frame length)`) and what becomes of frames that are not IP
-/// (`non_ip`). Installed with the policy's scheduler, on every reload path.
+/// a frame is charged `layer.size(frame length)`), what becomes of frames that are not IP
+/// (`non_ip`), and whether a packet's DSCP counts and is kept (`trust_dscp`, `wash`:
+/// linkshare_core::trust). Installed with the policy's scheduler, on every reload path.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub(crate) struct LinkRules {
     pub(crate) layer: linkshare_core::linklayer::LinkLayer,
     pub(crate) non_ip: linkshare_config::NonIp,
+    pub(crate) dscp: linkshare_core::trust::DscpTrust,
 }
 
 impl LinkRules {
@@ -456,6 +458,7 @@ impl LinkRules {
         LinkRules {
             layer: p.link_layer(),
             non_ip: p.non_ip(),
+            dscp: p.dscp_trust(),
         }
     }
 }

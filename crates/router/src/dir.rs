@@ -63,6 +63,10 @@ pub(crate) struct IfStats {
     pub(crate) malformed: HashMap<&'static str, u64>,
     /// IP packets with a parse issue that still were classified (`truncated_l4`, …).
     pub(crate) issues: HashMap<&'static str, u64>,
+    /// Packets whose non-zero DSCP was not used to classify them (`trust_dscp = false`), and
+    /// packets whose DSCP was cleared (`wash`).
+    pub(crate) dscp_untrusted: u64,
+    pub(crate) dscp_washed: u64,
     /// Frames that could not be queued for transmit on this interface, by reason.
     pub(crate) tx_ring_full: u64,
     pub(crate) tx_too_big: u64,

@@ -1,7 +1,7 @@
 //! A frame that owns its bytes, and its parsed description.
 
 use linkshare_core::packet::{Fragment, TcpInfo};
-use linkshare_core::wire::{self, ethertype, ParseError};
+use linkshare_core::wire::{self, ParseError};
 use linkshare_core::{Packet, PacketMeta};
 
 /// One Ethernet frame travelling through the shaper.
@@ -50,54 +50,6 @@ pub fn classify_frame_keyed(bytes: Vec<u8>, key: u64) -> Parsed {
     }
 }
 
-/// Offset of the IP header in an Ethernet frame (after VLAN tags and a PPPoE or MPLS
-/// encapsulation), if the frame is IP: where the parser found the header it classified.
-fn ip_offset(bytes: &[u8]) -> Option<(usize, u16)> {
-    wire::ip_offset(bytes)
-}
-
-/// Set ECN CE in the frame's IP header if it is ECN-capable; fixes the IPv4 header checksum.
-pub fn set_ce(bytes: &mut [u8]) -> bool {
-    let Some((ip, et)) = ip_offset(bytes) else {
-        return false;
-    };
-    match et {
-        ethertype::IPV4 => {
-            let Some(&vihl) = bytes.get(ip) else {
-                return false;
-            };
-            let hlen = usize::from(vihl & 0x0f) * 4;
-            if hlen < 20 || bytes.len() < ip + hlen {
-                return false;
-            }
-            let tos = bytes[ip + 1];
-            if !matches!(tos & 3, 1 | 2) {
-                return false;
-            }
-            bytes[ip + 1] = tos | 3;
-            bytes[ip + 10] = 0;
-            bytes[ip + 11] = 0;
-            let sum = wire::checksum::internet(&bytes[ip..ip + hlen]);
-            bytes[ip + 10..ip + 12].copy_from_slice(&sum.to_be_bytes());
-            true
-        }
-        ethertype::IPV6 => {
-            if bytes.len() < ip + 40 {
-                return false;
-            }
-            // Traffic class spans the low nibble of byte 0 and the high nibble of byte 1;
-            // ECN is bits 4-5 of byte 1.
-            let ecn = (bytes[ip + 1] >> 4) & 3;
-            if !matches!(ecn, 1 | 2) {
-                return false;
-            }
-            bytes[ip + 1] |= 0x30;
-            true
-        }
-        _ => false,
-    }
-}
-
 impl Packet for Frame {
     fn meta(&self) -> &PacketMeta {
         &self.meta
@@ -117,8 +69,16 @@ impl Packet for Frame {
         if !matches!(self.meta.ecn(), 1 | 2) {
             return false;
         }
-        if set_ce(&mut self.bytes) {
+        if wire::set_ce(&mut self.bytes) {
             self.meta.tos |= 3;
+            true
+        } else {
+            false
+        }
+    }
+    fn wash_dscp(&mut self) -> bool {
+        if self.meta.dscp() != 0 && wire::wash_dscp(&mut self.bytes) {
+            self.meta.tos &= 3;
             true
         } else {
             false
@@ -227,7 +187,7 @@ mod tests {
         // header and IP.
         let plain = ipv4_udp(0xb8 | 2);
         let mut f = plain[..12].to_vec();
-        f.extend_from_slice(&ethertype::PPPOE_SESSION.to_be_bytes());
+        f.extend_from_slice(&wire::ethertype::PPPOE_SESSION.to_be_bytes());
         f.extend_from_slice(&[0x11, 0x00, 0x00, 0x01, 0x00, 30, 0x00, 0x21]);
         f.extend_from_slice(&plain[14..]);
         let Parsed::Ip(mut p) = classify_frame(f) else {

@@ -396,6 +396,9 @@ impl Shaper {
             }
             Parsed::Ip(mut f) => {
                 f.meta.len = self.dirs[i].link.layer.size(f.meta.len);
+                let t = self.dirs[i].link.dscp.apply(&mut f);
+                self.ifs[i].dscp_untrusted += u64::from(t.ignored);
+                self.ifs[i].dscp_washed += u64::from(t.washed);
                 if f.meta.frag != Fragment::None {
                     self.ifs[i].fragments += 1;
                 }

@@ -46,8 +46,10 @@ pub(crate) fn diff(old: &Policy, new: &Policy) -> Option<Patch> {
         && new.root_leaf().is_none()
         && old.htb_params() == new.htb_params()
         && old.link_layer() == new.link_layer()
-        // A patch keeps the direction's link rules: a change of `non_ip` is a new tree.
+        // A patch keeps the direction's link rules: a change of `non_ip` or of the DSCP
+        // trust is a new tree.
         && old.non_ip() == new.non_ip()
+        && old.dscp_trust() == new.dscp_trust()
         && old.classes().len() == new.classes().len();
     if !same_frame {
         return None;

@@ -15,6 +15,8 @@
 //! * `reverse_and_delay`: the reverse policy and delay emulation (`--emulate`, `--path-delay`);
 //! * `control`: the control protocol and `stat`'s forms;
 //! * `malformed_and_exit`: namespace clean-up on panic, malformed frames, SIGHUP and SIGTERM;
+//! * `cake_stats`: a CAKE leaf's tins in `stat --json`, `stat --tc` and `/metrics`;
+//! * `dscp_trust`: the policy's `trust_dscp` and `wash` on EF-marked datagrams;
 //! * `link_faults`: IP fragments through several workers, a link that goes down and up, an
 //!   interface deleted and re-created, an MTU change;
 //! * `non_ip`: frames that are not IP shaped, passed or dropped as the policy's `non_ip` says;
@@ -27,9 +29,11 @@
 
 mod helpers;
 
+mod cake_stats;
 mod class_rates;
 mod control;
 mod datapath_thread;
+mod dscp_trust;
 mod fail_open;
 mod forwarding;
 mod link_faults;

@@ -230,6 +230,7 @@ pub(super) fn drr_tree(sink: &mut Sink, doc: &PolicyDoc, mtu: Option<u32>) -> Op
         filters,
         warnings: Vec::new(),
         link: Default::default(),
+        dscp: Default::default(),
         subscribers: None,
         upload: None,
         non_ip: Default::default(),

@@ -58,6 +58,10 @@ const TOP_KEYS: &[&str] = &[
     "subscribers",
     "hfsc_compat",
     "non_ip",
+    "trust_dscp",
+    "wash",
+    "upload_trust_dscp",
+    "upload_wash",
 ];
 
 /// Entry point: check `doc` (whose spans point into `text`) and build a [`Policy`].
@@ -106,6 +110,7 @@ pub(crate) fn validate(
     };
     let link = crate::link::read(&mut sink, entries);
     let non_ip = crate::non_ip::read(&mut sink, entries);
+    let trust = crate::trust::read(&mut sink, entries);
 
     let policy = match root {
         Some(Root::Htb) => tree(&mut sink, doc, QdiscKind::Htb, r2q, mtu, files),
@@ -137,10 +142,13 @@ pub(crate) fn validate(
             p.origin = origin.to_string();
             p.link = link.unwrap_or_default();
             p.non_ip = non_ip.unwrap_or_default();
+            let (down, up) = trust.unwrap_or_default();
+            p.dscp = down;
             if let Some(u) = p.upload.as_mut() {
                 u.origin = p.origin.clone();
                 u.link = p.link;
                 u.non_ip = p.non_ip;
+                u.dscp = up;
             }
             p.warnings = sink.finish();
             Ok(p)
@@ -271,6 +279,7 @@ fn leaf_root(
         filters: Vec::new(),
         warnings: Vec::new(),
         link: Default::default(),
+        dscp: Default::default(),
         subscribers: None,
         upload: None,
         non_ip: Default::default(),

@@ -128,6 +128,7 @@ pub(super) fn tree(
         filters: filter_infos,
         warnings: Vec::new(),
         link: Default::default(),
+        dscp: Default::default(),
         subscribers: None,
         upload: None,
         non_ip: Default::default(),

@@ -313,6 +313,16 @@ impl<P: Packet> Htb<P> {
         v / NBITS_PER_BYTE
     }
 
+    /// The leaf qdisc of class `c` when it is a boxed one (not an inline FIFO): for the stats
+    /// copy to read what only the discipline knows (CAKE's tins). O(1), no allocation.
+    pub fn leaf_qdisc(&self, c: ClassId) -> Option<&dyn Qdisc<P>> {
+        let cl = self.classes.get(c as usize)?;
+        match cl.kind {
+            LeafKind::Boxed => self.boxed.get(cl.boxed()).map(|b| b.as_ref()),
+            _ => None,
+        }
+    }
+
     /// Class `c`'s numbers in O(1), without its name and without allocating: what a reader
     /// copies class by class off a running scheduler (the router's stats plane copies a few
     /// thousand per loop turn). Unlike [`Qdisc::visit_classes`], the sends and backlog are the

@@ -198,6 +198,8 @@ pub trait Discipline<P: Packet> {
     fn visit_classes_inner(&self, _f: &mut dyn FnMut(&ClassView<'_>)) {}
     /// See [`Qdisc::extra_stats`].
     fn extra_stats_inner(&self, _f: &mut dyn FnMut(&'static str, f64)) {}
+    /// See [`Qdisc::visit_tins`].
+    fn visit_tins_inner(&self, _f: &mut dyn FnMut(&super::cake::TinView)) {}
     /// See [`Qdisc::release_hold`].
     fn release_hold_inner(&self) -> Option<Duration> {
         None
@@ -345,6 +347,9 @@ impl<P: Packet, D: Discipline<P> + Send> Qdisc<P> for D {
     }
     fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64)) {
         self.extra_stats_inner(f)
+    }
+    fn visit_tins(&self, f: &mut dyn FnMut(&super::cake::TinView)) {
+        self.visit_tins_inner(f)
     }
     fn release_hold(&self) -> Option<Duration> {
         self.release_hold_inner()

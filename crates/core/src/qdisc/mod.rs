@@ -358,6 +358,9 @@ pub trait Qdisc<P: Packet>: discipline::sealed::Sealed<P> + Send {
     /// stable snake_case names: e.g. CoDel's `sojourn_us`, RED's `avg_queue_bytes`, SFQ's
     /// `active_flows`. Shown by `stat`, sampled by the simulator. Default: none.
     fn extra_stats(&self, f: &mut dyn FnMut(&'static str, f64));
+    /// CAKE's tins, in the order `tc -s qdisc show` prints them ([`cake::TinView`]): the
+    /// per-tin table of `stat`. No allocation. Default: none (every other discipline).
+    fn visit_tins(&self, f: &mut dyn FnMut(&cake::TinView));
     /// A leaf with per-flow state built at its first packet ([`lazy`]): how long it must have
     /// been empty before [`Qdisc::release_state`] cannot change what it does next. `None`: no
     /// such state (FIFOs, classful schedulers).

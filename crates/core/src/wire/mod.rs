@@ -68,6 +68,7 @@ mod hash;
 pub mod ipv4;
 pub mod ipv6;
 pub mod tcp;
+pub mod tos;
 pub mod transport;
 
 use crate::packet::{Fragment, PacketMeta, L3};
@@ -81,6 +82,7 @@ pub use hash::flow_hash;
 pub use ipv4::Ipv4Packet;
 pub use ipv6::Ipv6Packet;
 pub use tcp::tcp_info;
+pub use tos::{rewrite_tos, set_ce, wash_dscp};
 
 /// Why a frame could not be parsed. Each variant has a stable [`name`](ParseError::name) usable
 /// as a counter label.

@@ -18,6 +18,8 @@
 //! * each class's numbers are read at one instant (one call), so every row is consistent in
 //!   itself; rows of different pieces are a few loop turns apart, as the subtree sums built
 //!   from them off the datapath (raw.rs: a class's own counters, summed by the plane);
+//! * a CAKE leaf that has had a packet adds its tins (at most 8 plain rows, [`raw::push_tins`])
+//!   to one vector per direction; other leaves add nothing;
 //! * names are copied with the first copy of each policy generation (and again when the number
 //!   of classes changed), within the same budget; a direction whose generation changes during
 //!   a copy is started over.
@@ -152,6 +154,7 @@ fn copy_batch(h: &linkshare_core::htb::Htb<crate::Frame>, from: u32, out: &mut R
             return c;
         };
         out.classes.push(of_counters(&v));
+        raw::push_tins(h, c, &mut out.tins);
         if let (Some(n), Some(name)) = (&mut out.names, h.class_name(c)) {
             n.push((c, name));
         }

@@ -17,7 +17,7 @@ use crate::Frame;
 const PER_SITE: usize = 300;
 
 /// An HTB of three sites of [`PER_SITE`] leaves each: pfifo leaves of 3 packets (drops come
-/// quickly) and every tenth an fq_codel (a boxed leaf).
+/// quickly), every tenth an fq_codel (a boxed leaf) and every 25th from the 5th a CAKE.
 fn policy() -> String {
     let mut s = String::from(
         "qdisc = \"htb\"\ndefault = \"s0l0\"\n[[class]]\nname = \"root\"\nrate = \"1gbit\"\n",
@@ -29,6 +29,8 @@ fn policy() -> String {
         for l in 0..PER_SITE {
             let leaf = if l % 10 == 0 {
                 "{ type = \"fq_codel\" }"
+            } else if l % 25 == 5 {
+                "{ type = \"cake\", diffserv = \"diffserv4\" }"
             } else {
                 "{ type = \"pfifo\", limit = 3 }"
             };
@@ -196,4 +198,47 @@ fn a_reload_during_a_copy_starts_its_direction_over_with_names() {
     let ids: Vec<u32> = raw.dirs[0].classes.iter().map(|r| r.id).collect();
     assert!(ids.iter().enumerate().all(|(i, id)| *id as usize == i));
     assert_eq!(raw.dirs[0].names.as_ref().map(Vec::len), Some(ids.len()));
+}
+
+/// Only CAKE leaves that have had a packet carry tins, four each (diffserv4) in tc's order,
+/// through the piecewise copy as through `visit_classes`; an idle CAKE leaf carries none.
+#[test]
+fn tins_are_copied_for_the_cake_leaves_that_had_packets() {
+    let mut s = sched();
+    let mut now = 0;
+    // Every other class gets traffic: some CAKE leaves do, the others stay idle.
+    traffic(htb(&mut s), 0, 2, 5, &mut now);
+    let mut cp = Copier::default();
+    let (raw, _) = copy_all(&mut cp, &s, 1);
+    assert!(!raw.dirs[0].tins.is_empty());
+    let snap = Finisher::default().finish(raw);
+    let rows = &snap.directions[0].classes;
+    let cake: Vec<&str> = rows
+        .iter()
+        .filter(|c| c.cake.is_some())
+        .map(|c| c.name.as_str())
+        .collect();
+    let want: Vec<String> = rows
+        .iter()
+        .filter(|c| {
+            let l: usize = c
+                .name
+                .rsplit('l')
+                .next()
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(1);
+            c.leaf && l % 25 == 5 && c.sent_packets + c.backlog_packets + c.drops > 0
+        })
+        .map(|c| c.name.clone())
+        .collect();
+    assert!(!want.is_empty());
+    assert_eq!(cake, want);
+    for c in rows.iter().filter_map(|c| c.cake.as_ref()) {
+        let names: Vec<&str> = c.tins.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["Bulk", "Best Effort", "Video", "Voice"]);
+        let be = &c.tins[1];
+        assert!(be.packets > 0 && be.bytes > 0, "{be:?}");
+        assert_eq!(c.memory_limit, 4 << 20);
+    }
+    assert_eq!(rows, &classes(&s));
 }

@@ -16,10 +16,12 @@
 
 use std::collections::HashMap;
 
+use linkshare_core::htb::Htb;
+use linkshare_core::qdisc::cake::TinView;
 use linkshare_core::qdisc::{Backlog, ClassMode, ClassStats, ClassView, Counter, DropCounts};
 use linkshare_core::tree::depth_first_order;
 
-use super::snapshot::{finite, ClassSnapshot, HfscSnapshot, Snapshot};
+use super::snapshot::{finite, CakeSnapshot, ClassSnapshot, HfscSnapshot, Snapshot};
 use super::stat::by_reason;
 use crate::Sched;
 
@@ -51,6 +53,9 @@ pub(crate) struct RawDir {
     pub gen: u64,
     pub names: Option<Vec<(u32, String)>>,
     pub classes: Vec<RawClass>,
+    /// The tins of the CAKE leaves that have had a packet, by class id, each leaf's together
+    /// in tc's order (one vector per direction that grows as it needs: no allocation per class).
+    pub tins: Vec<(u32, TinView)>,
     /// The rows hold each class's own sends and backlog, in id order (copier.rs): the
     /// subtrees' sums and the tree order are made by [`Finisher::finish`].
     pub own: bool,
@@ -166,8 +171,21 @@ pub(crate) fn copy(s: &Sched, gen: u64, with_names: bool) -> RawDir {
             avgidle_ns: c.avgidle_ns,
             hfsc: c.hfsc.map(Box::new),
         });
+        if let Sched::Htb(h) = s {
+            push_tins(h, c.id, &mut out.tins);
+        }
     });
     out
+}
+
+/// Append the tins of class `c`'s leaf when it is a CAKE that has had a packet. O(tins), no
+/// allocation but `out`'s own growth.
+pub(crate) fn push_tins(h: &Htb<crate::Frame>, c: u32, out: &mut Vec<(u32, TinView)>) {
+    if let Some(q) = h.leaf_qdisc(c) {
+        if q.stats().enqueued.packets > 0 {
+            q.visit_tins(&mut |t| out.push((c, *t)));
+        }
+    }
 }
 
 /// The names of one direction's classes by id, for the policy generation it last saw.
@@ -193,6 +211,13 @@ impl Namer {
             Some(Some(n)) => n.clone(),
             _ => format!("#{id}"),
         };
+        let mut cakes: HashMap<u32, CakeSnapshot> = HashMap::new();
+        for run in raw.tins.chunk_by(|a, b| a.0 == b.0) {
+            let tins: Vec<TinView> = run.iter().map(|t| t.1).collect();
+            if let (Some(&(id, _)), Some(c)) = (run.first(), CakeSnapshot::of(&tins)) {
+                cakes.insert(id, c);
+            }
+        }
         raw.classes
             .into_iter()
             .map(|c| ClassSnapshot {
@@ -224,6 +249,7 @@ impl Namer {
                 ctokens: c.ctokens,
                 avgidle_ns: c.avgidle_ns,
                 hfsc: c.hfsc.as_deref().map(HfscSnapshot::of),
+                cake: cakes.remove(&c.id),
             })
             .collect()
     }

@@ -142,6 +142,12 @@ pub struct InterfaceSnapshot {
     #[serde(default)]
     pub non_ip_dropped: u64,
     pub fragments: u64,
+    /// Packets arriving here whose non-zero DSCP did not classify them (the policy's
+    /// `trust_dscp = false`), and packets whose DSCP was cleared (`wash`).
+    #[serde(default)]
+    pub dscp_untrusted: u64,
+    #[serde(default)]
+    pub dscp_washed: u64,
     /// `tx_drops` summed.
     pub tx_errors: u64,
     pub tx_drops: TxDrops,
@@ -211,6 +217,107 @@ pub struct QdiscSnapshot {
     pub marked: u64,
     pub backlog_packets: u64,
     pub backlog_bytes: u64,
+    /// A CAKE root's tins; `None` for other schedulers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cake: Option<CakeSnapshot>,
+}
+
+/// A CAKE qdisc's memory and tins: what `tc -s qdisc show … cake` prints below its counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CakeSnapshot {
+    /// The most bytes held at once, and the limit (`memory used: … of …`).
+    pub memory_used: u64,
+    pub memory_limit: u64,
+    /// In the order tc prints them (diffserv3: Bulk, Best Effort, Voice).
+    pub tins: Vec<TinSnapshot>,
+}
+
+/// One CAKE tin, with tc-cake's column names in the comments.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TinSnapshot {
+    /// The column head (`Best Effort`, `Voice`, `Tin 3`).
+    pub name: String,
+    /// `thresh`: the tin's threshold rate, bit/s (0: unlimited).
+    pub threshold_bps: u64,
+    /// `target`, `interval`: COBALT's.
+    pub target_ns: u64,
+    pub interval_ns: u64,
+    /// `pk_delay`, `av_delay`, `sp_delay`: peak, average and sparse (base) sojourn estimates.
+    pub peak_delay_ns: u64,
+    pub avg_delay_ns: u64,
+    pub base_delay_ns: u64,
+    /// `backlog`.
+    pub backlog_bytes: u64,
+    /// `pkts`, `bytes`: enqueued.
+    pub packets: u64,
+    pub bytes: u64,
+    /// `way_inds`, `way_miss`, `way_cols`: the set-associative hash's indirect hits, misses
+    /// and collisions.
+    pub way_indirect_hits: u64,
+    pub way_misses: u64,
+    pub way_collisions: u64,
+    /// `drops` (AQM and overflow), `marks` (ECN CE), `ack_drop` (ACK filter).
+    pub drops: u64,
+    pub marks: u64,
+    pub ack_drops: u64,
+    /// `sp_flows`, `bk_flows`, `un_flows`: sparse, bulk and unresponsive flows now.
+    pub sparse_flows: u64,
+    pub bulk_flows: u64,
+    pub unresponsive_flows: u64,
+    /// `max_len`: the largest packet seen, bytes.
+    pub max_len: u64,
+    /// `quantum`: the tin's per-flow DRR quantum, bytes.
+    pub quantum: u64,
+}
+
+impl CakeSnapshot {
+    /// From the tins a CAKE qdisc visited (`Qdisc::visit_tins`); `None` when there are none.
+    pub fn of(tins: &[linkshare_core::qdisc::cake::TinView]) -> Option<CakeSnapshot> {
+        let first = tins.first()?;
+        Some(CakeSnapshot {
+            memory_used: first.memory_used,
+            memory_limit: first.memory_limit,
+            tins: tins.iter().map(TinSnapshot::of).collect(),
+        })
+    }
+
+    /// The tins of qdisc `q`, if it is a CAKE.
+    pub fn of_qdisc<P: linkshare_core::Packet>(
+        q: &dyn linkshare_core::qdisc::Qdisc<P>,
+    ) -> Option<CakeSnapshot> {
+        let mut v = Vec::new();
+        q.visit_tins(&mut |t| v.push(*t));
+        Self::of(&v)
+    }
+}
+
+impl TinSnapshot {
+    pub fn of(t: &linkshare_core::qdisc::cake::TinView) -> TinSnapshot {
+        let s = &t.stats;
+        TinSnapshot {
+            name: t.name.to_string(),
+            threshold_bps: t.threshold.bits_per_sec(),
+            target_ns: t.cparams.target.0,
+            interval_ns: t.cparams.interval.0,
+            peak_delay_ns: s.peak_delay,
+            avg_delay_ns: s.avge_delay,
+            base_delay_ns: s.base_delay,
+            backlog_bytes: u64::from(s.backlog),
+            packets: s.packets,
+            bytes: s.bytes,
+            way_indirect_hits: s.ways.hits,
+            way_misses: s.ways.misses,
+            way_collisions: s.ways.collisions,
+            drops: u64::from(s.dropped),
+            marks: u64::from(s.ecn_mark),
+            ack_drops: u64::from(s.ack_drops),
+            sparse_flows: u64::from(t.sparse_flows),
+            bulk_flows: u64::from(t.bulk_flows),
+            unresponsive_flows: u64::from(t.unresponsive_flows),
+            max_len: u64::from(s.max_skblen),
+            quantum: u64::from(t.flow_quantum),
+        }
+    }
 }
 
 /// One class (`ClassView`), with its live rate estimate.
@@ -255,6 +362,10 @@ pub struct ClassSnapshot {
     /// HFSC's curves and state; `None` for other schedulers.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hfsc: Option<HfscSnapshot>,
+    /// The leaf's CAKE tins, when the leaf is a CAKE that has had a packet (an idle one's
+    /// counters are all zero, and a policy of 100,000 such leaves copies nothing for them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cake: Option<CakeSnapshot>,
 }
 
 /// One two-piece service curve: `m1` bit/s for `d` ns, then `m2` bit/s.

@@ -10,8 +10,8 @@ use linkshare_core::qdisc::DropCounts;
 
 use super::raw::{self, Namer};
 use crate::control::snapshot::{
-    finite, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot, LatenessHist,
-    LatenessNs, LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
+    finite, CakeSnapshot, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot,
+    LatenessHist, LatenessNs, LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
 };
 use crate::{Hist, Sched, Shaper};
 
@@ -62,6 +62,8 @@ fn fill_qdisc(d: &mut DirectionSnapshot, s: &Sched) {
         marked: st.marked,
         backlog_packets: st.backlog.packets,
         backlog_bytes: st.backlog.bytes,
+        // Only a CAKE root has tins (at most 8: no allocation otherwise).
+        cake: CakeSnapshot::of_qdisc(s.qr()),
     });
 }
 
@@ -128,6 +130,8 @@ impl Shaper {
                     non_ip_shaped: s.non_ip_shaped,
                     non_ip_dropped: s.non_ip_dropped,
                     fragments: s.fragments,
+                    dscp_untrusted: s.dscp_untrusted,
+                    dscp_washed: s.dscp_washed,
                     tx_errors: s.tx_ring_full + s.tx_too_big,
                     tx_drops: TxDrops {
                         ring_full: s.tx_ring_full,

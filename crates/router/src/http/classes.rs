@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use super::metrics::{escape, ClassSeries};
 use super::Body;
-use crate::control::snapshot::{ClassSnapshot, Snapshot};
+use crate::control::snapshot::{CakeSnapshot, ClassSnapshot, Snapshot, TinSnapshot};
 
 /// About how many bytes a piece holds.
 pub const PIECE: usize = 256 << 10;
@@ -157,6 +157,182 @@ const FAMILIES: [Family; 13] = [
     ),
 ];
 
+/// One family of per-tin series of CAKE qdiscs: as [`Family`], valued per tin.
+struct TinFamily {
+    name: &'static str,
+    unit: Option<&'static str>,
+    help: &'static str,
+    counter: bool,
+    value: fn(&TinSnapshot) -> V,
+}
+
+const fn tfam(
+    name: &'static str,
+    unit: Option<&'static str>,
+    help: &'static str,
+    counter: bool,
+    value: fn(&TinSnapshot) -> V,
+) -> TinFamily {
+    TinFamily {
+        name,
+        unit,
+        help,
+        counter,
+        value,
+    }
+}
+
+const SECONDS: Option<&str> = Some("seconds");
+
+/// The per-tin families (tc-cake's table), after the per-class ones. A class's tins are
+/// carried when its series are (the same [`ClassSeries`] choice) and its leaf is a CAKE that
+/// has had a packet; a CAKE root's tins have `class=""`. Labels: the class's, and `tin`.
+const TIN_FAMILIES: [TinFamily; 15] = [
+    tfam(
+        "cake_tin_sent",
+        BYTES,
+        "Bytes enqueued in the CAKE tin",
+        true,
+        |t| V::U(t.bytes),
+    ),
+    tfam(
+        "cake_tin_sent_packets",
+        None,
+        "Packets enqueued in the CAKE tin",
+        true,
+        |t| V::U(t.packets),
+    ),
+    tfam(
+        "cake_tin_drops",
+        None,
+        "Packets the CAKE tin dropped (AQM and overflow)",
+        true,
+        |t| V::U(t.drops),
+    ),
+    tfam(
+        "cake_tin_marks",
+        None,
+        "Packets the CAKE tin marked ECN CE",
+        true,
+        |t| V::U(t.marks),
+    ),
+    tfam(
+        "cake_tin_ack_drops",
+        None,
+        "ACKs the CAKE tin's ACK filter dropped",
+        true,
+        |t| V::U(t.ack_drops),
+    ),
+    tfam(
+        "cake_tin_backlog",
+        BYTES,
+        "Bytes queued in the CAKE tin",
+        false,
+        |t| V::I(i(t.backlog_bytes)),
+    ),
+    tfam(
+        "cake_tin_threshold",
+        BPS,
+        "Rate above which the CAKE tin yields to the others",
+        false,
+        |t| V::F(t.threshold_bps as f64 / 8.0),
+    ),
+    tfam(
+        "cake_tin_peak_delay",
+        SECONDS,
+        "Peak sojourn time in the CAKE tin (pk_delay)",
+        false,
+        |t| V::F(t.peak_delay_ns as f64 / 1e9),
+    ),
+    tfam(
+        "cake_tin_avg_delay",
+        SECONDS,
+        "Average sojourn time in the CAKE tin (av_delay)",
+        false,
+        |t| V::F(t.avg_delay_ns as f64 / 1e9),
+    ),
+    tfam(
+        "cake_tin_sparse_delay",
+        SECONDS,
+        "Sparse flows' sojourn time in the CAKE tin (sp_delay)",
+        false,
+        |t| V::F(t.base_delay_ns as f64 / 1e9),
+    ),
+    tfam(
+        "cake_tin_sparse_flows",
+        None,
+        "Sparse flows in the CAKE tin",
+        false,
+        |t| V::I(i(t.sparse_flows)),
+    ),
+    tfam(
+        "cake_tin_bulk_flows",
+        None,
+        "Bulk flows in the CAKE tin",
+        false,
+        |t| V::I(i(t.bulk_flows)),
+    ),
+    tfam(
+        "cake_tin_unresponsive_flows",
+        None,
+        "Unresponsive flows in the CAKE tin",
+        false,
+        |t| V::I(i(t.unresponsive_flows)),
+    ),
+    tfam(
+        "cake_tin_way_misses",
+        None,
+        "Flow-table misses in the CAKE tin (way_miss)",
+        true,
+        |t| V::U(t.way_misses),
+    ),
+    tfam(
+        "cake_tin_way_collisions",
+        None,
+        "Flow-table collisions in the CAKE tin (way_cols)",
+        true,
+        |t| V::U(t.way_collisions),
+    ),
+];
+
+/// Families of either kind, by cursor position: the per-class ones, then the per-tin ones.
+const ALL_FAMILIES: usize = FAMILIES.len() + TIN_FAMILIES.len();
+
+/// A family's name, unit, help and type.
+fn meta(fam: usize) -> (&'static str, Option<&'static str>, &'static str, bool) {
+    match FAMILIES.get(fam) {
+        Some(f) => (f.name, f.unit, f.help, f.counter),
+        None => {
+            let t = &TIN_FAMILIES[fam - FAMILIES.len()];
+            (t.name, t.unit, t.help, t.counter)
+        }
+    }
+}
+
+fn push_value(s: &mut String, v: V) {
+    match v {
+        V::U(x) => push_u64(s, x),
+        V::I(x) => {
+            if x < 0 {
+                s.push('-');
+            }
+            push_u64(s, x.unsigned_abs());
+        }
+        V::F(x) => {
+            let _ = write!(s, "{x:?}");
+        }
+    }
+}
+
+/// One sample per tin of `c`: `name{labels,tin="…"} value`.
+fn push_tins(s: &mut String, name: &str, labels: &str, c: &CakeSnapshot, f: &TinFamily) {
+    for t in &c.tins {
+        let _ = write!(s, "{name}{{{labels},tin=\"{}\"}} ", escape(&t.name));
+        push_value(s, (f.value)(t));
+        s.push('\n');
+    }
+}
+
 /// `v` in decimal, without the formatting machinery (most of a scrape is these numbers).
 fn push_u64(s: &mut String, mut v: u64) {
     let mut buf = [0u8; 20];
@@ -187,11 +363,15 @@ pub struct ClassSeriesBody {
     /// Per direction: the rows carried (indices into its classes) and their label sets.
     rows: Vec<Vec<u32>>,
     labels: Vec<Vec<String>>,
-    /// The cursor: family, direction, position in `rows`; `fam == FAMILIES.len()`: done.
+    /// The cursor: family, direction, position in `rows` (per-tin families: 0 is the root's
+    /// tins, `k + 1` row `k`); `fam == end`: done.
     fam: usize,
     dir: usize,
     pos: usize,
     described: bool,
+    /// Where the cursor stops: after the per-tin families when a CAKE is in the snapshot,
+    /// else after the per-class ones.
+    end: usize,
     /// The current family's sample name (with `_total` on a counter).
     sample: String,
 }
@@ -209,7 +389,12 @@ impl ClassSeriesBody {
             .iter()
             .map(|d| which.pick_indices(&d.classes))
             .collect();
+        let cake = snap.directions.iter().any(|d| {
+            d.qdisc.as_ref().is_some_and(|q| q.cake.is_some())
+                || d.classes.iter().any(|c| c.cake.is_some())
+        });
         ClassSeriesBody {
+            end: if cake { ALL_FAMILIES } else { FAMILIES.len() },
             snap,
             openmetrics,
             head: Some(head),
@@ -260,22 +445,55 @@ impl ClassSeriesBody {
             .collect();
     }
 
-    /// `# HELP`, `# TYPE` (and in OpenMetrics `# UNIT`) of family `f`.
-    fn describe(&self, f: &Family, out: &mut String) {
-        let mut name = format!("linkshare_{}", f.name);
-        if let Some(u) = f.unit {
+    /// The samples of the current per-tin family at the cursor (position 0: the direction's
+    /// CAKE root; `k + 1`: row `k`), and the cursor moved on.
+    fn tin_samples(&mut self, s: &mut String) {
+        let f = &TIN_FAMILIES[self.fam - FAMILIES.len()];
+        let d = &self.snap.directions[self.dir];
+        let rows = &self.rows[self.dir];
+        if self.pos == 0 {
+            if let Some(c) = d.qdisc.as_ref().and_then(|q| q.cake.as_ref()) {
+                let direction = if self.dir == 0 { "forward" } else { "reverse" };
+                let l = format!(
+                    "dev=\"{}\",direction=\"{direction}\",class=\"\",parent=\"\"",
+                    escape(&d.to)
+                );
+                push_tins(s, &self.sample, &l, c, f);
+            }
+            self.pos = 1;
+            return;
+        }
+        let Some(&k) = rows.get(self.pos - 1) else {
+            self.dir += 1;
+            self.pos = 0;
+            return;
+        };
+        if let (Some(Some(c)), Some(l)) = (
+            d.classes.get(k as usize).map(|c| c.cake.as_ref()),
+            self.labels[self.dir].get(self.pos - 1),
+        ) {
+            push_tins(s, &self.sample, l, c, f);
+        }
+        self.pos += 1;
+    }
+
+    /// `# HELP`, `# TYPE` (and in OpenMetrics `# UNIT`) of family `fam`.
+    fn describe(&self, fam: usize, out: &mut String) {
+        let (fname, unit, help, counter) = meta(fam);
+        let mut name = format!("linkshare_{fname}");
+        if let Some(u) = unit {
             name.push('_');
             name.push_str(u);
         }
-        let kind = if f.counter { "counter" } else { "gauge" };
-        let meta = if f.counter && !self.openmetrics {
+        let kind = if counter { "counter" } else { "gauge" };
+        let meta = if counter && !self.openmetrics {
             format!("{name}_total")
         } else {
             name.clone()
         };
-        let _ = writeln!(out, "# HELP {meta} {}.", f.help);
+        let _ = writeln!(out, "# HELP {meta} {help}.");
         let _ = writeln!(out, "# TYPE {meta} {kind}");
-        if let (Some(u), true) = (f.unit, self.openmetrics) {
+        if let (Some(u), true) = (unit, self.openmetrics) {
             let _ = writeln!(out, "# UNIT {name} {u}");
         }
     }
@@ -288,17 +506,17 @@ impl Body for ClassSeriesBody {
             s.push_str(&h);
             self.make_labels();
         }
-        while s.len() < PIECE && self.fam < FAMILIES.len() {
-            let f = &FAMILIES[self.fam];
+        while s.len() < PIECE && self.fam < self.end {
+            let (fname, unit, _, counter) = meta(self.fam);
             if !self.described {
-                self.describe(f, &mut s);
+                self.describe(self.fam, &mut s);
                 self.described = true;
-                self.sample = format!("linkshare_{}", f.name);
-                if let Some(u) = f.unit {
+                self.sample = format!("linkshare_{fname}");
+                if let Some(u) = unit {
                     self.sample.push('_');
                     self.sample.push_str(u);
                 }
-                if f.counter {
+                if counter {
                     self.sample.push_str("_total");
                 }
             }
@@ -307,6 +525,11 @@ impl Body for ClassSeriesBody {
                 self.dir = 0;
                 self.pos = 0;
                 self.described = false;
+                continue;
+            };
+            let Some(f) = FAMILIES.get(self.fam) else {
+                // A per-tin family: the root's tins first (position 0), then the rows'.
+                self.tin_samples(&mut s);
                 continue;
             };
             let Some(&k) = rows.get(self.pos) else {
@@ -327,18 +550,7 @@ impl Body for ClassSeriesBody {
                     s.push('{');
                     s.push_str(l);
                     s.push_str("} ");
-                    match v(c) {
-                        V::U(x) => push_u64(&mut s, x),
-                        V::I(x) => {
-                            if x < 0 {
-                                s.push('-');
-                            }
-                            push_u64(&mut s, x.unsigned_abs());
-                        }
-                        V::F(x) => {
-                            let _ = write!(s, "{x:?}");
-                        }
-                    }
+                    push_value(&mut s, v(c));
                     s.push('\n');
                 }
                 None => {
@@ -349,7 +561,7 @@ impl Body for ClassSeriesBody {
             }
             self.pos += 1;
         }
-        let done = self.fam >= FAMILIES.len();
+        let done = self.fam >= self.end;
         if done {
             s.push_str(self.tail);
             self.tail = "";

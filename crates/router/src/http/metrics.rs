@@ -248,6 +248,12 @@ pub fn registry(s: &Snapshot) -> Registry {
         None,
     );
     let tx_d = counter(&mut r, "port_tx_drops", "Frames not sent, by reason", None);
+    let dscp = counter(
+        &mut r,
+        "port_rx_dscp",
+        "Packets received whose DSCP was not trusted (classified as 0) or was washed, by action",
+        None,
+    );
     let reloads = counter(&mut r, "reloads", "Policy reloads, by result", None);
     let up = fgauge(
         &mut r,
@@ -313,6 +319,11 @@ pub fn registry(s: &Snapshot) -> Registry {
         tx_p.get_or_create(&l).inc_by(p.tx_packets);
         tx_b.get_or_create(&l).inc_by(p.tx_bytes);
         ring.get_or_create(&l).inc_by(p.rx_ring_drops);
+        for (action, n) in [("untrusted", p.dscp_untrusted), ("washed", p.dscp_washed)] {
+            let mut la = l.clone();
+            la.push(("action", lv(action)));
+            dscp.get_or_create(&la).inc_by(n);
+        }
         for (reason, n) in [
             ("ring_full", p.tx_drops.ring_full),
             ("too_big", p.tx_drops.too_big),

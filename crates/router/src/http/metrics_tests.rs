@@ -312,3 +312,89 @@ fn count_in(t: &str, name: &str) -> usize {
         .filter(|l| l.starts_with(&format!("{name}{{")))
         .count()
 }
+
+/// A snapshot with a CAKE leaf (`sub`) and a CAKE root in the reverse direction.
+fn with_cake() -> Snapshot {
+    use crate::control::snapshot::{CakeSnapshot, QdiscSnapshot, TinSnapshot};
+    let tin = |name: &str, packets: u64| TinSnapshot {
+        name: name.into(),
+        packets,
+        bytes: packets * 1000,
+        peak_delay_ns: 2_500_000,
+        ..TinSnapshot::default()
+    };
+    let cake = CakeSnapshot {
+        memory_used: 3000,
+        memory_limit: 4 << 20,
+        tins: vec![tin("Bulk", 0), tin("Best Effort", 40), tin("Voice", 3)],
+    };
+    let mut s = snap();
+    s.directions[0].classes[1].leaf = true;
+    s.directions[0].classes[1].name = "sub".into();
+    s.directions[0].classes[1].cake = Some(cake.clone());
+    s.directions.push(DirectionSnapshot {
+        from: "eth1".into(),
+        to: "eth0".into(),
+        qdisc: Some(QdiscSnapshot {
+            cake: Some(cake),
+            ..QdiscSnapshot::default()
+        }),
+        ..DirectionSnapshot::default()
+    });
+    s
+}
+
+/// Each tin of a CAKE leaf and of a CAKE root is a series with the class's labels and `tin`,
+/// in whole families, in both formats; a scrape that leaves the leaf's class series out
+/// leaves its tins out too, and a snapshot without CAKE has no tin family at all.
+#[test]
+fn cake_tins_are_series_that_follow_the_class_choice() {
+    let s = with_cake();
+    let om = openmetrics_of(&s, ClassSeries::All);
+    let leaf = sample(
+        &om,
+        "linkshare_cake_tin_sent_packets_total",
+        "class=\"sub\",parent=\"root\",tin=\"Best Effort\"",
+    );
+    assert!(leaf.is_some_and(|l| l.ends_with(" 40")), "{om}");
+    let root = sample(
+        &om,
+        "linkshare_cake_tin_sent_packets_total",
+        "direction=\"reverse\",class=\"\",parent=\"\",tin=\"Voice\"",
+    );
+    assert!(root.is_some_and(|l| l.ends_with(" 3")), "{om}");
+    let delay = sample(
+        &om,
+        "linkshare_cake_tin_peak_delay_seconds",
+        "tin=\"Voice\"",
+    );
+    assert!(delay.is_some_and(|l| l.ends_with(" 0.0025")), "{om}");
+    assert!(om.contains("# UNIT linkshare_cake_tin_peak_delay_seconds seconds"));
+    // One family, one group: its samples are contiguous.
+    let lines: Vec<usize> = om
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.starts_with("linkshare_cake_tin_sent_packets_total{"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(lines.len(), 6, "{om}");
+    assert!(lines.windows(2).all(|w| w[1] == w[0] + 1), "{om}");
+    let t = text_004_of(&s, ClassSeries::All);
+    assert!(
+        t.contains("# TYPE linkshare_cake_tin_sent_packets_total counter"),
+        "{t}"
+    );
+
+    let parents = openmetrics_of(&s, ClassSeries::Parents);
+    assert!(
+        !parents.contains("class=\"sub\",parent=\"root\",tin="),
+        "{parents}"
+    );
+    assert!(
+        parents.contains("class=\"\",parent=\"\",tin=\"Voice\""),
+        "{parents}"
+    );
+    assert!(parents.ends_with("# EOF\n"));
+    let plain = openmetrics_of(&snap(), ClassSeries::All);
+    assert!(!plain.contains("linkshare_cake_tin"), "{plain}");
+}

@@ -65,6 +65,8 @@ fn add_interface(a: &mut InterfaceSnapshot, b: &InterfaceSnapshot) {
     a.non_ip_shaped += b.non_ip_shaped;
     a.non_ip_dropped += b.non_ip_dropped;
     a.fragments += b.fragments;
+    a.dscp_untrusted += b.dscp_untrusted;
+    a.dscp_washed += b.dscp_washed;
     a.tx_errors += b.tx_errors;
     a.tx_drops.ring_full += b.tx_drops.ring_full;
     a.tx_drops.too_big += b.tx_drops.too_big;

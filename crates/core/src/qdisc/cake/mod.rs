@@ -275,8 +275,9 @@ pub(crate) struct TinState<P> {
     pub(crate) table: TinTable<P>,
 }
 
-/// A tin's parameters and counters, for `stat` and `stat --tc`.
-#[derive(Clone, Debug)]
+/// A tin's parameters and counters, for `stat` and `stat --tc` (plain numbers: the stats copy
+/// takes them on the datapath, [`crate::qdisc::Qdisc::visit_tins`]).
+#[derive(Copy, Clone, Debug)]
 pub struct TinView {
     pub name: &'static str,
     /// The threshold rate; 0 when unlimited.
@@ -287,6 +288,10 @@ pub struct TinView {
     pub sparse_flows: u16,
     pub bulk_flows: u16,
     pub unresponsive_flows: u16,
+    /// The whole qdisc's most bytes held at once and its limit (`memory used: … of …`), the
+    /// same in every tin's view.
+    pub memory_used: u64,
+    pub memory_limit: u64,
 }
 
 /// The CAKE qdisc.
@@ -357,39 +362,39 @@ impl<P: crate::Packet> Cake<P> {
     /// The rate-derived parameters and DRR weight of tin `i` (`cake_set_rate`).
     pub(crate) fn tin_rate(&self, i: usize) -> (TinRate, u16) {
         let base = self.p.bandwidth.map_or(0, |r| r.bytes_per_sec());
-        let (rate, q) = self
-            .p
-            .diffserv
-            .shares(base)
-            .get(i)
-            .copied()
-            .unwrap_or((base, 1024));
+        let (rate, q) = self.p.diffserv.share(base, i).unwrap_or((base, 1024));
         (TinRate::new(rate, self.p.target, self.p.rtt), q)
     }
 
     /// Tins in the order `tc -s qdisc` prints them.
     pub fn tin_views(&self) -> Vec<TinView> {
+        let mut v = Vec::with_capacity(self.tins.len());
+        self.visit_tin_views(&mut |t| v.push(*t));
+        v
+    }
+
+    /// Each tin's view in the order `tc -s qdisc` prints them, without allocating.
+    pub fn visit_tin_views(&self, f: &mut dyn FnMut(&TinView)) {
         let names = self.p.diffserv.tin_names();
-        self.p
-            .diffserv
-            .display_order()
-            .iter()
-            .filter_map(|&i| {
-                let t = self.tins.get(i)?;
-                let (rate, _) = self.tin_rate(i);
-                let c = |f: fn(&TinState<P>) -> u16| t.s.as_deref().map_or(0, f);
-                Some(TinView {
-                    name: names.get(i).copied().unwrap_or("Tin"),
-                    threshold: Rate::bps(rate.rate_bps * 8),
-                    cparams: rate.cparams,
-                    flow_quantum: rate.flow_quantum,
-                    stats: t.stats,
-                    sparse_flows: c(|s| s.sparse_flow_count + s.decaying_flow_count),
-                    bulk_flows: c(|s| s.bulk_flow_count),
-                    unresponsive_flows: c(|s| s.unresponsive_flow_count),
-                })
-            })
-            .collect()
+        for &i in self.p.diffserv.display_order() {
+            let Some(t) = self.tins.get(i) else {
+                continue;
+            };
+            let (rate, _) = self.tin_rate(i);
+            let c = |f: fn(&TinState<P>) -> u16| t.s.as_deref().map_or(0, f);
+            f(&TinView {
+                name: names.get(i).copied().unwrap_or("Tin"),
+                threshold: Rate::bps(rate.rate_bps * 8),
+                cparams: rate.cparams,
+                flow_quantum: rate.flow_quantum,
+                stats: t.stats,
+                sparse_flows: c(|s| s.sparse_flow_count + s.decaying_flow_count),
+                bulk_flows: c(|s| s.bulk_flow_count),
+                unresponsive_flows: c(|s| s.unresponsive_flow_count),
+                memory_used: self.buffer_max_used,
+                memory_limit: self.buffer_limit,
+            });
+        }
     }
 
     /// Bytes this instance holds: itself, its tins and the flow tables in use.

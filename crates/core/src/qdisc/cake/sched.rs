@@ -32,9 +32,7 @@ impl<P: Packet> Cake<P> {
             _ => m.dscp(),
         };
         if self.p.wash && dscp != 0 && !matches!(m.l3, L3::Other(_)) {
-            if let Some(m) = pkt.meta_mut() {
-                m.tos &= 3;
-            }
+            pkt.wash_dscp();
         }
         self.p.diffserv.tin_of(dscp)
     }
@@ -439,6 +437,10 @@ impl<P: Packet> Discipline<P> for Cake<P> {
 
     fn kind_inner(&self) -> &'static str {
         "cake"
+    }
+
+    fn visit_tins_inner(&self, f: &mut dyn FnMut(&super::TinView)) {
+        self.visit_tin_views(f)
     }
 
     fn extra_stats_inner(&self, f: &mut dyn FnMut(&'static str, f64)) {

@@ -100,25 +100,29 @@ impl DiffservMode {
 
     /// `(threshold in bytes/s, tin_quantum)` of every tin for a base rate (0 = unlimited).
     pub fn shares(self, rate: u64) -> Vec<(u64, u16)> {
+        (0..self.tin_count())
+            .filter_map(|i| self.share(rate, i))
+            .collect()
+    }
+
+    /// `(threshold in bytes/s, tin_quantum)` of tin `i` for a base rate (0 = unlimited); `None`
+    /// past the last tin. No allocation (the stats copy calls it on the datapath).
+    pub fn share(self, rate: u64, i: usize) -> Option<(u64, u16)> {
+        const D3: [(u8, u16); 3] = [(0, 1024), (4, 64), (2, 256)];
+        const D4: [(u8, u16); 4] = [(0, 1024), (4, 64), (1, 512), (2, 256)];
+        let shifted = |t: &[(u8, u16)]| t.get(i).map(|&(sh, q)| (rate >> sh, q));
         match self {
-            DiffservMode::Besteffort => vec![(rate, 65535)],
-            DiffservMode::Diffserv3 => vec![(rate, 1024), (rate >> 4, 64), (rate >> 2, 256)],
-            DiffservMode::Diffserv4 => vec![
-                (rate, 1024),
-                (rate >> 4, 64),
-                (rate >> 1, 512),
-                (rate >> 2, 256),
-            ],
+            DiffservMode::Besteffort => (i == 0).then_some((rate, 65535)),
+            DiffservMode::Diffserv3 => shifted(&D3),
+            DiffservMode::Diffserv4 => shifted(&D4),
             DiffservMode::Diffserv8 | DiffservMode::Precedence => {
+                // Each tin has 7/8 of the one before, rate and quantum alike.
                 let (mut r, mut q) = (rate, 256u64);
-                (0..8)
-                    .map(|_| {
-                        let s = (r, q.max(1) as u16);
-                        r = (r * 7) >> 3;
-                        q = (q * 7) >> 3;
-                        s
-                    })
-                    .collect()
+                for _ in 0..i.min(8) {
+                    r = (r * 7) >> 3;
+                    q = (q * 7) >> 3;
+                }
+                (i < 8).then_some((r, q.max(1) as u16))
             }
         }
     }
