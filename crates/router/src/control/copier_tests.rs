@@ -227,7 +227,10 @@ fn tins_are_copied_for_the_cake_leaves_that_had_packets() {
                 .next()
                 .and_then(|n| n.parse().ok())
                 .unwrap_or(1);
-            c.leaf && l % 25 == 5 && l % 10 != 0 && c.sent_packets + c.backlog_packets + c.drops > 0
+            c.leaf
+                && l % 25 == 5
+                && !l.is_multiple_of(10)
+                && c.sent_packets + c.backlog_packets + c.drops > 0
         })
         .map(|c| c.name.clone())
         .collect();
