@@ -101,6 +101,14 @@ impl Netns {
         for d in ["x0", "x1", "y0", "y1"] {
             ns.ip(&["-n", &ns.name, "link", "set", d, "up"]);
         }
+        // veths come with rx-vlan offload on, which keeps `--io auto` off AF_XDP (VLAN tags
+        // would be stripped); these carry no VLANs, and the AF_XDP check below needs it off.
+        linkshare_lab::testbed::in_ns(&ns.name, || {
+            for d in ["x1", "y1"] {
+                linkshare_lab::testbed::set_rx_vlan_offload(d, false);
+            }
+        })
+        .unwrap_or_else(|e| panic!("{e}"));
         ns
     }
 

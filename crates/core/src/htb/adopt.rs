@@ -284,7 +284,11 @@ impl<P: Packet> Htb<P> {
             return;
         }
         let mut pkts = Vec::new();
-        self.drain_old(old, c, now, &mut pkts);
+        // What the old leaf drops while it drains is the class's too (`counters` was read
+        // before).
+        let drained_drops = self.drain_old(old, c, now, &mut pkts);
+        let k = &mut self.cold[n as usize];
+        k.drops = k.drops.wrapping_add(drained_drops as u32);
         let mut moved = Counter::default();
         pkts.iter().for_each(|p| moved.add(p.len()));
         // A leaf qdisc kept by name continues its own counters (drops by reason, marks).
@@ -307,18 +311,21 @@ impl<P: Packet> Htb<P> {
     }
 
     /// Empty old leaf `c` into `out`; what it drops on the way (an AQM still runs) becomes
-    /// ours, counted, with its marks.
-    fn drain_old(&mut self, old: &mut Htb<P>, c: u32, now: Time, out: &mut Vec<P>) {
+    /// ours, counted, with its marks. Returns how many packets it dropped.
+    fn drain_old(&mut self, old: &mut Htb<P>, c: u32, now: Time, out: &mut Vec<P>) -> u64 {
         if old.leaf_backlog(c).packets == 0 {
-            return;
+            return 0;
         }
         let marked = old.books.stats().marked;
         out.extend(old.drain_leaf(c, now));
+        let mut dropped = 0;
         while let Some(d) = old.books.take_dropped() {
             self.books.drop_victim(d);
+            dropped += 1;
         }
         self.books
             .mark(old.books.stats().marked.saturating_sub(marked));
+        dropped
     }
 
     /// What old class `c` stored as sent goes to the kept classes whose old counterparts are
