@@ -9,13 +9,14 @@
 //! in BQL, `netdev_tx_completed_queue`), then pulls.
 //!
 //! ```text
-//!  service(d) ──▶ egress_turn(now, ring room) ──▶ frames ──▶ TX ring / emulated line
-//!                      │ complete_until(now); pull_one … until Stop or no room
-//!                      ▼
-//!                 Turn { stop, next_wakeup } ──▶ the loop's deadline (timerfd / busy poll)
+//!  Dir::poll_transmit ──▶ egress_turn(now, ring room) ──▶ frames ──▶ TX ring / emulated line
+//!                              │ complete_until(now); pull_one … until Stop or no room
+//!                              ▼
+//!                         Turn { stop, next_wakeup } ──▶ Dir::next_wakeup (timerfd / busy poll)
 //! ```
 //!
-//! Times here are the scheduler's (ns since the shaper's epoch); the loop converts.
+//! Times are the shaper's one time base (clock.rs); the caller is a direction's datapath
+//! (datapath.rs).
 
 use linkshare_core::egress::{Egress, Pulled, Stop};
 use linkshare_core::packet::Packet;
