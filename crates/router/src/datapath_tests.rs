@@ -8,7 +8,7 @@ use linkshare_core::{Duration, Time};
 
 use super::*;
 use crate::emulate::{AddrKey, Emulator, LineSpec};
-use crate::frame::{classify_frame, Parsed};
+use crate::frame::{parse_frame, Parsed};
 use crate::FULL_FRAME;
 
 /// An HTB whose root and only leaf run at 8 Mbit/s (one byte a µs), a pfifo of `limit` frames.
@@ -37,7 +37,7 @@ fn frame(len: usize) -> Frame {
     spec.payload_len = len - 42;
     let mut bytes = Vec::new();
     wire::build_ethernet(&mut bytes, &spec);
-    match classify_frame(bytes) {
+    match parse_frame(bytes) {
         Parsed::Ip(f) => f,
         other => panic!("test frame did not parse: {other:?}"),
     }

@@ -81,7 +81,7 @@ mod tests {
     use linkshare_core::egress::EgressConfig;
     use linkshare_core::qdisc::fifo::{Fifo, FifoLimit};
 
-    use crate::frame::{classify_frame, Frame, Parsed};
+    use crate::frame::{parse_frame, Frame, Parsed};
 
     /// An IPv4/UDP frame padded to `len` bytes (charged its whole length).
     fn frame(len: usize) -> Option<Frame> {
@@ -97,7 +97,7 @@ mod tests {
         b[24..26].copy_from_slice(&sum.to_be_bytes());
         b[38..40].copy_from_slice(&8u16.to_be_bytes());
         b.resize(len, 0);
-        match classify_frame(b) {
+        match parse_frame(b) {
             Parsed::Ip(f) => Some(f),
             _ => None,
         }

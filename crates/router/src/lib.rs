@@ -59,7 +59,7 @@ use linkshare_core::Time;
 
 pub use control::call;
 pub use dir::{default_device_buffer, device_model, Sched, FULL_FRAME};
-pub use frame::{classify_frame, Frame, Parsed};
+pub use frame::{charged_len, parse_frame, Frame, Parsed};
 pub use hist::Hist;
 pub use options::{default_control, random_flow_key, Options, RxSplit, DEFAULT_RUN_DIR};
 pub use port::{PacketPort, Port, PortCounters, RxFrame, RxRingKind, TxDrop};
@@ -361,11 +361,10 @@ impl Shaper {
         self.ifs[i].rx_packets += 1;
         self.ifs[i].rx_bytes += bytes.len() as u64;
         let to = self.dirs[i].to;
-        match frame::classify_frame_keyed(bytes, self.opts.flow_key) {
-            Parsed::Other(mut f) => match self.dirs[i].link.non_ip {
+        match frame::parse_frame_keyed(bytes, self.opts.flow_key, &self.dirs[i].link.layer) {
+            Parsed::Other(f) => match self.dirs[i].link.non_ip {
                 NonIp::Shape if self.dirs[i].sched.is_some() => {
                     self.ifs[i].non_ip_shaped += 1;
-                    f.meta.len = self.dirs[i].link.layer.size(f.meta.len);
                     self.admit(i, f, now);
                 }
                 NonIp::Drop => {
@@ -382,7 +381,7 @@ impl Shaper {
                 *self.ifs[i].malformed.entry(e.name()).or_insert(0) += 1;
             }
             Parsed::Ip(mut f) => {
-                f.meta.len = self.dirs[i].link.layer.size(f.meta.len);
+                // Charged at parse (frame::charged_len); the DSCP trust before anything reads it.
                 let t = self.dirs[i].link.dscp.apply(&mut f);
                 self.ifs[i].dscp_untrusted += u64::from(t.ignored);
                 self.ifs[i].dscp_washed += u64::from(t.washed);

@@ -116,6 +116,18 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     }
 }
 
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Set the ECN codepoint (the two low bits of the traffic class, RFC 3168 §5; DSCP kept).
+    /// The traffic class spans the low nibble of byte 0 and the high nibble of byte 1, so ECN
+    /// is bits 4–5 of byte 1. IPv6 has no header checksum. On a shorter buffer nothing is
+    /// written.
+    pub fn set_ecn(&mut self, ecn: u8) {
+        if let Some(b) = self.buffer.as_mut().get_mut(field::VER_TC_FLOW + 1) {
+            *b = (*b & !0x30) | ((ecn & 3) << 4);
+        }
+    }
+}
+
 impl<'a> Ipv6Packet<&'a [u8]> {
     /// The payload length's bytes after the fixed header (padding excluded).
     pub fn payload(&self) -> &'a [u8] {
@@ -210,6 +222,17 @@ mod tests {
         p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1).octets());
         p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).octets());
         p
+    }
+
+    #[test]
+    fn set_ecn_writes_the_low_bits_of_the_traffic_class() {
+        let mut p = header(0, 59);
+        let mut ip = Ipv6Packet::new_checked(&mut p[..]).unwrap();
+        ip.set_ecn(3);
+        assert_eq!(ip.traffic_class(), 0xbb);
+        assert_eq!(ip.flow_label(), 0x12345, "flow label kept");
+        ip.set_ecn(1);
+        assert_eq!(ip.traffic_class(), 0xb9);
     }
 
     #[test]
