@@ -3,7 +3,8 @@
 //!
 //! ## Principles
 //! * **Sans-IO, like the core.** A [`Dir`] owns its scheduler, its device model
-//!   ([`crate::egress`]) and its emulated link ([`crate::emulate`]); it never reads a clock or
+//!   ([`crate::egress`]) and its emulated link ([`crate::emulate`], whose instants are the
+//!   same [`Time`]'s nanoseconds); it never reads a clock or
 //!   touches a socket. The driver — the single shaper or one worker of `--workers N`, which own
 //!   their directions alike — receives frames from a port, hands them in with the instant it read
 //!   ([`Dir::handle_frame`], [`Dir::handle_local`], then [`Dir::end_burst`]), asks what may
