@@ -62,29 +62,35 @@ pub fn parse_frame_keyed(bytes: Vec<u8>, key: u64, link: &LinkLayer) -> Parsed {
     }
 }
 
-/// Set ECN CE in the IP header the parser found (`meta.l3_offset`) if the packet is
-/// ECN-capable, through the header's writable view (IPv4's checksum is refilled).
-fn set_ce(bytes: &mut [u8], meta: &PacketMeta) -> bool {
-    let Some(ip) = bytes.get_mut(usize::from(meta.l3_offset)..) else {
-        return false;
-    };
+/// Replace the TOS (IPv4) or traffic class (IPv6) `t` of the IP header the parser found
+/// (`meta.l3_offset`) with `f(t)` when `f` gives one, through the header's writable view (IPv4's
+/// checksum is refilled); the new value when the header was rewritten.
+fn rewrite_tos(
+    bytes: &mut [u8],
+    meta: &PacketMeta,
+    f: impl FnOnce(u8) -> Option<u8>,
+) -> Option<u8> {
+    let ip = bytes.get_mut(usize::from(meta.l3_offset)..)?;
     match meta.l3 {
-        L3::Ipv4 => match Ipv4Packet::new_checked(ip) {
-            Ok(mut p) if matches!(p.tos() & 3, 1 | 2) => {
-                p.set_ecn(3);
-                true
-            }
-            _ => false,
-        },
-        L3::Ipv6 => match Ipv6Packet::new_checked(ip) {
-            Ok(mut p) if matches!(p.traffic_class() & 3, 1 | 2) => {
-                p.set_ecn(3);
-                true
-            }
-            _ => false,
-        },
-        L3::Other(_) => false,
+        L3::Ipv4 => {
+            let mut p = Ipv4Packet::new_checked(ip).ok()?;
+            let new = f(p.tos())?;
+            p.set_tos(new);
+            Some(new)
+        }
+        L3::Ipv6 => {
+            let mut p = Ipv6Packet::new_checked(ip).ok()?;
+            let new = f(p.traffic_class())?;
+            p.set_traffic_class(new);
+            Some(new)
+        }
+        L3::Other(_) => None,
     }
+}
+
+/// Set ECN CE if the packet is ECN-capable (ECT(0) or ECT(1)); `true` if it was marked.
+fn set_ce(bytes: &mut [u8], meta: &PacketMeta) -> bool {
+    rewrite_tos(bytes, meta, |t| matches!(t & 3, 1 | 2).then_some(t | 3)).is_some()
 }
 
 impl Packet for Frame {

@@ -156,11 +156,16 @@ impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
     /// header checksum. On a view that passed [`check_len`](Self::check_len); on a shorter
     /// buffer nothing is written.
     pub fn set_ecn(&mut self, ecn: u8) {
+        self.set_tos((self.tos() & !3) | (ecn & 3));
+    }
+
+    /// Set the whole TOS byte (DSCP and ECN) and refill the header checksum; on a buffer
+    /// shorter than the header nothing is written.
+    pub fn set_tos(&mut self, tos: u8) {
         let len = self.header_len();
         if len < HEADER_LEN || self.data().len() < len {
             return;
         }
-        let tos = (self.tos() & !3) | (ecn & 3);
         self.buffer.as_mut()[field::TOS] = tos;
         self.fill_checksum();
     }

@@ -118,13 +118,20 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
 
 impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
     /// Set the ECN codepoint (the two low bits of the traffic class, RFC 3168 §5; DSCP kept).
-    /// The traffic class spans the low nibble of byte 0 and the high nibble of byte 1, so ECN
-    /// is bits 4–5 of byte 1. IPv6 has no header checksum. On a shorter buffer nothing is
-    /// written.
+    /// The traffic class spans the low nibble of byte 0 and the high nibble of byte 1
+    /// (RFC 8200 §3); IPv6 has no header checksum. On a shorter buffer nothing is written.
     pub fn set_ecn(&mut self, ecn: u8) {
-        if let Some(b) = self.buffer.as_mut().get_mut(field::VER_TC_FLOW + 1) {
-            *b = (*b & !0x30) | ((ecn & 3) << 4);
-        }
+        self.set_traffic_class((self.traffic_class() & !3) | (ecn & 3));
+    }
+
+    /// Set the whole traffic class (DSCP and ECN), keeping the version and the flow label; on a
+    /// buffer shorter than the fixed header nothing is written.
+    pub fn set_traffic_class(&mut self, tc: u8) {
+        let Some(b) = self.buffer.as_mut().get_mut(..HEADER_LEN) else {
+            return;
+        };
+        b[field::VER_TC_FLOW] = (b[field::VER_TC_FLOW] & 0xf0) | (tc >> 4);
+        b[field::VER_TC_FLOW + 1] = (b[field::VER_TC_FLOW + 1] & 0x0f) | (tc << 4);
     }
 }
 
@@ -233,6 +240,9 @@ mod tests {
         assert_eq!(ip.flow_label(), 0x12345, "flow label kept");
         ip.set_ecn(1);
         assert_eq!(ip.traffic_class(), 0xb9);
+        ip.set_traffic_class(0x2a);
+        assert_eq!((ip.version(), ip.traffic_class()), (6, 0x2a));
+        assert_eq!(ip.flow_label(), 0x12345);
     }
 
     #[test]
