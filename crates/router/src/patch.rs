@@ -209,11 +209,7 @@ pub(crate) fn takeover(old: &Policy, new: &Policy) -> Takeover {
         kept: (old.classes().len() - removed.len()) as u64,
         added,
         removed,
-        root_ceil: new
-            .classes()
-            .iter()
-            .filter(|c| c.parent_id.is_none())
-            .fold(0u64, |s, c| s.saturating_add(c.ceil.bits_per_sec())),
+        root_ceil: new.root_rate().0,
     }
 }
 
