@@ -200,3 +200,18 @@ fn a_late_poll_replays_the_missed_stretch() {
         "{lost_sent} without replay vs {on_time}"
     );
 }
+
+#[test]
+fn the_memory_bound_trims_a_burst_before_it_is_offered() {
+    let mut d = htb(100);
+    let mut spare = 0;
+    for _ in 0..5 {
+        assert!(d
+            .handle_frame(frame(100), Time(0), &mut |_| spare += 1)
+            .is_none());
+    }
+    assert_eq!(d.trim_burst(3, &mut |_| spare += 1), 2);
+    assert_eq!(d.trim_burst(3, &mut |_| spare += 1), 0, "within the room");
+    d.end_burst(Time(0), &mut |_| spare += 1);
+    assert_eq!((spare, d.backlog_packets()), (2, 3));
+}
