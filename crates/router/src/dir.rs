@@ -111,7 +111,7 @@ pub(crate) struct Dir {
     /// class names again (control/raw.rs) and nothing else has to walk the classes.
     pub(crate) gen: u64,
     pub(crate) emu: Option<emulate::Emulator>,
-    /// The policy's link layer and what becomes of non-IP frames.
+    /// The policy's link layer, what becomes of non-IP frames, and its DSCP trust.
     pub(crate) link: LinkRules,
 }
 

@@ -1,10 +1,11 @@
 //! A frame that owns its bytes, and its parsed description: parsed once ([`parse_frame_keyed`]),
-//! charged in one place ([`charged_len`]), its IP header written through the wire's writable
-//! views where the parser found it (ECN marking).
+//! charged in one place ([`charged_len`]), its TOS / traffic class rewritten (ECN marking, DSCP
+//! washing) by the wire's one header writer (`linkshare_core::wire::tos`) where the parser
+//! found the IP header.
 
 use linkshare_core::linklayer::LinkLayer;
 use linkshare_core::packet::{Fragment, TcpInfo, L3};
-use linkshare_core::wire::{self, Ipv4Packet, Ipv6Packet, ParseError};
+use linkshare_core::wire::{self, ParseError};
 use linkshare_core::{Packet, PacketMeta};
 
 /// One Ethernet frame travelling through the shaper.
@@ -41,7 +42,7 @@ pub fn parse_frame(bytes: Vec<u8>) -> Parsed {
 }
 
 /// Parse a received frame once: its metadata records where the IP header is
-/// (`meta.l3_offset`, for [`Frame::mark_ce`] and [`Frame::tcp`]) and what it is charged
+/// (`meta.l3_offset`, for [`Frame::mark_ce`], [`Frame::wash_dscp`] and [`Frame::tcp`]) and what it is charged
 /// ([`charged_len`] under `link`). The flow hash is keyed by `key` (the shaper's, drawn at
 /// random at start: [`crate::Options::flow_key`]), so that the per-flow queues a frame lands in
 /// cannot be predicted from outside. Classification is the scheduler's (or, with workers, the
@@ -60,37 +61,6 @@ pub fn parse_frame_keyed(bytes: Vec<u8>, key: u64, link: &LinkLayer) -> Parsed {
         }
         Err(e) => Parsed::Malformed(e),
     }
-}
-
-/// Replace the TOS (IPv4) or traffic class (IPv6) `t` of the IP header the parser found
-/// (`meta.l3_offset`) with `f(t)` when `f` gives one, through the header's writable view (IPv4's
-/// checksum is refilled); the new value when the header was rewritten.
-fn rewrite_tos(
-    bytes: &mut [u8],
-    meta: &PacketMeta,
-    f: impl FnOnce(u8) -> Option<u8>,
-) -> Option<u8> {
-    let ip = bytes.get_mut(usize::from(meta.l3_offset)..)?;
-    match meta.l3 {
-        L3::Ipv4 => {
-            let mut p = Ipv4Packet::new_checked(ip).ok()?;
-            let new = f(p.tos())?;
-            p.set_tos(new);
-            Some(new)
-        }
-        L3::Ipv6 => {
-            let mut p = Ipv6Packet::new_checked(ip).ok()?;
-            let new = f(p.traffic_class())?;
-            p.set_traffic_class(new);
-            Some(new)
-        }
-        L3::Other(_) => None,
-    }
-}
-
-/// Set ECN CE if the packet is ECN-capable (ECT(0) or ECT(1)); `true` if it was marked.
-fn set_ce(bytes: &mut [u8], meta: &PacketMeta) -> bool {
-    rewrite_tos(bytes, meta, |t| matches!(t & 3, 1 | 2).then_some(t | 3)).is_some()
 }
 
 impl Packet for Frame {
@@ -112,7 +82,7 @@ impl Packet for Frame {
         if !matches!(self.meta.ecn(), 1 | 2) {
             return false;
         }
-        if set_ce(&mut self.bytes, &self.meta) {
+        if wire::set_ce(&mut self.bytes, &self.meta) {
             self.meta.tos |= 3;
             true
         } else {
@@ -120,7 +90,7 @@ impl Packet for Frame {
         }
     }
     fn wash_dscp(&mut self) -> bool {
-        if self.meta.dscp() != 0 && wire::wash_dscp(&mut self.bytes) {
+        if self.meta.dscp() != 0 && wire::wash_dscp(&mut self.bytes, &self.meta) {
             self.meta.tos &= 3;
             true
         } else {
@@ -227,7 +197,7 @@ mod tests {
     }
 
     #[test]
-    fn pppoe_frames_are_shaped_and_marked_inside() {
+    fn pppoe_frames_are_shaped_marked_and_washed_inside() {
         // The same UDP packet inside a PPPoE session (RFC 2516): 8 bytes between the Ethernet
         // header and IP.
         let plain = ipv4_udp(0xb8 | 2);
@@ -244,6 +214,12 @@ mod tests {
         assert!(p.mark_ce());
         assert_eq!(p.bytes[23] & 3, 3, "CE in the inner IP header");
         assert_eq!(wire::checksum::internet(&p.bytes[22..42]), 0);
+        // Washed by the same writer at the same offset: DSCP cleared, CE kept, in the header and
+        // in the metadata the classifier reads.
+        assert!(p.wash_dscp());
+        assert_eq!((p.bytes[23], p.meta.tos), (3, 3));
+        assert_eq!(wire::checksum::internet(&p.bytes[22..42]), 0);
+        assert!(!p.wash_dscp(), "nothing left to wash");
     }
 
     #[test]
