@@ -537,6 +537,18 @@ impl Policy {
         &self.classes
     }
 
+    /// The root's rate: the sum of the top-level classes' ceilings (saturating), the rate the
+    /// whole tree may send at. The one place it is computed (the router's device model and
+    /// patches, the line-rate and link-rate warnings).
+    pub fn root_rate(&self) -> Rate {
+        Rate(
+            self.classes
+                .iter()
+                .filter(|c| c.parent_id.is_none())
+                .fold(0u64, |s, c| s.saturating_add(c.ceil.0)),
+        )
+    }
+
     /// Filters in file order (first match wins).
     pub fn filters(&self) -> &[FilterInfo] {
         &self.filters

@@ -65,6 +65,7 @@ static META: PacketMeta = PacketMeta {
     vlan: None,
     flow_hash: 0,
     issue: None,
+    l3_offset: 0,
 };
 
 /// An 8-byte packet handle: accounted length and an id (as an mbuf pointer in DPDK).

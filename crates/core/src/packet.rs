@@ -59,6 +59,11 @@ pub struct PacketMeta {
     /// 5-tuple flow hash (3-tuple for fragments, so all fragments of a datagram share a flow).
     pub flow_hash: u32,
     pub issue: Option<ParseIssue>,
+    /// Where the IP header starts in the frame the packet was parsed from (past VLAN tags and
+    /// a PPPoE or MPLS encapsulation; 0 for a packet parsed at its IP header). Writers of the
+    /// header (ECN marking) and readers of the transport start here instead of walking the
+    /// encapsulation again.
+    pub l3_offset: u16,
 }
 
 impl Default for PacketMeta {
@@ -76,6 +81,7 @@ impl Default for PacketMeta {
             vlan: None,
             flow_hash: 0,
             issue: None,
+            l3_offset: 0,
         }
     }
 }

@@ -443,7 +443,7 @@ pub(crate) fn sched_of(p: &Policy, text: &str) -> Result<Sched, String> {
 }
 
 /// What a direction's policy says beyond its classes: the link layer under the shaper (tc-stab:
-/// a frame is charged `layer.size(frame length)`), what becomes of frames that are not IP
+/// a frame is charged `frame::charged_len` under it), what becomes of frames that are not IP
 /// (`non_ip`), and whether a packet's DSCP counts and is kept (`trust_dscp`, `wash`:
 /// linkshare_core::trust). Installed with the policy's scheduler, on every reload path.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

@@ -3,8 +3,9 @@
 //!
 //! Direction 0 is what arrives on IN and leaves on OUT, direction 1 the reverse. A direction's
 //! device model follows its policy's root rate and the line rate ([`Dir::drain_bps`]); a reload
-//! goes through [`Dir::install`], which adopts the running scheduler's state. The loop that
-//! drives a direction is the shaper's (lib.rs, run.rs).
+//! goes through [`Dir::install`], which adopts the running scheduler's state. A direction's
+//! datapath — frames in, frames out, its next wake-up, all without I/O — is in datapath.rs; the
+//! drivers that own directions (the single shaper, each worker) are lib.rs and run.rs.
 
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -90,19 +91,27 @@ pub(crate) struct Dir {
     pub(crate) device_buffer: u64,
     /// `--device-buffer` as given (`None`: derived from the rate, again on every reload).
     pub(crate) device_buffer_opt: Option<u64>,
-    /// The device model shared with the simulator (`linkshare_core::egress`), in the
-    /// scheduler's time (ns since the shaper's epoch).
+    /// The device model shared with the simulator (`linkshare_core::egress`).
     pub(crate) egress: Egress,
-    /// The instant (absolute ns) the next departure was told to wait for: the scheduler's
-    /// `NotBefore`, or the end of the modelled wire's packet when the device buffer is full.
-    pub(crate) eligible: Option<u64>,
-    /// Absolute CLOCK_MONOTONIC instant this direction wants to run again.
-    pub(crate) deadline: Option<u64>,
+    /// The instant the next departure was told to wait for: the scheduler's `NotBefore`, or
+    /// the end of the modelled wire's packet when the device buffer is full.
+    pub(crate) eligible: Option<Time>,
+    /// The instant this direction wants to be polled again (datapath.rs).
+    pub(crate) deadline: Option<Time>,
+    /// How far back a late poll replays the missed stretch (`--catch-up`, datapath.rs).
+    pub(crate) catch_up_ns: u64,
+    /// The burst under way: frames received for the scheduler, offered together
+    /// (datapath.rs), and on a worker the local class of each.
+    pub(crate) burst: Vec<Frame>,
+    pub(crate) burst_local: Vec<u32>,
+    /// Scratch: frames the scheduler refused in a burst, frames pulled in one poll.
+    pub(crate) refused: Vec<linkshare_core::qdisc::Dropped<Frame>>,
+    pub(crate) tx_scratch: Vec<Frame>,
     /// The policy generation: changes on every install, so that the stats plane learns the
     /// class names again (control/raw.rs) and nothing else has to walk the classes.
     pub(crate) gen: u64,
     pub(crate) emu: Option<emulate::Emulator>,
-    /// The policy's link layer and what becomes of non-IP frames.
+    /// The policy's link layer, what becomes of non-IP frames, and its DSCP trust.
     pub(crate) link: LinkRules,
 }
 
@@ -176,10 +185,6 @@ pub const ADOPT_STEP: usize = 256;
 /// charged their whole length, see [`frame`](crate::frame)).
 pub const FULL_FRAME: u64 = 1514;
 
-pub(crate) fn min_deadline(d: &mut Option<u64>, t: u64) {
-    *d = Some(d.map_or(t, |x| x.min(t)));
-}
-
 impl Dir {
     pub(crate) fn new(
         sched: Option<Sched>,
@@ -201,6 +206,11 @@ impl Dir {
             egress: Egress::new(EgressConfig::default()),
             eligible: None,
             deadline: None,
+            catch_up_ns: 0,
+            burst: Vec::new(),
+            burst_local: Vec::new(),
+            refused: Vec::new(),
+            tx_scratch: Vec::new(),
             gen: 0,
             emu: None,
             link: Default::default(),

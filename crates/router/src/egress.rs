@@ -9,13 +9,14 @@
 //! in BQL, `netdev_tx_completed_queue`), then pulls.
 //!
 //! ```text
-//!  service(d) ──▶ egress_turn(now, ring room) ──▶ frames ──▶ TX ring / emulated line
-//!                      │ complete_until(now); pull_one … until Stop or no room
-//!                      ▼
-//!                 Turn { stop, next_wakeup } ──▶ the loop's deadline (timerfd / busy poll)
+//!  Dir::poll_transmit ──▶ egress_turn(now, ring room) ──▶ frames ──▶ TX ring / emulated line
+//!                              │ complete_until(now); pull_one … until Stop or no room
+//!                              ▼
+//!                         Turn { stop, next_wakeup } ──▶ Dir::next_wakeup (timerfd / busy poll)
 //! ```
 //!
-//! Times here are the scheduler's (ns since the shaper's epoch); the loop converts.
+//! Times are the shaper's one time base (clock.rs); the caller is a direction's datapath
+//! (datapath.rs).
 
 use linkshare_core::egress::{Egress, Pulled, Stop};
 use linkshare_core::packet::Packet;
@@ -80,7 +81,7 @@ mod tests {
     use linkshare_core::egress::EgressConfig;
     use linkshare_core::qdisc::fifo::{Fifo, FifoLimit};
 
-    use crate::frame::{classify_frame, Frame, Parsed};
+    use crate::frame::{parse_frame, Frame, Parsed};
 
     /// An IPv4/UDP frame padded to `len` bytes (charged its whole length).
     fn frame(len: usize) -> Option<Frame> {
@@ -96,7 +97,7 @@ mod tests {
         b[24..26].copy_from_slice(&sum.to_be_bytes());
         b[38..40].copy_from_slice(&8u16.to_be_bytes());
         b.resize(len, 0);
-        match classify_frame(b) {
+        match parse_frame(b) {
             Parsed::Ip(f) => Some(f),
             _ => None,
         }

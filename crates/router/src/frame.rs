@@ -1,6 +1,10 @@
-//! A frame that owns its bytes, and its parsed description.
+//! A frame that owns its bytes, and its parsed description: parsed once ([`parse_frame_keyed`]),
+//! charged in one place ([`charged_len`]), its TOS / traffic class rewritten (ECN marking, DSCP
+//! washing) by the wire's one header writer (`linkshare_core::wire::tos`) where the parser
+//! found the IP header.
 
-use linkshare_core::packet::{Fragment, TcpInfo};
+use linkshare_core::linklayer::LinkLayer;
+use linkshare_core::packet::{Fragment, TcpInfo, L3};
 use linkshare_core::wire::{self, ParseError};
 use linkshare_core::{Packet, PacketMeta};
 
@@ -23,22 +27,31 @@ pub enum Parsed {
     Malformed(ParseError),
 }
 
-/// Parse a received frame. An IP frame is charged its whole length as it will leave
+/// The bytes a frame of `frame_len` bytes is charged: its whole length as it will leave
 /// (Ethernet header and VLAN tags included, no FCS or preamble) — the bytes the kernel's HTB
-/// charges too, so a class's rate means the same on both. The flow hash is unkeyed: tests and
-/// tools; the shaper uses [`classify_frame_keyed`].
-pub fn classify_frame(bytes: Vec<u8>) -> Parsed {
-    classify_frame_keyed(bytes, 0)
+/// charges too, so a class's rate means the same on both — through the policy's link layer
+/// (tc-stab's overhead, mpu and cell size). The one place a frame's `meta.len` is decided.
+pub fn charged_len(frame_len: usize, link: &LinkLayer) -> u32 {
+    link.size(u32::try_from(frame_len).unwrap_or(u32::MAX))
 }
 
-/// [`classify_frame`] with the flow hash under `key` (the shaper's, drawn at random at start:
-/// [`crate::Options::flow_key`]), so that the per-flow queues a frame lands in cannot be
-/// predicted from outside.
-pub fn classify_frame_keyed(bytes: Vec<u8>, key: u64) -> Parsed {
+/// Parse a received frame, with an unkeyed flow hash and no link layer: tests and tools; the
+/// shaper uses [`parse_frame_keyed`].
+pub fn parse_frame(bytes: Vec<u8>) -> Parsed {
+    parse_frame_keyed(bytes, 0, &LinkLayer::default())
+}
+
+/// Parse a received frame once: its metadata records where the IP header is
+/// (`meta.l3_offset`, for [`Frame::mark_ce`], [`Frame::wash_dscp`] and [`Frame::tcp`]) and what it is charged
+/// ([`charged_len`] under `link`). The flow hash is keyed by `key` (the shaper's, drawn at
+/// random at start: [`crate::Options::flow_key`]), so that the per-flow queues a frame lands in
+/// cannot be predicted from outside. Classification is the scheduler's (or, with workers, the
+/// steering's), not this function's.
+pub fn parse_frame_keyed(bytes: Vec<u8>, key: u64, link: &LinkLayer) -> Parsed {
     match wire::parse_ethernet_keyed(&bytes, key) {
         Ok(mut meta) => {
-            meta.len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-            let ip = !matches!(meta.l3, linkshare_core::packet::L3::Other(_));
+            meta.len = charged_len(bytes.len(), link);
+            let ip = !matches!(meta.l3, L3::Other(_));
             let f = Frame { bytes, meta };
             if ip {
                 Parsed::Ip(f)
@@ -63,13 +76,13 @@ impl Packet for Frame {
         if self.meta.proto != wire::proto::TCP || self.meta.frag != Fragment::None {
             return None;
         }
-        wire::tcp_info(&self.bytes)
+        wire::tcp_info_at(&self.bytes, &self.meta)
     }
     fn mark_ce(&mut self) -> bool {
         if !matches!(self.meta.ecn(), 1 | 2) {
             return false;
         }
-        if wire::set_ce(&mut self.bytes) {
+        if wire::set_ce(&mut self.bytes, &self.meta) {
             self.meta.tos |= 3;
             true
         } else {
@@ -77,7 +90,7 @@ impl Packet for Frame {
         }
     }
     fn wash_dscp(&mut self) -> bool {
-        if self.meta.dscp() != 0 && wire::wash_dscp(&mut self.bytes) {
+        if self.meta.dscp() != 0 && wire::wash_dscp(&mut self.bytes, &self.meta) {
             self.meta.tos &= 3;
             true
         } else {
@@ -89,6 +102,8 @@ impl Packet for Frame {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use linkshare_core::linklayer::Framing;
+    use linkshare_core::wire::ethertype;
 
     fn ipv4_udp(tos: u8) -> Vec<u8> {
         let mut f = vec![0u8; 14 + 28];
@@ -118,7 +133,7 @@ mod tests {
     }
 
     fn bucket(bytes: Vec<u8>, key: u64) -> u32 {
-        match classify_frame_keyed(bytes, key) {
+        match parse_frame_keyed(bytes, key, &LinkLayer::default()) {
             Parsed::Ip(f) => f.meta.flow_hash % 1024,
             _ => panic!("not ip"),
         }
@@ -153,12 +168,12 @@ mod tests {
         let mut bytes = Vec::new();
         let spec = wire::BuildSpec::tcp([10, 0, 0, 1], 40000, [10, 0, 0, 2], 443);
         wire::build_ethernet(&mut bytes, &spec);
-        let Parsed::Ip(f) = classify_frame(bytes) else {
+        let Parsed::Ip(f) = parse_frame(bytes) else {
             panic!("not ip")
         };
         let t = f.tcp().unwrap();
         assert_eq!((t.flags, t.payload), (TcpInfo::ACK | TcpInfo::PSH, 0));
-        let Parsed::Ip(u) = classify_frame(ipv4_udp(0)) else {
+        let Parsed::Ip(u) = parse_frame(ipv4_udp(0)) else {
             panic!("not ip")
         };
         assert_eq!(u.tcp(), None);
@@ -166,7 +181,7 @@ mod tests {
 
     #[test]
     fn mark_ce_sets_ipv4_ce_and_fixes_checksum() {
-        let Parsed::Ip(mut f) = classify_frame(ipv4_udp(0xb8 | 2)) else {
+        let Parsed::Ip(mut f) = parse_frame(ipv4_udp(0xb8 | 2)) else {
             panic!("not ip")
         };
         assert!(f.mark_ce());
@@ -182,7 +197,7 @@ mod tests {
     }
 
     #[test]
-    fn pppoe_frames_are_shaped_and_marked_inside() {
+    fn pppoe_frames_are_shaped_marked_and_washed_inside() {
         // The same UDP packet inside a PPPoE session (RFC 2516): 8 bytes between the Ethernet
         // header and IP.
         let plain = ipv4_udp(0xb8 | 2);
@@ -190,7 +205,7 @@ mod tests {
         f.extend_from_slice(&wire::ethertype::PPPOE_SESSION.to_be_bytes());
         f.extend_from_slice(&[0x11, 0x00, 0x00, 0x01, 0x00, 30, 0x00, 0x21]);
         f.extend_from_slice(&plain[14..]);
-        let Parsed::Ip(mut p) = classify_frame(f) else {
+        let Parsed::Ip(mut p) = parse_frame(f) else {
             panic!("a PPPoE session frame carrying IPv4 is not shaped")
         };
         assert_eq!((p.meta.src_port, p.meta.dst_port), (1000, 2000));
@@ -199,26 +214,59 @@ mod tests {
         assert!(p.mark_ce());
         assert_eq!(p.bytes[23] & 3, 3, "CE in the inner IP header");
         assert_eq!(wire::checksum::internet(&p.bytes[22..42]), 0);
+        // Washed by the same writer at the same offset: DSCP cleared, CE kept, in the header and
+        // in the metadata the classifier reads.
+        assert!(p.wash_dscp());
+        assert_eq!((p.bytes[23], p.meta.tos), (3, 3));
+        assert_eq!(wire::checksum::internet(&p.bytes[22..42]), 0);
+        assert!(!p.wash_dscp(), "nothing left to wash");
     }
 
     #[test]
     fn frames_are_charged_their_length_on_the_wire() {
         // 14-byte Ethernet header + 28-byte IP packet, padded to the 60-byte minimum.
         let mut f = ipv4_udp(0);
-        let Parsed::Ip(p) = classify_frame(f.clone()) else {
+        let Parsed::Ip(p) = parse_frame(f.clone()) else {
             panic!("not ip")
         };
         assert_eq!(p.len(), 42);
         f.resize(60, 0);
-        let Parsed::Ip(p) = classify_frame(f) else {
+        let Parsed::Ip(p) = parse_frame(f) else {
             panic!("not ip")
         };
         assert_eq!(p.len(), 60);
     }
 
+    /// A frame is charged once, at parse, under the policy's link layer; the parser recorded
+    /// where its IP header is, behind a VLAN tag too, and marking writes there.
+    #[test]
+    fn parsed_once_charged_under_the_link_layer_and_marked_where_the_header_is() {
+        let plain = ipv4_udp(0xb8 | 1);
+        let mut tagged = plain[..12].to_vec();
+        tagged.extend_from_slice(&ethertype::VLAN.to_be_bytes());
+        tagged.extend_from_slice(&[0x00, 0x0a]);
+        tagged.extend_from_slice(&plain[12..]);
+        let atm = LinkLayer {
+            overhead: 10,
+            mpu: 0,
+            framing: Framing::Atm,
+        };
+        let Parsed::Ip(mut f) = parse_frame_keyed(tagged, 0, &atm) else {
+            panic!("a tagged IPv4 frame is IP")
+        };
+        assert_eq!(f.meta.l3_offset, 18);
+        // 46 bytes + 10 of overhead = 56: two ATM cells of 53 bytes.
+        assert_eq!(f.meta.len, 106);
+        assert_eq!(f.meta.len, charged_len(f.bytes.len(), &atm));
+        assert!(f.mark_ce());
+        assert_eq!(f.bytes[19] & 3, 3, "CE in the header behind the tag");
+        assert_eq!(f.bytes[19] >> 2, 0xb8 >> 2, "DSCP kept");
+        assert_eq!(wire::checksum::internet(&f.bytes[18..38]), 0);
+    }
+
     #[test]
     fn mark_ce_refuses_not_ect() {
-        let Parsed::Ip(mut f) = classify_frame(ipv4_udp(0)) else {
+        let Parsed::Ip(mut f) = parse_frame(ipv4_udp(0)) else {
             panic!("not ip")
         };
         let before = f.bytes.clone();
@@ -236,7 +284,7 @@ mod tests {
         f[18] = 0;
         f[19] = 0;
         f[20] = 59;
-        let Parsed::Ip(mut fr) = classify_frame(f) else {
+        let Parsed::Ip(mut fr) = parse_frame(f) else {
             panic!("not ip")
         };
         assert!(fr.mark_ce());
@@ -248,18 +296,18 @@ mod tests {
         let mut arp = vec![0u8; 42];
         arp[12] = 0x08;
         arp[13] = 0x06;
-        assert!(matches!(classify_frame(arp), Parsed::Other(_)));
+        assert!(matches!(parse_frame(arp), Parsed::Other(_)));
         let mut bad = ipv4_udp(0);
         bad[14] = 0x43; // IHL 3
         assert!(matches!(
-            classify_frame(bad),
+            parse_frame(bad),
             Parsed::Malformed(ParseError::BadIhl)
         ));
-        assert!(matches!(classify_frame(vec![0u8; 5]), Parsed::Malformed(_)));
+        assert!(matches!(parse_frame(vec![0u8; 5]), Parsed::Malformed(_)));
         let mut short = ipv4_udp(0);
         short[16..18].copy_from_slice(&400u16.to_be_bytes());
         assert!(matches!(
-            classify_frame(short),
+            parse_frame(short),
             Parsed::Malformed(ParseError::BadIpv4TotalLength)
         ));
     }

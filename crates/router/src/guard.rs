@@ -363,17 +363,14 @@ pub fn root_above_line(
     dev: &str,
 ) -> Option<String> {
     let line = line_bps.filter(|b| *b > 0)?;
-    let roots: Vec<&linkshare_config::ClassInfo> = policy
-        .classes()
-        .iter()
-        .filter(|c| c.parent.is_none())
-        .collect();
-    let root = roots
-        .iter()
-        .map(|c| c.ceil.0)
-        .fold(0u64, u64::saturating_add);
+    let root = policy.root_rate().0;
     (root > line).then(|| {
-        let names: Vec<&str> = roots.iter().map(|c| c.name.as_str()).collect();
+        let names: Vec<&str> = policy
+            .classes()
+            .iter()
+            .filter(|c| c.parent_id.is_none())
+            .map(|c| c.name.as_str())
+            .collect();
         format!(
             "{}: the policy's root ({}: {}) is faster than {dev} ({}): the queue will build in the \
              NIC, not in the scheduler, and classes will not get their rates; set the root's ceil \

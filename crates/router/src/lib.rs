@@ -11,8 +11,11 @@
 //! when asked.
 //! See docs/router.md.
 //!
-//! Modules by concern: `options` (the run options, [`Options`]), `dir` (a direction's state:
-//! its scheduler, device model and emulated link), `run` (the event loop, [`Shaper::run`]),
+//! Modules by concern: `options` (the run options, [`Options`]), `clock` (the one time base),
+//! `dir` (a direction's state: its scheduler, device model and emulated link, and its reloads),
+//! `datapath` (a direction's sans-IO entry points: frames in, frames out, next wake-up — what
+//! the single shaper and each worker drive alike), `run` (the event loop, [`Shaper::run`], in
+//! named steps), [`egress`] (the device model's turn),
 //! [`port`] (rings), [`xdp`] (AF_XDP, `--io`), [`control`] (the protocol and its non-blocking
 //! server), [`guard`] (interface locks, loop detection), `control::stat` (the `stat` object),
 //! `reload` (policy replacement and state adoption), [`emulate`] (the emulated link), [`notify`]
@@ -21,9 +24,11 @@
 pub mod affinity;
 mod builder;
 mod circuits;
+mod clock;
 mod coalesce;
 pub mod conn;
 pub mod control;
+mod datapath;
 mod dir;
 pub mod egress;
 pub mod emulate;
@@ -49,13 +54,12 @@ pub mod xdp;
 
 use anyhow::Context;
 use linkshare_config::NonIp;
-use linkshare_core::egress::Stop;
 use linkshare_core::packet::{Fragment, ParseIssue};
-use linkshare_core::{Qdisc, Time};
+use linkshare_core::Time;
 
 pub use control::call;
 pub use dir::{default_device_buffer, device_model, Sched, FULL_FRAME};
-pub use frame::{classify_frame, Frame, Parsed};
+pub use frame::{charged_len, parse_frame, Frame, Parsed};
 pub use hist::Hist;
 pub use options::{default_control, random_flow_key, Options, RxSplit, DEFAULT_RUN_DIR};
 pub use port::{PacketPort, Port, PortCounters, RxFrame, RxRingKind, TxDrop};
@@ -63,20 +67,55 @@ pub use reload::{adopt_state, load_sched, render_config_error};
 pub use workers::run as run_workers;
 pub use xdp::IoKind;
 
-use dir::{emulator, min_deadline, set_line_rates, Dir, IfStats};
+use datapath::Emit;
+use dir::{emulator, set_line_rates, Dir, IfStats};
 
 /// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
 const RX_BUDGET: usize = 256;
 /// … in chunks of this many, each offered to the scheduler as one burst, the clock looked at
 /// between chunks (a receive turn stops at the guard before a departure).
 const RX_CHUNK: usize = 32;
-/// When the transmit ring is full or the kernel asked to retry, look again this much later.
-const TX_RETRY_NS: u64 = 20_000;
-/// A loop later than this for the instant it waited for replays the missed stretch
-/// ([`Shaper::service`]); a shorter lateness loses nothing (a bucket holds at least a frame).
-const CATCH_UP_AFTER_NS: u64 = 50_000;
 /// Spare frame buffers kept for reuse.
 const POOL_MAX: usize = 4096;
+
+/// Spare frame buffers, reused for received frames (at most [`POOL_MAX`]).
+#[derive(Default)]
+pub(crate) struct Pool(Vec<Vec<u8>>);
+
+impl Pool {
+    /// A buffer to receive into: all of one size, so the memory bound can count them
+    /// (membound.rs).
+    fn take(&mut self) -> Vec<u8> {
+        self.0
+            .pop()
+            .unwrap_or_else(|| Vec::with_capacity(membound::FRAME_BUFFER))
+    }
+
+    /// A buffer no longer needed (kept if it can hold a full frame and the pool has room).
+    fn put(&mut self, v: Vec<u8>) {
+        if self.0.len() < POOL_MAX && v.capacity() >= FULL_FRAME as usize {
+            self.0.push(v);
+        }
+    }
+}
+
+/// Queue a frame on `port`; a frame that cannot be queued is counted by reason in `ifs`. The
+/// buffer goes back to `pool` either way.
+fn transmit(port: &mut dyn Port, ifs: &mut IfStats, pool: &mut Pool, bytes: Vec<u8>) -> bool {
+    let ok = match port.tx_push(&bytes) {
+        Ok(()) => true,
+        Err(TxDrop::RingFull) => {
+            ifs.tx_ring_full += 1;
+            false
+        }
+        Err(TxDrop::TooBig) => {
+            ifs.tx_too_big += 1;
+            false
+        }
+    };
+    pool.put(bytes);
+    ok
+}
 
 /// Keep the policy the shaper starts with as the last good one (on a thread of its own: a
 /// large subscriber table is copied), unless it is that copy already.
@@ -110,21 +149,17 @@ pub struct Shaper {
     ifs: [IfStats; 2],
     dirs: [Dir; 2],
     lateness: Hist,
-    epoch_ns: u64,
-    /// Eligible instants (absolute ns) of the frames pushed on each port since its last flush.
-    late_pending: [Vec<u64>; 2],
+    /// The one time base (clock.rs).
+    clock: clock::Clock,
+    /// Eligible instants of the frames pushed on each port since its last flush.
+    late_pending: [Vec<Time>; 2],
     /// Spare frame buffers.
-    pool: Vec<Vec<u8>>,
+    pool: Pool,
     rx_scratch: Vec<Vec<u8>>,
     /// Frames received in the current loop turn (reset at its start): whether receive
     /// coalescing applies (`Options::rx_coalesce_ns`).
     turn_rx: usize,
     coalesce: coalesce::Coalesce,
-    /// Frames taken from a scheduler in one turn, before they are sent.
-    tx_scratch: Vec<Frame>,
-    /// Frames received this turn for one direction's scheduler, offered as one burst.
-    rx_batch: Vec<Frame>,
-    refused: Vec<linkshare_core::qdisc::Dropped<Frame>>,
     /// The control socket, bound by [`Shaper::run`].
     control: Option<control::Server>,
     control_stats: control::ControlStats,
@@ -248,6 +283,10 @@ impl Shaper {
             None => 1,
         };
         let mem = membound::QueueMemory::new(opts.queue_memory / share);
+        let mut dirs = dirs;
+        for d in &mut dirs {
+            d.catch_up_ns = opts.catch_up_ns;
+        }
         Shaper {
             names: [opts.dev_in.clone(), opts.dev_out.clone()],
             coalesce: coalesce::Coalesce::new(opts.rx_coalesce_ns),
@@ -256,14 +295,11 @@ impl Shaper {
             ifs: Default::default(),
             dirs,
             lateness: Hist::default(),
-            epoch_ns: sys::monotonic_ns(),
+            clock: clock::Clock::start(),
             late_pending: [Vec::new(), Vec::new()],
-            pool: Vec::new(),
+            pool: Pool::default(),
             rx_scratch: Vec::new(),
             turn_rx: 0,
-            tx_scratch: Vec::new(),
-            rx_batch: Vec::new(),
-            refused: Vec::new(),
             control: None,
             control_stats: Default::default(),
             plane: None,
@@ -282,16 +318,15 @@ impl Shaper {
     }
 
     fn now(&self) -> Time {
-        Time(sys::monotonic_ns().saturating_sub(self.epoch_ns))
+        self.clock.now()
     }
 
     fn recycle(&mut self, v: Vec<u8>) {
-        if self.pool.len() < POOL_MAX && v.capacity() >= 1514 {
-            self.pool.push(v);
-        }
+        self.pool.put(v);
     }
 
-    /// Take up to `budget` frames from interface `i`'s receive ring; returns how many.
+    /// Take up to `budget` frames from interface `i`'s receive ring into direction `i`;
+    /// returns how many.
     fn rx(&mut self, i: usize, budget: usize) -> usize {
         let mut frames = std::mem::take(&mut self.rx_scratch);
         let pool = &mut self.pool;
@@ -300,86 +335,37 @@ impl Shaper {
             if f.truncated {
                 return; // counted by the port (rx_truncated)
             }
-            // Buffers of one size, so the memory bound can count them (membound.rs).
-            let mut v = pool
-                .pop()
-                .unwrap_or_else(|| Vec::with_capacity(membound::FRAME_BUFFER));
+            let mut v = pool.take();
             f.copy_into(&mut v);
             mem.saw_buffer(v.capacity());
             frames.push(v);
         });
+        let now = self.now();
         for v in frames.drain(..) {
-            self.on_frame(i, v);
+            self.on_frame(i, v, now);
         }
         self.rx_scratch = frames;
-        self.enqueue_batch(i);
+        // The chunk's frames for the scheduler, offered as one burst (datapath.rs); what would
+        // take the queued frames past the memory bound is dropped, not offered.
+        let room = self.mem.room(self.backlog_packets());
+        let now = self.now();
+        let pool = &mut self.pool;
+        self.mem.drops += self.dirs[i].trim_burst(room, &mut |v| pool.put(v)) as u64;
+        self.dirs[i].end_burst(now, &mut |v| pool.put(v));
         n
     }
 
-    /// Offer the frames of direction `i` this turn received to its scheduler in one burst
-    /// (`Qdisc::enqueue_burst`: HTB overlaps the cache misses of the whole burst); refused and
-    /// dropped frames are counted by the scheduler, their buffers reused.
-    fn enqueue_batch(&mut self, i: usize) {
-        if self.rx_batch.is_empty() {
-            return;
-        }
-        let now = self.now();
-        let mut batch = std::mem::take(&mut self.rx_batch);
-        let mut refused = std::mem::take(&mut self.refused);
-        // A worker has classified its frames already (workers/worker.rs `steer`).
-        let mut classes = self.worker.as_mut().map(|l| std::mem::take(&mut l.local));
-        // What would take the queued frames past the memory bound is dropped, not offered.
-        let room = self.mem.room(self.backlog_packets());
-        if batch.len() > room {
-            self.mem.drops += (batch.len() - room) as u64;
-            if let Some(c) = classes.as_mut().filter(|c| c.len() == batch.len()) {
-                c.truncate(room);
-            }
-            for f in batch.split_off(room) {
-                self.recycle(f.bytes);
-            }
-        }
-        match (&mut self.dirs[i].sched, classes) {
-            (Some(Sched::Shard(q)), Some(c)) if c.len() == batch.len() => {
-                q.enqueue_burst_to(&c, &mut batch, now, &mut refused);
-                while let Some(d) = q.take_dropped() {
-                    refused.push(d);
-                }
-                if let Some(l) = self.worker.as_mut() {
-                    l.local = c;
-                    l.local.clear();
-                }
-            }
-            (Some(s), _) => {
-                let q = s.q();
-                q.enqueue_burst(&mut batch, now, &mut refused);
-                while let Some(d) = q.take_dropped() {
-                    refused.push(d);
-                }
-            }
-            (None, _) => {}
-        }
-        for d in refused.drain(..) {
-            self.recycle(d.packet.bytes);
-        }
-        // Left only if the direction lost its scheduler meanwhile (it cannot within a turn).
-        for f in batch.drain(..) {
-            self.recycle(f.bytes);
-        }
-        self.rx_batch = batch;
-        self.refused = refused;
-    }
-
-    fn on_frame(&mut self, i: usize, bytes: Vec<u8>) {
+    /// A frame received on interface `i` at `now`: counted, parsed, and handed to direction
+    /// `i` (on a worker, to the worker that owns its class).
+    fn on_frame(&mut self, i: usize, bytes: Vec<u8>, now: Time) {
         self.ifs[i].rx_packets += 1;
         self.ifs[i].rx_bytes += bytes.len() as u64;
         let to = self.dirs[i].to;
-        match frame::classify_frame_keyed(bytes, self.opts.flow_key) {
-            Parsed::Other(mut f) => match self.dirs[i].link.non_ip {
+        match frame::parse_frame_keyed(bytes, self.opts.flow_key, &self.dirs[i].link.layer) {
+            Parsed::Other(f) => match self.dirs[i].link.non_ip {
                 NonIp::Shape if self.dirs[i].sched.is_some() => {
                     self.ifs[i].non_ip_shaped += 1;
-                    f.meta.len = self.dirs[i].link.layer.size(f.meta.len);
-                    self.admit(i, f);
+                    self.admit(i, f, now);
                 }
                 NonIp::Drop => {
                     self.ifs[i].non_ip_dropped += 1;
@@ -395,7 +381,7 @@ impl Shaper {
                 *self.ifs[i].malformed.entry(e.name()).or_insert(0) += 1;
             }
             Parsed::Ip(mut f) => {
-                f.meta.len = self.dirs[i].link.layer.size(f.meta.len);
+                // Charged at parse (frame::charged_len); the DSCP trust before anything reads it.
                 let t = self.dirs[i].link.dscp.apply(&mut f);
                 self.ifs[i].dscp_untrusted += u64::from(t.ignored);
                 self.ifs[i].dscp_washed += u64::from(t.washed);
@@ -409,64 +395,39 @@ impl Shaper {
                     };
                     *self.ifs[i].issues.entry(name).or_insert(0) += 1;
                 }
-                self.admit(i, f);
+                self.admit(i, f, now);
             }
         }
     }
 
-    /// A parsed frame of direction `i` to its scheduler (or, unshaped, to its line or port).
-    fn admit(&mut self, i: usize, f: Frame) {
+    /// A parsed frame of direction `i`, received at `now`, to its scheduler's burst (or,
+    /// unshaped, to its line or port: `Dir::handle_frame`); on a worker, to the worker that owns
+    /// the frame's class.
+    fn admit(&mut self, i: usize, f: Frame, now: Time) {
         if self.worker.is_some() {
-            // One worker of several: to the worker that owns the frame's class.
             self.steer(i, f);
             return;
         }
         let to = self.dirs[i].to;
-        match &mut self.dirs[i].sched {
-            // Offered with the rest of the turn's frames (`enqueue_batch`).
-            Some(_) => self.rx_batch.push(f),
-            None => match &mut self.dirs[i].emu {
-                // Unshaped but delayed (the reverse direction's `reverse_delay` and
-                // path delays): onto the line; `service` sends it when due.
-                Some(e) => {
-                    let now_ns = sys::monotonic_ns();
-                    if let Err(v) = e.push(now_ns, f.bytes, f.meta.src, f.meta.dst) {
-                        self.recycle(v);
-                    }
-                }
-                None => {
-                    self.send(to, f.bytes);
-                }
-            },
+        let pool = &mut self.pool;
+        if let Some(bytes) = self.dirs[i].handle_frame(f, now, &mut |v| pool.put(v)) {
+            self.send(to, bytes);
         }
     }
 
     /// Queue a frame on port `to`; a frame that cannot be queued is counted by reason.
     fn send(&mut self, to: usize, bytes: Vec<u8>) -> bool {
-        let ok = match self.ports[to].tx_push(&bytes) {
-            Ok(()) => true,
-            Err(TxDrop::RingFull) => {
-                self.ifs[to].tx_ring_full += 1;
-                false
-            }
-            Err(TxDrop::TooBig) => {
-                self.ifs[to].tx_too_big += 1;
-                false
-            }
-        };
-        self.recycle(bytes);
-        ok
+        transmit(
+            &mut *self.ports[to],
+            &mut self.ifs[to],
+            &mut self.pool,
+            bytes,
+        )
     }
 
-    /// Send what the scheduler of direction `d` lets go now; sets its deadline.
-    ///
-    /// A loop that comes back later than the instant it waited for (descheduled by a busy
-    /// machine, a late timer) first replays the missed stretch: the scheduler is asked at each
-    /// instant it named in turn, from that instant on (at most `catch_up_ns` back), before it is
-    /// asked at `now`. The packets it would have sent on time leave at once, late but not lost:
-    /// without this a class's bucket overflows while the loop is away (its burst covers about
-    /// 1 ms) and the class loses that rate for good, which is what a late watchdog does to the
-    /// kernel's HTB. O(steps) turns, each a normal turn; bounded by the ring's room.
+    /// Send what direction `d` lets go now, while its transmit ring has room ([`Dir::
+    /// poll_transmit`], which also replays a stretch a late loop missed); the first frame of a
+    /// paced departure is remembered for its lateness ([`Shaper::flush_port`]).
     fn service(&mut self, d: usize) {
         if self.ports[self.dirs[d].to].link_gone() {
             // Nothing can leave: the queues wait (no retries every turn) until the loop's
@@ -474,126 +435,26 @@ impl Shaper {
             self.dirs[d].deadline = None;
             return;
         }
-        let now_ns = sys::monotonic_ns();
-        let catch_up = if self.dirs[d].emu.is_some() {
-            0
-        } else {
-            self.opts.catch_up_ns
-        };
-        let mut at = 0;
-        let late = |e: &u64| catch_up > 0 && e.saturating_add(CATCH_UP_AFTER_NS) < now_ns;
-        while let Some(e) = self.dirs[d].eligible.filter(late) {
-            let v = e.max(now_ns - catch_up.min(now_ns));
-            if v <= at || v >= now_ns || self.ports[self.dirs[d].to].tx_room() == 0 {
-                break;
-            }
-            at = v;
-            self.service_at(d, v);
-            self.catch_up_turns += 1;
-            if self.ports[self.dirs[d].to].tx_room() == 0 {
-                // The ring is full before the replay reached `now`: go on from `v` next turn
-                // (a turn at `now` would forfeit what is left of the missed stretch).
-                let dir = &mut self.dirs[d];
-                dir.eligible = Some(dir.eligible.map_or(v, |e| e.min(v)));
-                min_deadline(&mut dir.deadline, now_ns + TX_RETRY_NS);
-                return;
-            }
-        }
-        self.service_at(d, now_ns);
-    }
-
-    /// Send what the scheduler of direction `d` lets go at `now_ns` (the loop's clock), under
-    /// the device model's pull rule ([`egress::egress_turn`], the same model as the
-    /// simulator's link); sets its deadline.
-    fn service_at(&mut self, d: usize, now_ns: u64) {
-        let now = Time(now_ns.saturating_sub(self.epoch_ns));
-        let epoch = self.epoch_ns;
-        self.dirs[d].deadline = None;
-        self.flush_emu(d, now_ns);
+        let now = self.now();
         let to = self.dirs[d].to;
         let room = self.ports[to].tx_room();
-        let mut frames = std::mem::take(&mut self.tx_scratch);
-        let mut spare = Vec::new();
-        let dir = &mut self.dirs[d];
-        let turn = match &mut dir.sched {
-            Some(s) => egress::egress_turn(
-                &mut dir.egress,
-                s.q(),
-                now,
-                room,
-                &mut |f: Frame| frames.push(f),
-                &mut |f: Frame| spare.push(f.bytes),
-                &mut |_| {},
-            ),
-            None => egress::Turn {
-                stop: Some(Stop::Empty),
-                next_wakeup: None,
-            },
-        };
-        for v in spare {
-            self.recycle(v);
-        }
-        // The first frame to leave carries the instant the loop waited for (lateness); with
-        // nothing sent, that instant still stands.
-        let prior = self.dirs[d].eligible.take();
-        let (mut eligible, waited) = if frames.is_empty() {
-            (None, prior)
-        } else {
-            (prior, None)
-        };
-        for p in frames.drain(..) {
-            let e = eligible.take();
-            if let Some(em) = &mut self.dirs[d].emu {
-                if let Err(f) = em.push(now_ns, p.bytes, p.meta.src, p.meta.dst) {
-                    self.recycle(f);
-                }
-            } else if self.send(to, p.bytes) {
-                if let Some(e) = e {
-                    self.late_pending[to].push(e);
+        let Shaper {
+            ports,
+            ifs,
+            pool,
+            late_pending,
+            dirs,
+            ..
+        } = self;
+        let replayed = dirs[d].poll_transmit(now, room, &mut |e| match e {
+            Emit::Send { bytes, waited } => {
+                if transmit(&mut *ports[to], &mut ifs[to], pool, bytes) {
+                    late_pending[to].extend(waited);
                 }
             }
-        }
-        self.tx_scratch = frames;
-        self.flush_emu(d, now_ns);
-        let dir = &mut self.dirs[d];
-        dir.eligible = waited;
-        match turn.stop {
-            None => min_deadline(&mut dir.deadline, now_ns + TX_RETRY_NS),
-            Some(Stop::DeviceFull { until }) => {
-                let t = until.0 + epoch;
-                dir.eligible = Some(dir.eligible.map_or(t, |e| e.max(t)));
-            }
-            Some(Stop::Throttled { until, .. }) => dir.eligible = Some(until.0 + epoch),
-            Some(Stop::Empty) => {}
-        }
-        if let Some(t) = turn.next_wakeup {
-            min_deadline(&mut dir.deadline, t.0 + epoch);
-        }
-    }
-
-    /// Send the emulated link's due frames while the ring has room; fold its next due time into
-    /// the deadline.
-    fn flush_emu(&mut self, d: usize, now_ns: u64) {
-        let to = self.dirs[d].to;
-        while self.dirs[d]
-            .emu
-            .as_ref()
-            .is_some_and(|e| e.next_due().is_some_and(|t| t <= now_ns))
-        {
-            if self.ports[to].tx_room() == 0 {
-                min_deadline(&mut self.dirs[d].deadline, now_ns + TX_RETRY_NS);
-                return;
-            }
-            match self.dirs[d].emu.as_mut().and_then(|e| e.pop_due(now_ns)) {
-                Some(f) => {
-                    self.send(to, f);
-                }
-                None => break,
-            }
-        }
-        if let Some(t) = self.dirs[d].emu.as_ref().and_then(|e| e.next_due()) {
-            min_deadline(&mut self.dirs[d].deadline, t);
-        }
+            Emit::Spare(v) => pool.put(v),
+        });
+        self.catch_up_turns += replayed;
     }
 
     /// Kick port `p`'s transmit ring; record the lateness of paced frames that just left.
@@ -602,9 +463,9 @@ impl Shaper {
         // Departure = the moment the kernel is told to send the batch (the kick itself may run
         // the receiver's stack in softirq context and take tens of µs on veth).
         if !self.late_pending[p].is_empty() {
-            let now = sys::monotonic_ns();
+            let now = self.now();
             for e in self.late_pending[p].drain(..) {
-                self.lateness.record(now.saturating_sub(e));
+                self.lateness.record(now.0.saturating_sub(e.0));
             }
         }
         self.ports[p].tx_flush()
@@ -613,7 +474,7 @@ impl Shaper {
     /// Take up to [`RX_BUDGET`] frames from port `i` in chunks of [`RX_CHUNK`], stopping early
     /// once the clock passes `until` (the guard before the next departure). Returns whether
     /// frames may be left.
-    fn rx_turn(&mut self, i: usize, until: Option<u64>) -> bool {
+    fn rx_turn(&mut self, i: usize, until: Option<Time>) -> bool {
         let mut taken = 0;
         while taken < RX_BUDGET {
             let n = self.rx(i, RX_CHUNK);
@@ -622,7 +483,7 @@ impl Shaper {
             if n < RX_CHUNK {
                 return false;
             }
-            if until.is_some_and(|u| sys::monotonic_ns() >= u) {
+            if until.is_some_and(|u| self.now() >= u) {
                 break;
             }
         }
@@ -636,17 +497,7 @@ impl Shaper {
     }
 
     fn backlog_packets(&self) -> u64 {
-        self.dirs
-            .iter()
-            .filter_map(|d| d.sched.as_ref())
-            .map(|s| s.qr().backlog().packets)
-            .sum::<u64>()
-            + self
-                .dirs
-                .iter()
-                .filter_map(|d| d.emu.as_ref())
-                .map(|e| e.in_line() as u64)
-                .sum::<u64>()
+        self.dirs.iter().map(Dir::backlog_packets).sum()
     }
 
     /// The I/O of both interfaces, as printed at start (`packet`, `xdp native/copy`, …).

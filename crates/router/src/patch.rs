@@ -96,12 +96,7 @@ pub(crate) fn diff(old: &Policy, new: &Policy) -> Option<Patch> {
             new.default_class_id(),
         )
     });
-    let root_ceil = root_changed.then(|| {
-        new.classes()
-            .iter()
-            .filter(|c| c.parent_id.is_none())
-            .fold(0u64, |s, c| s.saturating_add(c.ceil.bits_per_sec()))
-    });
+    let root_ceil = root_changed.then(|| new.root_rate().0);
     Some(Patch {
         tunes,
         classifier,
@@ -121,12 +116,7 @@ pub(crate) fn diff(old: &Policy, new: &Policy) -> Option<Patch> {
 /// the class is a root, O(1) otherwise.
 pub(crate) fn one_class(p: &Policy, id: ClassId) -> Patch {
     let c = &p.classes()[id as usize];
-    let root_ceil = c.parent_id.is_none().then(|| {
-        p.classes()
-            .iter()
-            .filter(|c| c.parent_id.is_none())
-            .fold(0u64, |s, c| s.saturating_add(c.ceil.bits_per_sec()))
-    });
+    let root_ceil = c.parent_id.is_none().then(|| p.root_rate().0);
     Patch {
         tunes: vec![(id, tune(c))],
         classifier: None,
@@ -219,11 +209,7 @@ pub(crate) fn takeover(old: &Policy, new: &Policy) -> Takeover {
         kept: (old.classes().len() - removed.len()) as u64,
         added,
         removed,
-        root_ceil: new
-            .classes()
-            .iter()
-            .filter(|c| c.parent_id.is_none())
-            .fold(0u64, |s, c| s.saturating_add(c.ceil.bits_per_sec())),
+        root_ceil: new.root_rate().0,
     }
 }
 

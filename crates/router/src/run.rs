@@ -7,12 +7,15 @@
 //! sleeps, spins or polls until the next departure; nothing in a turn blocks (see lib.rs and
 //! docs/router.md).
 
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsRawFd, OwnedFd};
 
 use anyhow::Context;
+use linkshare_core::Time;
 
-use crate::dir::{min_deadline, Sched};
-use crate::{affinity, control, http, notify, sys, Shaper, TX_RETRY_NS};
+use crate::clock::{after, min_deadline};
+use crate::datapath::TX_RETRY_NS;
+use crate::dir::{Dir, Sched};
+use crate::{affinity, control, http, notify, sys, Shaper};
 
 /// No receive turn starts this close to a departure (nor closer than the spin's margin): the
 /// loop spins on the clock alone and sends. A turn of RX_CHUNK frames costs ~5-15 µs.
@@ -24,6 +27,10 @@ const SPIN_POLL_NS: u64 = 50_000;
 /// when polled, so an idle shard's share reaches the pool for the busy shards only then
 /// (core/src/shard, "Sizing": the pool holds at least 1 ms of the root's rate).
 const GATE_TICK_NS: u64 = 1_000_000;
+/// The ports' counters are refreshed and idle per-flow state reclaimed this often.
+const HOUSEKEEPING_NS: u64 = 100_000_000;
+/// A drain (stopping) gives up on what is still queued after this long.
+const STOP_DRAIN_NS: u64 = 1_000_000_000;
 
 const T_SOCK0: u64 = 0;
 const T_SOCK1: u64 = 1;
@@ -85,38 +92,33 @@ impl Shaper {
     /// Returns whether it slept (the events are then looked at without waiting). The sleep is
     /// bounded (≤ 1 ms, checked by the cli), so control clients, signals and frames handed
     /// over by another worker wait at most that long more.
-    fn coalesce(&mut self, now: u64, deadline: Option<u64>, wait: bool) -> bool {
-        let sleep = self.coalesce.after_turn(now, self.turn_rx, wait);
+    fn coalesce(&mut self, now: Time, deadline: Option<Time>, wait: bool) -> bool {
+        let sleep = self.coalesce.after_turn(now.0, self.turn_rx, wait);
         if sleep == 0 {
             return false;
         }
         let until = deadline
-            .map_or(u64::MAX, |t| t.saturating_sub(self.wake.margin_ns()))
-            .min(now.saturating_add(sleep));
+            .map_or(Time::MAX, |t| {
+                Time(t.0.saturating_sub(self.wake.margin_ns()))
+            })
+            .min(after(now, sleep));
         if until <= now {
             return false;
         }
-        sys::sleep_until_ns(until);
+        sys::sleep_until_ns(self.clock.monotonic(until));
         self.rx_coalesced += 1;
         true
     }
 
     /// Run until SIGTERM/SIGINT. Returns the exit code.
+    ///
+    /// Each turn, in named steps: [`Shaper::receive_step`] (or the spin to an imminent
+    /// departure), [`Shaper::transmit_step`] (both directions, each kicked as soon as it is
+    /// served), [`Shaper::housekeeping_step`] (every 100 ms), the drain check while stopping,
+    /// [`Shaper::plan_wait`] (timer, busy poll, coalescing), then [`Shaper::wait_step`] and
+    /// [`Shaper::events_step`] (timer, signals, peers, builds, control, stats plane).
     pub fn run(&mut self) -> anyhow::Result<i32> {
-        sys::set_min_timer_slack()?;
-        let index = self.worker.as_ref().map_or(0, |l| l.index);
-        if let Some(cpu) = affinity::cpu_for(&self.opts.cpus, index) {
-            affinity::pin(cpu).context("--cpus")?;
-        }
-        if let Some(n) = self.opts.nice {
-            sys::set_nice(n).context("--nice")?;
-        }
-        if let Some(prio) = self.opts.realtime {
-            sys::set_fifo(prio).context("--realtime")?;
-            if let Err(e) = sys::lock_memory() {
-                eprintln!("linkshare: warning: --realtime: {e}; page faults may delay departures");
-            }
-        }
+        self.prepare_thread()?;
         let ep = sys::epoll_create()?;
         let timer = sys::timerfd_create()?;
         sys::epoll_add(ep.as_raw_fd(), self.ports[0].fd(), T_SOCK0)?;
@@ -131,201 +133,329 @@ impl Shaper {
             }
             None => Some(self.start_control_plane(ep.as_raw_fd())?),
         };
-        let mut ready = Vec::new();
-        let mut errored = Vec::new();
-        // systemd's watchdog is fed from this loop (the single shaper) or by the control
-        // thread from the workers' heartbeats (workers/coord).
-        let mut watchdog = match self.worker {
-            None => notify::Watchdog::from_env(),
-            Some(_) => None,
+        let now = self.now();
+        let mut st = LoopState {
+            ep,
+            timer,
+            sig,
+            ready: Vec::new(),
+            errored: Vec::new(),
+            // systemd's watchdog is fed from this loop (the single shaper) or by the control
+            // thread from the workers' heartbeats (workers/coord).
+            watchdog: match self.worker {
+                None => notify::Watchdog::from_env(),
+                Some(_) => None,
+            },
+            last_ports: now,
+            stopping: None,
+            armed: None,
+            last_poll: Time(0),
+            deadline: None,
+            rx_owed: false,
+            gate_tick: Time(0),
+            more_rx: false,
+            retry: false,
+            timeout: 0,
         };
-        let mut last_ports = sys::monotonic_ns();
-        let mut stopping: Option<u64> = None;
-        let mut armed: Option<u64> = None;
-        let mut last_poll = 0u64;
-        let mut deadline: Option<u64> = None;
-        let mut rx_owed = false;
-        let mut gate_tick = 0u64;
         loop {
-            let mut more_rx = false;
             self.turn_rx = 0;
-            // The last stretch before a departure (within the spin's margin and RX_GUARD_NS):
-            // no receive turn, which can take tens of µs, but the clock alone and then the
-            // departure. A receive turn is owed after it, so arrivals wait at most one guard.
-            let guard = self.wake.margin_ns().min(RX_GUARD_NS);
-            let t0 = sys::monotonic_ns();
-            let imminent = deadline.filter(|t| !rx_owed && *t > t0 && *t - t0 <= guard);
-            if let Some(t) = imminent {
-                while sys::monotonic_ns() < t {
-                    std::hint::spin_loop();
-                }
-                rx_owed = true;
-            } else if stopping.is_none() && !self.worker.as_ref().is_some_and(|l| l.quiet) {
-                // In chunks, and no further than the guard before the next departure.
-                let until = deadline.map(|t| t.saturating_sub(guard));
-                more_rx |= self.rx_turn(0, until);
-                more_rx |= self.rx_turn(1, until);
-                rx_owed = false;
-            }
+            st.more_rx = self.receive_step(&mut st);
             if let Some(l) = self.worker.as_mut() {
                 l.flush_outbox();
             }
-            // The direction due first goes first, and each is kicked as soon as it is served.
-            let first = match (self.dirs[0].deadline, self.dirs[1].deadline) {
-                (Some(a), Some(b)) if b < a => 1,
-                (None, Some(_)) => 1,
-                _ => 0,
-            };
-            let mut retry = false;
-            for d in [first, 1 - first] {
-                self.service(d);
-                retry |= self.flush_port(self.dirs[d].to);
+            st.retry = self.transmit_step();
+            let now = self.now();
+            self.housekeeping_step(&mut st, now)?;
+            if self.drained(&st, now) {
+                break;
             }
-            let now = sys::monotonic_ns();
-            if now - last_ports >= 100_000_000 {
-                self.refresh_ports();
-                // An interface deleted, re-created or given a new MTU (port.rs): a reopened
-                // port is polled on its new socket.
-                for (p, tok) in [(0, T_SOCK0), (1, T_SOCK1)] {
-                    if self.ports[p].follow_link() {
-                        sys::epoll_add(ep.as_raw_fd(), self.ports[p].fd(), tok)?;
-                    }
-                }
-                let t = self.now();
-                self.dirs.iter_mut().for_each(|d| d.reclaim_idle(t));
-                last_ports = now;
-                if let Some(l) = &self.worker {
-                    l.heartbeat.store(now, std::sync::atomic::Ordering::Relaxed);
-                }
-                if watchdog.as_mut().is_some_and(|w| w.due(now)) {
-                    notify::tell("WATCHDOG=1");
-                }
-            }
-            if let Some(t0) = stopping {
-                // A worker first takes what its peers handed over before it stopped.
-                let took = self.take_handoffs();
-                if took == 0
-                    && ((self.backlog_packets() == 0 && !retry) || now - t0 > 1_000_000_000)
-                {
-                    break;
-                }
-            }
-            deadline = self.dirs.iter().filter_map(|d| d.deadline).min();
-            if self.step_adoptions() {
-                min_deadline(&mut deadline, now);
-            }
-            if retry {
-                min_deadline(&mut deadline, now + TX_RETRY_NS);
-            }
-            // The gate's poll (a worker of a shared root) is a plain wake-up: no spin before it.
-            // Every loop turn serves both directions, and that polls the gate.
-            let gated = self
-                .dirs
-                .iter()
-                .any(|d| matches!(&d.sched, Some(Sched::Shard(s)) if s.gate().is_some()));
-            let soft = gated.then(|| {
-                if now >= gate_tick {
-                    gate_tick = now + GATE_TICK_NS;
-                }
-                gate_tick
-            });
-            let timeout = match deadline {
-                _ if more_rx => 0,
-                Some(t) if t <= now + self.wake.margin_ns() => 0, // busy-poll short waits
-                Some(t) => {
-                    // Wake a margin early and spin the rest: timer wake-ups are tens of µs late
-                    // on a VM, a spin is not (the margin is learnt from the timer: wake.rs).
-                    let at = (t - self.wake.margin_ns()).min(soft.unwrap_or(u64::MAX));
-                    if armed != Some(at) {
-                        sys::timerfd_set_abs(timer.as_raw_fd(), at)?;
-                        armed = Some(at);
-                    }
-                    100
-                }
-                None => {
-                    if let Some(at) = soft.filter(|&at| armed != Some(at)) {
-                        sys::timerfd_set_abs(timer.as_raw_fd(), at)?;
-                        armed = Some(at);
-                    }
-                    100
-                }
-            };
-            // Receive coalescing sees every turn (its rate counts them all) and may sleep
-            // after one that would now wait: a turn that stopped at its budget has `timeout`
-            // 0 and goes on at once.
-            let wait = timeout != 0 && !retry && stopping.is_none();
-            let timeout = if self.coalesce(now, deadline, wait) {
-                0
-            } else {
-                timeout
-            };
+            st.timeout = self.plan_wait(&mut st, now)?;
             // A spin (a departure due within the margin) polls the rings without a system
             // call; events (control, signals, peers) are still looked at every SPIN_POLL_NS.
-            let spinning = timeout == 0 && !more_rx && !retry && deadline.is_some();
-            if spinning && now.saturating_sub(last_poll) < SPIN_POLL_NS {
+            let spinning = st.timeout == 0 && !st.more_rx && !st.retry && st.deadline.is_some();
+            if spinning && now.0.saturating_sub(st.last_poll.0) < SPIN_POLL_NS {
                 continue;
             }
-            sys::epoll_wait_flagged(ep.as_raw_fd(), &mut ready, &mut errored, timeout)?;
-            last_poll = sys::monotonic_ns();
-            // An error on a port's socket (ENETDOWN when its link goes down) keeps the fd ready
-            // until it is read: read it, or every wait returns at once and the loop spins.
-            for &tok in errored.iter() {
-                if let Some(p) = [T_SOCK0, T_SOCK1].iter().position(|t| *t == tok) {
-                    self.ports[p].take_error();
-                }
-            }
-            if timeout != 0 {
-                self.wake.slept(now, last_poll);
-            }
-            self.wake.duty(last_poll);
-            for &tok in ready.iter() {
-                match tok {
-                    T_TIMER => {
-                        let mut b = [0u8; 8];
-                        sys::read_some(timer.as_raw_fd(), &mut b);
-                        // A sample of the timer's latency only if the loop slept waiting for
-                        // it: a wake-up found late by a busy loop says nothing of the timer.
-                        if let (Some(at), true) = (armed, timeout != 0) {
-                            self.wake.record(at, sys::monotonic_ns());
-                        }
-                        armed = None;
-                    }
-                    T_WAKE => self.on_wake(&mut stopping),
-                    T_SIG => {
-                        let mut b = [0u8; 128];
-                        let sig = sig.as_ref().map_or(-1, |s| s.as_raw_fd());
-                        if sys::read_some(sig, &mut b) > 0 {
-                            match sys::signo_of(&b) {
-                                Some(s) if s == libc::SIGHUP as u32 => self.on_sighup(),
-                                Some(_) => {
-                                    if stopping.is_none() {
-                                        notify::tell("STOPPING=1\nSTATUS=draining");
-                                    }
-                                    stopping.get_or_insert(sys::monotonic_ns());
-                                }
-                                None => {}
-                            }
-                        }
-                    }
-                    _ => {}
-                }
-            }
-            // Reloads built off the loop: install them and answer who asked.
-            if ready.contains(&T_BUILT) {
-                self.take_builds();
-            }
-            // Control clients: never blocks (a turn is bounded; see control::server).
-            if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
-                self.serve_control();
-            }
-            // The stats plane's replies and copies (control/plane.rs).
-            if ready.contains(&T_STATS) {
-                self.serve_plane();
-            }
+            self.wait_step(&mut st, now)?;
+            self.events_step(&mut st);
         }
         // Removes the socket file.
         self.control = None;
         self.plane = None;
         Ok(0)
     }
+
+    /// The thread's placement and priority (`--cpus`, `--nice`, `--realtime`).
+    fn prepare_thread(&mut self) -> anyhow::Result<()> {
+        sys::set_min_timer_slack()?;
+        let index = self.worker.as_ref().map_or(0, |l| l.index);
+        if let Some(cpu) = affinity::cpu_for(&self.opts.cpus, index) {
+            affinity::pin(cpu).context("--cpus")?;
+        }
+        if let Some(n) = self.opts.nice {
+            sys::set_nice(n).context("--nice")?;
+        }
+        if let Some(prio) = self.opts.realtime {
+            sys::set_fifo(prio).context("--realtime")?;
+            if let Err(e) = sys::lock_memory() {
+                eprintln!("linkshare: warning: --realtime: {e}; page faults may delay departures");
+            }
+        }
+        Ok(())
+    }
+
+    /// Receive from both ports, in chunks and no further than the guard before the next
+    /// departure; or, in the last stretch before a departure (within the spin's margin and
+    /// RX_GUARD_NS), no receive turn, which can take tens of µs, but the clock alone and then
+    /// the departure. A receive turn is owed after that, so arrivals wait at most one guard.
+    /// Returns whether frames may be left in a ring.
+    fn receive_step(&mut self, st: &mut LoopState) -> bool {
+        let guard = self.wake.margin_ns().min(RX_GUARD_NS);
+        let t0 = self.now();
+        let imminent = st
+            .deadline
+            .filter(|t| !st.rx_owed && *t > t0 && t.0 - t0.0 <= guard);
+        if let Some(t) = imminent {
+            while self.now() < t {
+                std::hint::spin_loop();
+            }
+            st.rx_owed = true;
+            return false;
+        }
+        if st.stopping.is_some() || self.worker.as_ref().is_some_and(|l| l.quiet) {
+            return false;
+        }
+        let until = st.deadline.map(|t| Time(t.0.saturating_sub(guard)));
+        let mut more = self.rx_turn(0, until);
+        more |= self.rx_turn(1, until);
+        st.rx_owed = false;
+        more
+    }
+
+    /// Serve both directions, the one due first first, each port kicked as soon as its
+    /// direction is served. Returns whether a ring asked to be kicked again.
+    fn transmit_step(&mut self) -> bool {
+        let first = match (self.dirs[0].next_wakeup(), self.dirs[1].next_wakeup()) {
+            (Some(a), Some(b)) if b < a => 1,
+            (None, Some(_)) => 1,
+            _ => 0,
+        };
+        let mut retry = false;
+        for d in [first, 1 - first] {
+            self.service(d);
+            retry |= self.flush_port(self.dirs[d].to);
+        }
+        retry
+    }
+
+    /// Every 100 ms: the ports' counters and links, idle per-flow state given back, the
+    /// worker's heartbeat, systemd's watchdog.
+    fn housekeeping_step(&mut self, st: &mut LoopState, now: Time) -> anyhow::Result<()> {
+        if now.0.saturating_sub(st.last_ports.0) < HOUSEKEEPING_NS {
+            return Ok(());
+        }
+        self.refresh_ports();
+        // An interface deleted, re-created or given a new MTU (port.rs): a reopened port is
+        // polled on its new socket.
+        for (p, tok) in [(0, T_SOCK0), (1, T_SOCK1)] {
+            if self.ports[p].follow_link() {
+                sys::epoll_add(st.ep.as_raw_fd(), self.ports[p].fd(), tok)?;
+            }
+        }
+        self.dirs.iter_mut().for_each(|d| d.reclaim_idle(now));
+        st.last_ports = now;
+        if let Some(l) = &self.worker {
+            // Read by the control thread on its own clock: CLOCK_MONOTONIC.
+            l.heartbeat.store(
+                self.clock.monotonic(now),
+                std::sync::atomic::Ordering::Relaxed,
+            );
+        }
+        if st.watchdog.as_mut().is_some_and(|w| w.due(now.0)) {
+            notify::tell("WATCHDOG=1");
+        }
+        Ok(())
+    }
+
+    /// Stopping: whether everything queued has left (or a second has passed). A worker first
+    /// takes what its peers handed over before they stopped.
+    fn drained(&mut self, st: &LoopState, now: Time) -> bool {
+        let Some(t0) = st.stopping else {
+            return false;
+        };
+        let took = self.take_handoffs();
+        took == 0
+            && ((self.backlog_packets() == 0 && !st.retry)
+                || now.0.saturating_sub(t0.0) > STOP_DRAIN_NS)
+    }
+
+    /// The loop's next deadline and how long the wait may block (ms; 0: do not block): the
+    /// timer armed a margin before the next departure (waits shorter than the margin are
+    /// busy-polled), the gate's tick of a worker of a shared root, receive coalescing.
+    fn plan_wait(&mut self, st: &mut LoopState, now: Time) -> anyhow::Result<i32> {
+        st.deadline = self.dirs.iter().filter_map(Dir::next_wakeup).min();
+        // A take-over under way (a rebuilt HTB, reload.rs) comes back at once for its next step.
+        if self.step_adoptions() {
+            min_deadline(&mut st.deadline, now);
+        }
+        if st.retry {
+            min_deadline(&mut st.deadline, after(now, TX_RETRY_NS));
+        }
+        // The gate's poll (a worker of a shared root) is a plain wake-up: no spin before it.
+        // Every loop turn serves both directions, and that polls the gate.
+        let gated = self
+            .dirs
+            .iter()
+            .any(|d| matches!(&d.sched, Some(Sched::Shard(s)) if s.gate().is_some()));
+        let soft = gated.then(|| {
+            if now >= st.gate_tick {
+                st.gate_tick = after(now, GATE_TICK_NS);
+            }
+            st.gate_tick
+        });
+        let margin = self.wake.margin_ns();
+        let timeout = match st.deadline {
+            _ if st.more_rx => 0,
+            Some(t) if t <= after(now, margin) => 0, // busy-poll short waits
+            Some(t) => {
+                // Wake a margin early and spin the rest: timer wake-ups are tens of µs late
+                // on a VM, a spin is not (the margin is learnt from the timer: wake.rs).
+                let at = Time(t.0 - margin).min(soft.unwrap_or(Time::MAX));
+                self.arm(st, at)?;
+                100
+            }
+            None => {
+                if let Some(at) = soft {
+                    self.arm(st, at)?;
+                }
+                100
+            }
+        };
+        // Receive coalescing sees every turn (its rate counts them all) and may sleep after
+        // one that would now wait: a turn that stopped at its budget has `timeout` 0 and goes
+        // on at once.
+        let wait = timeout != 0 && !st.retry && st.stopping.is_none();
+        Ok(if self.coalesce(now, st.deadline, wait) {
+            0
+        } else {
+            timeout
+        })
+    }
+
+    /// Arm the timer for `at` unless it is armed for it already.
+    fn arm(&self, st: &mut LoopState, at: Time) -> anyhow::Result<()> {
+        if st.armed != Some(at) {
+            sys::timerfd_set_abs(st.timer.as_raw_fd(), self.clock.monotonic(at))?;
+            st.armed = Some(at);
+        }
+        Ok(())
+    }
+
+    /// Wait for events (up to `st.timeout` ms); read the error of a port's socket that has
+    /// one; feed the timer's learning.
+    fn wait_step(&mut self, st: &mut LoopState, now: Time) -> anyhow::Result<()> {
+        sys::epoll_wait_flagged(
+            st.ep.as_raw_fd(),
+            &mut st.ready,
+            &mut st.errored,
+            st.timeout,
+        )?;
+        st.last_poll = self.now();
+        // An error on a port's socket (ENETDOWN when its link goes down) keeps the fd ready
+        // until it is read: read it, or every wait returns at once and the loop spins.
+        for &tok in st.errored.iter() {
+            if let Some(p) = [T_SOCK0, T_SOCK1].iter().position(|t| *t == tok) {
+                self.ports[p].take_error();
+            }
+        }
+        if st.timeout != 0 {
+            self.wake.slept(now.0, st.last_poll.0);
+        }
+        self.wake.duty(st.last_poll.0);
+        Ok(())
+    }
+
+    /// Handle what the wait reported: the timer, a worker's wake-up, signals, reloads built
+    /// off the loop, control clients (never blocking: see control::server) and the stats
+    /// plane's replies and copies (control/plane.rs).
+    fn events_step(&mut self, st: &mut LoopState) {
+        let ready = std::mem::take(&mut st.ready);
+        for &tok in ready.iter() {
+            match tok {
+                T_TIMER => {
+                    let mut b = [0u8; 8];
+                    sys::read_some(st.timer.as_raw_fd(), &mut b);
+                    // A sample of the timer's latency only if the loop slept waiting for it: a
+                    // wake-up found late by a busy loop says nothing of the timer.
+                    if let (Some(at), true) = (st.armed, st.timeout != 0) {
+                        self.wake.record(at.0, self.now().0);
+                    }
+                    st.armed = None;
+                }
+                T_WAKE => self.on_wake(&mut st.stopping),
+                T_SIG => self.on_signal(st),
+                _ => {}
+            }
+        }
+        if ready.contains(&T_BUILT) {
+            self.take_builds();
+        }
+        if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
+            self.serve_control();
+        }
+        if ready.contains(&T_STATS) {
+            self.serve_plane();
+        }
+        st.ready = ready;
+    }
+
+    /// SIGHUP reloads; SIGTERM/SIGINT start the drain.
+    fn on_signal(&mut self, st: &mut LoopState) {
+        let mut b = [0u8; 128];
+        let sig = st.sig.as_ref().map_or(-1, |s| s.as_raw_fd());
+        if sys::read_some(sig, &mut b) == 0 {
+            return;
+        }
+        match sys::signo_of(&b) {
+            Some(s) if s == libc::SIGHUP as u32 => self.on_sighup(),
+            Some(_) => {
+                if st.stopping.is_none() {
+                    notify::tell("STOPPING=1\nSTATUS=draining");
+                }
+                let now = self.now();
+                st.stopping.get_or_insert(now);
+            }
+            None => {}
+        }
+    }
+}
+
+/// What the event loop carries from one turn to the next.
+struct LoopState {
+    ep: OwnedFd,
+    timer: OwnedFd,
+    /// The signalfd (the single shaper; a worker hears signals through the control thread).
+    sig: Option<OwnedFd>,
+    ready: Vec<u64>,
+    errored: Vec<u64>,
+    watchdog: Option<notify::Watchdog>,
+    /// When the housekeeping last ran.
+    last_ports: Time,
+    /// When the drain began (SIGTERM, or the control thread's stop).
+    stopping: Option<Time>,
+    /// The instant the timer is armed for.
+    armed: Option<Time>,
+    /// When the event queue was last looked at.
+    last_poll: Time,
+    /// The earliest instant a direction (or a retry) wants the loop.
+    deadline: Option<Time>,
+    /// A receive turn was skipped for an imminent departure.
+    rx_owed: bool,
+    /// The next poll of a shard's gate.
+    gate_tick: Time,
+    /// This turn: frames may be left in a ring; a ring asked to be kicked again; the wait's
+    /// timeout (ms).
+    more_rx: bool,
+    retry: bool,
+    timeout: i32,
 }

@@ -59,13 +59,7 @@ impl PolicySource {
     /// it leaves part of the link unused. `None` when they agree or the policy has no classes.
     /// The root rate is the sum of the top-level classes' ceilings.
     pub fn root_rate_warning(&self, link: Rate) -> Option<String> {
-        let root: u64 = self
-            .policy
-            .classes()
-            .iter()
-            .filter(|c| c.parent.is_none())
-            .map(|c| c.ceil.0)
-            .fold(0u64, u64::saturating_add);
+        let root = self.policy.root_rate().0;
         if root == 0 || root == link.0 {
             return None;
         }

@@ -151,6 +151,41 @@ impl<T: AsRef<[u8]>> Ipv4Packet<T> {
     }
 }
 
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv4Packet<T> {
+    /// Set the ECN codepoint (the two low bits of TOS, RFC 3168 §5; DSCP kept) and refill the
+    /// header checksum. On a view that passed [`check_len`](Self::check_len); on a shorter
+    /// buffer nothing is written.
+    pub fn set_ecn(&mut self, ecn: u8) {
+        self.set_tos((self.tos() & !3) | (ecn & 3));
+    }
+
+    /// Set the whole TOS byte (DSCP and ECN) and refill the header checksum; on a buffer
+    /// shorter than the header nothing is written.
+    pub fn set_tos(&mut self, tos: u8) {
+        let len = self.header_len();
+        if len < HEADER_LEN || self.data().len() < len {
+            return;
+        }
+        self.buffer.as_mut()[field::TOS] = tos;
+        self.fill_checksum();
+    }
+
+    /// Recompute the header checksum (RFC 791) over the header, options included; nothing is
+    /// written when the header is not all there.
+    pub fn fill_checksum(&mut self) {
+        let len = self.header_len();
+        if len < HEADER_LEN {
+            return;
+        }
+        let Some(h) = self.buffer.as_mut().get_mut(..len) else {
+            return;
+        };
+        h[field::CHECKSUM..field::CHECKSUM + 2].fill(0);
+        let sum = checksum::internet(h);
+        h[field::CHECKSUM..field::CHECKSUM + 2].copy_from_slice(&sum.to_be_bytes());
+    }
+}
+
 impl<'a> Ipv4Packet<&'a [u8]> {
     /// The options (empty when IHL is 5).
     pub fn options(&self) -> &'a [u8] {
@@ -206,6 +241,23 @@ mod tests {
         assert!(ip.options().is_empty());
         assert_eq!(ip.payload(), &[0xaa, 0xbb]);
         assert!(ip.verify_checksum());
+    }
+
+    #[test]
+    fn set_ecn_keeps_dscp_and_the_checksum_right() {
+        let mut p = sample();
+        let mut ip = Ipv4Packet::new_checked(&mut p[..]).unwrap();
+        ip.set_ecn(3);
+        assert_eq!(ip.tos(), 0xbb);
+        assert!(ip.verify_checksum());
+        ip.set_ecn(0);
+        assert_eq!(ip.tos(), 0xb8);
+        assert!(ip.verify_checksum());
+        assert_eq!(p, sample(), "back to the original bytes");
+        // A view of a buffer too short for the header writes nothing.
+        let mut short = vec![0x45, 0xb8];
+        Ipv4Packet::new_unchecked(&mut short[..]).set_ecn(3);
+        assert_eq!(short, [0x45, 0xb8]);
     }
 
     #[test]

@@ -116,6 +116,25 @@ impl<T: AsRef<[u8]>> Ipv6Packet<T> {
     }
 }
 
+impl<T: AsRef<[u8]> + AsMut<[u8]>> Ipv6Packet<T> {
+    /// Set the ECN codepoint (the two low bits of the traffic class, RFC 3168 §5; DSCP kept).
+    /// The traffic class spans the low nibble of byte 0 and the high nibble of byte 1
+    /// (RFC 8200 §3); IPv6 has no header checksum. On a shorter buffer nothing is written.
+    pub fn set_ecn(&mut self, ecn: u8) {
+        self.set_traffic_class((self.traffic_class() & !3) | (ecn & 3));
+    }
+
+    /// Set the whole traffic class (DSCP and ECN), keeping the version and the flow label; on a
+    /// buffer shorter than the fixed header nothing is written.
+    pub fn set_traffic_class(&mut self, tc: u8) {
+        let Some(b) = self.buffer.as_mut().get_mut(..HEADER_LEN) else {
+            return;
+        };
+        b[field::VER_TC_FLOW] = (b[field::VER_TC_FLOW] & 0xf0) | (tc >> 4);
+        b[field::VER_TC_FLOW + 1] = (b[field::VER_TC_FLOW + 1] & 0x0f) | (tc << 4);
+    }
+}
+
 impl<'a> Ipv6Packet<&'a [u8]> {
     /// The payload length's bytes after the fixed header (padding excluded).
     pub fn payload(&self) -> &'a [u8] {
@@ -210,6 +229,20 @@ mod tests {
         p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 1).octets());
         p.extend_from_slice(&Ipv6Addr::new(0x2001, 0xdb8, 0, 0, 0, 0, 0, 2).octets());
         p
+    }
+
+    #[test]
+    fn set_ecn_writes_the_low_bits_of_the_traffic_class() {
+        let mut p = header(0, 59);
+        let mut ip = Ipv6Packet::new_checked(&mut p[..]).unwrap();
+        ip.set_ecn(3);
+        assert_eq!(ip.traffic_class(), 0xbb);
+        assert_eq!(ip.flow_label(), 0x12345, "flow label kept");
+        ip.set_ecn(1);
+        assert_eq!(ip.traffic_class(), 0xb9);
+        ip.set_traffic_class(0x2a);
+        assert_eq!((ip.version(), ip.traffic_class()), (6, 0x2a));
+        assert_eq!(ip.flow_label(), 0x12345);
     }
 
     #[test]

@@ -81,7 +81,7 @@ pub use ethernet::{EthernetFrame, VlanTag, MAX_VLAN_TAGS};
 pub use hash::flow_hash;
 pub use ipv4::Ipv4Packet;
 pub use ipv6::Ipv6Packet;
-pub use tcp::tcp_info;
+pub use tcp::{tcp_info, tcp_info_at};
 pub use tos::{rewrite_tos, set_ce, wash_dscp};
 
 /// Why a frame could not be parsed. Each variant has a stable [`name`](ParseError::name) usable
@@ -226,9 +226,17 @@ pub fn parse_ethernet_keyed(frame: &[u8], key: u64) -> Result<PacketMeta, ParseE
             rest = inner;
         }
     }
+    // `rest` is a suffix of `frame`: the IP header's offset, recorded for the header's writers.
+    let l3_offset = u16::try_from(frame.len() - rest.len()).unwrap_or(u16::MAX);
     let mut meta = match ethertype {
-        ethertype::IPV4 => parse_ipv4(rest, key)?,
-        ethertype::IPV6 => parse_ipv6(rest, key)?,
+        ethertype::IPV4 => PacketMeta {
+            l3_offset,
+            ..parse_ipv4(rest, key)?
+        },
+        ethertype::IPV6 => PacketMeta {
+            l3_offset,
+            ..parse_ipv6(rest, key)?
+        },
         other => {
             let mut meta = PacketMeta {
                 len: saturating_u32(frame.len()),

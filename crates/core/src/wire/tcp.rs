@@ -12,7 +12,7 @@
 
 use super::bytes::{be16, be32, u8_at};
 use super::{ethertype, ip_offset, ipv6, proto, Ipv4Packet, Ipv6Packet};
-use crate::packet::{Fragment, TcpInfo};
+use crate::packet::{Fragment, PacketMeta, TcpInfo, L3};
 
 const OPT_EOL: u8 = 0;
 const OPT_NOP: u8 = 1;
@@ -24,16 +24,31 @@ const OPT_MD5: u8 = 19;
 /// a complete header.
 pub fn tcp_info(frame: &[u8]) -> Option<TcpInfo> {
     let (off, et) = ip_offset(frame)?;
-    let ip = frame.get(off..)?;
-    let l4 = match et {
-        ethertype::IPV4 => {
+    let l3 = match et {
+        ethertype::IPV4 => L3::Ipv4,
+        ethertype::IPV6 => L3::Ipv6,
+        _ => return None,
+    };
+    ip_tcp_info(frame.get(off..)?, l3)
+}
+
+/// [`tcp_info`] of a frame already parsed into `meta`: the IP header is where the parser
+/// found it (`meta.l3_offset`), nothing is walked again.
+pub fn tcp_info_at(frame: &[u8], meta: &PacketMeta) -> Option<TcpInfo> {
+    ip_tcp_info(frame.get(usize::from(meta.l3_offset)..)?, meta.l3)
+}
+
+/// The TCP facts of the IP packet `ip` (of family `l3`).
+fn ip_tcp_info(ip: &[u8], l3: L3) -> Option<TcpInfo> {
+    let l4 = match l3 {
+        L3::Ipv4 => {
             let p = Ipv4Packet::new_checked(ip).ok()?;
             if p.protocol() != proto::TCP || p.frag_offset() != 0 || p.more_frags() {
                 return None;
             }
             p.payload()
         }
-        ethertype::IPV6 => {
+        L3::Ipv6 => {
             let p = Ipv6Packet::new_checked(ip).ok()?;
             let payload = p.payload();
             let up = ipv6::walk_extensions(p.next_header(), payload);
@@ -42,7 +57,7 @@ pub fn tcp_info(frame: &[u8]) -> Option<TcpInfo> {
             }
             payload.get(up.offset..)?
         }
-        _ => return None,
+        L3::Other(_) => return None,
     };
     segment_info(l4)
 }

@@ -41,8 +41,12 @@ fn ipv4_tcp_in_plain_ethernet() {
     assert_eq!((m.src_port, m.dst_port), (40000, 443));
     assert_eq!((m.frag, m.vlan, m.issue), (Fragment::None, None, None));
     assert_eq!(m.flow_hash, flow_hash(&m, 0));
-    // Same packet without Ethernet.
-    assert_eq!(parse_ip(&frame[14..]).unwrap(), m);
+    // Same packet without Ethernet (its IP header at 0 instead of 14).
+    assert_eq!(m.l3_offset, 14);
+    assert_eq!(
+        parse_ip(&frame[14..]).unwrap(),
+        PacketMeta { l3_offset: 0, ..m }
+    );
     // The builder's checksums are right.
     assert!(Ipv4Packet::new_checked(&frame[14..])
         .unwrap()
@@ -440,13 +444,18 @@ fn pppoe_session_frames_are_classified_by_their_inner_ip() {
         assert_eq!(m.l3, L3::Ipv4);
         assert_eq!((m.src_port, m.dst_port, m.dscp()), (5000, 53, 46));
         assert_eq!(m.vlan, vlan);
+        let off = 14 + if vlan.is_some() { 4 } else { 0 } + 8;
         assert_eq!(
-            PacketMeta { vlan: None, ..m },
+            PacketMeta {
+                vlan: None,
+                l3_offset: 0,
+                ..m
+            },
             bare,
             "same meta as the bare packet"
         );
-        let off = 14 + if vlan.is_some() { 4 } else { 0 } + 8;
         assert_eq!(ip_offset(&f), Some((off, ethertype::IPV4)));
+        assert_eq!(usize::from(m.l3_offset), off);
     }
     let spec6 = BuildSpec::tcp(a6(1), 4000, a6(2), 443).with_payload(10);
     let f6 = pppoe_frame(&ip(&spec6), None, encap::PPP_IPV6);
@@ -478,8 +487,9 @@ fn mpls_label_stacks_are_classified_by_their_inner_ip() {
     f.extend_from_slice(&[0x00, 0x06, 0x40, 0x40, 0x00, 0x0c, 0x81, 0x40]);
     f.extend_from_slice(&inner);
     let m = parse_ethernet(&f).unwrap();
-    assert_eq!(m, parse_ip(&inner).unwrap());
+    assert_eq!(PacketMeta { l3_offset: 0, ..m }, parse_ip(&inner).unwrap());
     assert_eq!(ip_offset(&f), Some((22, ethertype::IPV4)));
+    assert_eq!(m.l3_offset, 22);
     // An Ethernet pseudowire (first nibble 0 after a control word) is not IP.
     let mut pw = f[..22].to_vec();
     pw.extend_from_slice(&[0, 0, 0, 0]);
@@ -493,6 +503,8 @@ fn mpls_label_stacks_are_classified_by_their_inner_ip() {
 fn ip_offset_agrees_with_the_parser_on_plain_and_tagged_frames() {
     let spec = BuildSpec::udp(a4(1), 1, a4(2), 2).with_payload(4);
     assert_eq!(ip_offset(&eth(&spec)), Some((14, ethertype::IPV4)));
+    assert_eq!(parse_ethernet(&eth(&spec)).unwrap().l3_offset, 14);
+    assert_eq!(parse_ip(&eth(&spec)[14..]).unwrap().l3_offset, 0);
     let tagged = BuildSpec {
         vlans: vec![Vlan {
             tpid: ethertype::QINQ,
@@ -503,4 +515,6 @@ fn ip_offset_agrees_with_the_parser_on_plain_and_tagged_frames() {
     };
     assert_eq!(ip_offset(&eth(&tagged)), Some((18, ethertype::IPV4)));
     assert_eq!(ip_offset(&[0u8; 10]), None);
+    // The parser records the same offset, once, in the packet's metadata.
+    assert_eq!(parse_ethernet(&eth(&tagged)).unwrap().l3_offset, 18);
 }

@@ -183,9 +183,6 @@ pub(crate) struct Link {
     pub peers: Vec<Peer>,
     /// Per peer, the frames for it received this turn.
     pub outbox: Vec<Vec<Handoff>>,
-    /// The local classes of the frames this turn received for this worker's own shard, in the
-    /// order of the shaper's receive batch (offered as one burst, `Shard::enqueue_burst_to`).
-    pub local: Vec<u32>,
     /// Per direction, the steering of the policy this worker runs.
     pub steer: [Option<Arc<Steer>>; 2],
     pub counts: HandoffCounts,

@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use linkshare_core::qdisc::Qdisc;
 use linkshare_core::shard::Shard;
 use linkshare_core::Time;
 
@@ -161,9 +160,8 @@ impl Shaper {
         let class = st.classifier.classify(&f.meta);
         let (shard, local) = st.locate(class);
         if shard == l.index {
-            // With the rest of the turn's frames for this shard (`Shaper::enqueue_batch`).
-            l.local.push(local);
-            self.rx_batch.push(f);
+            // With the rest of the chunk's frames for this shard (`Dir::end_burst`).
+            self.dirs[d].handle_local(local, f);
         } else if let Some(out) = l.outbox.get_mut(shard) {
             out.push(Handoff {
                 dir: d,
@@ -175,36 +173,6 @@ impl Shaper {
         } else {
             l.counts.lost += 1;
             self.recycle(f.bytes);
-        }
-    }
-
-    /// Enqueue into local class `local` of this worker's shard of direction `d`; refusals and
-    /// drops are counted by the shard, their buffers reused.
-    fn enqueue_local(&mut self, d: usize, local: u32, f: Frame, now: Time) {
-        let mut spare = Vec::new();
-        match &mut self.dirs[d].sched {
-            Some(Sched::Shard(s)) => {
-                if let Err(x) = s.enqueue_to(local, f, now) {
-                    spare.push(x.packet.bytes);
-                }
-                while let Some(x) = s.take_dropped() {
-                    spare.push(x.packet.bytes);
-                }
-            }
-            // Not a shard (cannot happen on a worker): the scheduler classifies it itself.
-            Some(other) => {
-                let q = other.q();
-                if let Err(x) = q.enqueue(f, now) {
-                    spare.push(x.packet.bytes);
-                }
-                while let Some(x) = q.take_dropped() {
-                    spare.push(x.packet.bytes);
-                }
-            }
-            None => spare.push(f.bytes),
-        }
-        for v in spare {
-            self.recycle(v);
         }
     }
 
@@ -244,7 +212,8 @@ impl Shaper {
         }
         let (shard, local) = st.locate(h.class);
         if shard == l.index {
-            self.enqueue_local(h.dir, local, h.frame, now);
+            let pool = &mut self.pool;
+            self.dirs[h.dir].enqueue_local(local, h.frame, now, &mut |v| pool.put(v));
         } else if h.hops < MAX_HOPS && shard < l.outbox.len() {
             h.hops += 1;
             l.outbox[shard].push(h);
@@ -255,7 +224,7 @@ impl Shaper {
     }
 
     /// The worker's eventfd rang: hand-overs first, then the control thread's commands.
-    pub(crate) fn on_wake(&mut self, stopping: &mut Option<u64>) {
+    pub(crate) fn on_wake(&mut self, stopping: &mut Option<Time>) {
         if let Some(l) = &self.worker {
             sys::eventfd_clear(std::os::fd::AsRawFd::as_raw_fd(&*l.wake));
         }
@@ -272,7 +241,8 @@ impl Shaper {
                     }
                 }
                 Cmd::Stop => {
-                    stopping.get_or_insert(sys::monotonic_ns());
+                    let now = self.now();
+                    stopping.get_or_insert(now);
                 }
             }
         }

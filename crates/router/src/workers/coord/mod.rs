@@ -211,7 +211,6 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
             peers: peers.clone(),
             outbox: (0..n).map(|_| Vec::new()).collect(),
             steer: [None, None],
-            local: Vec::new(),
             counts: HandoffCounts::default(),
             quiet: false,
             heartbeat,
