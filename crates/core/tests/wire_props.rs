@@ -165,7 +165,9 @@ proptest! {
         let mut frame = Vec::new();
         build_ethernet(&mut frame, &s);
         let m = parse_ethernet(&frame).expect("a built frame parses");
-        prop_assert_eq!(parse_ip(&packet).expect("a built packet parses"), PacketMeta { vlan: None, ..m });
+        // The same packet without its link layer: no VLAN, the IP header at offset 0.
+        prop_assert_eq!(parse_ip(&packet).expect("a built packet parses"), PacketMeta { vlan: None, l3_offset: 0, ..m });
+        prop_assert_eq!(usize::from(m.l3_offset), frame.len() - packet.len());
 
         prop_assert_eq!(m.l3, if s.is_ipv6() { L3::Ipv6 } else { L3::Ipv4 });
         prop_assert_eq!(m.len as usize, packet.len());
