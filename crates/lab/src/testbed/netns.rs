@@ -117,43 +117,14 @@ pub(super) fn open_ns(ns: &str) -> anyhow::Result<std::fs::File> {
 /// testbed carries no VLANs). Best effort: a device without the feature keeps its defaults.
 pub fn offloads_off(dev: &str) {
     set_rx_vlan_offload(dev, false);
-    #[repr(C)]
-    struct EthtoolValue {
-        cmd: u32,
-        data: u32,
-    }
-    #[repr(C)]
-    struct Ifreq {
-        name: [u8; 16],
-        data: *mut libc::c_void,
-        pad: [u8; 16],
-    }
-    // SAFETY: plain socket call.
-    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
-    if fd < 0 {
-        return;
-    }
     for cmd in [
         0x17u32, /* ETHTOOL_STXCSUM */
         0x1f,    /* ETHTOOL_STSO */
         0x24,    /* ETHTOOL_SGSO */
         0x2c,    /* ETHTOOL_SGRO */
     ] {
-        let mut v = EthtoolValue { cmd, data: 0 };
-        let mut req = Ifreq {
-            name: [0; 16],
-            data: (&mut v as *mut EthtoolValue).cast(),
-            pad: [0; 16],
-        };
-        let n = dev.len().min(15);
-        req.name[..n].copy_from_slice(&dev.as_bytes()[..n]);
-        // SAFETY: `req` is a valid ifreq pointing at a live ethtool_value.
-        unsafe {
-            libc::ioctl(fd, 0x8946 /* SIOCETHTOOL */, &mut req)
-        };
+        ethtool_value(dev, cmd, 0);
     }
-    // SAFETY: closing the fd we opened.
-    unsafe { libc::close(fd) };
 }
 
 /// Turn rx-vlan offload (`ethtool -K DEV rxvlan on|off`) on or off on `dev`, in the calling
@@ -163,6 +134,20 @@ pub fn set_rx_vlan_offload(dev: &str, on: bool) -> bool {
     const ETHTOOL_GFLAGS: u32 = 0x25;
     const ETHTOOL_SFLAGS: u32 = 0x26;
     const ETH_FLAG_RXVLAN: u32 = 1 << 8;
+    let Some(flags) = ethtool_value(dev, ETHTOOL_GFLAGS, 0) else {
+        return false;
+    };
+    let want = if on {
+        flags | ETH_FLAG_RXVLAN
+    } else {
+        flags & !ETH_FLAG_RXVLAN
+    };
+    ethtool_value(dev, ETHTOOL_SFLAGS, want).is_some()
+}
+
+/// One `SIOCETHTOOL` request carrying a `struct ethtool_value` (`cmd`, `data`) on `dev`, in the
+/// calling thread's namespace: the value the kernel left in `data`, or `None` if it refused.
+fn ethtool_value(dev: &str, cmd: u32, data: u32) -> Option<u32> {
     #[repr(C)]
     struct EthtoolValue {
         cmd: u32,
@@ -177,12 +162,9 @@ pub fn set_rx_vlan_offload(dev: &str, on: bool) -> bool {
     // SAFETY: plain socket call.
     let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM, 0) };
     if fd < 0 {
-        return false;
+        return None;
     }
-    let mut v = EthtoolValue {
-        cmd: ETHTOOL_GFLAGS,
-        data: 0,
-    };
+    let mut v = EthtoolValue { cmd, data };
     let mut req = Ifreq {
         name: [0; 16],
         data: (&mut v as *mut EthtoolValue).cast(),
@@ -190,26 +172,13 @@ pub fn set_rx_vlan_offload(dev: &str, on: bool) -> bool {
     };
     let n = dev.len().min(15);
     req.name[..n].copy_from_slice(&dev.as_bytes()[..n]);
-    // SAFETY: `req` is a valid ifreq pointing at a live ethtool_value, for both requests.
+    // SAFETY: `req` is a valid ifreq pointing at a live ethtool_value.
     let ok = unsafe {
         libc::ioctl(fd, 0x8946 /* SIOCETHTOOL */, &mut req)
-    } == 0
-        && {
-            let mut set = EthtoolValue {
-                cmd: ETHTOOL_SFLAGS,
-                data: if on {
-                    v.data | ETH_FLAG_RXVLAN
-                } else {
-                    v.data & !ETH_FLAG_RXVLAN
-                },
-            };
-            req.data = (&mut set as *mut EthtoolValue).cast();
-            // SAFETY: as above, pointing at `set`.
-            unsafe { libc::ioctl(fd, 0x8946, &mut req) == 0 }
-        };
+    } == 0;
     // SAFETY: closing the fd we opened.
     unsafe { libc::close(fd) };
-    ok
+    ok.then_some(v.data)
 }
 
 /// Names of the namespaces that exist now.
