@@ -167,7 +167,11 @@ proptest! {
         let m = parse_ethernet(&frame).expect("a built frame parses");
         // The same packet without its link layer: no VLAN, the IP header at offset 0.
         prop_assert_eq!(parse_ip(&packet).expect("a built packet parses"), PacketMeta { vlan: None, l3_offset: 0, ..m });
-        prop_assert_eq!(usize::from(m.l3_offset), frame.len() - packet.len());
+        // The IP packet starts after the MAC addresses, one 4-byte tag per VLAN and the EtherType;
+        // padding to 60 bytes only ever follows it.
+        let header = 14 + 4 * s.vlans.len();
+        prop_assert_eq!(usize::from(m.l3_offset), header);
+        prop_assert_eq!(&frame[header..header + packet.len()], &packet[..]);
 
         prop_assert_eq!(m.l3, if s.is_ipv6() { L3::Ipv6 } else { L3::Ipv4 });
         prop_assert_eq!(m.len as usize, packet.len());
