@@ -97,7 +97,9 @@ pub fn compare_kernel_in_guest(
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", scenario.display()))?;
     let figures = dir.join("figures.json");
+    let senders = senders_file(&figures);
     let _ = std::fs::remove_file(&figures);
+    let _ = std::fs::remove_file(&senders);
     let exe = std::env::current_exe().context("cannot find the linkshare executable")?;
     let argv: Vec<OsString> = vec![
         exe.into_os_string(),
@@ -115,7 +117,7 @@ pub fn compare_kernel_in_guest(
         stdout_to_stderr: true,
         ..Guest::default()
     };
-    let (rc, check) = match guest.run(&argv) {
+    let (rc, mut check) = match guest.run(&argv) {
         Ok(r) => (r.rc, r.check),
         Err(e) => {
             eprintln!("error: compare --kernel: {e:#}");
@@ -130,7 +132,19 @@ pub fn compare_kernel_in_guest(
         .with_context(|| format!("the guest wrote no {}", figures.display()))?;
     let f: Figures = serde_json::from_str(&text)
         .with_context(|| format!("{} is not valid", figures.display()))?;
+    check.senders = std::fs::read_to_string(&senders)
+        .ok()
+        .filter(|s| !s.trim().is_empty());
+    if let (Some(_), Some(why)) = (&check.senders, check.starved()) {
+        eprintln!("warning: {why}");
+    }
     Ok(Ok((f, check)))
+}
+
+/// Where the guest's `lab --figures FILE` says that its UDP sources fell short of their rates:
+/// beside FILE (absent when they kept up).
+fn senders_file(figures: &Path) -> PathBuf {
+    figures.with_extension("senders")
 }
 
 /// `lab --figures FILE`: the run's comparison figures over the scenario's phases, as `compare`
@@ -152,6 +166,10 @@ pub fn write_figures(
     let f = Figures::of_scenario(result, &sc, &phases);
     let json = serde_json::to_string(&f)?;
     std::fs::write(file, json).with_context(|| format!("cannot write {}", file.display()))?;
+    if let Some(note) = linkshare_lab::run::senders_starved(result) {
+        let s = senders_file(file);
+        std::fs::write(&s, note).with_context(|| format!("cannot write {}", s.display()))?;
+    }
     Ok(())
 }
 

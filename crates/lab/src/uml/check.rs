@@ -10,14 +10,19 @@
 //!   ptrace). For each, `/proc/PID/task/TID/schedstat` gives the time it ran and the time it
 //!   was runnable but waited on a run queue (Documentation/scheduler/sched-stats.rst). Summed
 //!   over the guest's tasks and divided by the wall-clock time, these are the guest's **CPU
-//!   share** and its **starvation**: the fraction of real time in which the guest had work and
-//!   was frozen. Its tasks come and go (every `tc` and `ip` inside is a host process), so each
+//!   share** and its **starvation**: about the fraction of real time in which the guest had
+//!   work and was frozen (summed over tasks, several of which may wait at once, so a starved
+//!   guest's share can pass 100 %). Its tasks come and go (every `tc` and `ip` inside is a host process), so each
 //!   task's counters are followed by id and only their increases are summed.
 //! * **One run, one verdict.** Starved when the whole run waited more than [`WAIT_LIMIT_PCT`]
 //!   or any one second more than [`WINDOW_LIMIT_PCT`] (a phase of a scenario lasts seconds).
 //!   Measured here: at load ~5 under nice −10 the guest waited 40–60 % of every second and its
 //!   CAKE delivered 18.1 of 20 Mbit/s; under SCHED_FIFO at load ~8 it waited 1–3 % and
 //!   delivered 20.0.
+//! * **And from inside.** A guest the host did not starve may still not keep up: its one CPU
+//!   pays a host round trip for every system call, and the lab's UDP sources then send less
+//!   than their rates (`run::offered`). That note comes back from the guest beside its figures
+//!   ([`GuestCheck::senders`]) and is starvation too.
 //! * **Pure arithmetic, thin sampler.** [`parse_schedstat`] and [`Tally`] are functions of text
 //!   and samples (unit tests); [`Sampler`] is the thread that reads `/proc` every
 //!   [`SAMPLE_EVERY`].
@@ -116,6 +121,7 @@ impl Tally {
             wait_pct: pct(self.wait_ns, self.wall_ns),
             worst_window_pct: self.worst_window_pct,
             measured: self.any_task,
+            senders: None,
         }
     }
 }
@@ -143,11 +149,18 @@ pub struct GuestCheck {
     pub worst_window_pct: f64,
     /// False when no task of the guest could be read (a host kernel without `schedstat`).
     pub measured: bool,
+    /// Inside the guest, the lab's UDP sources fell short of their rates (its note): the guest's
+    /// one CPU could not keep up, however little the host made it wait.
+    pub senders: Option<String>,
 }
 
 impl GuestCheck {
-    /// Why the guest's figures are not a reference, or `None` when it got its CPU.
+    /// Why the guest's figures are not a reference, or `None` when it got its CPU and its
+    /// senders kept to their rates.
     pub fn starved(&self) -> Option<String> {
+        if let Some(s) = &self.senders {
+            return Some(format!("in the user-mode Linux guest, {s}"));
+        }
         let over_run = self.wait_pct > WAIT_LIMIT_PCT;
         let over_window = self.worst_window_pct > WINDOW_LIMIT_PCT;
         (over_run || over_window).then(|| {
@@ -331,6 +344,7 @@ mod tests {
             wait_pct: 2.0,
             worst_window_pct: 6.0,
             measured: true,
+            senders: None,
         };
         assert_eq!(c.starved(), None);
         assert!(c.summary().contains("waited for a host CPU 2.0 %"));
@@ -341,6 +355,12 @@ mod tests {
             ..c
         };
         assert_eq!(edge.starved(), None);
+        // A guest the host did not starve whose own CPU could not keep its senders' rates.
+        let busy = GuestCheck {
+            senders: Some("UDP sources sent fewer datagrams …".into()),
+            ..edge
+        };
+        assert!(busy.starved().is_some_and(|w| w.contains("UDP sources")));
     }
 
     #[test]

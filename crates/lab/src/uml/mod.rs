@@ -73,6 +73,8 @@ const PRELOAD: &[&str] = &[
 /// The guest's real-time priority (SCHED_FIFO) where it may have one: above the lab's own
 /// SCHED_FIFO threads' 10, below the kernel's threaded interrupts' 50.
 pub const GUEST_FIFO: i32 = 20;
+/// Overrides [`GUEST_FIFO`]: a priority (1–99), or `0`/`off` for the lab's nice value only.
+pub const FIFO_ENV: &str = "LINKSHARE_UML_FIFO";
 /// Environment passed into the guest besides [`IN_GUEST_ENV`]: linkshare's own variables.
 const PASS_ENV_PREFIX: &str = "LINKSHARE_";
 
@@ -196,8 +198,18 @@ impl Default for Guest {
             rw: Vec::new(),
             ro: Vec::new(),
             stdout_to_stderr: false,
-            fifo: Some(GUEST_FIFO),
+            fifo: fifo_from(std::env::var(FIFO_ENV).ok().as_deref()),
         }
+    }
+}
+
+/// The guest's SCHED_FIFO priority from [`FIFO_ENV`]'s value: unset or unreadable is
+/// [`GUEST_FIFO`], `0` or `off` none.
+fn fifo_from(v: Option<&str>) -> Option<i32> {
+    match v.map(str::trim) {
+        None => Some(GUEST_FIFO),
+        Some("0" | "off") => None,
+        Some(p) => Some(p.parse::<i32>().map_or(GUEST_FIFO, |p| p.clamp(1, 99))),
     }
 }
 
@@ -450,6 +462,16 @@ mod tests {
             vec!["hfsc"]
         );
         assert!(qdisc_kinds("# nothing\n").is_empty());
+    }
+
+    #[test]
+    fn the_guests_priority_can_be_set_or_turned_off() {
+        assert_eq!(fifo_from(None), Some(GUEST_FIFO));
+        assert_eq!(fifo_from(Some("off")), None);
+        assert_eq!(fifo_from(Some("0")), None);
+        assert_eq!(fifo_from(Some(" 30 ")), Some(30));
+        assert_eq!(fifo_from(Some("500")), Some(99));
+        assert_eq!(fifo_from(Some("high")), Some(GUEST_FIFO));
     }
 
     #[test]
