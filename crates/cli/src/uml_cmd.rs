@@ -141,7 +141,7 @@ pub fn compare_kernel_in_guest(
     Ok(Ok((f, check)))
 }
 
-/// Where the guest's `lab --figures FILE` says that its UDP sources fell short of their rates:
+/// Where the guest's `lab --figures FILE` says that its UDP sources woke late and skipped datagrams:
 /// beside FILE (absent when they kept up).
 fn senders_file(figures: &Path) -> PathBuf {
     figures.with_extension("senders")

@@ -15,8 +15,8 @@
 //! file, router options, addresses, route metrics, and what is not reproduced), `measure` the
 //! run itself (testbed, traffic, snapshots at each sample), `result` the measurements turned
 //! into the simulator's result model, `fct` the arriving flows grouped and timed as the
-//! simulator does, `offered` whether the UDP sources kept to their rates (a starved sender is
-//! said in the run's notes). Nothing here prints on stdout.
+//! simulator does, `offered` whether the UDP sources kept to their schedules (a starved sender
+//! is said in the run's notes). Nothing here prints on stdout.
 
 mod fct;
 mod measure;
@@ -201,8 +201,12 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
     let measured = measure(&sc, &plans, &routes, &policy_text, router)?;
     let interrupted = measured.interrupted;
     if !interrupted {
-        let sent: Vec<u64> = measured.drained.iter().map(|d| d.0).collect();
-        if let Some(n) = offered::shortfall_note(&plans, &sent) {
+        let skipped: Vec<u64> = measured
+            .live
+            .iter()
+            .map(|l| l.late_skipped_ns.load(std::sync::atomic::Ordering::Relaxed))
+            .collect();
+        if let Some(n) = offered::shortfall_note(&plans, &skipped) {
             eprintln!("warning: {n}");
             notes.push(n);
         }
@@ -222,8 +226,8 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
     }))
 }
 
-/// The note a run's notes carry when its UDP sources fell short of their rates (the machine
-/// starved them), if one does.
+/// The note a run's notes carry when its UDP sources woke late and skipped part of their
+/// schedules (the machine starved them), if one does.
 pub fn senders_starved(result: &SimResult) -> Option<&str> {
     result
         .summary

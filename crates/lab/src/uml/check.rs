@@ -20,8 +20,8 @@
 //!   CAKE delivered 18.1 of 20 Mbit/s; under SCHED_FIFO at load ~8 it waited 1–3 % and
 //!   delivered 20.0.
 //! * **And from inside.** A guest the host did not starve may still not keep up: its one CPU
-//!   pays a host round trip for every system call, and the lab's UDP sources then send less
-//!   than their rates (`run::offered`). That note comes back from the guest beside its figures
+//!   pays a host round trip for every system call, and the lab's UDP sources then wake late
+//!   and skip part of their schedules (`run::offered`). That note comes back from the guest beside its figures
 //!   ([`GuestCheck::senders`]) and is starvation too.
 //! * **Pure arithmetic, thin sampler.** [`parse_schedstat`] and [`Tally`] are functions of text
 //!   and samples (unit tests); [`Sampler`] is the thread that reads `/proc` every
@@ -149,14 +149,14 @@ pub struct GuestCheck {
     pub worst_window_pct: f64,
     /// False when no task of the guest could be read (a host kernel without `schedstat`).
     pub measured: bool,
-    /// Inside the guest, the lab's UDP sources fell short of their rates (its note): the guest's
-    /// one CPU could not keep up, however little the host made it wait.
+    /// Inside the guest, the lab's UDP sources woke late and skipped part of their schedules
+    /// (its note): the guest could not keep up, however little the host made it wait.
     pub senders: Option<String>,
 }
 
 impl GuestCheck {
     /// Why the guest's figures are not a reference, or `None` when it got its CPU and its
-    /// senders kept to their rates.
+    /// senders kept to their schedules.
     pub fn starved(&self) -> Option<String> {
         if let Some(s) = &self.senders {
             return Some(format!("in the user-mode Linux guest, {s}"));
@@ -357,7 +357,7 @@ mod tests {
         assert_eq!(edge.starved(), None);
         // A guest the host did not starve whose own CPU could not keep its senders' rates.
         let busy = GuestCheck {
-            senders: Some("UDP sources sent fewer datagrams …".into()),
+            senders: Some("UDP sources woke late and skipped …".into()),
             ..edge
         };
         assert!(busy.starved().is_some_and(|w| w.contains("UDP sources")));
