@@ -177,12 +177,14 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
     let fig = |r: &SimResult| Figures::of_scenario(r, &sc, &phases);
     let lab_fig = fig(&measured[0].1);
     let mut kernel_fig = None;
+    let mut starved = None;
     if args.kernel {
         match kernel_side(path, &sc, &out.join("kernel"), &command, &phases)? {
-            Ok((f, r)) => {
-                kernel_fig = Some(f);
+            Ok(k) => {
+                kernel_fig = Some(k.figures);
+                starved = k.guest.as_ref().and_then(lab::uml::GuestCheck::starved);
                 // A side run in a guest has its own report in DIR/kernel but no overlay.
-                if let Some(r) = r {
+                if let Some(r) = k.result {
                     measured.push(("kernel", r));
                 }
             }
@@ -206,7 +208,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
     for (label, r) in &measured {
         overlays.push(Overlay { label, result: r });
     }
-    finish(
+    let code = finish(
         args,
         &c,
         &out,
@@ -215,7 +217,12 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
         args.kernel,
         &command,
         &sc.expects,
-    )
+    )?;
+    if let Some(why) = &starved {
+        // The kernel's column is beside the verdict, not part of it: said after the table.
+        eprintln!("warning: the kernel's column is not a reference: {why}");
+    }
+    Ok(code)
 }
 
 /// Print the comparison (and each side's verdicts on the scenario's `[[expect]]`), write
@@ -359,29 +366,55 @@ fn lab_side(path: &Path, sc: &Scenario, kernel: bool) -> anyhow::Result<Result<S
     Ok(Ok(run.result))
 }
 
+/// The kernel's side as measured: its figures, its full result where it ran here (for the
+/// overlays), and the guest's check where it ran in a user-mode Linux guest.
+struct KernelSide {
+    figures: Figures,
+    result: Option<SimResult>,
+    guest: Option<lab::uml::GuestCheck>,
+}
+
 /// The kernel's side: here, or in a user-mode Linux guest when this kernel lacks a qdisc the
-/// policy needs (then only its figures come back; its report is in `dir` all the same).
+/// policy needs (then only its figures come back, with the guest's check; its report is in
+/// `dir` all the same).
 fn kernel_side(
     path: &Path,
     sc: &Scenario,
     dir: &Path,
     command: &str,
     phases: &[compare::Phase],
-) -> anyhow::Result<Result<(Figures, Option<SimResult>), i32>> {
+) -> anyhow::Result<Result<KernelSide, i32>> {
     let missing = crate::uml_cmd::missing_for(Some(path));
     if !missing.is_empty() {
         return Ok(
-            crate::uml_cmd::compare_kernel_in_guest(&missing, path, &sc.name, dir)?
-                .map(|f| (f, None)),
+            crate::uml_cmd::compare_kernel_in_guest(&missing, path, &sc.name, dir)?.map(
+                |(figures, check)| KernelSide {
+                    figures,
+                    result: None,
+                    guest: Some(check),
+                },
+            ),
         );
     }
     Ok(match lab_side(path, sc, true)? {
         Ok(r) => {
             write_side(&r, dir, command)?;
-            Ok((Figures::of_scenario(&r, sc, phases), Some(r)))
+            Ok(KernelSide {
+                figures: Figures::of_scenario(&r, sc, phases),
+                result: Some(r),
+                guest: None,
+            })
         }
         Err(code) => Err(code),
     })
+}
+
+/// Why the kernel's side ran in a guest the host starved, if it did.
+fn starved_guest(side: &anyhow::Result<Result<KernelSide, i32>>) -> Option<String> {
+    match side {
+        Ok(Ok(k)) => k.guest.as_ref().and_then(lab::uml::GuestCheck::starved),
+        _ => None,
+    }
 }
 
 /// Name a scenario is stored under: its file stem.
@@ -479,10 +512,24 @@ fn record(args: &CompareArgs, file: &Path) -> anyhow::Result<i32> {
                 std::process::id(),
                 sc.name
             ));
-            let side = kernel_side(path, &sc, &dir, "compare --record", &phases);
+            // A guest the host starved recorded the host's load, not the kernel's figures: it
+            // gets one more try, then the scenario is not recorded (uml::check).
+            let mut side = kernel_side(path, &sc, &dir, "compare --record", &phases);
+            if let Some(why) = starved_guest(&side) {
+                eprintln!(
+                    "compare: {}: {why}; trying the kernel's side once more",
+                    sc.name
+                );
+                side = kernel_side(path, &sc, &dir, "compare --record", &phases);
+            }
             let _ = std::fs::remove_dir_all(&dir);
+            if let Some(why) = starved_guest(&side) {
+                eprintln!("compare: {}: not recorded: {why}", sc.name);
+                missed.push(sc.name.clone());
+                continue;
+            }
             match side {
-                Ok(Ok((f, _))) => Some(f),
+                Ok(Ok(k)) => Some(k.figures),
                 Ok(Err(lab::EXIT_INTERRUPTED)) => return Ok(lab::EXIT_INTERRUPTED),
                 Ok(Err(_)) => None,
                 Err(e) => {

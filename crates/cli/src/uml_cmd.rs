@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use clap::Args;
-use linkshare_lab::uml::{self, Guest};
+use linkshare_lab::uml::{self, Guest, GuestCheck};
 use linkshare_sim::compare::{self, Figures};
 use linkshare_sim::Scenario;
 
@@ -35,7 +35,7 @@ pub fn run(args: &UmlArgs) -> anyhow::Result<i32> {
         ..Guest::default()
     };
     match guest.run(&args.command) {
-        Ok(rc) => Ok(rc),
+        Ok(r) => Ok(r.rc),
         Err(e) => {
             eprintln!("error: {e:#}");
             Ok(crate::exit::RUNTIME)
@@ -71,7 +71,7 @@ pub fn lab_in_guest(
         ..Guest::default()
     };
     match guest.run(&argv) {
-        Ok(rc) => Ok(rc),
+        Ok(r) => Ok(r.rc),
         Err(e) => {
             eprintln!("error: lab --kernel: {e:#}");
             Ok(crate::exit::RUNTIME)
@@ -80,13 +80,14 @@ pub fn lab_in_guest(
 }
 
 /// The kernel's side of `compare` inside the guest: `lab --kernel SCENARIO --out DIR --figures
-/// DIR/figures.json` there, its figures read back. `Err(code)` when it could not be used.
+/// DIR/figures.json` there, its figures read back with the guest's check (whether the host
+/// starved it). `Err(code)` when it could not be used.
 pub fn compare_kernel_in_guest(
     missing: &[String],
     scenario: &Path,
     name: &str,
     dir: &Path,
-) -> anyhow::Result<Result<Figures, i32>> {
+) -> anyhow::Result<Result<(Figures, GuestCheck), i32>> {
     announce(&format!("compare: {name}"), missing);
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let dir = dir
@@ -96,7 +97,9 @@ pub fn compare_kernel_in_guest(
         .canonicalize()
         .with_context(|| format!("cannot resolve {}", scenario.display()))?;
     let figures = dir.join("figures.json");
+    let senders = senders_file(&figures);
     let _ = std::fs::remove_file(&figures);
+    let _ = std::fs::remove_file(&senders);
     let exe = std::env::current_exe().context("cannot find the linkshare executable")?;
     let argv: Vec<OsString> = vec![
         exe.into_os_string(),
@@ -114,8 +117,8 @@ pub fn compare_kernel_in_guest(
         stdout_to_stderr: true,
         ..Guest::default()
     };
-    let rc = match guest.run(&argv) {
-        Ok(rc) => rc,
+    let (rc, mut check) = match guest.run(&argv) {
+        Ok(r) => (r.rc, r.check),
         Err(e) => {
             eprintln!("error: compare --kernel: {e:#}");
             return Ok(Err(crate::exit::RUNTIME));
@@ -129,7 +132,19 @@ pub fn compare_kernel_in_guest(
         .with_context(|| format!("the guest wrote no {}", figures.display()))?;
     let f: Figures = serde_json::from_str(&text)
         .with_context(|| format!("{} is not valid", figures.display()))?;
-    Ok(Ok(f))
+    check.senders = std::fs::read_to_string(&senders)
+        .ok()
+        .filter(|s| !s.trim().is_empty());
+    if let (Some(_), Some(why)) = (&check.senders, check.starved()) {
+        eprintln!("warning: {why}");
+    }
+    Ok(Ok((f, check)))
+}
+
+/// Where the guest's `lab --figures FILE` says that its UDP sources woke late and skipped datagrams:
+/// beside FILE (absent when they kept up).
+fn senders_file(figures: &Path) -> PathBuf {
+    figures.with_extension("senders")
 }
 
 /// `lab --figures FILE`: the run's comparison figures over the scenario's phases, as `compare`
@@ -151,6 +166,10 @@ pub fn write_figures(
     let f = Figures::of_scenario(result, &sc, &phases);
     let json = serde_json::to_string(&f)?;
     std::fs::write(file, json).with_context(|| format!("cannot write {}", file.display()))?;
+    if let Some(note) = linkshare_lab::run::senders_starved(result) {
+        let s = senders_file(file);
+        std::fs::write(&s, note).with_context(|| format!("cannot write {}", s.display()))?;
+    }
     Ok(())
 }
 

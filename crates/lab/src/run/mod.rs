@@ -15,10 +15,12 @@
 //! file, router options, addresses, route metrics, and what is not reproduced), `measure` the
 //! run itself (testbed, traffic, snapshots at each sample), `result` the measurements turned
 //! into the simulator's result model, `fct` the arriving flows grouped and timed as the
-//! simulator does. Nothing here prints on stdout.
+//! simulator does, `offered` whether the UDP sources kept to their schedules (a starved sender
+//! is said in the run's notes). Nothing here prints on stdout.
 
 mod fct;
 mod measure;
+mod offered;
 mod result;
 mod setup;
 #[cfg(test)]
@@ -198,6 +200,17 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
     );
     let measured = measure(&sc, &plans, &routes, &policy_text, router)?;
     let interrupted = measured.interrupted;
+    if !interrupted {
+        let skipped: Vec<u64> = measured
+            .live
+            .iter()
+            .map(|l| l.late_skipped_ns.load(std::sync::atomic::Ordering::Relaxed))
+            .collect();
+        if let Some(n) = offered::shortfall_note(&plans, &skipped) {
+            eprintln!("warning: {n}");
+            notes.push(n);
+        }
+    }
     let failures: Vec<String> = measured
         .live
         .iter()
@@ -211,6 +224,19 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         interrupted,
         expectations,
     }))
+}
+
+/// The note a run's notes carry when its UDP sources woke late and skipped part of their
+/// schedules (the machine starved them), if one does.
+pub fn senders_starved(result: &SimResult) -> Option<&str> {
+    result
+        .summary
+        .lab
+        .as_ref()?
+        .notes
+        .iter()
+        .find(|n| n.starts_with(offered::NOTE_START))
+        .map(String::as_str)
 }
 
 /// The qdiscs the kernel's side of `scenario` (its policy as `export tc` writes it) needs and

@@ -67,6 +67,10 @@ pub struct FlowLive {
     /// Bytes delivered at the sink: TCP payload, UDP IP bytes, ping IP bytes of echoes answered.
     pub delivered: AtomicU64,
     pub packets_sent: AtomicU64,
+    /// UDP: nanoseconds of the flow's schedule skipped because its source woke from a sleep
+    /// more than the catch-up bound late (the machine starved it; time blocked in `send` by
+    /// a full queue is the network's answer and not counted).
+    pub late_skipped_ns: AtomicU64,
     /// Datagrams / echoes received (UDP, ping).
     pub packets_received: AtomicU64,
     pub retransmits: AtomicU64,

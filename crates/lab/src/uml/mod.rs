@@ -13,6 +13,11 @@
 //!   Directories given as writable are mounted at their paths, so the outputs land on the host.
 //! * **One CPU, the host's clock.** Rates up to tens of Mbit/s behave; the guest is a reference
 //!   for what the kernel's disciplines decide, not for the host's speed.
+//! * **The guest first, and checked.** A guest that waits for a host CPU is frozen, and what it
+//!   records is the host's load. As root it runs under SCHED_FIFO ([`GUEST_FIFO`]; its tasks
+//!   inherit it), which wakes it ahead of ordinary work (nice −10 alone left it waiting 40–60 %
+//!   of the time at load 5); otherwise at the lab's nice value. Every run measures how long the
+//!   guest waited ([`check`]), and the caller refuses or marks the figures of a starved one.
 //!
 //! The guest's init (written to a scratch directory under /var/tmp, which the guest sees through
 //! the read-only root) mounts proc, sys and fresh tmpfs on /tmp and /run, loads the modules the
@@ -33,6 +38,9 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::testbed::ip;
+
+pub mod check;
+pub use check::GuestCheck;
 
 /// Set (to 1) in the guest's environment: the command is already inside user-mode Linux.
 pub const IN_GUEST_ENV: &str = "LINKSHARE_IN_UML";
@@ -62,6 +70,11 @@ const PRELOAD: &[&str] = &[
     "act_skbedit",
     "tcp_bbr",
 ];
+/// The guest's real-time priority (SCHED_FIFO) where it may have one: above the lab's own
+/// SCHED_FIFO threads' 10, below the kernel's threaded interrupts' 50.
+pub const GUEST_FIFO: i32 = 20;
+/// Overrides [`GUEST_FIFO`]: a priority (1–99), or `0`/`off` for the lab's nice value only.
+pub const FIFO_ENV: &str = "LINKSHARE_UML_FIFO";
 /// Environment passed into the guest besides [`IN_GUEST_ENV`]: linkshare's own variables.
 const PASS_ENV_PREFIX: &str = "LINKSHARE_";
 
@@ -165,6 +178,17 @@ pub struct Guest {
     pub ro: Vec<PathBuf>,
     /// Copy the command's stdout to our stderr (when ours carries something else, e.g. JSON).
     pub stdout_to_stderr: bool,
+    /// Run the guest under SCHED_FIFO at this priority (root), else at the lab's nice value;
+    /// `None`: the nice value only.
+    pub fifo: Option<i32>,
+}
+
+/// What one boot of the guest returned: the command's exit status and how the guest fared on
+/// the host.
+#[derive(Clone, Debug)]
+pub struct GuestRun {
+    pub rc: i32,
+    pub check: GuestCheck,
 }
 
 impl Default for Guest {
@@ -174,15 +198,27 @@ impl Default for Guest {
             rw: Vec::new(),
             ro: Vec::new(),
             stdout_to_stderr: false,
+            fifo: fifo_from(std::env::var(FIFO_ENV).ok().as_deref()),
         }
+    }
+}
+
+/// The guest's SCHED_FIFO priority from [`FIFO_ENV`]'s value: unset or unreadable is
+/// [`GUEST_FIFO`], `0` or `off` none.
+fn fifo_from(v: Option<&str>) -> Option<i32> {
+    match v.map(str::trim) {
+        None => Some(GUEST_FIFO),
+        Some("0" | "off") => None,
+        Some(p) => Some(p.parse::<i32>().map_or(GUEST_FIFO, |p| p.clamp(1, 99))),
     }
 }
 
 impl Guest {
     /// Boot, run `argv` in the current directory, power off. The command's stdout and stderr are
-    /// copied to ours as they grow; returns its exit status. An error when the guest could not
+    /// copied to ours as they grow; returns its exit status and the guest's check (also printed
+    /// on stderr, with a warning when the guest was starved). An error when the guest could not
     /// be booted or did not finish (the end of its console is in the message).
-    pub fn run(&self, argv: &[OsString]) -> anyhow::Result<i32> {
+    pub fn run(&self, argv: &[OsString]) -> anyhow::Result<GuestRun> {
         if let Some(why) = unavailable() {
             bail!("{why}");
         }
@@ -195,19 +231,32 @@ impl Guest {
         result
     }
 
-    fn run_in(&self, work: &Path, program: &OsString, args: &[OsString]) -> anyhow::Result<i32> {
+    fn run_in(
+        &self,
+        work: &Path,
+        program: &OsString,
+        args: &[OsString],
+    ) -> anyhow::Result<GuestRun> {
         let init = work.join("init");
         std::fs::write(&init, self.init_script(work, program, args)?)
             .with_context(|| format!("cannot write {}", init.display()))?;
         set_executable(&init)?;
         let console = std::fs::File::create(work.join("console"))?;
         let mut cmd = Command::new(KERNEL);
-        // The guest's one CPU is a host process: at the lab's priority, so that other load on
-        // the machine costs the kernel's side as little link time as it costs linkshare's.
-        // SAFETY: setpriority is async-signal-safe and touches only the child.
+        // The guest's one CPU is host tasks: under SCHED_FIFO where allowed (the guest's tasks
+        // inherit it), so that it runs as soon as it has work; else at the lab's nice value.
+        let fifo = self.fifo;
+        // SAFETY: sched_setscheduler and setpriority are async-signal-safe system calls on the
+        // child alone; nothing is allocated.
         unsafe {
-            cmd.pre_exec(|| {
-                libc::setpriority(libc::PRIO_PROCESS, 0, crate::testbed::LAB_NICE);
+            cmd.pre_exec(move || {
+                let rt = fifo.is_some_and(|p| {
+                    let param = libc::sched_param { sched_priority: p };
+                    libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) == 0
+                });
+                if !rt {
+                    libc::setpriority(libc::PRIO_PROCESS, 0, crate::testbed::LAB_NICE);
+                }
                 Ok(())
             });
         }
@@ -221,6 +270,8 @@ impl Guest {
             .stderr(console)
             .spawn()
             .with_context(|| format!("cannot start `{KERNEL}` (user-mode Linux)"))?;
+        let policy = scheduling_of(child.id());
+        let sampler = check::Sampler::start(child.id());
         let done = Arc::new(AtomicBool::new(false));
         let copier = {
             let (done, work) = (done.clone(), work.to_path_buf());
@@ -228,12 +279,17 @@ impl Guest {
             std::thread::spawn(move || copy_outputs(&work, &done, to_stderr))
         };
         let status = child.wait();
+        let check = sampler.stop(&policy);
         done.store(true, Ordering::Relaxed);
         let _ = copier.join();
         status.context("waiting for the user-mode kernel")?;
+        eprintln!("{}", check.summary());
+        if let Some(why) = check.starved() {
+            eprintln!("warning: {why}");
+        }
         let rc = std::fs::read_to_string(work.join("rc")).unwrap_or_default();
         match rc.trim().parse::<i32>() {
-            Ok(rc) => Ok(rc),
+            Ok(rc) => Ok(GuestRun { rc, check }),
             Err(_) => {
                 let console = std::fs::read_to_string(work.join("console")).unwrap_or_default();
                 let tail: Vec<&str> = console.lines().rev().take(15).collect();
@@ -316,6 +372,24 @@ impl Guest {
     }
 }
 
+/// The host scheduling of process `pid`, in words ("SCHED_FIFO 20", "nice -10").
+fn scheduling_of(pid: u32) -> String {
+    let pid = pid as libc::pid_t;
+    // SAFETY: plain system calls reading another process's scheduling; `param` is ours.
+    let (policy, prio, nice) = unsafe {
+        let mut param = libc::sched_param { sched_priority: 0 };
+        let policy = libc::sched_getscheduler(pid);
+        let _ = libc::sched_getparam(pid, &mut param);
+        let nice = libc::getpriority(libc::PRIO_PROCESS, pid as libc::id_t);
+        (policy, param.sched_priority, nice)
+    };
+    match policy {
+        libc::SCHED_FIFO => format!("SCHED_FIFO {prio}"),
+        libc::SCHED_RR => format!("SCHED_RR {prio}"),
+        _ => format!("nice {nice}"),
+    }
+}
+
 /// A fresh directory under /var/tmp (not /tmp: the guest mounts its own /tmp and must see this
 /// one through the host's root).
 fn scratch_dir() -> anyhow::Result<PathBuf> {
@@ -388,6 +462,16 @@ mod tests {
             vec!["hfsc"]
         );
         assert!(qdisc_kinds("# nothing\n").is_empty());
+    }
+
+    #[test]
+    fn the_guests_priority_can_be_set_or_turned_off() {
+        assert_eq!(fifo_from(None), Some(GUEST_FIFO));
+        assert_eq!(fifo_from(Some("off")), None);
+        assert_eq!(fifo_from(Some("0")), None);
+        assert_eq!(fifo_from(Some(" 30 ")), Some(30));
+        assert_eq!(fifo_from(Some("500")), Some(99));
+        assert_eq!(fifo_from(Some("high")), Some(GUEST_FIFO));
     }
 
     #[test]
