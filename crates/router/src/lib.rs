@@ -69,9 +69,9 @@ pub use workers::run as run_workers;
 pub use xdp::IoKind;
 
 use datapath::Emit;
+use dir::{set_line_rates, Dir, IfStats};
 use role::Role;
 use single::Single;
-use dir::{set_line_rates, Dir, IfStats};
 
 /// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
 const RX_BUDGET: usize = 256;
