@@ -14,8 +14,10 @@
 //! Modules by concern: `options` (the run options, [`Options`]), `clock` (the one time base),
 //! `dir` (a direction's state: its scheduler, device model and emulated link, and its reloads),
 //! `datapath` (a direction's sans-IO entry points: frames in, frames out, next wake-up — what
-//! the single shaper and each worker drive alike), `run` (the event loop, [`Shaper::run`], in
-//! named steps), [`egress`] (the device model's turn),
+//! the single shaper and each worker drive alike), `run` (the event loop, the same for both, in
+//! named steps), `role` (what differs between them, chosen by type at start: `single`, the
+//! single shaper's control plane, or a worker's steering, `workers`), [`egress`] (the device
+//! model's turn),
 //! [`port`] (rings), [`xdp`] (AF_XDP, `--io`), [`control`] (the protocol and its non-blocking
 //! server), [`guard`] (interface locks, loop detection), `control::stat` (the `stat` object),
 //! `reload` (policy replacement and state adoption), [`emulate`] (the emulated link), [`notify`]
