@@ -14,8 +14,10 @@
 //! Modules by concern: `options` (the run options, [`Options`]), `clock` (the one time base),
 //! `dir` (a direction's state: its scheduler, device model and emulated link, and its reloads),
 //! `datapath` (a direction's sans-IO entry points: frames in, frames out, next wake-up — what
-//! the single shaper and each worker drive alike), `run` (the event loop, [`Shaper::run`], in
-//! named steps), [`egress`] (the device model's turn),
+//! the single shaper and each worker drive alike), `run` (the event loop, the same for both, in
+//! named steps), `role` (what differs between them, chosen by type at start: `single`, the
+//! single shaper's control plane, or a worker's steering, `workers`), [`egress`] (the device
+//! model's turn),
 //! [`port`] (rings), [`xdp`] (AF_XDP, `--io`), [`control`] (the protocol and its non-blocking
 //! server), [`guard`] (interface locks, loop detection), `control::stat` (the `stat` object),
 //! `reload` (policy replacement and state adoption), [`emulate`] (the emulated link), [`notify`]
@@ -45,14 +47,15 @@ mod patch;
 mod plane;
 pub mod port;
 mod reload;
+mod role;
 mod run;
+mod single;
 pub mod sys;
 mod upload;
 pub mod wake;
 mod workers;
 pub mod xdp;
 
-use anyhow::Context;
 use linkshare_config::NonIp;
 use linkshare_core::packet::{Fragment, ParseIssue};
 use linkshare_core::Time;
@@ -68,7 +71,9 @@ pub use workers::run as run_workers;
 pub use xdp::IoKind;
 
 use datapath::Emit;
-use dir::{emulator, set_line_rates, Dir, IfStats};
+use dir::{set_line_rates, Dir, IfStats};
+use role::Role;
+use single::Single;
 
 /// Frames taken from a receive ring per interface per loop turn (whole blocks may overshoot it).
 const RX_BUDGET: usize = 256;
@@ -141,8 +146,10 @@ pub(crate) fn keep_started(
         .spawn(move || last_good::remember(&text, &origin, &policy));
 }
 
-/// The running shaper.
-pub struct Shaper {
+/// The running shaper: the single shaper ([`Single`], the default) or one worker of
+/// `--workers N` — the same datapath and loop over two owned [`Dir`]s, plus what the role `R`
+/// adds (role.rs).
+pub struct Shaper<R = Single> {
     opts: Options,
     ports: [Box<dyn Port>; 2],
     names: [String; 2],
@@ -160,129 +167,33 @@ pub struct Shaper {
     /// coalescing applies (`Options::rx_coalesce_ns`).
     turn_rx: usize,
     coalesce: coalesce::Coalesce,
-    /// The control socket, bound by [`Shaper::run`].
-    control: Option<control::Server>,
-    control_stats: control::ControlStats,
-    /// The stats plane, started by [`Shaper::run`]: answers `stat`, `/metrics` and the
-    /// dashboard off this thread from copies of the counters (control/plane.rs).
-    plane: Option<plane::Plane>,
-    /// The copy of the counters for the plane under way, made a piece per turn
-    /// (control/copier.rs).
-    copier: control::copier::Copier,
-    /// Policy reloads by outcome (reload.rs counts them).
-    reloads: control::snapshot::ReloadCounts,
     /// Turns replayed to catch up a late wake-up ([`Shaper::service`]).
     catch_up_turns: u64,
     /// Loop turns that slept for receive coalescing (`stat`'s `rx_coalesced`).
     rx_coalesced: u64,
     /// The bound on the memory queued frames hold (membound.rs).
     mem: membound::QueueMemory,
-    /// The thread that builds reloaded policies off the loop (`None` on a worker of
-    /// `--workers N`: the control thread has it).
-    builder: Option<builder::Builder>,
-    /// SIGHUP reloads still being built (READY is told to systemd when none is left).
-    hangups_pending: usize,
     /// How early the timer is armed before a paced departure (wake.rs).
     wake: wake::EarlyWake,
-    /// The interface locks, held while the shaper lives (by the control thread with workers).
-    _locks: Option<guard::InterfaceLocks>,
-    /// On a worker of `--workers N`: its inbox, its peers and the control thread (workers/).
-    worker: Option<workers::Link>,
-    /// The circuit ids of what each direction runs, for the stats plane's labels.
-    circuits: circuits::Circuits,
+    /// What only the single shaper or only a worker has (role.rs).
+    role: R,
 }
 
-impl Shaper {
-    /// Open the devices and build the schedulers. Errors are ready to print.
-    pub fn new(opts: Options) -> anyhow::Result<Shaper> {
-        let wake = match opts.busy_poll_ns {
-            Some(ns) => wake::EarlyWake::fixed(ns),
-            None => wake::EarlyWake::learning(wake::MAX_MARGIN_NS),
-        };
-        guard::check_no_loop(&opts.dev_in, &opts.dev_out)?;
-        let locks = guard::lock_interfaces(&opts.lock_dir, &[&opts.dev_in, &opts.dev_out])?;
-        let with_upload = opts.reverse_policy.is_none();
-        let (((fwd_policy, fwd), up), text, origin) =
-            last_good::load_at_start(&opts.policy, opts.last_good.as_ref(), |t, o| {
-                upload::load_directions(t, o, with_upload)
-            })?;
-        keep_started(&opts, &text, &origin, &fwd_policy);
-        let line = opts
-            .line_rate
-            .or_else(|| sys::link_speed_bps(&opts.dev_out));
-        if let Some(w) = guard::root_above_line(&fwd_policy, line, &opts.dev_out) {
-            eprintln!("warning: {w}");
-        }
-        let rev = match &opts.reverse_policy {
-            Some(p) => {
-                let t = std::fs::read_to_string(p)
-                    .with_context(|| format!("cannot read {}", p.display()))?;
-                let o = p.display().to_string();
-                let (p, s) = load_sched(&t, &o).map_err(|d| anyhow::anyhow!("{d}"))?;
-                Some((s, t, o, p))
-            }
-            None => up.map(|(p, s)| (s, text.clone(), format!("{origin} (upload side)"), p)),
-        };
-        let p0 = xdp::open_port(&opts.dev_in, opts.io, opts.rx_ring)
-            .with_context(|| format!("cannot open {}", opts.dev_in))?;
-        let p1 = xdp::open_port(&opts.dev_out, opts.io, opts.rx_ring)
-            .with_context(|| format!("cannot open {}", opts.dev_out))?;
-        let mut d0 = Dir::new(Some(fwd), Some(opts.policy.clone()), 1, opts.device_buffer);
-        d0.policy_text = Some((text, origin));
-        d0.link = dir::LinkRules::of(&fwd_policy);
-        let (mut d1, rev_policy) = match rev {
-            Some((s, t, o, policy)) => {
-                let mut d = Dir::new(Some(s), opts.reverse_policy.clone(), 0, opts.device_buffer);
-                d.policy_text = Some((t, o));
-                d.link = dir::LinkRules::of(&policy);
-                (d, Some(policy))
-            }
-            None => (Dir::new(None, None, 0, opts.device_buffer), None),
-        };
-        set_line_rates(&opts, &mut d0, &mut d1);
-        d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
-        d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
-        let mut builder =
-            builder::Builder::start(true).context("cannot start the policy builder thread")?;
-        // Reloads are compared with the policies running now (builder.rs, patch.rs).
-        let circuits = circuits::Circuits::default();
-        circuits.set(0, circuits::ids_of(&fwd_policy));
-        builder.set_base(0, fwd_policy);
-        if let Some(p) = rev_policy {
-            circuits.set(1, circuits::ids_of(&p));
-            builder.set_base(1, p);
-        }
-        // The parse's and the build's temporaries are freed; give their pages back.
-        sys::release_free_memory();
-        let mut s = Shaper::assemble(
-            opts,
-            [p0, p1],
-            [d0, d1],
-            wake,
-            Some(builder),
-            Some(locks),
-            None,
-        );
-        s.circuits = circuits;
-        Ok(s)
-    }
-
-    /// A shaper from its parts (the single-threaded one, or one worker of several).
+impl<R: Role> Shaper<R> {
+    /// A shaper from its parts: its ports, its directions, its role; `mem_share`: how many
+    /// shapers share the queue memory bound (`--workers N`: each worker holds its share).
     pub(crate) fn assemble(
         opts: Options,
         ports: [Box<dyn Port>; 2],
         dirs: [Dir; 2],
-        wake: wake::EarlyWake,
-        builder: Option<builder::Builder>,
-        locks: Option<guard::InterfaceLocks>,
-        worker: Option<workers::Link>,
-    ) -> Shaper {
-        // A worker of several holds its share of the memory bound.
-        let share = match worker {
-            Some(_) => opts.workers.max(1) as u64,
-            None => 1,
+        role: R,
+        mem_share: u64,
+    ) -> Shaper<R> {
+        let wake = match opts.busy_poll_ns {
+            Some(ns) => wake::EarlyWake::fixed(ns),
+            None => wake::EarlyWake::learning(wake::MAX_MARGIN_NS),
         };
-        let mem = membound::QueueMemory::new(opts.queue_memory / share);
+        let mem = membound::QueueMemory::new(opts.queue_memory / mem_share.max(1));
         let mut dirs = dirs;
         for d in &mut dirs {
             d.catch_up_ns = opts.catch_up_ns;
@@ -300,20 +211,11 @@ impl Shaper {
             pool: Pool::default(),
             rx_scratch: Vec::new(),
             turn_rx: 0,
-            control: None,
-            control_stats: Default::default(),
-            plane: None,
-            copier: Default::default(),
-            reloads: Default::default(),
             catch_up_turns: 0,
             rx_coalesced: 0,
             mem,
-            builder,
-            hangups_pending: 0,
             wake,
-            _locks: locks,
-            worker,
-            circuits: Default::default(),
+            role,
         }
     }
 
@@ -365,7 +267,7 @@ impl Shaper {
             Parsed::Other(f) => match self.dirs[i].link.non_ip {
                 NonIp::Shape if self.dirs[i].sched.is_some() => {
                     self.ifs[i].non_ip_shaped += 1;
-                    self.admit(i, f, now);
+                    R::admit(self, i, f, now);
                 }
                 NonIp::Drop => {
                     self.ifs[i].non_ip_dropped += 1;
@@ -395,19 +297,15 @@ impl Shaper {
                     };
                     *self.ifs[i].issues.entry(name).or_insert(0) += 1;
                 }
-                self.admit(i, f, now);
+                R::admit(self, i, f, now);
             }
         }
     }
 
     /// A parsed frame of direction `i`, received at `now`, to its scheduler's burst (or,
-    /// unshaped, to its line or port: `Dir::handle_frame`); on a worker, to the worker that owns
-    /// the frame's class.
-    fn admit(&mut self, i: usize, f: Frame, now: Time) {
-        if self.worker.is_some() {
-            self.steer(i, f);
-            return;
-        }
+    /// unshaped, to its line or port: `Dir::handle_frame`): the single shaper's
+    /// [`Role::admit`] (a worker steers first, workers/worker.rs).
+    pub(crate) fn hand_to_dir(&mut self, i: usize, f: Frame, now: Time) {
         let to = self.dirs[i].to;
         let pool = &mut self.pool;
         if let Some(bytes) = self.dirs[i].handle_frame(f, now, &mut |v| pool.put(v)) {

@@ -11,6 +11,8 @@
 use crate::builder::{self, sched_of, Asker, Built, Failure, Job, Plan, Ready, Source, Text};
 use crate::control::dispatch::rejected;
 use crate::control::proto::{ErrorKind, ErrorReply, ReloadReport, Response};
+use crate::role::Role;
+use crate::single::Single;
 use crate::{Sched, Shaper};
 use linkshare_config::{ConfigError, Policy};
 use linkshare_core::Time;
@@ -103,7 +105,7 @@ pub(crate) fn report_hangup(
     }
 }
 
-impl Shaper {
+impl Shaper<Single> {
     /// Ask for direction `d`'s policy to be replaced by `src`: built on the builder thread
     /// (builder.rs) and installed by [`Shaper::take_builds`] when ready, then `asker` is
     /// answered. If the builder thread is gone, the build runs here.
@@ -113,11 +115,7 @@ impl Shaper {
             asker,
             source,
         };
-        let submitted = match self.builder.as_mut() {
-            Some(b) => b.submit(job),
-            None => Err(job),
-        };
-        if let Err(job) = submitted {
+        if let Err(job) = self.role.builder.submit(job) {
             let built = builder::build(job);
             self.finish_reload(built);
         }
@@ -125,8 +123,7 @@ impl Shaper {
 
     /// Install the builds the builder thread has finished, answering who asked for each.
     pub(crate) fn take_builds(&mut self) {
-        let finished = self.builder.as_mut().map(|b| b.finished());
-        for b in finished.into_iter().flatten() {
+        for b in self.role.builder.finished() {
             self.finish_reload(b);
         }
     }
@@ -139,14 +136,14 @@ impl Shaper {
                     Ok(r) => Response::Reloaded(r),
                     Err(e) => Response::Error(e),
                 };
-                if let Some(srv) = self.control.as_mut() {
+                if let Some(srv) = self.role.control.as_mut() {
                     srv.reply(id, &resp.to_line(), crate::sys::monotonic_ns());
                 }
             }
             Asker::Hangup => {
                 report_hangup(&outcome, self.dirs[b.dir].policy_path.as_deref());
-                self.hangups_pending = self.hangups_pending.saturating_sub(1);
-                if self.hangups_pending == 0 {
+                self.role.hangups_pending = self.role.hangups_pending.saturating_sub(1);
+                if self.role.hangups_pending == 0 {
                     crate::notify::tell(&format!(
                         "READY=1\nSTATUS=shaping {} -> {}",
                         self.names[0], self.names[1]
@@ -166,7 +163,7 @@ impl Shaper {
         let ready = match built {
             Ok(r) => r,
             Err(f) => {
-                self.reloads.failed += 1;
+                self.role.reloads.failed += 1;
                 return Err(f.reply());
             }
         };
@@ -200,42 +197,22 @@ impl Shaper {
         if let Ok(r) = &mut outcome {
             r.path = dir.policy_path.clone();
             if let Some(ids) = ready.circuits {
-                self.circuits.set(d, ids);
+                self.role.circuits.set(d, ids);
             }
         }
-        if let Some(b) = self.builder.as_mut() {
-            // The builder thread compares the next reload with what runs now: what it built,
-            // unless this was built elsewhere or could not be applied.
-            if !ready.based || outcome.is_err() {
-                b.forget(d);
-            }
-            if let Some(g) = garbage {
-                b.discard(g);
-            }
+        // The builder thread compares the next reload with what runs now: what it built,
+        // unless this was built elsewhere or could not be applied.
+        if !ready.based || outcome.is_err() {
+            self.role.builder.forget(d);
+        }
+        if let Some(g) = garbage {
+            self.role.builder.discard(g);
         }
         match &outcome {
-            Ok(_) => self.reloads.ok += 1,
-            Err(_) => self.reloads.failed += 1,
+            Ok(_) => self.role.reloads.ok += 1,
+            Err(_) => self.role.reloads.failed += 1,
         }
         outcome
-    }
-
-    /// One step of each direction's take-over under way (`Dir::adopt_step`), the old trees
-    /// finished with sent to the builder thread to be freed. Whether one is still under way
-    /// (the loop then comes back at once).
-    pub(crate) fn step_adoptions(&mut self) -> bool {
-        let now = self.now();
-        let mut more = false;
-        for d in 0..self.dirs.len() {
-            if let Some(done) = self.dirs[d].adopt_step(now) {
-                match self.builder.as_mut() {
-                    Some(b) => b.discard(Box::new(done)),
-                    None => drop(done),
-                }
-            }
-            more |= self.dirs[d].adopting();
-        }
-        more
     }
 
     /// SIGHUP: reload every policy file given at start (or last reloaded by path), built off
@@ -252,10 +229,27 @@ impl Shaper {
             ));
             return;
         }
-        self.hangups_pending += paths.len();
+        self.role.hangups_pending += paths.len();
         for (d, p) in paths {
             self.start_reload(d, Asker::Hangup, Source::File(p));
         }
+    }
+}
+
+impl<R: Role> Shaper<R> {
+    /// One step of each direction's take-over under way (`Dir::adopt_step`), the old trees
+    /// finished with given to the role to free ([`Role::discard`]: the single shaper's builder
+    /// thread). Whether one is still under way (the loop then comes back at once).
+    pub(crate) fn step_adoptions(&mut self) -> bool {
+        let now = self.now();
+        let mut more = false;
+        for d in 0..self.dirs.len() {
+            if let Some(done) = self.dirs[d].adopt_step(now) {
+                self.role.discard(Box::new(done));
+            }
+            more |= self.dirs[d].adopting();
+        }
+        more
     }
 }
 

@@ -1,11 +1,10 @@
-//! The shaper's event loop: [`Shaper::run`] and the start of its control plane.
+//! The shaper's event loop, the same for the single shaper and each worker of `--workers N`.
 //!
-//! One thread, one epoll: the two ports, the timer, the signals, the control socket and the stats
-//! plane's eventfd (the HTTP endpoints are the stats plane's thread's, control/plane.rs; a
-//! worker of several watches its wake-up fd instead: the control thread serves the control
-//! plane). Each turn receives, serves both directions, kicks the transmit rings, then
-//! sleeps, spins or polls until the next departure; nothing in a turn blocks (see lib.rs and
-//! docs/router.md).
+//! One thread, one epoll: the two ports and the timer, plus the role's fds (role.rs: the single
+//! shaper's signals, control socket, builder and stats plane, single.rs; a worker's wake-up fd,
+//! rung by its peers and the control thread, workers/worker.rs). Each turn receives, serves
+//! both directions, kicks the transmit rings, then sleeps, spins or polls until the next
+//! departure; nothing in a turn blocks (see lib.rs and docs/router.md).
 
 use std::os::fd::{AsRawFd, OwnedFd};
 
@@ -15,7 +14,8 @@ use linkshare_core::Time;
 use crate::clock::{after, min_deadline};
 use crate::datapath::TX_RETRY_NS;
 use crate::dir::{Dir, Sched};
-use crate::{affinity, control, http, notify, sys, Shaper};
+use crate::role::Role;
+use crate::{affinity, sys, Shaper};
 
 /// No receive turn starts this close to a departure (nor closer than the spin's margin): the
 /// loop spins on the clock alone and sends. A turn of RX_CHUNK frames costs ~5-15 µs.
@@ -32,60 +32,19 @@ const HOUSEKEEPING_NS: u64 = 100_000_000;
 /// A drain (stopping) gives up on what is still queued after this long.
 const STOP_DRAIN_NS: u64 = 1_000_000_000;
 
+// The loop's epoll tokens: its own, then the roles' (role.rs).
 const T_SOCK0: u64 = 0;
 const T_SOCK1: u64 = 1;
 const T_TIMER: u64 = 2;
-const T_SIG: u64 = 3;
-const T_CTL: u64 = 4;
-const T_CLIENT: u64 = 5;
-const T_STATS: u64 = 6;
-const T_BUILT: u64 = 10;
-const T_WAKE: u64 = 11;
+pub(crate) const T_SIG: u64 = 3;
+pub(crate) const T_CTL: u64 = 4;
+/// Control clients' tokens start here (control::server).
+pub(crate) const T_CLIENT: u64 = 5;
+pub(crate) const T_STATS: u64 = 6;
+pub(crate) const T_BUILT: u64 = 10;
+pub(crate) const T_WAKE: u64 = 11;
 
-impl Shaper {
-    /// Bind the control socket and the HTTP endpoints, watch signals and the builder, and tell
-    /// the world the shaper runs. Returns the signalfd.
-    fn start_control_plane(
-        &mut self,
-        ep: std::os::fd::RawFd,
-    ) -> anyhow::Result<std::os::fd::OwnedFd> {
-        let mut srv = control::Server::bind(&self.opts.control)?;
-        let sig = sys::signalfd_term_hup()?;
-        sys::epoll_add(ep, sig.as_raw_fd(), T_SIG)?;
-        sys::epoll_add(ep, srv.listen_fd(), T_CTL)?;
-        if let Some(b) = &self.builder {
-            sys::epoll_add(ep, b.fd(), T_BUILT)?;
-        }
-        srv.attach(ep, T_CLIENT);
-        self.control = Some(srv);
-        let bind = |addr: Option<std::net::SocketAddr>, what: &str, path: &str| {
-            addr.map(|a| {
-                let h = http::Http::bind(a)?;
-                http::announce(&h, what, path);
-                anyhow::Ok(h)
-            })
-            .transpose()
-        };
-        let metrics = bind(self.opts.metrics, "metrics", "/metrics")?;
-        let web = bind(self.opts.web, "dashboard", "/")?;
-        let plane = crate::plane::Plane::start(metrics, web, self.circuits.clone())
-            .context("cannot start the stats thread")?;
-        sys::epoll_add(ep, plane.fd(), T_STATS)?;
-        self.plane = Some(plane);
-        let io = self.io_name();
-        eprintln!(
-            "linkshare: running {} -> {} (io {io}), control {}",
-            self.names[0],
-            self.names[1],
-            self.opts.control.display()
-        );
-        notify::tell(&format!(
-            "READY=1\nSTATUS=shaping {} -> {}",
-            self.names[0], self.names[1]
-        ));
-        Ok(sig)
-    }
-
+impl<R: Role> Shaper<R> {
     /// Receive coalescing (`--rx-coalesce-us`, coalesce.rs), at the end of every turn; `wait`:
     /// the turn emptied the rings and the loop would now wait for events. Sleeps what
     /// [`crate::coalesce::Coalesce`] says, never past the margin before the next departure.
@@ -110,42 +69,28 @@ impl Shaper {
         true
     }
 
-    /// Run until SIGTERM/SIGINT. Returns the exit code.
+    /// Run until told to stop (SIGTERM/SIGINT, or the control thread's stop). Returns the exit
+    /// code.
     ///
     /// Each turn, in named steps: [`Shaper::receive_step`] (or the spin to an imminent
     /// departure), [`Shaper::transmit_step`] (both directions, each kicked as soon as it is
     /// served), [`Shaper::housekeeping_step`] (every 100 ms), the drain check while stopping,
     /// [`Shaper::plan_wait`] (timer, busy poll, coalescing), then [`Shaper::wait_step`] and
     /// [`Shaper::events_step`] (timer, signals, peers, builds, control, stats plane).
-    pub fn run(&mut self) -> anyhow::Result<i32> {
+    pub(crate) fn run_loop(&mut self) -> anyhow::Result<i32> {
         self.prepare_thread()?;
         let ep = sys::epoll_create()?;
         let timer = sys::timerfd_create()?;
         sys::epoll_add(ep.as_raw_fd(), self.ports[0].fd(), T_SOCK0)?;
         sys::epoll_add(ep.as_raw_fd(), self.ports[1].fd(), T_SOCK1)?;
         sys::epoll_add(ep.as_raw_fd(), timer.as_raw_fd(), T_TIMER)?;
-        // A worker of several hears only its peers and the control thread; the single shaper
-        // serves the control plane itself.
-        let sig = match &self.worker {
-            Some(l) => {
-                sys::epoll_add(ep.as_raw_fd(), l.wake.as_raw_fd(), T_WAKE)?;
-                None
-            }
-            None => Some(self.start_control_plane(ep.as_raw_fd())?),
-        };
+        R::start(self, ep.as_raw_fd())?;
         let now = self.now();
         let mut st = LoopState {
             ep,
             timer,
-            sig,
             ready: Vec::new(),
             errored: Vec::new(),
-            // systemd's watchdog is fed from this loop (the single shaper) or by the control
-            // thread from the workers' heartbeats (workers/coord).
-            watchdog: match self.worker {
-                None => notify::Watchdog::from_env(),
-                Some(_) => None,
-            },
             last_ports: now,
             stopping: None,
             armed: None,
@@ -160,9 +105,7 @@ impl Shaper {
         loop {
             self.turn_rx = 0;
             st.more_rx = self.receive_step(&mut st);
-            if let Some(l) = self.worker.as_mut() {
-                l.flush_outbox();
-            }
+            self.role.end_receive();
             st.retry = self.transmit_step();
             let now = self.now();
             self.housekeeping_step(&mut st, now)?;
@@ -179,17 +122,14 @@ impl Shaper {
             self.wait_step(&mut st, now)?;
             self.events_step(&mut st);
         }
-        // Removes the socket file.
-        self.control = None;
-        self.plane = None;
+        self.role.stop();
         Ok(0)
     }
 
     /// The thread's placement and priority (`--cpus`, `--nice`, `--realtime`).
     fn prepare_thread(&mut self) -> anyhow::Result<()> {
         sys::set_min_timer_slack()?;
-        let index = self.worker.as_ref().map_or(0, |l| l.index);
-        if let Some(cpu) = affinity::cpu_for(&self.opts.cpus, index) {
+        if let Some(cpu) = affinity::cpu_for(&self.opts.cpus, self.role.cpu_index()) {
             affinity::pin(cpu).context("--cpus")?;
         }
         if let Some(n) = self.opts.nice {
@@ -222,7 +162,7 @@ impl Shaper {
             st.rx_owed = true;
             return false;
         }
-        if st.stopping.is_some() || self.worker.as_ref().is_some_and(|l| l.quiet) {
+        if st.stopping.is_some() || !self.role.receiving() {
             return false;
         }
         let until = st.deadline.map(|t| Time(t.0.saturating_sub(guard)));
@@ -248,8 +188,8 @@ impl Shaper {
         retry
     }
 
-    /// Every 100 ms: the ports' counters and links, idle per-flow state given back, the
-    /// worker's heartbeat, systemd's watchdog.
+    /// Every 100 ms: the ports' counters and links, idle per-flow state given back, the role's
+    /// own (a worker's heartbeat, systemd's watchdog).
     fn housekeeping_step(&mut self, st: &mut LoopState, now: Time) -> anyhow::Result<()> {
         if now.0.saturating_sub(st.last_ports.0) < HOUSEKEEPING_NS {
             return Ok(());
@@ -264,26 +204,17 @@ impl Shaper {
         }
         self.dirs.iter_mut().for_each(|d| d.reclaim_idle(now));
         st.last_ports = now;
-        if let Some(l) = &self.worker {
-            // Read by the control thread on its own clock: CLOCK_MONOTONIC.
-            l.heartbeat.store(
-                self.clock.monotonic(now),
-                std::sync::atomic::Ordering::Relaxed,
-            );
-        }
-        if st.watchdog.as_mut().is_some_and(|w| w.due(now.0)) {
-            notify::tell("WATCHDOG=1");
-        }
+        self.role.housekeeping(now, self.clock.monotonic(now));
         Ok(())
     }
 
-    /// Stopping: whether everything queued has left (or a second has passed). A worker first
-    /// takes what its peers handed over before they stopped.
+    /// Stopping: whether everything queued has left (or a second has passed). What others
+    /// still hand over is taken first (a worker's peers, [`Role::take_pending`]).
     fn drained(&mut self, st: &LoopState, now: Time) -> bool {
         let Some(t0) = st.stopping else {
             return false;
         };
-        let took = self.take_handoffs();
+        let took = R::take_pending(self);
         took == 0
             && ((self.backlog_packets() == 0 && !st.retry)
                 || now.0.saturating_sub(t0.0) > STOP_DRAIN_NS)
@@ -375,58 +306,23 @@ impl Shaper {
         Ok(())
     }
 
-    /// Handle what the wait reported: the timer, a worker's wake-up, signals, reloads built
-    /// off the loop, control clients (never blocking: see control::server) and the stats
-    /// plane's replies and copies (control/plane.rs).
+    /// Handle what the wait reported: the timer, then the role's events ([`Role::on_events`]:
+    /// a worker's wake-up; the single shaper's signals, builds, control clients and stats
+    /// plane).
     fn events_step(&mut self, st: &mut LoopState) {
         let ready = std::mem::take(&mut st.ready);
-        for &tok in ready.iter() {
-            match tok {
-                T_TIMER => {
-                    let mut b = [0u8; 8];
-                    sys::read_some(st.timer.as_raw_fd(), &mut b);
-                    // A sample of the timer's latency only if the loop slept waiting for it: a
-                    // wake-up found late by a busy loop says nothing of the timer.
-                    if let (Some(at), true) = (st.armed, st.timeout != 0) {
-                        self.wake.record(at.0, self.now().0);
-                    }
-                    st.armed = None;
-                }
-                T_WAKE => self.on_wake(&mut st.stopping),
-                T_SIG => self.on_signal(st),
-                _ => {}
+        if ready.contains(&T_TIMER) {
+            let mut b = [0u8; 8];
+            sys::read_some(st.timer.as_raw_fd(), &mut b);
+            // A sample of the timer's latency only if the loop slept waiting for it: a
+            // wake-up found late by a busy loop says nothing of the timer.
+            if let (Some(at), true) = (st.armed, st.timeout != 0) {
+                self.wake.record(at.0, self.now().0);
             }
+            st.armed = None;
         }
-        if ready.contains(&T_BUILT) {
-            self.take_builds();
-        }
-        if ready.iter().any(|t| *t == T_CTL || *t == T_CLIENT) {
-            self.serve_control();
-        }
-        if ready.contains(&T_STATS) {
-            self.serve_plane();
-        }
+        R::on_events(self, &ready, &mut st.stopping);
         st.ready = ready;
-    }
-
-    /// SIGHUP reloads; SIGTERM/SIGINT start the drain.
-    fn on_signal(&mut self, st: &mut LoopState) {
-        let mut b = [0u8; 128];
-        let sig = st.sig.as_ref().map_or(-1, |s| s.as_raw_fd());
-        if sys::read_some(sig, &mut b) == 0 {
-            return;
-        }
-        match sys::signo_of(&b) {
-            Some(s) if s == libc::SIGHUP as u32 => self.on_sighup(),
-            Some(_) => {
-                if st.stopping.is_none() {
-                    notify::tell("STOPPING=1\nSTATUS=draining");
-                }
-                let now = self.now();
-                st.stopping.get_or_insert(now);
-            }
-            None => {}
-        }
     }
 }
 
@@ -434,11 +330,8 @@ impl Shaper {
 struct LoopState {
     ep: OwnedFd,
     timer: OwnedFd,
-    /// The signalfd (the single shaper; a worker hears signals through the control thread).
-    sig: Option<OwnedFd>,
     ready: Vec<u64>,
     errored: Vec<u64>,
-    watchdog: Option<notify::Watchdog>,
     /// When the housekeeping last ran.
     last_ports: Time,
     /// When the drain began (SIGTERM, or the control thread's stop).

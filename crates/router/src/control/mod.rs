@@ -21,6 +21,7 @@ use std::path::Path;
 use anyhow::Context;
 
 use crate::builder::{Asker, Source};
+use crate::single::Single;
 use crate::{sys, Shaper};
 
 pub use dispatch::{answer, respond, Handler, Offline};
@@ -32,16 +33,16 @@ pub use select::{Select, TopBy};
 pub use server::{ControlStats, Server, MAX_REPLY, MAX_REQUEST};
 pub use snapshot::Snapshot;
 
-impl Shaper {
+impl Shaper<Single> {
     /// One turn of the control plane: accept, read, answer complete requests, write what the
     /// clients take. Never blocks.
     pub(crate) fn serve_control(&mut self) {
-        let Some(mut srv) = self.control.take() else {
+        let Some(mut srv) = self.role.control.take() else {
             return;
         };
         let now = sys::monotonic_ns();
         let reqs = srv.poll(now);
-        self.control_stats = srv.stats;
+        self.role.control_stats = srv.stats;
         let mut reloads = Vec::new();
         for (id, line) in reqs {
             let resp = match proto::parse_request(&line) {
@@ -52,9 +53,9 @@ impl Shaper {
                     continue;
                 }
                 // Answered by the stats plane (plane.rs), off the loop.
-                Ok(Request::Stat { select }) if self.plane.is_some() => {
+                Ok(Request::Stat { select }) if self.role.plane.is_some() => {
                     srv.defer(id);
-                    if let Some(p) = &self.plane {
+                    if let Some(p) = &self.role.plane {
                         p.ask(id, select);
                     }
                     continue;
@@ -64,43 +65,43 @@ impl Shaper {
             };
             srv.reply(id, &resp.to_line(), sys::monotonic_ns());
         }
-        self.control = Some(srv);
+        self.role.control = Some(srv);
         for (d, id, src) in reloads {
             self.start_reload(d, Asker::Client(id), src);
         }
     }
 }
 
-impl Shaper {
+impl Shaper<Single> {
     /// The stats plane rang (or a copy under way rang for its next piece): write the plane's
     /// replies to their clients, start a copy of the counters when it asked for one, and copy
     /// the next piece of it (copier.rs: bounded per turn; the plane gets it once complete).
     pub(crate) fn serve_plane(&mut self) {
-        let Some(p) = self.plane.take() else {
+        let Some(p) = self.role.plane.take() else {
             return;
         };
         let (replies, copy) = p.poll();
-        if let Some(srv) = self.control.as_mut() {
+        if let Some(srv) = self.role.control.as_mut() {
             for r in replies {
                 srv.reply_line(r.id, r.line, sys::monotonic_ns());
             }
         }
-        if copy && !self.copier.busy() {
+        if copy && !self.role.copier.busy() {
             let frame = self.stat_frame();
-            self.copier.start(frame);
+            self.role.copier.start(frame);
         }
-        if self.copier.busy() {
+        if self.role.copier.busy() {
             let dirs = [0, 1].map(|d| (self.dirs[d].sched.as_ref(), self.dirs[d].gen));
-            match self.copier.step(dirs, copier::BUDGET_NS) {
+            match self.role.copier.step(dirs, copier::BUDGET_NS) {
                 Some(raw) => p.send(raw),
                 None => p.again(),
             }
         }
-        self.plane = Some(p);
+        self.role.plane = Some(p);
     }
 }
 
-impl Handler for Shaper {
+impl Handler for Shaper<Single> {
     fn snapshot(&mut self) -> Snapshot {
         self.stat()
     }

@@ -13,6 +13,7 @@ use crate::control::snapshot::{
     finite, CakeSnapshot, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot,
     LatenessHist, LatenessNs, LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
 };
+use crate::role::Role;
 use crate::{Hist, Sched, Shaper};
 
 /// Bounds of the lateness histogram's buckets: 1 µs to 50 ms, 1-2-5 steps.
@@ -95,10 +96,10 @@ pub(crate) fn fill_lateness(s: &mut Snapshot, h: &Hist) {
     };
 }
 
-impl Shaper {
+impl<R: Role> Shaper<R> {
     /// The `stat` reply, every class in it (built here: the workers' and in-process callers';
     /// the single shaper's readers go through the stats plane, control/copier.rs).
-    pub fn stat(&mut self) -> Snapshot {
+    pub(crate) fn stat(&mut self) -> Snapshot {
         let mut snap = self.stat_frame();
         for (i, d) in self.dirs.iter().enumerate() {
             if let (Some(s), Some(out)) = (&d.sched, snap.directions.get_mut(i)) {
@@ -163,9 +164,7 @@ impl Shaper {
                 .as_ref()
                 .map(|s| s.qr().kind().to_string()),
             interfaces,
-            control: self.control_stats,
             directions,
-            reloads: self.reloads,
             early_wake_ns: self.wake.margin_ns(),
             early_wake_learnt: self.wake.is_learning(),
             timer_wake_ns: quantiles_ns(self.wake.timer_hist()),
@@ -176,6 +175,7 @@ impl Shaper {
             ..Snapshot::default()
         };
         fill_lateness(&mut snap, &self.lateness);
+        self.role.fill_snapshot(&mut snap);
         snap
     }
 

@@ -1,11 +1,15 @@
 //! One worker of `--workers N`: a [`Shaper`] whose schedulers are shards, with its own sockets,
-//! and no control plane of its own (the control thread's commands arrive through its inbox).
+//! whose role (role.rs) is its [`Link`]: it steers each frame to the worker owning its class,
+//! takes what its peers hand over, and has no control plane of its own (the control thread's
+//! commands arrive through its inbox).
 //!
 //! Per frame it receives: one classification with the whole tree's classifier, then either the
 //! enqueue into its own shard (O(1) in classes beyond HTB's own cost, see core/src/htb) or one
 //! push onto the owner's hand-over batch; a handed-over frame costs its receiver one map lookup
 //! (O(1)). Commands (`stat`, an install, stop) are handled at a turn boundary, never mid-turn.
 
+use std::os::fd::{AsRawFd, RawFd};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -16,9 +20,11 @@ use super::address::{fanout_program, Side};
 use super::{Cmd, Handoff, Install, Link, Reply, Steer, MAX_HOPS};
 use crate::frame::Frame;
 use crate::port::{PacketPort, Port};
+use crate::role::Role;
+use crate::run::T_WAKE;
 use crate::xdp::port::Attachment;
 use crate::xdp::XdpPort;
-use crate::{sys, wake, Dir, Options, RxSplit, Sched, Shaper};
+use crate::{sys, Dir, Options, RxSplit, Sched, Shaper};
 
 /// A direction's part of a worker: its shard and the steering of the whole tree.
 pub(crate) struct DirSpec {
@@ -66,9 +72,9 @@ fn open_port(
     Ok(Box::new(p))
 }
 
-impl Shaper {
+impl Shaper<Link> {
     /// Build worker `spec.link.index`: open its sockets, install its shards.
-    pub(crate) fn new_worker(spec: WorkerSpec) -> anyhow::Result<Shaper> {
+    pub(crate) fn new_worker(spec: WorkerSpec) -> anyhow::Result<Shaper<Link>> {
         let WorkerSpec {
             opts,
             dirs,
@@ -131,27 +137,15 @@ impl Shaper {
             anyhow::bail!("internal: a worker needs two directions");
         };
         crate::set_line_rates(&opts, &mut d0, &mut d1);
-        let wake = match opts.busy_poll_ns {
-            Some(ns) => wake::EarlyWake::fixed(ns),
-            None => wake::EarlyWake::learning(wake::MAX_MARGIN_NS),
-        };
-        Ok(Shaper::assemble(
-            opts,
-            [p0, p1],
-            [d0, d1],
-            wake,
-            None,
-            None,
-            Some(link),
-        ))
+        // Each worker holds its share of the memory bound.
+        let share = opts.workers.max(1) as u64;
+        Ok(Shaper::assemble(opts, [p0, p1], [d0, d1], link, share))
     }
 
     /// A parsed frame of direction `d` on a worker: into this turn's burst for this worker's
     /// shard, or onto the owner's hand-over batch. Unshaped directions forward at once.
-    pub(crate) fn steer(&mut self, d: usize, f: Frame) {
-        let Some(l) = self.worker.as_mut() else {
-            return;
-        };
+    fn steer(&mut self, d: usize, f: Frame) {
+        let l = &mut self.role;
         let Some(st) = l.steer[d].clone() else {
             let to = self.dirs[d].to;
             self.send(to, f.bytes);
@@ -177,9 +171,9 @@ impl Shaper {
     }
 
     /// Take what peers handed over; returns how many frames.
-    pub(crate) fn take_handoffs(&mut self) -> usize {
+    fn take_handoffs(&mut self) -> usize {
         let mut n = 0;
-        while let Some(batch) = self.worker.as_mut().and_then(|l| l.next_batch()) {
+        while let Some(batch) = self.role.next_batch() {
             n += batch.len();
             let now = self.now();
             for h in batch {
@@ -187,17 +181,13 @@ impl Shaper {
             }
         }
         if n > 0 {
-            if let Some(l) = self.worker.as_mut() {
-                l.flush_outbox();
-            }
+            self.role.flush_outbox();
         }
         n
     }
 
     fn take_handoff(&mut self, mut h: Handoff, now: Time) {
-        let Some(l) = self.worker.as_mut() else {
-            return;
-        };
+        let l = &mut self.role;
         let Some(st) = l.steer.get(h.dir).cloned().flatten() else {
             // The direction became unshaped meanwhile: forward.
             let to = self.dirs[h.dir].to;
@@ -224,21 +214,18 @@ impl Shaper {
     }
 
     /// The worker's eventfd rang: hand-overs first, then the control thread's commands.
-    pub(crate) fn on_wake(&mut self, stopping: &mut Option<Time>) {
-        if let Some(l) = &self.worker {
-            sys::eventfd_clear(std::os::fd::AsRawFd::as_raw_fd(&*l.wake));
-        }
+    fn on_wake(&mut self, stopping: &mut Option<Time>) {
+        sys::eventfd_clear(self.role.wake.as_raw_fd());
         self.take_handoffs();
-        while let Some(cmd) = self.worker.as_mut().and_then(|l| l.next_cmd()) {
+        while let Some(cmd) = self.role.next_cmd() {
             match cmd {
                 Cmd::Stat { seq } => self.reply_stat(seq),
                 Cmd::Install(i) => self.install_shard(*i),
                 Cmd::Quiesce => {
-                    if let Some(l) = self.worker.as_mut() {
-                        l.quiet = true;
-                        l.flush_outbox();
-                        l.reply(Reply::Quiet);
-                    }
+                    let l = &mut self.role;
+                    l.quiet = true;
+                    l.flush_outbox();
+                    l.reply(Reply::Quiet);
                 }
                 Cmd::Stop => {
                     let now = self.now();
@@ -251,9 +238,7 @@ impl Shaper {
     /// This worker's snapshot, its classes under their ids in the whole tree.
     fn reply_stat(&mut self, seq: u64) {
         let mut snap = self.stat();
-        let Some(l) = &self.worker else {
-            return;
-        };
+        let l = &self.role;
         for (d, dir) in snap.directions.iter_mut().enumerate() {
             let Some(st) = l.steer.get(d).cloned().flatten() else {
                 continue;
@@ -286,11 +271,53 @@ impl Shaper {
             i.path,
             now,
         );
-        if let Some(l) = self.worker.as_mut() {
-            if let Some(s) = l.steer.get_mut(i.dir) {
-                *s = Some(i.steer);
-            }
-            l.reply(Reply::Installed { seq: i.seq, report });
+        let l = &mut self.role;
+        if let Some(s) = l.steer.get_mut(i.dir) {
+            *s = Some(i.steer);
+        }
+        l.reply(Reply::Installed { seq: i.seq, report });
+    }
+}
+
+impl Role for Link {
+    /// A worker hears only its peers and the control thread (its wake-up fd); the control
+    /// thread serves the control plane.
+    fn start(s: &mut Shaper<Link>, ep: RawFd) -> anyhow::Result<()> {
+        sys::epoll_add(ep, s.role.wake.as_raw_fd(), T_WAKE)?;
+        Ok(())
+    }
+
+    fn cpu_index(&self) -> usize {
+        self.index
+    }
+
+    fn receiving(&self) -> bool {
+        !self.quiet
+    }
+
+    fn admit(s: &mut Shaper<Link>, i: usize, f: Frame, _now: Time) {
+        s.steer(i, f);
+    }
+
+    fn end_receive(&mut self) {
+        self.flush_outbox();
+    }
+
+    /// The heartbeat: systemd's watchdog is fed by the control thread while every worker's is
+    /// recent (workers/coord).
+    fn housekeeping(&mut self, _now: Time, monotonic_ns: u64) {
+        // Read by the control thread on its own clock: CLOCK_MONOTONIC.
+        self.heartbeat.store(monotonic_ns, Ordering::Relaxed);
+    }
+
+    fn take_pending(s: &mut Shaper<Link>) -> usize {
+        s.take_handoffs()
+    }
+
+    /// The wake-up fd rang: hand-overs, then the control thread's commands.
+    fn on_events(s: &mut Shaper<Link>, ready: &[u64], stopping: &mut Option<Time>) {
+        if ready.contains(&T_WAKE) {
+            s.on_wake(stopping);
         }
     }
 }

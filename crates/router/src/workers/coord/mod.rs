@@ -335,7 +335,7 @@ fn worker_main(
         worker: i,
         result: Ok(s.io_name()),
     });
-    let result = s.run().map(|_| ()).map_err(|e| format!("{e:#}"));
+    let result = s.run_loop().map(|_| ()).map_err(|e| format!("{e:#}"));
     tell(Reply::Exited { worker: i, result });
 }
 

@@ -1,0 +1,129 @@
+//! The calling thread and process: CLOCK_MONOTONIC and sleeping on it, scheduling (SCHED_FIFO,
+//! nice, timer slack), memory (locking, giving freed pages back, the machine's total) and the
+//! umask.
+//!
+//! ## Principles
+//! * **One clock**: everything here that reads or waits for time uses CLOCK_MONOTONIC, the
+//!   base of the shaper's `Time` (clock.rs).
+//! * **Errors say what to grant**: a refused priority names the capability or limit that
+//!   would allow it.
+
+use std::io;
+
+use super::cvt;
+
+/// The machine's physical memory in bytes (`sysinfo`), `None` if it cannot be read.
+// `totalram` is a c_ulong: u64 here, u32 on 32-bit targets.
+#[allow(clippy::useless_conversion)]
+pub fn total_memory() -> Option<u64> {
+    // SAFETY: all-zero is a valid sysinfo.
+    let mut si: libc::sysinfo = unsafe { std::mem::zeroed() };
+    // SAFETY: `si` is a valid sysinfo for the kernel to fill.
+    let r = unsafe { libc::sysinfo(&mut si) };
+    (r == 0).then(|| u64::from(si.totalram).saturating_mul(u64::from(si.mem_unit.max(1))))
+}
+
+/// Set the process umask, returning the previous one.
+pub fn umask(mask: u32) -> u32 {
+    // SAFETY: umask cannot fail.
+    unsafe { libc::umask(mask as libc::mode_t) as u32 }
+}
+
+/// CLOCK_MONOTONIC in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Sleep until CLOCK_MONOTONIC reaches `at_ns` (at once if it has). A signal cuts the sleep
+/// short, which is harmless here: the caller's loop looks at its events next.
+pub fn sleep_until_ns(at_ns: u64) {
+    let ts = libc::timespec {
+        tv_sec: (at_ns / 1_000_000_000) as libc::time_t,
+        tv_nsec: (at_ns % 1_000_000_000) as libc::c_long,
+    };
+    // SAFETY: `ts` is a valid timespec; the remaining-time pointer may be null with
+    // TIMER_ABSTIME.
+    unsafe {
+        libc::clock_nanosleep(
+            libc::CLOCK_MONOTONIC,
+            libc::TIMER_ABSTIME,
+            &ts,
+            std::ptr::null_mut(),
+        )
+    };
+}
+
+/// Put the calling thread under `SCHED_FIFO` at `prio` (1–99): it then runs as soon as it
+/// wakes, ahead of every ordinary task (the kernel's RT throttling, 95 % of each second by
+/// default, still leaves the others a share if it spins).
+pub fn set_fifo(prio: u8) -> io::Result<()> {
+    let param = libc::sched_param {
+        sched_priority: prio.into(),
+    };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+    cvt(r).map(|_| ()).map_err(|e| {
+        let hint = if e.raw_os_error() == Some(libc::EPERM) {
+            " (needs CAP_SYS_NICE or an RLIMIT_RTPRIO of at least this priority; systemd: \
+             AmbientCapabilities=CAP_SYS_NICE or CPUSchedulingPolicy=fifo)"
+        } else {
+            ""
+        };
+        io::Error::new(
+            e.kind(),
+            format!("sched_setscheduler(SCHED_FIFO, {prio}): {e}{hint}"),
+        )
+    })
+}
+
+/// Set the calling thread's nice value (-20..=19; lower runs sooner under the fair scheduler).
+pub fn set_nice(n: i8) -> io::Result<()> {
+    // SAFETY: plain system call; `who` 0 with PRIO_PROCESS is the calling thread on Linux.
+    let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, 0, n.into()) };
+    cvt(r).map(|_| ()).map_err(|e| {
+        let hint = if e.raw_os_error() == Some(libc::EACCES) {
+            " (a negative value needs CAP_SYS_NICE or RLIMIT_NICE)"
+        } else {
+            ""
+        };
+        io::Error::new(e.kind(), format!("setpriority({n}): {e}{hint}"))
+    })
+}
+
+/// Lock the process's pages in memory, present and future, so the datapath never waits for a
+/// page fault.
+pub fn lock_memory() -> io::Result<()> {
+    // SAFETY: mlockall takes flags only.
+    let r = unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) };
+    cvt(r)
+        .map(|_| ())
+        .map_err(|e| io::Error::new(e.kind(), format!("mlockall: {e}")))
+}
+
+/// Give the pages of freed heap memory back to the system (glibc's `malloc_trim(0)`, which also
+/// releases whole free pages inside the heap, not only at its top). A build's temporaries (the
+/// parsed document, the class specs, the classifier's sort buffers) are freed in between what
+/// stays, so without it the resident set after start keeps them. Called off the datapath: at
+/// start, and on the builder thread after it freed what a reload replaced. Nothing elsewhere.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim takes a size only and touches only the allocator's free lists.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Set this thread's timer slack to 1 ns (the default 50 µs would round every timer wake-up).
+pub fn set_min_timer_slack() -> io::Result<()> {
+    // SAFETY: prctl with integer arguments only.
+    let r = unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) };
+    cvt(r)
+        .map(|_| ())
+        .map_err(|e| io::Error::new(e.kind(), format!("prctl(PR_SET_TIMERSLACK): {e}")))
+}
