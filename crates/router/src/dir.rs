@@ -142,6 +142,7 @@ fn begin_takeover(
                 kept: t.kept,
                 added: t.added,
                 removed: t.removed,
+                omitted: t.omitted,
                 moved_packets: queued,
                 ..Default::default()
             };
@@ -362,9 +363,14 @@ impl Dir {
         if let Some(path) = path {
             self.policy_path = Some(path);
         }
+        let changed = p.changed.len() as u64 + p.changed_omitted;
         let report = control::ReloadReport {
-            kept: (p.classes - p.changed.len()) as u64,
+            kept: (p.classes as u64).saturating_sub(changed),
             changed: p.changed,
+            omitted: control::proto::Omitted {
+                changed: p.changed_omitted,
+                ..Default::default()
+            },
             in_place: true,
             ..Default::default()
         };
