@@ -126,14 +126,14 @@ fn root_rate(s: &Sched) -> u64 {
 }
 
 /// Start `new`'s take-over of `old` in steps when both are HTBs (`Htb::adopt_begin`, O(1)):
-/// the report and the new roots' ceils; `old` is then empty. Otherwise `old` stays and the
-/// take-over is given back.
+/// the report and the new roots' ceils; `old` is then empty. Otherwise `old` stays (and is
+/// taken over at once).
 fn begin_takeover(
     new: &mut Sched,
     old: &mut Option<Sched>,
     t: crate::patch::Takeover,
     now: Time,
-) -> Result<(control::ReloadReport, u64), crate::patch::Takeover> {
+) -> Option<(control::ReloadReport, u64)> {
     match (new, old.take()) {
         (Sched::Htb(h), Some(Sched::Htb(o))) => {
             let queued = o.stats().backlog.packets;
@@ -146,11 +146,11 @@ fn begin_takeover(
                 moved_packets: queued,
                 ..Default::default()
             };
-            Ok((report, t.root_ceil))
+            Some((report, t.root_ceil))
         }
         (_, o) => {
             *old = o;
-            Err(t)
+            None
         }
     }
 }
@@ -277,9 +277,9 @@ impl Dir {
         now: Time,
     ) -> (control::ReloadReport, Option<Sched>) {
         let mut old = self.sched.take();
-        let stepwise = takeover.map(|t| begin_takeover(&mut new, &mut old, t, now));
+        let stepwise = takeover.and_then(|t| begin_takeover(&mut new, &mut old, t, now));
         let (report, link_bps) = match stepwise {
-            Some(Ok(r)) => r,
+            Some(r) => r,
             _ => {
                 let report = match old.as_mut() {
                     Some(o) => adopt_state(&mut new, o, now),
