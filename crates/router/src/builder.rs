@@ -21,7 +21,12 @@
 //! * the loop frees nothing large and matches nothing by name: a rebuild's take-over of the
 //!   running tree (which class becomes which, what was added and removed) is found here
 //!   ([`Ready::takeover`]), and what a reload replaces (the old scheduler once taken over, the
-//!   old filters) is sent back here to be dropped ([`Builder::discard`]);
+//!   old filters, the old policy's text and circuit ids) is sent back here to be dropped
+//!   ([`Builder::discard`]); the reply names the first `REPORT_NAMES` classes of each list;
+//! * nothing here makes the loop wait on the allocator: the thread frees blocks the loop's
+//!   thread allocated, so frees coalesce at once here rather than at the loop's next allocation
+//!   (`sys::free_blocks_at_once`), and it never calls `malloc_trim`, which holds an arena's
+//!   lock for milliseconds (`sys::release_free_memory`);
 //! * the loop is woken through an eventfd in its epoll set, and takes finished builds without
 //!   blocking ([`Builder::finished`]);
 //! * signals stay the loop's: the thread blocks them all (SIGHUP is the loop's signalfd; the
@@ -38,6 +43,7 @@ use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use linkshare_config::Policy;
 use linkshare_core::units::Rate;
 
+use crate::control::proto::cap_names;
 use crate::patch::{self, Patch};
 use crate::Sched;
 
@@ -104,8 +110,9 @@ pub(crate) struct Ready {
     /// build made elsewhere does not, and the thread must be told to forget its own).
     pub based: bool,
     /// For a rebuild compared with the running policy: the classes kept whose parameters or
-    /// filters changed (a patch names its own).
-    pub changed: Vec<String>,
+    /// filters changed (a patch names its own), the first `REPORT_NAMES` of them, and how many
+    /// more.
+    pub changed: (Vec<String>, u64),
     /// For a rebuild of an HTB compared with the running HTB policy: how the new tree takes
     /// over the running one in steps (patch.rs), found here rather than on the loop.
     pub takeover: Option<patch::Takeover>,
@@ -172,6 +179,9 @@ impl Builder {
     /// back as [`Plan::Patch`] (the single-threaded shaper); without, always as a new scheduler.
     pub fn start(patching: bool) -> std::io::Result<Builder> {
         let wake = crate::sys::eventfd()?;
+        // This thread frees what the loop's thread allocated (the policy and tree built at
+        // start): with glibc's fast bins the loop would then do the coalescing.
+        crate::sys::free_blocks_at_once();
         let (jobs, inbox) = channel::<Msg>();
         let (outbox, done) = channel::<Built>();
         // The thread writes to its own duplicate, so closing ours never races with it.
@@ -189,7 +199,6 @@ impl Builder {
                         }
                         crate::sys::eventfd_ring(ring.as_raw_fd());
                     }
-                    crate::sys::release_free_memory();
                 }
             })?;
         Ok(Builder {
@@ -328,7 +337,10 @@ pub(crate) fn build_now(source: Source) -> Result<Ready, Failure> {
     build_now_on(source, None)
 }
 
-fn build_now_on(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, Failure> {
+pub(crate) fn build_now_on(
+    source: Source,
+    base: Option<&mut Option<Policy>>,
+) -> Result<Ready, Failure> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(source, base))).unwrap_or_else(
         |_| {
             Err(Failure::Rejected(
@@ -357,16 +369,26 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
         Some(Some(old)) => patch::diff(old, &policy),
         _ => None,
     };
-    let mut changed = Vec::new();
+    let mut changed = (Vec::new(), 0);
     let mut takeover = None;
+    // The reply lists the first few names of each kind of difference (`cap_names`), whatever
+    // their number: the loop neither serialises nor frees lists that grow with the policy.
     let plan = match patch {
-        Some(p) => Plan::Patch(p),
+        Some(mut p) => {
+            (p.changed, p.changed_omitted) = cap_names(std::mem::take(&mut p.changed));
+            Plan::Patch(p)
+        }
         None => {
             let sched = sched_of(&policy, &text).map_err(Failure::Rejected)?;
             if let Some(Some(old)) = &base {
-                changed = patch::changed_by_name(old, &policy);
+                changed = cap_names(patch::changed_by_name(old, &policy));
                 let htbs = old.kind_name() == "htb" && matches!(sched, Sched::Htb(_));
-                takeover = htbs.then(|| patch::takeover(old, &policy));
+                takeover = htbs.then(|| {
+                    let mut t = patch::takeover(old, &policy);
+                    (t.added, t.omitted.added) = cap_names(std::mem::take(&mut t.added));
+                    (t.removed, t.omitted.removed) = cap_names(std::mem::take(&mut t.removed));
+                    t
+                });
             }
             Plan::Rebuild(sched)
         }
@@ -418,7 +440,7 @@ fn prepare_change(c: ClassChange, base: Option<&mut Option<Policy>>) -> Result<R
         plan: Plan::Patch(patch::one_class(policy, id)),
         link: LinkRules::of(policy),
         based: true,
-        changed: Vec::new(),
+        changed: (Vec::new(), 0),
         takeover: None,
         text: Text::Change(c),
         path: None,

@@ -32,15 +32,15 @@ pub(crate) fn ids_of(p: &Policy) -> Arc<Ids> {
 }
 
 impl Circuits {
-    /// Direction `dir` now runs a policy with these ids.
-    pub fn set(&self, dir: usize, ids: Arc<Ids>) {
+    /// Direction `dir` now runs a policy with these ids. The ids replaced are handed back, for
+    /// the caller to free where freeing costs nothing (the loop sends them to its builder
+    /// thread: 100,000 ids are 200,000 allocations).
+    pub fn set(&self, dir: usize, ids: Arc<Ids>) -> Option<Arc<Ids>> {
         let mut g = match self.0.write() {
             Ok(g) => g,
             Err(poisoned) => poisoned.into_inner(),
         };
-        if let Some(slot) = g.get_mut(dir) {
-            *slot = ids;
-        }
+        g.get_mut(dir).map(|slot| std::mem::replace(slot, ids))
     }
 
     /// The ids each direction runs now (`Snapshot::label_circuits` labels rows with them).

@@ -126,14 +126,14 @@ fn root_rate(s: &Sched) -> u64 {
 }
 
 /// Start `new`'s take-over of `old` in steps when both are HTBs (`Htb::adopt_begin`, O(1)):
-/// the report and the new roots' ceils; `old` is then empty. Otherwise `old` stays and the
-/// take-over is given back.
+/// the report and the new roots' ceils; `old` is then empty. Otherwise `old` stays (and is
+/// taken over at once).
 fn begin_takeover(
     new: &mut Sched,
     old: &mut Option<Sched>,
     t: crate::patch::Takeover,
     now: Time,
-) -> Result<(control::ReloadReport, u64), crate::patch::Takeover> {
+) -> Option<(control::ReloadReport, u64)> {
     match (new, old.take()) {
         (Sched::Htb(h), Some(Sched::Htb(o))) => {
             let queued = o.stats().backlog.packets;
@@ -142,14 +142,15 @@ fn begin_takeover(
                 kept: t.kept,
                 added: t.added,
                 removed: t.removed,
+                omitted: t.omitted,
                 moved_packets: queued,
                 ..Default::default()
             };
-            Ok((report, t.root_ceil))
+            Some((report, t.root_ceil))
         }
         (_, o) => {
             *old = o;
-            Err(t)
+            None
         }
     }
 }
@@ -276,9 +277,9 @@ impl Dir {
         now: Time,
     ) -> (control::ReloadReport, Option<Sched>) {
         let mut old = self.sched.take();
-        let stepwise = takeover.map(|t| begin_takeover(&mut new, &mut old, t, now));
+        let stepwise = takeover.and_then(|t| begin_takeover(&mut new, &mut old, t, now));
         let (report, link_bps) = match stepwise {
-            Some(Ok(r)) => r,
+            Some(r) => r,
             _ => {
                 let report = match old.as_mut() {
                     Some(o) => adopt_state(&mut new, o, now),
@@ -362,9 +363,14 @@ impl Dir {
         if let Some(path) = path {
             self.policy_path = Some(path);
         }
+        let changed = p.changed.len() as u64 + p.changed_omitted;
         let report = control::ReloadReport {
-            kept: (p.classes - p.changed.len()) as u64,
+            kept: (p.classes as u64).saturating_sub(changed),
             changed: p.changed,
+            omitted: control::proto::Omitted {
+                changed: p.changed_omitted,
+                ..Default::default()
+            },
             in_place: true,
             ..Default::default()
         };

@@ -30,8 +30,10 @@ pub(crate) struct Patch {
     /// New filters (or a new default class), to swap in whole.
     pub classifier: Option<Classifier>,
     /// Names of the classes changed: new parameters, or filters that now lead to them or no
-    /// longer do; in class order.
+    /// longer do; in class order (the first `REPORT_NAMES` once the builder thread capped it).
     pub changed: Vec<String>,
+    /// Names of classes changed left out of `changed`.
+    pub changed_omitted: u64,
     /// Classes in the tree (the report's `kept` is those not changed).
     pub classes: usize,
     /// The new sum of the roots' ceils, when a root's changes (the device model follows it).
@@ -106,6 +108,7 @@ pub(crate) fn diff(old: &Policy, new: &Policy) -> Option<Patch> {
             .filter(|c| changed[c.id as usize])
             .map(|c| c.name.clone())
             .collect(),
+        changed_omitted: 0,
         classes: new.classes().len(),
         root_ceil,
     })
@@ -121,6 +124,7 @@ pub(crate) fn one_class(p: &Policy, id: ClassId) -> Patch {
         tunes: vec![(id, tune(c))],
         classifier: None,
         changed: vec![c.name.clone()],
+        changed_omitted: 0,
         classes: p.classes().len(),
         root_ceil,
     }
@@ -173,6 +177,8 @@ pub(crate) struct Takeover {
     pub map: linkshare_core::htb::AdoptMap,
     pub added: Vec<String>,
     pub removed: Vec<String>,
+    /// Names left out of `added` and `removed` (the builder thread caps the lists).
+    pub omitted: crate::control::proto::Omitted,
     pub kept: u64,
     pub root_ceil: u64,
 }
@@ -209,6 +215,7 @@ pub(crate) fn takeover(old: &Policy, new: &Policy) -> Takeover {
         kept: (old.classes().len() - removed.len()) as u64,
         added,
         removed,
+        omitted: Default::default(),
         root_ceil: new.root_rate().0,
     }
 }

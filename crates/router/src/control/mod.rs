@@ -137,6 +137,12 @@ fn source_of(p: PolicySource) -> Source {
     }
 }
 
+/// How long a client waits for a reply.
+const REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long a client waits for a reload's reply: a 1,000,000-subscriber policy is parsed,
+/// checked and built in under a minute on a quiet machine.
+const RELOAD_REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
+
 /// Send one request to a running shaper and return its response (an `error` response is `Ok`:
 /// the caller decides; a socket, size or version problem is `Err`).
 pub fn call(control: &Path, req: &Request) -> anyhow::Result<Response> {
@@ -150,12 +156,26 @@ pub fn call(control: &Path, req: &Request) -> anyhow::Result<Response> {
     }
     let mut s = UnixStream::connect(control)
         .with_context(|| format!("no shaper listening on {}", control.display()))?;
-    s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
-    s.set_write_timeout(Some(std::time::Duration::from_secs(5)))?;
+    // A reload is answered once built, off the loop: a large policy on a busy machine takes
+    // longer than any other request.
+    let wait = match req {
+        Request::Reload { .. } => RELOAD_REPLY_WAIT,
+        _ => REPLY_WAIT,
+    };
+    s.set_read_timeout(Some(wait))?;
+    s.set_write_timeout(Some(REPLY_WAIT))?;
     writeln!(s, "{line}")?;
     let mut reply = String::new();
     // The reply is one line of at most MAX_REPLY bytes (plus its newline and slack).
-    BufReader::new(s.take(MAX_REPLY as u64 + 1024)).read_line(&mut reply)?;
+    BufReader::new(s.take(MAX_REPLY as u64 + 1024))
+        .read_line(&mut reply)
+        .with_context(|| {
+            format!(
+                "no reply from the shaper on {} within {} s",
+                control.display(),
+                wait.as_secs()
+            )
+        })?;
     if reply.is_empty() {
         anyhow::bail!("the shaper closed the connection without a reply");
     }

@@ -203,6 +203,43 @@ pub struct ReloadReport {
     /// The names of the classes kept, for combining several workers' reports; not sent.
     #[serde(skip)]
     pub kept_names: Vec<String>,
+    /// How many names `added`, `removed` and `changed` leave out: a reload of thousands of
+    /// differences lists the first [`REPORT_NAMES`] of each, so that neither the reply nor its
+    /// freeing on the loop grows with the policy.
+    #[serde(default, skip_serializing_if = "Omitted::is_none")]
+    pub omitted: Omitted,
+}
+
+/// Names a [`ReloadReport`]'s lists leave out.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Omitted {
+    #[serde(default)]
+    pub added: u64,
+    #[serde(default)]
+    pub removed: u64,
+    #[serde(default)]
+    pub changed: u64,
+}
+
+impl Omitted {
+    fn is_none(&self) -> bool {
+        *self == Omitted::default()
+    }
+}
+
+/// Names a reload's reply lists at most per list ([`ReloadReport::omitted`] counts the rest).
+pub const REPORT_NAMES: usize = 100;
+
+/// The first [`REPORT_NAMES`] of `names`, and how many were left out; the rest is handed to
+/// `rest` (to be freed where the caller frees things: the builder thread).
+pub fn cap_names(mut names: Vec<String>) -> (Vec<String>, u64) {
+    if names.len() <= REPORT_NAMES {
+        return (names, 0);
+    }
+    let left = (names.len() - REPORT_NAMES) as u64;
+    names.truncate(REPORT_NAMES);
+    names.shrink_to_fit();
+    (names, left)
 }
 
 /// Names shown per list in [`ReloadReport::summary`].
@@ -213,21 +250,23 @@ impl ReloadReport {
     /// (never the classes kept), then the packets moved or lost, e.g.
     /// `in place: 1 changed (c17); 0 added, 0 removed, 99999 kept unchanged`.
     pub fn summary(&self) -> String {
-        fn list(what: &str, names: &[String]) -> String {
+        fn list(what: &str, names: &[String], omitted: u64) -> String {
+            let total = names.len() as u64 + omitted;
             if names.is_empty() {
-                return format!("0 {what}");
+                return format!("{total} {what}");
             }
             let shown: Vec<&str> = names
                 .iter()
                 .take(SUMMARY_NAMES)
                 .map(String::as_str)
                 .collect();
-            let more = match names.len().saturating_sub(SUMMARY_NAMES) {
+            let more = match total.saturating_sub(shown.len() as u64) {
                 0 => String::new(),
                 n => format!(" and {n} more"),
             };
-            format!("{} {what} ({}{more})", names.len(), shown.join(", "))
+            format!("{total} {what} ({}{more})", shown.join(", "))
         }
+        let o = self.omitted;
         let mut s = format!(
             "{}: {}; {}, {}, {} kept unchanged",
             if self.in_place {
@@ -235,9 +274,9 @@ impl ReloadReport {
             } else {
                 "new tree"
             },
-            list("changed", &self.changed),
-            list("added", &self.added),
-            list("removed", &self.removed),
+            list("changed", &self.changed, o.changed),
+            list("added", &self.added, o.added),
+            list("removed", &self.removed, o.removed),
             self.kept
         );
         if !self.in_place {

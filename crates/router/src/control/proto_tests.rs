@@ -363,6 +363,30 @@ fn a_reload_summary_counts_and_names_the_first_few_never_the_kept() {
     );
     assert!(s.contains("0 removed, 99990 kept unchanged"), "{s}");
     assert!(!s.contains("queued"), "{s}");
+    // Lists capped off the loop: the counts include what the reply leaves out.
+    let (first, left) = cap_names(names(50_000));
+    assert_eq!(
+        (first.len(), left),
+        (REPORT_NAMES, 50_000 - REPORT_NAMES as u64)
+    );
+    assert_eq!(first[REPORT_NAMES - 1], format!("sub{}", REPORT_NAMES - 1));
+    let half = ReloadReport {
+        removed: first,
+        omitted: Omitted {
+            removed: left,
+            ..Default::default()
+        },
+        kept: 50_000,
+        ..Default::default()
+    };
+    let s = half.summary();
+    assert!(
+        s.contains("50000 removed (sub0, sub1, sub2, sub3, sub4 and 49995 more)"),
+        "{s}"
+    );
+    let back: ReloadReport = serde_json::from_str(&serde_json::to_string(&half).unwrap()).unwrap();
+    assert_eq!(back.omitted.removed, left);
+    assert_eq!(cap_names(names(3)), (names(3), 0));
     let rebuilt = ReloadReport {
         removed: names(2),
         moved_packets: 3,

@@ -109,13 +109,33 @@ pub fn lock_memory() -> io::Result<()> {
 /// Give the pages of freed heap memory back to the system (glibc's `malloc_trim(0)`, which also
 /// releases whole free pages inside the heap, not only at its top). A build's temporaries (the
 /// parsed document, the class specs, the classifier's sort buffers) are freed in between what
-/// stays, so without it the resident set after start keeps them. Called off the datapath: at
-/// start, and on the builder thread after it freed what a reload replaced. Nothing elsewhere.
+/// stays, so without it the resident set after start keeps them. Called at start, before the
+/// loop runs, and nowhere else: `malloc_trim` holds each arena's lock while it walks that
+/// arena's free blocks (milliseconds for a heap that held a 100,000-class tree), and the
+/// loop's next allocation in that arena waits for it — on the builder thread, after a reload,
+/// it did (the loop blocked on it for 388 ms on a loaded machine). Memory a reload frees stays
+/// in the allocator's free lists and is reused by the next build.
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim takes a size only and touches only the allocator's free lists.
     unsafe {
         libc::malloc_trim(0);
+    }
+}
+
+/// Make every `free` coalesce the block at once, under its arena's lock, in the thread that
+/// frees it (glibc's `mallopt(M_MXFAST, 0)`: no "fast bins"). With fast bins, a block freed is
+/// only parked, and the coalescing of everything parked is done by the next allocation of a
+/// block of 1 KiB or more *in that arena, by whichever thread makes it*: the builder thread
+/// frees the running policy the loop's thread built at start (300,000 small blocks at 100,000
+/// subscribers), and the loop's next such allocation then did that work, ~2-3 ms (the longest
+/// pause of a full reload; docs/router.md, "Reload"). Process-wide; called when the builder
+/// thread starts. Small blocks still come from each thread's own cache (tcache) first.
+pub fn free_blocks_at_once() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: mallopt takes two integers and only changes the allocator's parameters.
+    unsafe {
+        libc::mallopt(libc::M_MXFAST, 0);
     }
 }
 

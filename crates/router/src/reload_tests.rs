@@ -1,0 +1,220 @@
+//! A reload frees nothing on the loop that grows with the policy: installing a rebuilt HTB
+//! (swap, O(1)) and every step of its take-over free at most a few temporaries on the loop's
+//! thread; the old tree, its filters, the old policy's text and circuit ids go to the builder
+//! thread. Counted by a global allocator that counts, per thread, what is freed while a flag is
+//! up (the test's thread plays the loop).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::path::{Path, PathBuf};
+
+use linkshare_config::Policy;
+use linkshare_core::Time;
+
+use crate::builder::{build_now_on, Source};
+use crate::circuits::Circuits;
+use crate::dir::{Dir, ADOPT_STEP};
+use crate::reload::install_ready;
+
+/// The system allocator; while `WATCH` is up on a thread, what that thread frees (or moves by
+/// `realloc`) is counted there.
+struct PerThread;
+
+thread_local! {
+    static WATCH: Cell<bool> = const { Cell::new(false) };
+    /// (frees, bytes freed, largest free).
+    static FREED: Cell<(u64, u64, u64)> = const { Cell::new((0, 0, 0)) };
+}
+
+fn count_free(size: usize) {
+    let _ = WATCH.try_with(|w| {
+        if w.get() {
+            let _ = FREED.try_with(|f| {
+                let (n, b, m) = f.get();
+                f.set((n + 1, b + size as u64, m.max(size as u64)));
+            });
+        }
+    });
+}
+
+// SAFETY: every call goes to the system allocator unchanged; only thread-local counters (const
+// initialised, no destructor, so never allocating) are kept.
+unsafe impl GlobalAlloc for PerThread {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        System.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        count_free(l.size());
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        count_free(l.size());
+        System.realloc(p, l, new)
+    }
+}
+
+#[global_allocator]
+static A: PerThread = PerThread;
+
+/// What this thread freed while `f` ran: (frees, bytes, largest).
+fn freed_by<T>(f: impl FnOnce() -> T) -> (T, (u64, u64, u64)) {
+    FREED.with(|c| c.set((0, 0, 0)));
+    WATCH.with(|w| w.set(true));
+    let r = f();
+    WATCH.with(|w| w.set(false));
+    (r, FREED.with(|c| c.get()))
+}
+
+fn scratch(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!("lsreload-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    std::fs::create_dir_all(&d).expect("temp dir");
+    d
+}
+
+/// A policy of subscribers `range` (fq_codel leaves, a /32 and a circuit id each) under two
+/// sites, from a subscriber table, written to `dir`; its path.
+fn write_policy(dir: &Path, range: std::ops::Range<usize>) -> PathBuf {
+    let csv = dir.join("subs.csv");
+    let mut t = String::from("name,parent,plan,addresses,id\n");
+    for k in range {
+        t += &format!(
+            "sub{k},site{},plan,10.{}.{}.{}/32,C-{k}\n",
+            k % 2,
+            (k >> 16) & 255,
+            (k >> 8) & 255,
+            k & 255
+        );
+    }
+    std::fs::write(&csv, t).expect("write csv");
+    let p = dir.join("p.toml");
+    let text = "qdisc = \"htb\"\ndefault = \"other\"\nsubscribers = \"subs.csv\"\n\
+                [[class]]\nname = \"root\"\nrate = \"10gbit\"\n\
+                [[class]]\nname = \"other\"\nparent = \"root\"\nrate = \"10mbit\"\n\
+                [[class]]\nname = \"site0\"\nparent = \"root\"\nrate = \"4gbit\"\n\
+                [[class]]\nname = \"site1\"\nparent = \"root\"\nrate = \"4gbit\"\n\
+                [[plan]]\nname = \"plan\"\nrate = \"1mbit\"\nceil = \"100mbit\"\n\
+                leaf = { type = \"fq_codel\" }\n";
+    std::fs::write(&p, text).expect("write policy");
+    p
+}
+
+/// A UDP frame to `dst`.
+fn frame_to(dst: std::net::Ipv4Addr, port: u16) -> crate::Frame {
+    use linkshare_core::wire::{self, BuildSpec};
+    let mut spec = BuildSpec::udp(std::net::Ipv4Addr::new(192, 0, 2, 1), port, dst, 9);
+    spec.payload_len = 100;
+    let mut bytes = Vec::new();
+    wire::build_ethernet(&mut bytes, &spec);
+    match crate::frame::parse_frame(bytes) {
+        crate::frame::Parsed::Ip(f) => f,
+        other => panic!("test frame did not parse: {other:?}"),
+    }
+}
+
+#[test]
+fn nothing_of_a_reload_is_freed_on_the_loop() {
+    const N: usize = 4000;
+    let dir = scratch("free");
+    let path = write_policy(&dir, 0..N);
+    let text = std::fs::read_to_string(&path).expect("read");
+    let policy = Policy::parse(&text, &path.display().to_string()).expect("valid");
+    let sched = crate::builder::sched_of(&policy, &text).expect("built");
+    let mut d = Dir::new(Some(sched), Some(path.clone()), 1, None);
+    d.policy_text = Some((text, path.display().to_string()));
+    let circuits = Circuits::default();
+    circuits.set(0, crate::circuits::ids_of(&policy));
+    let mut base = Some(policy);
+    // Traffic queued in many classes, the one to be removed among them: their fq_codel
+    // tables are allocated, and the take-over moves their packets.
+    let mut now = Time(1_000_000);
+    for k in (0..N).step_by(7).chain([N - 1]) {
+        let dst = std::net::Ipv4Addr::new(10, (k >> 16) as u8, (k >> 8) as u8, k as u8);
+        for port in 0..3 {
+            assert!(d
+                .handle_frame(frame_to(dst, port), now, &mut |_| {})
+                .is_none());
+        }
+    }
+    d.end_burst(now, &mut |_| {});
+    let queued = d.backlog_packets();
+    assert!(queued > 1000, "{queued} queued");
+    // The next policy: the last subscriber gone, one added; built and compared off the loop.
+    write_policy(&dir, 0..N - 1);
+    let mut t = std::fs::read_to_string(dir.join("subs.csv")).expect("read");
+    t += &format!("sub{N},site0,plan,10.200.0.1/32,C-{N}\n");
+    std::fs::write(dir.join("subs.csv"), t).expect("write");
+    let ready = build_now_on(Source::File(path.clone()), Some(&mut base)).expect("built");
+    assert!(ready.takeover.is_some(), "a rebuild with its take-over");
+    now = Time(now.0 + 1_000_000);
+    let mut bin: Vec<Box<dyn Send>> = Vec::new();
+    // The install: O(1), frees nothing of the policy.
+    let ((outcome, garbage), (n, bytes, largest)) =
+        freed_by(|| install_ready(&mut d, &circuits, 0, ready, now));
+    let report = outcome.expect("installed");
+    assert_eq!((report.added.len(), report.removed.len()), (1, 1));
+    assert!(
+        bytes < 16 << 10,
+        "the install freed {n} blocks, {bytes} B (largest {largest} B) on the loop"
+    );
+    assert!(garbage.len() >= 2, "the old text and ids go to the builder");
+    bin.extend(garbage);
+    // The steps: each takes ADOPT_STEP old classes; what one frees on the loop is its
+    // temporaries (a packet list per class moved), never the old tree's records or leaves.
+    let mut steps = 0;
+    let mut worst = (0, 0, 0);
+    loop {
+        now = Time(now.0 + 10_000);
+        let (done, f) = freed_by(|| d.adopt_step(now));
+        worst = (worst.0.max(f.0), worst.1.max(f.1), worst.2.max(f.2));
+        steps += 1;
+        if let Some(old) = done {
+            bin.push(Box::new(old));
+            break;
+        }
+        assert!(steps < 2 * N, "the take-over never ends");
+    }
+    assert!(steps >= N / ADOPT_STEP, "{steps} steps");
+    assert_eq!(d.backlog_packets(), queued, "every packet moved, none lost");
+    // What the builder thread frees is the bulk: the old tree and what the install replaced.
+    let (_, (_, binned, _)) = freed_by(|| drop(bin));
+    eprintln!(
+        "install freed {bytes} B in {n} blocks on the loop; a step at most {} B in {} blocks \
+         (largest {} B); the builder thread freed {binned} B",
+        worst.1, worst.0, worst.2
+    );
+    // Per step: temporaries (a packet list per class taken over, a vector of the new tree
+    // grown), never the old tree's records, leaves or queues: a small share of what goes.
+    assert!(
+        worst.1 * 50 < binned,
+        "a step freed up to {} B in {} blocks (largest {} B) on the loop; the old tree {binned} B",
+        worst.1,
+        worst.0,
+        worst.2
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Blocks this thread allocated and another thread frees (the builder freeing the policy built
+/// at start) are coalesced by the thread that frees them: none is left parked in glibc's fast
+/// bins for this thread's next allocation to coalesce (`sys::free_blocks_at_once`, set when the
+/// builder starts). `fsmblks` is the bytes parked in fast bins, over every arena.
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+#[test]
+fn frees_on_the_builder_leave_no_work_for_the_loop() {
+    let b = crate::builder::Builder::start(false).expect("builder");
+    let small: Vec<Box<[u8; 40]>> = (0..20_000).map(|i| Box::new([i as u8; 40])).collect();
+    // SAFETY: mallinfo2 only reads the allocator's counters.
+    let parked = || unsafe { libc::mallinfo2() }.fsmblks;
+    let before = parked();
+    std::thread::spawn(move || drop(small))
+        .join()
+        .expect("the freeing thread");
+    let after = parked();
+    assert!(
+        after <= before,
+        "{} B parked in fast bins by another thread's frees",
+        after - before
+    );
+    drop(b);
+}
