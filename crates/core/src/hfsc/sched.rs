@@ -224,12 +224,13 @@ impl<P: Packet> Hfsc<P> {
         }
     }
 
-    /// Class `cl` goes active under `p`: its `vt`, virtual curve, period and fit time.
+    /// Class `cl` goes active under `p`: its `vt`, virtual curve, period and fit time. The cold
+    /// records are read only for what lives there: OpenBSD's period offsets and upper limits.
     fn activate_vt(&mut self, cl: u32, p: u32) {
         let clock = self.clock;
+        let openbsd = self.params.period_vt == PeriodVt::OpenBsd;
         let max_vt = self.kid_heap(p, VT).first().map(|e| !e.key);
         let (pc, cc) = pair(&mut self.classes, p, cl);
-        let (pcold, ccold) = pair(&mut self.cold, p, cl);
         match max_vt {
             Some(max) => {
                 // The average of the least vt served and the largest active: a newcomer neither
@@ -244,32 +245,31 @@ impl<P: Packet> Hfsc<P> {
                     cc.vt = vt;
                 }
             }
-            None => match self.params.period_vt {
-                PeriodVt::Linux => {
-                    cc.vt = pc.cvtoff;
-                    pc.cvtmin = 0;
-                }
-                PeriodVt::OpenBsd => {
-                    pc.cvtoff = pc.cvtoff.saturating_add(pcold.cvtmax);
-                    pcold.cvtmax = 0;
-                    pc.cvtmin = 0;
-                    cc.vt = 0;
-                }
-            },
+            None if openbsd => {
+                let pcold = &mut self.cold[p as usize];
+                pc.cvtoff = pc.cvtoff.saturating_add(pcold.cvtmax);
+                pcold.cvtmax = 0;
+                pc.cvtmin = 0;
+                cc.vt = 0;
+            }
+            None => {
+                cc.vt = pc.cvtoff;
+                pc.cvtmin = 0;
+            }
         }
         if let Some(fsc) = cc.fsc {
-            match self.params.period_vt {
-                PeriodVt::Linux => cc.virt.min(&fsc, cc.vt, cc.total),
-                PeriodVt::OpenBsd => {
-                    ccold.vtoff = pc.cvtoff.saturating_sub(ccold.pcvtoff);
-                    let vt = cc.vt.saturating_add(ccold.vtoff);
-                    cc.virt.min(&fsc, vt, cc.total);
-                    if cc.virt.x == vt {
-                        cc.virt.x -= ccold.vtoff;
-                        ccold.vtoff = 0;
-                        ccold.pcvtoff = pc.cvtoff;
-                    }
+            if openbsd {
+                let ccold = &mut self.cold[cl as usize];
+                ccold.vtoff = pc.cvtoff.saturating_sub(ccold.pcvtoff);
+                let vt = cc.vt.saturating_add(ccold.vtoff);
+                cc.virt.min(&fsc, vt, cc.total);
+                if cc.virt.x == vt {
+                    cc.virt.x -= ccold.vtoff;
+                    ccold.vtoff = 0;
+                    ccold.pcvtoff = pc.cvtoff;
                 }
+            } else {
+                cc.virt.min(&fsc, cc.vt, cc.total);
             }
         }
         cc.vtadj = 0;
@@ -278,10 +278,13 @@ impl<P: Packet> Hfsc<P> {
         if pc.nactive == 0 {
             cc.parentperiod += 1;
         }
-        if let Some(usc) = ccold.usc {
-            ccold.ulimit.min(&usc, clock, cc.total);
-            cc.myf = ccold.ulimit.y2x(cc.total);
-            ccold.myfadj = 0;
+        if cc.ul {
+            let ccold = &mut self.cold[cl as usize];
+            if let Some(usc) = ccold.usc {
+                ccold.ulimit.min(&usc, clock, cc.total);
+                cc.myf = ccold.ulimit.y2x(cc.total);
+                ccold.myfadj = 0;
+            }
         }
     }
 
