@@ -15,8 +15,8 @@ use super::heap::{Entry, Heap};
 
 /// Whether index `i` lies on a min level (depth even).
 #[inline]
-fn min_level(i: usize) -> bool {
-    (usize::BITS - 1 - (i + 1).leading_zeros()) % 2 == 0
+pub(super) fn min_level(i: usize) -> bool {
+    (usize::BITS - 1 - (i + 1).leading_zeros()).is_multiple_of(2)
 }
 
 /// A min-max heap over a [`Heap`]'s storage.
@@ -112,7 +112,8 @@ impl MinMax<'_> {
         self.trickle_down(i);
     }
 
-    /// The least entry.
+    /// The least entry (the scheduler reads it as its [`Heap`]'s first).
+    #[cfg(test)]
     pub fn first(&self) -> Option<Entry> {
         self.0.first()
     }

@@ -220,8 +220,8 @@ impl<P: Packet> Hfsc<P> {
             let mut a = i;
             while a > 0 {
                 a = (a - 1) / 2;
-                let even = (usize::BITS - 1 - (a + 1).leading_zeros()) % 2 == 0;
-                if (even && h[a] > h[i]) || (!even && h[a] < h[i]) {
+                let min = super::minmax::min_level(a);
+                if (min && h[a] > h[i]) || (!min && h[a] < h[i]) {
                     return false;
                 }
             }
