@@ -450,6 +450,15 @@ impl LeafSched for Hfsc<BenchPacket> {
     fn memory_bytes(&self) -> Option<usize> {
         Some(Hfsc::memory_bytes(self))
     }
+    fn enqueue_leaf_burst(
+        &mut self,
+        leaves: &[ClassId],
+        pkts: &mut Vec<BenchPacket>,
+        now: Time,
+        refused: &mut Vec<Dropped<BenchPacket>>,
+    ) -> usize {
+        self.enqueue_burst_to(leaves, pkts, now, refused)
+    }
 }
 
 impl LeafSched for Cbq<BenchPacket> {

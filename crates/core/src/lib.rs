@@ -85,6 +85,7 @@ pub mod impair;
 pub use qdisc::leaf;
 pub mod linklayer;
 pub mod packet;
+mod prefetch;
 pub mod qdisc;
 pub mod service_curve;
 pub mod shard;

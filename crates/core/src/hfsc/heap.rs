@@ -47,12 +47,12 @@ pub(super) struct Heap<'a> {
 
 impl Heap<'_> {
     #[inline]
-    fn at(&self, i: usize) -> Entry {
+    pub(super) fn at(&self, i: usize) -> Entry {
         self.rows[i][self.col]
     }
 
     #[inline]
-    fn place(&mut self, i: usize, e: Entry) {
+    pub(super) fn place(&mut self, i: usize, e: Entry) {
         self.rows[i][self.col] = e;
         self.pos[e.id as usize][self.which] = i as u32;
     }
@@ -92,6 +92,19 @@ impl Heap<'_> {
             i = c;
         }
         self.place(i, e);
+    }
+
+    /// Where `id` stands in this heap, if it is in it.
+    #[inline]
+    pub(super) fn position(&self, id: u32) -> Option<usize> {
+        let i = self.pos[id as usize][self.which];
+        (i != OUT).then_some(i as usize)
+    }
+
+    /// Mark `id` as out of this heap (its entry is the caller's to move).
+    #[inline]
+    pub(super) fn forget(&mut self, id: u32) {
+        self.pos[id as usize][self.which] = OUT;
     }
 
     /// The least entry.

@@ -20,8 +20,8 @@
 //! curve, giving the virtual time) and the **upper limit**; the eligible time
 //! `e = eligible⁻¹(c)`, the deadline `d = deadline⁻¹(c + next packet)`, the virtual time
 //! `vt = virtual⁻¹(w)`, the fit time `myf = ulimit⁻¹(w)` and `f = max(myf, min f of children)`.
-//! Per inner class: its active children by `vt`, by `f`, and those that *fit* (`f ≤ now`) by
-//! `vt`; `cvtmin` (the least `vt` served in this period) and `cvtoff` (the largest `vt` of a child
+//! Per inner class: its active children by `vt` (least and largest), and when an upper limit
+//! lies below it, by `f` and those that *fit* (`f ≤ now`) by `vt`; `cvtmin` (the least `vt` served in this period) and `cvtoff` (the largest `vt` of a child
 //! that went passive).
 //!
 //! ## Dequeue
@@ -33,9 +33,12 @@
 //! min f))`.
 //!
 //! ## Complexity
-//! Every set is an indexed binary heap (`heap.rs`): the eligible leaves waiting for `e`, the
-//! eligible leaves by `d`, per inner class its active children by `vt` (largest first) and by
-//! `f` and its fitting children by `vt`, and one heap of non-fitting classes by `f`. Their
+//! Every set is an indexed heap (`heap.rs`): the eligible leaves waiting for `e`, the eligible
+//! leaves by `d`, per inner class its active children by `vt` in a min-max heap (`minmax.rs`:
+//! the least is the link-sharing choice, the largest where a newcomer starts) and, only when
+//! one of its children can have an upper limit (`f > 0`), its children by `f` and its fitting
+//! children by `vt`, and one heap of non-fitting classes by `f`. Without upper limits below,
+//! every child fits, and the one min-max heap stands for the three. Their
 //! storage is sized when the tree is built (a parent's heaps hold at most its children), so a
 //! packet allocates nothing. A class moves between the waiting and ready heaps once per change
 //! of its key (time never goes back: `now` is clamped to the latest seen). So enqueue and
@@ -54,14 +57,17 @@
 //!
 //! ## Layout
 //! `curve` (service and runtime curves, exact integer arithmetic), `spec` (params, classes,
-//! errors), `build`, `sched` (the criteria, `init_ed`/`update_vf`…, the ordered sets), `leafq`
-//! (leaf queues, head slots, victims), `stats` (views, invariants). The choices against Linux and
+//! errors), `build`, `sched` (the criteria, `init_ed`/`update_vf`…, the ordered sets), `heap`
+//! and `minmax` (the sets' structures), `leafq` (leaf queues, head slots, victims), `burst`
+//! (a burst's enqueue, prefetching the records of a large tree), `stats` (views, invariants). The choices against Linux and
 //! OpenBSD are documented in docs/hfsc.md.
 
 mod build;
+mod burst;
 pub mod curve;
 mod heap;
 mod leafq;
+mod minmax;
 mod sched;
 mod spec;
 mod stats;
@@ -190,9 +196,10 @@ pub struct Hfsc<P: Packet> {
     root: u32,
     /// Parents before children (ids of the given classes).
     order: Vec<u32>,
-    /// Per parent, its active children: by `!vt` (the first has the largest `vt`, Linux's
-    /// `vt_tree` last), by `f` (Linux's `cf_tree`: the first gives `cfmin`), and those with
-    /// `f ≤ now` by `vt` (the link-sharing choice is the first). The three side by side in one
+    /// Per parent, its active children: by `vt` in a min-max heap (the largest is Linux's
+    /// `vt_tree` last; the least the link-sharing choice when nothing below has an upper
+    /// limit), and only when `cf_used`: by `f` (Linux's `cf_tree`: the first gives `cfmin`) and
+    /// those with `f ≤ now` by `vt` (the link-sharing choice is the first). The three side by side in one
     /// slab, a parent's segment sized to its children (`heap.rs`).
     slab: Vec<Row>,
     /// Qdisc-wide: leaves not yet eligible by `e` (`WAIT`), eligible leaves by `d` (`READY`),

@@ -9,6 +9,7 @@
 //! key it is found by, and [`Hfsc::check_invariants`] can verify each set against the classes.
 //! Time never goes back inside: `clock = max(clock, now)`.
 use super::heap::{Heap, CF, EL, FIT, VT};
+use super::minmax::MinMax;
 use super::*;
 
 /// The mean of two `u64` without overflow.
@@ -28,6 +29,11 @@ impl<P: Packet> Hfsc<P> {
             pos: &mut self.pos,
             which,
         }
+    }
+
+    /// Parent `p`'s active children by `vt`, least and largest.
+    fn kid_vt(&mut self, p: u32) -> MinMax<'_> {
+        MinMax(self.kid_heap(p, VT))
     }
 
     /// A qdisc-wide heap (`WAIT`, `READY`, `UNFIT`). A class is in one of `WAIT` and `READY`
@@ -126,10 +132,14 @@ impl<P: Packet> Hfsc<P> {
         cl.key_f = f;
         cl.fit = f <= clock;
         let fit = cl.fit;
-        self.kid_heap(p, VT).push(!vt, c);
-        if self.classes[p as usize].cf_used {
-            self.kid_heap(p, CF).push(f, c);
+        self.kid_vt(p).push(vt, c);
+        if !self.classes[p as usize].cf_used {
+            // No upper limit below `p`: its children's `f` are 0, they always fit, and the
+            // least of `VT` is the link-sharing choice (no `CF`, no `FIT`).
+            debug_assert!(f == 0);
+            return;
         }
+        self.kid_heap(p, CF).push(f, c);
         if fit {
             self.kid_heap(p, FIT).push(vt, c);
         } else {
@@ -140,10 +150,11 @@ impl<P: Packet> Hfsc<P> {
     fn unfile_vt(&mut self, c: u32) {
         let cl = &self.classes[c as usize];
         let (p, fit) = (cl.parent, cl.fit);
-        self.kid_heap(p, VT).remove(c);
-        if self.classes[p as usize].cf_used {
-            self.kid_heap(p, CF).remove(c);
+        self.kid_vt(p).remove(c);
+        if !self.classes[p as usize].cf_used {
+            return;
         }
+        self.kid_heap(p, CF).remove(c);
         if fit {
             self.kid_heap(p, FIT).remove(c);
         } else {
@@ -152,8 +163,9 @@ impl<P: Packet> Hfsc<P> {
     }
 
     /// Refile `c` under its current `vt` and `f`, changing the keys of only the heaps whose
-    /// key changed (on the common path only `vt` moves: two heaps, not four), and moving it
-    /// between its parent's fitting heap and the qdisc-wide unfit heap when it crossed `now`.
+    /// key changed (on the common path only `vt` moves: one heap, two when an upper limit lies
+    /// below the parent), and moving it between its parent's fitting heap and the qdisc-wide
+    /// unfit heap when it crossed `now`.
     fn refile_vt(&mut self, c: u32) {
         let clock = self.clock;
         let cl = &mut self.classes[c as usize];
@@ -164,9 +176,12 @@ impl<P: Packet> Hfsc<P> {
         cl.key_f = f;
         cl.fit = fit;
         if vt_moved {
-            self.kid_heap(p, VT).rekey(c, !vt);
+            self.kid_vt(p).rekey(c, vt);
         }
-        if f_moved && self.classes[p as usize].cf_used {
+        if !self.classes[p as usize].cf_used {
+            return;
+        }
+        if f_moved {
             self.kid_heap(p, CF).rekey(c, f);
         }
         match (was_fit, fit) {
@@ -224,12 +239,13 @@ impl<P: Packet> Hfsc<P> {
         }
     }
 
-    /// Class `cl` goes active under `p`: its `vt`, virtual curve, period and fit time.
+    /// Class `cl` goes active under `p`: its `vt`, virtual curve, period and fit time. The cold
+    /// records are read only for what lives there: OpenBSD's period offsets and upper limits.
     fn activate_vt(&mut self, cl: u32, p: u32) {
         let clock = self.clock;
-        let max_vt = self.kid_heap(p, VT).first().map(|e| !e.key);
+        let openbsd = self.params.period_vt == PeriodVt::OpenBsd;
+        let max_vt = self.kid_vt(p).last().map(|e| e.key);
         let (pc, cc) = pair(&mut self.classes, p, cl);
-        let (pcold, ccold) = pair(&mut self.cold, p, cl);
         match max_vt {
             Some(max) => {
                 // The average of the least vt served and the largest active: a newcomer neither
@@ -244,32 +260,31 @@ impl<P: Packet> Hfsc<P> {
                     cc.vt = vt;
                 }
             }
-            None => match self.params.period_vt {
-                PeriodVt::Linux => {
-                    cc.vt = pc.cvtoff;
-                    pc.cvtmin = 0;
-                }
-                PeriodVt::OpenBsd => {
-                    pc.cvtoff = pc.cvtoff.saturating_add(pcold.cvtmax);
-                    pcold.cvtmax = 0;
-                    pc.cvtmin = 0;
-                    cc.vt = 0;
-                }
-            },
+            None if openbsd => {
+                let pcold = &mut self.cold[p as usize];
+                pc.cvtoff = pc.cvtoff.saturating_add(pcold.cvtmax);
+                pcold.cvtmax = 0;
+                pc.cvtmin = 0;
+                cc.vt = 0;
+            }
+            None => {
+                cc.vt = pc.cvtoff;
+                pc.cvtmin = 0;
+            }
         }
         if let Some(fsc) = cc.fsc {
-            match self.params.period_vt {
-                PeriodVt::Linux => cc.virt.min(&fsc, cc.vt, cc.total),
-                PeriodVt::OpenBsd => {
-                    ccold.vtoff = pc.cvtoff.saturating_sub(ccold.pcvtoff);
-                    let vt = cc.vt.saturating_add(ccold.vtoff);
-                    cc.virt.min(&fsc, vt, cc.total);
-                    if cc.virt.x == vt {
-                        cc.virt.x -= ccold.vtoff;
-                        ccold.vtoff = 0;
-                        ccold.pcvtoff = pc.cvtoff;
-                    }
+            if openbsd {
+                let ccold = &mut self.cold[cl as usize];
+                ccold.vtoff = pc.cvtoff.saturating_sub(ccold.pcvtoff);
+                let vt = cc.vt.saturating_add(ccold.vtoff);
+                cc.virt.min(&fsc, vt, cc.total);
+                if cc.virt.x == vt {
+                    cc.virt.x -= ccold.vtoff;
+                    ccold.vtoff = 0;
+                    ccold.pcvtoff = pc.cvtoff;
                 }
+            } else {
+                cc.virt.min(&fsc, cc.vt, cc.total);
             }
         }
         cc.vtadj = 0;
@@ -278,10 +293,13 @@ impl<P: Packet> Hfsc<P> {
         if pc.nactive == 0 {
             cc.parentperiod += 1;
         }
-        if let Some(usc) = ccold.usc {
-            ccold.ulimit.min(&usc, clock, cc.total);
-            cc.myf = ccold.ulimit.y2x(cc.total);
-            ccold.myfadj = 0;
+        if cc.ul {
+            let ccold = &mut self.cold[cl as usize];
+            if let Some(usc) = ccold.usc {
+                ccold.ulimit.min(&usc, clock, cc.total);
+                cc.myf = ccold.ulimit.y2x(cc.total);
+                ccold.myfadj = 0;
+            }
         }
     }
 
@@ -414,7 +432,12 @@ impl<P: Packet> Hfsc<P> {
     fn pick_ls(&mut self) -> Option<u32> {
         let mut cl = self.root;
         while self.classes[cl as usize].nkids > 0 {
-            let Entry { key: vt, id: child } = self.kid_heap(cl, FIT).first()?;
+            let fits = if self.classes[cl as usize].cf_used {
+                FIT
+            } else {
+                VT
+            };
+            let Entry { key: vt, id: child } = self.kid_heap(cl, fits).first()?;
             let pc = &mut self.classes[cl as usize];
             pc.cvtmin = pc.cvtmin.max(vt);
             cl = child;

@@ -107,14 +107,17 @@ impl<P: Packet> Hfsc<P> {
                     return Err(format!("{}: parent has no sets", self.cold[c].name));
                 }
                 let id = c as u32;
-                let cf_ok = if self.classes[p].cf_used {
+                let limited = self.classes[p].cf_used;
+                let cf_ok = if limited {
                     self.kid_holds(p, CF, id, cl.key_f)
                 } else {
-                    cl.key_f == 0 && self.classes[p].cfmin == 0
+                    cl.key_f == 0 && self.classes[p].cfmin == 0 && cl.fit
                 };
-                let filed = self.kid_holds(p, VT, id, !cl.key_vt)
+                let filed = self.kid_holds(p, VT, id, cl.key_vt)
                     && cf_ok
-                    && (if cl.fit {
+                    && (if !limited {
+                        self.classes[p].klen[FIT] == 0
+                    } else if cl.fit {
                         self.kid_holds(p, FIT, id, cl.key_vt) && cl.key_f <= self.clock
                     } else {
                         self.glob_holds(UNFIT, id, cl.key_f)
@@ -148,7 +151,10 @@ impl<P: Packet> Hfsc<P> {
             }
         }
         for c in 0..self.classes.len() {
-            for which in [VT, CF, FIT] {
+            if !self.kid_is_minmax(c) {
+                return Err(format!("{}: vt heap out of order", self.cold[c].name));
+            }
+            for which in [CF, FIT] {
                 if !self.kid_is_heap(c, which) {
                     return Err(format!("{}: heap {which} out of order", self.cold[c].name));
                 }
@@ -204,6 +210,23 @@ impl<P: Packet> Hfsc<P> {
     fn kid_is_heap(&self, p: usize, which: usize) -> bool {
         let h = self.kid_members(p, which);
         (1..h.len()).all(|i| h[(i - 1) / 2] <= h[i])
+    }
+
+    /// Whether parent `p`'s `VT` heap is a min-max heap: each entry on an even level at most,
+    /// on an odd level at least, every entry below it.
+    fn kid_is_minmax(&self, p: usize) -> bool {
+        let h = self.kid_members(p, VT);
+        (1..h.len()).all(|i| {
+            let mut a = i;
+            while a > 0 {
+                a = (a - 1) / 2;
+                let min = super::minmax::min_level(a);
+                if (min && h[a] > h[i]) || (!min && h[a] < h[i]) {
+                    return false;
+                }
+            }
+            true
+        })
     }
 
     /// The `ceil` a view shows: the nearest upper limit on the way to the root, else the sum of

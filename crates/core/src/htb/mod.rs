@@ -195,6 +195,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
+use crate::prefetch::prefetch;
 use crate::qdisc::fifo::FifoLimit;
 use crate::qdisc::lazy::IdleLeaves;
 use crate::qdisc::leaf::LeafSpec;
@@ -366,27 +367,6 @@ struct Counters {
 }
 
 const _: () = assert!(std::mem::size_of::<Counters>() == 32);
-
-/// Ask the CPU to bring `x`'s cache line in (no effect on results; no fault on any address).
-#[inline(always)]
-fn prefetch<T>(x: &T) {
-    prefetch_ptr((x as *const T).cast::<u8>())
-}
-
-/// [`prefetch`] for an address (never dereferenced).
-#[inline(always)]
-fn prefetch_ptr(x: *const u8) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: a prefetch is a hint; it never faults and reads nothing observable. SSE is part of
-    // the x86_64 baseline.
-    #[allow(unused_unsafe)]
-    unsafe {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        _mm_prefetch::<_MM_HINT_T0>(x.cast::<i8>());
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = x;
-}
 
 impl<P: Packet> Htb<P> {
     /// Bring in what the charge of leaf `c` touches: its record and its counters. Nothing for
