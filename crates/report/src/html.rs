@@ -61,6 +61,9 @@ pub fn render_html(result: &SimResult, plots: &[PlotEntry], command: Option<&str
             fixed(lab.wall_clock_s, 1),
             if lab.interrupted { ", interrupted" } else { "" }
         );
+        if let Some(host) = &lab.host {
+            let _ = writeln!(h, "<p>Host while it ran: {}</p>", escape(&host.to_string()));
+        }
         for n in &lab.notes {
             let _ = writeln!(h, "<p>Note: {}</p>", escape(n));
         }

@@ -678,6 +678,7 @@ fn lab_runs_are_marked_and_simulations_are_not() {
         wall_clock_s: 9.5,
         interrupted: true,
         notes: vec!["per-flow `extra_delay` is not emulated".into()],
+        host: None,
     });
     let v: serde_json::Value =
         serde_json::from_str(&linkshare_report::summary_json(&lab).unwrap()).unwrap();

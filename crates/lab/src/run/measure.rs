@@ -32,6 +32,8 @@ pub(super) struct Measured {
     pub(super) elapsed: f64,
     pub(super) interrupted: bool,
     pub(super) router: &'static str,
+    /// The host while the traffic ran ([`crate::host`]).
+    pub(super) host: linkshare_sim::model::HostFigures,
 }
 
 /// Builds the testbed, starts `router` with `policy_text` and the flows of `plans`, and samples
@@ -60,6 +62,7 @@ pub(super) fn measure(
     bed.wait_reachable()?;
 
     let live: Vec<Arc<FlowLive>> = plans.iter().map(|_| Arc::default()).collect();
+    let sampler = crate::host::HostSampler::start();
     let (mut traffic, t0) = Traffic::start(plans, &live, &bed.ns_a, &bed.ns_c)?;
     let duration = sc.duration.as_secs_f64();
     let sample = sc.sample.as_secs_f64();
@@ -109,6 +112,14 @@ pub(super) fn measure(
         .saturating_duration_since(t0)
         .as_secs_f64()
         .min(duration);
+    let mut host = sampler.stop();
+    // The shaper's own pacing lateness, where the router reports it (linkshare's `stat`).
+    host.shaper_late_p99_ms = snapshots
+        .last()
+        .map(|(_, st)| &st.extra)
+        .filter(|x| x.get("lateness_samples").is_some_and(|&n| n > 0.0))
+        .and_then(|x| x.get("lateness_p99_us"))
+        .map(|us| us / 1e3);
     if interrupted {
         // One last snapshot so the partial report covers the time that ran.
         if let Some(r) = bed.router() {
@@ -153,6 +164,7 @@ pub(super) fn measure(
         elapsed,
         interrupted,
         router: name,
+        host,
     })
 }
 

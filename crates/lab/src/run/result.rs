@@ -80,6 +80,7 @@ pub(super) fn build_result(
             wall_clock_s: m.elapsed,
             interrupted: m.interrupted,
             notes,
+            host: Some(m.host.clone()),
         }),
         events: 0,
     };
