@@ -109,6 +109,10 @@ pub struct Summary {
     /// size bucket ([`crate::fct`]); absent when the scenario has none.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub fct: BTreeMap<String, crate::fct::FctSummary>,
+    /// Each flow group (the flows of one `[[flow]]` entry of bulk TCP or UDP, summed) per phase
+    /// of the scenario, as `linkshare compare` judges them; absent without flows.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub flow_groups: BTreeMap<String, FlowGroupSummary>,
     /// Present only when the figures were measured on real kernel traffic (`linkshare lab`)
     /// rather than simulated; absent from a simulation's `summary.json`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -116,6 +120,27 @@ pub struct Summary {
     /// Events processed and wall-clock time, for the curious (not part of the determinism check).
     #[serde(skip)]
     pub events: u64,
+}
+
+/// One flow group: its flows and its delivered rate in each phase of the scenario (the
+/// stretches between flow starts and stops, each measured after it settled; docs/fidelity.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FlowGroupSummary {
+    pub flows: Vec<String>,
+    pub phases: Vec<GroupPhase>,
+}
+
+/// A flow group in one phase.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GroupPhase {
+    /// 1-based, as `compare` numbers phases.
+    pub index: usize,
+    /// The measured stretch `[from_s, end_s]`, seconds.
+    pub from_s: f64,
+    pub end_s: f64,
+    /// The group's flows' delivered bytes over the stretch, as a rate; absent for a phase too
+    /// short to measure.
+    pub goodput_bps: Option<f64>,
 }
 
 /// How a `linkshare lab` run was measured: real sockets in network namespaces, a real router.
@@ -246,6 +271,9 @@ pub struct SimResult {
     pub class_states: Vec<ClassState>,
     /// Individual RTT probes `(time_s, flow, rtt_ms)` for RTT-over-time plots.
     pub rtt_points: Vec<(f64, String, f64)>,
+    /// Each UDP flow's mean one-way delay per sample interval `(end time_s, flow, owd_ms)`, for
+    /// the delay plot.
+    pub owd_points: Vec<(f64, String, f64)>,
     /// One record per arriving flow (`fct.csv`), in arrival order.
     pub fct: Vec<crate::fct::FctRecord>,
 }

@@ -122,6 +122,7 @@ fn synthetic() -> SimResult {
         uplink: None,
         path: None,
         fct: Default::default(),
+        flow_groups: Default::default(),
         lab: None,
         events: 123,
     };
@@ -173,6 +174,7 @@ fn synthetic() -> SimResult {
         samples,
         class_states: Vec::new(),
         rtt_points,
+        owd_points: Vec::new(),
         fct: Vec::new(),
     }
 }

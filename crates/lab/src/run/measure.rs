@@ -27,6 +27,8 @@ pub(super) struct Measured {
     pub(super) snapshots: Vec<(f64, RouterStats)>,
     /// Flow delivered/sent/received at each snapshot.
     pub(super) flow_marks: Vec<Vec<(u64, u64, u64)>>,
+    /// Flow one-way delays so far (sum in ns, count; UDP) at each snapshot.
+    pub(super) owd_marks: Vec<Vec<(u64, u64)>>,
     /// Flow sent/received after the drain time that follows each flow's stop.
     pub(super) drained: Vec<(u64, u64)>,
     pub(super) elapsed: f64,
@@ -79,6 +81,17 @@ pub(super) fn measure(
             })
             .collect()
     };
+    let mut owd_marks = Vec::new();
+    let owd = |live: &[Arc<FlowLive>]| -> Vec<(u64, u64)> {
+        live.iter()
+            .map(|l| {
+                (
+                    l.owd_sum_ns.load(Ordering::Relaxed),
+                    l.owd_n.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    };
     let mut interrupted = false;
     let mut k = 0u64;
     loop {
@@ -103,6 +116,7 @@ pub(super) fn measure(
         let at = Instant::now().saturating_duration_since(t0).as_secs_f64();
         snapshots.push((stamp(due, at, sample), st));
         flow_marks.push(marks(&live));
+        owd_marks.push(owd(&live));
         if due >= duration {
             break;
         }
@@ -126,6 +140,7 @@ pub(super) fn measure(
             if let Ok(st) = r.stats() {
                 snapshots.push((elapsed, st));
                 flow_marks.push(marks(&live));
+                owd_marks.push(owd(&live));
             }
         }
     }
@@ -160,6 +175,7 @@ pub(super) fn measure(
         live,
         snapshots,
         flow_marks,
+        owd_marks,
         drained,
         elapsed,
         interrupted,
