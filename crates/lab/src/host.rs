@@ -12,6 +12,8 @@
 //! * **load**: the 1-minute load average of `/proc/loadavg` at the start and its largest value,
 //!   read once a second.
 //!
+//! The shaper's own lateness (its `stat`) is added by the run (`run::measure`).
+//!
 //! The parsing and the arithmetic are pure functions of the text and the samples (tested on
 //! synthetic `/proc` text); [`HostSampler`] is the thin thread that feeds them. The thresholds
 //! that turn these figures into "untrustworthy" live with the comparison
@@ -132,6 +134,10 @@ impl Lateness {
         for (i, &n) in self.buckets.iter().enumerate() {
             seen += n;
             if seen >= rank {
+                // The last bucket holds everything later: only the maximum bounds it.
+                if i == BUCKETS - 1 {
+                    return self.max_ns;
+                }
                 return ((i as u64 + 1) * BUCKET_NS).min(self.max_ns);
             }
         }

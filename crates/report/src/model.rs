@@ -189,8 +189,9 @@ pub struct HostFigures {
     pub load_start: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load_max: Option<f64>,
-    /// The shaper's own lateness p99 (eligible instant → transmit, `stat`'s `lateness_ns`), ms;
-    /// absent for the kernel's qdisc.
+    /// The shaper's own lateness p99, ms: its timer wake-ups (`stat`'s `timer_wake_ns`) or its
+    /// pacing (eligible instant → transmit, `lateness_ns`), whichever is later; absent for the
+    /// kernel's qdisc.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shaper_late_p99_ms: Option<f64>,
 }

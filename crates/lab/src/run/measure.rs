@@ -127,13 +127,24 @@ pub(super) fn measure(
         .as_secs_f64()
         .min(duration);
     let mut host = sampler.stop();
-    // The shaper's own pacing lateness, where the router reports it (linkshare's `stat`).
-    host.shaper_late_p99_ms = snapshots
-        .last()
-        .map(|(_, st)| &st.extra)
-        .filter(|x| x.get("lateness_samples").is_some_and(|&n| n > 0.0))
-        .and_then(|x| x.get("lateness_p99_us"))
-        .map(|us| us / 1e3);
+    // The shaper's own lateness, where the router reports it (linkshare's `stat`): its timer
+    // wake-ups and its pacing (eligible instant → transmit), whichever p99 is later.
+    host.shaper_late_p99_ms = snapshots.last().and_then(|(_, st)| {
+        let p99 = |samples: &str, p99: &str| {
+            let x = &st.extra;
+            x.get(samples)
+                .filter(|&&n| n > 0.0)
+                .and_then(|_| x.get(p99))
+                .map(|us| us / 1e3)
+        };
+        match (
+            p99("timer_wake_samples", "timer_wake_p99_us"),
+            p99("lateness_samples", "lateness_p99_us"),
+        ) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    });
     if interrupted {
         // One last snapshot so the partial report covers the time that ran.
         if let Some(r) = bed.router() {
