@@ -13,9 +13,15 @@
 //! The scenario's `[[expect]]` entries are judged on each side (sim, lab, kernel) and printed
 //! after the table, PASS/FAIL with the figure.
 //!
+//! The lab measures its host while it runs (`linkshare_lab::host`); its figures are printed
+//! beside the verdict, and a host past a threshold (`--max-timer-late-ms`, `--max-steal`,
+//! `--max-load`; `linkshare_sim::compare::trust`) marks the run untrustworthy.
+//!
 //! Exit codes: 0 within the tolerance, 1 outside it, 2 anything else (unreadable or invalid
 //! scenario, no testbed: not root, no `ip`, namespaces cannot be created; a flow failed; output not
-//! writable), 3 within the tolerance but an `[[expect]]` not met on a side, 130 interrupted.
+//! writable), 3 within the tolerance but an `[[expect]]` not met on a side, 4 outside the
+//! tolerance on an untrustworthy host (no verdict on the simulator), 130 interrupted. Within the
+//! tolerance on an untrustworthy host is 0 (the note is printed): the sides agreed all the same.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -25,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use linkshare_sim::compare::stored::{Stored, StoredScenario};
+use linkshare_sim::compare::trust::HostThresholds;
 use linkshare_sim::compare::{self, Comparison, Figures, Overlay, Tolerance};
 use linkshare_sim::model::SimResult;
 use linkshare_sim::Scenario;
@@ -49,6 +56,16 @@ pub struct CompareArgs {
     /// the link rate
     #[arg(long, value_name = "PCT", default_value_t = 5.0)]
     pub max_flow_error: f64,
+    /// The lab's host is untrustworthy above this timer wake-up lateness p99 (ms; the sampler's
+    /// 1 ms sleeps or the shaper's own pacing)
+    #[arg(long, value_name = "MS", default_value_t = HostThresholds::DEFAULT.timer_p99_ms)]
+    pub max_timer_late_ms: f64,
+    /// … above this CPU steal, percent of all CPU time over the run
+    #[arg(long, value_name = "PCT", default_value_t = HostThresholds::DEFAULT.steal_pct)]
+    pub max_steal: f64,
+    /// … above this 1-minute load average per CPU (the largest read during the run)
+    #[arg(long, value_name = "PER_CPU", default_value_t = HostThresholds::DEFAULT.load_per_cpu)]
+    pub max_load: f64,
     /// Take the tolerance from the scenario's entry in this stored-results file instead
     #[arg(long, value_name = "FILE", conflicts_with_all = ["max_error", "max_rtt_error", "max_flow_error"])]
     pub tolerance_from: Option<PathBuf>,
@@ -141,7 +158,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
     write_side(&sim, &out.join("sim"), &command)?;
 
     if let Some(entry) = against {
-        let c = match entry.check(&sc, &sim, tolerance) {
+        let mut c = match entry.check(&sc, &sim, tolerance) {
             Ok(c) => c,
             Err(m) => {
                 eprintln!("error: {m}");
@@ -155,7 +172,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
         }];
         return finish(
             args,
-            &c,
+            &mut c,
             &out,
             &overlays,
             sc.policy.is_none(),
@@ -191,7 +208,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
             Err(code) => return Ok(code),
         }
     }
-    let c = Comparison::new(
+    let mut c = Comparison::new(
         &sc.name,
         compare::groups::reference_rate_bps(&sc),
         &phases,
@@ -210,7 +227,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
     }
     let code = finish(
         args,
-        &c,
+        &mut c,
         &out,
         &overlays,
         no_policy,
@@ -230,7 +247,7 @@ pub fn run(args: &CompareArgs) -> anyhow::Result<i32> {
 #[allow(clippy::too_many_arguments)]
 fn finish(
     args: &CompareArgs,
-    c: &Comparison,
+    c: &mut Comparison,
     out: &Path,
     overlays: &[Overlay],
     no_policy: bool,
@@ -238,6 +255,11 @@ fn finish(
     command: &str,
     expects: &[linkshare_sim::expect::Expect],
 ) -> anyhow::Result<i32> {
+    c.set_host_thresholds(HostThresholds {
+        timer_p99_ms: args.max_timer_late_ms,
+        steal_pct: args.max_steal,
+        load_per_cpu: args.max_load,
+    });
     let json = c.to_json()?;
     let mut verdicts = String::new();
     let mut unmet = false;
@@ -274,7 +296,9 @@ fn finish(
             }
         );
     }
-    Ok(if !c.pass {
+    Ok(if !c.pass && !c.trustworthy() {
+        crate::exit::HOST_BUSY
+    } else if !c.pass {
         1
     } else if unmet {
         crate::exit::EXPECT_FAILED

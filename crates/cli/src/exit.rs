@@ -7,6 +7,9 @@
 //! * 2 — runtime error: a file that cannot be read or written, missing permissions, an interface
 //!   that is missing or held by another shaper, no shaper on the control socket, no namespaces;
 //! * 3 — a scenario's `[[expect]]` not met (`sim`, `lab`, `compare`); the report is written;
+//! * 4 — `compare` outside its tolerance while the lab's host was busy (late timers, CPU steal,
+//!   load: `linkshare_sim::compare::trust`): no verdict on the simulator, run it again on a
+//!   quiet machine;
 //! * 130 — interrupted (`lab`, SIGINT/SIGTERM).
 //!
 //! Code that finds the input wrong returns [`Invalid`] (or the router's `guard::Refused`);
@@ -21,6 +24,9 @@ pub const RUNTIME: i32 = 2;
 /// The run went through but an `[[expect]]` of the scenario was not met (`sim`, `lab`,
 /// `compare`).
 pub const EXPECT_FAILED: i32 = 3;
+/// `compare` outside its tolerance on a lab run whose host crossed a threshold: not a verdict
+/// on the simulator (a busy host, not necessarily a wrong model).
+pub const HOST_BUSY: i32 = 4;
 
 /// An error in what the user gave (exit code [`INVALID`]).
 #[derive(Debug)]

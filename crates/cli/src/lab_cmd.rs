@@ -5,7 +5,8 @@
 //! Exit codes (crate `exit`): 0 ok, 1 invalid scenario, a flow failed or a soak check failed,
 //! 2 unreadable file, no testbed (not root, no `ip`) or unwritable output, 3 an `[[expect]]` of
 //! the scenario not met (the verdicts are printed after the table), 130 interrupted (the partial
-//! report is still written).
+//! report is still written). A busy host (compare's default thresholds) is a warning after the
+//! table, not an exit code: the lab alone makes no claim about the simulator.
 
 use std::path::PathBuf;
 
@@ -169,7 +170,17 @@ pub fn run(args: &LabArgs) -> anyhow::Result<i32> {
         ))),
         (None, true) => None,
     };
-    let verdicts = linkshare_sim::expect::render("lab", &run.expectations);
+    let mut verdicts = linkshare_sim::expect::render("lab", &run.expectations);
+    // The host while it ran, against compare's default thresholds (docs/lab.md "The host").
+    if let Some(h) = result.summary.lab.as_ref().and_then(|l| l.host.as_ref()) {
+        let why = linkshare_sim::compare::trust::HostThresholds::DEFAULT.reasons(h);
+        if !why.is_empty() {
+            verdicts.push_str(&format!(
+                "warning: the host was busy while the lab ran ({}): these figures measure the host as much as the shaper\n",
+                why.join("; ")
+            ));
+        }
+    }
     if args.json {
         print!("{}", linkshare_report::summary_json(&result)?);
         eprint!("{verdicts}");

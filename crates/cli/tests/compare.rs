@@ -8,6 +8,7 @@ use std::process::{Command, Stdio};
 use linkshare_sim::compare::phases::from_boundaries;
 use linkshare_sim::compare::stored::{Stored, StoredScenario};
 use linkshare_sim::compare::{Comparison, Figures, Tolerance};
+use linkshare_sim::model::HostFigures;
 
 fn exe() -> &'static str {
     env!("CARGO_BIN_EXE_linkshare")
@@ -66,8 +67,16 @@ size = 1000
 
 /// Stored lab figures for SCENARIO with class `a` at `a_mbit` in its loaded phase.
 fn stored(a_mbit: f64) -> String {
+    stored_on(a_mbit, None)
+}
+
+/// [`stored`], measured on a host with these figures.
+fn stored_on(a_mbit: f64, host: Option<HostFigures>) -> String {
     let phases = from_boundaries(&[6.0], 8.0);
-    let mut lab = Figures::default();
+    let mut lab = Figures {
+        host,
+        ..Figures::default()
+    };
     lab.classes
         .insert("a".into(), vec![Some(a_mbit), Some(0.0)]);
     // b's 1 Mbit/s of IP bytes plus 14 bytes per 1000-byte packet.
@@ -155,6 +164,82 @@ fn exit_status_follows_the_tolerance_against_stored_figures() {
     let _ = std::fs::remove_dir_all(&d);
 }
 
+/// A host as issue 37's office run saw it: timers 4.2 ms late at p99, 12 % of the CPU stolen.
+fn busy_host() -> HostFigures {
+    HostFigures {
+        cpus: 2,
+        interval_ms: 1.0,
+        timer_samples: 8_000,
+        timer_late_p50_ms: 0.08,
+        timer_late_p99_ms: 4.2,
+        timer_late_max_ms: 31.0,
+        steal_pct: Some(12.0),
+        idle_pct: Some(3.0),
+        load_start: Some(1.0),
+        load_max: Some(3.0),
+        shaper_late_p99_ms: Some(0.2),
+    }
+}
+
+#[test]
+fn a_lab_run_on_a_busy_host_is_marked_untrustworthy_not_the_simulators_error() {
+    let d = scratch("busy");
+    let sc = d.join("cmp-test.toml");
+    std::fs::write(&sc, SCENARIO).unwrap();
+    std::fs::write(d.join("bad.json"), stored_on(3.0, Some(busy_host()))).unwrap();
+    std::fs::write(d.join("good.json"), stored_on(2.0, Some(busy_host()))).unwrap();
+    let run = |file: &str, extra: &[&str]| {
+        let out = d.join(format!("out-{file}-{}", extra.len()));
+        let o = Command::new(exe())
+            .arg("compare")
+            .arg(&sc)
+            .arg("--against")
+            .arg(d.join(file))
+            .arg("--out")
+            .arg(&out)
+            .args(extra)
+            .output()
+            .unwrap();
+        let c = Comparison::from_json(&std::fs::read_to_string(out.join("compare.json")).unwrap())
+            .unwrap();
+        (o, c)
+    };
+
+    // Outside the tolerance on a busy host: exit 4, the reasons beside the verdict.
+    let (o, c) = run("bad.json", &[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(4), "{text}");
+    assert!(text.contains("FAIL"), "{text}");
+    assert!(
+        text.contains("UNTRUSTWORTHY: timer p99 lateness 4.2 ms > 1 ms; steal 12 % > 5 %"),
+        "{text}"
+    );
+    assert!(text.contains("NOT A VERDICT"), "{text}");
+    let host = c.host.expect("compare.json carries the host check");
+    assert_eq!(host.untrusted.len(), 2, "{host:?}");
+    assert_eq!(host.figures, busy_host());
+
+    // Thresholds are configurable: above these figures the same run is a plain failure (1).
+    let (o, c) = run(
+        "bad.json",
+        &["--max-timer-late-ms", "5", "--max-steal", "20"],
+    );
+    assert_eq!(o.status.code(), Some(1));
+    assert!(c.trustworthy());
+    assert!(String::from_utf8_lossy(&o.stdout).contains("quiet enough"));
+
+    // Within the tolerance on a busy host: still 0, with the note.
+    let (o, c) = run("good.json", &[]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{text}");
+    assert!(c.pass && !c.trustworthy());
+    assert!(
+        text.contains("PASS") && text.contains("UNTRUSTWORTHY"),
+        "{text}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
 #[test]
 fn unreadable_scenario_is_a_runtime_error() {
     let st = Command::new(exe())
@@ -212,6 +297,11 @@ fn compare_runs_the_simulator_and_the_lab() {
         .unwrap();
     assert!((a.lab.unwrap() - 2.0).abs() < 0.1, "{a:?}");
     assert!(c.worst.rate_pct.abs() <= 3.0);
+    // The lab measured its host while it ran, and compare prints it beside the verdict.
+    let host = c.host.as_ref().expect("the lab's host figures");
+    assert!(host.figures.timer_samples > 0, "{host:?}");
+    assert!(host.figures.cpus > 0, "{host:?}");
+    assert!(stdout.contains("lab host: timer"), "{stdout}");
     for side in ["sim", "lab"] {
         assert!(out.join(side).join("summary.json").is_file(), "{side}");
     }

@@ -16,6 +16,7 @@
 //! Modules, one concern each:
 //! * [`testbed`]: the namespaces, the routers (linkshare, kernel HTB, bare bridge), `ip`/`tc`;
 //! * [`traffic`]: a scenario's flows as kernel sockets (TCP, UDP patterns, ping);
+//! * [`host`]: how busy the host was while a run's traffic ran (timer lateness, steal, load);
 //! * [`run`]: one scenario through the lab, measured into a `SimResult` ([`execute`]);
 //! * [`bench`]: the seeds' overhead measurements beside the kernel's HTB (`lab bench`);
 //! * [`soak`]: saturation for a long time with reloads, class changes and misbehaving control
@@ -24,6 +25,7 @@
 //!   policy's qdisc (CAKE, HFSC, …).
 
 pub mod bench;
+pub mod host;
 pub mod run;
 pub mod soak;
 pub mod testbed;

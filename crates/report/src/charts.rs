@@ -3,8 +3,11 @@
 //! | file stem            | shows                                                            |
 //! |----------------------|------------------------------------------------------------------|
 //! | `throughput_classes` | sending rate of each leaf class per sample interval + link rate   |
+//! | `throughput_small_classes` | the classes too small for that axis ([`SMALL`]), if any    |
 //! | `throughput_flows`   | goodput of each flow per sample interval                         |
 //! | `rtt`                | every RTT probe of each TCP/ping flow (≤ 2000 points per flow)    |
+//! |                      | and each UDP flow's one-way delay per interval                   |
+//! | `rtt_small`          | the flows whose delay is too low for that axis, if any           |
 //! | `backlog_classes`    | queue length of each leaf class at the end of each interval       |
 //! | `fct_cdf`            | CDF of the completion times of arriving flows, per size bucket    |
 //!
@@ -59,40 +62,70 @@ pub fn charts(result: &SimResult) -> Vec<Chart> {
         classes = class_series.keys().map(|n| n.to_string()).collect();
     }
 
-    // Throughput per class, with the link rate for reference.
-    let max_class_rate = classes
+    // Throughput per class, with the link rate for reference; classes too small to read on
+    // that axis (a VoIP class under a bulk one) get a panel of their own.
+    let peaks: Vec<f64> = classes
         .iter()
-        .flat_map(|n| class_series[n.as_str()].iter().map(|p| p.rate))
-        .fold(s.link.rate_bps, f64::max);
-    let (div, unit) = rate_unit(max_class_rate);
-    let mut fig = Figure::new(
-        "throughput_classes",
-        &format!("{prefix}throughput per class"),
-        "time (s)",
-        &format!("throughput ({unit})"),
-    );
-    fig.x_range = x_range;
-    fig.empty_message = "no class samples".into();
-    for (i, name) in classes.iter().enumerate() {
-        let pts = class_series[name.as_str()]
+        .map(|n| {
+            class_series[n.as_str()]
+                .iter()
+                .map(|p| p.rate)
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    let (large, small) = split_small(&peaks);
+    let class_chart = |stem: &'static str, title: &str, which: &[usize], link: bool| {
+        let max = which
             .iter()
-            .map(|p| (p.t, p.rate / div))
-            .collect();
-        fig.series.push(Series::data(i, name.clone(), pts));
-    }
-    if s.link.rate_bps > 0.0 && !classes.is_empty() {
-        let (a, b) = x_range.unwrap_or_else(|| time_span(&fig.series));
-        let r = s.link.rate_bps / div;
-        fig.series
-            .push(Series::reference("link rate", vec![(a, r), (b, r)]));
-    }
+            .map(|&i| peaks[i])
+            .fold(if link { s.link.rate_bps } else { 0.0 }, f64::max);
+        let (div, unit) = rate_unit(max);
+        let mut fig = Figure::new(stem, title, "time (s)", &format!("throughput ({unit})"));
+        fig.x_range = x_range;
+        fig.empty_message = "no class samples".into();
+        for &i in which {
+            let pts = class_series[classes[i].as_str()]
+                .iter()
+                .map(|p| (p.t, p.rate / div))
+                .collect();
+            fig.series.push(Series::data(i, classes[i].clone(), pts));
+        }
+        if link && s.link.rate_bps > 0.0 && !which.is_empty() {
+            let (a, b) = x_range.unwrap_or_else(|| time_span(&fig.series));
+            let r = s.link.rate_bps / div;
+            fig.series
+                .push(Series::reference("link rate", vec![(a, r), (b, r)]));
+        }
+        fig
+    };
     let mut out = vec![Chart {
         stem: "throughput_classes",
-        figure: fig,
+        figure: class_chart(
+            "throughput_classes",
+            &format!("{prefix}throughput per class"),
+            &large,
+            true,
+        ),
         caption: "Sending rate of each leaf class on the bottleneck per sample interval; \
                   dashed: the link rate."
             .into(),
     }];
+    if !small.is_empty() {
+        out.push(Chart {
+            stem: "throughput_small_classes",
+            figure: class_chart(
+                "throughput_small_classes",
+                &format!("{prefix}throughput of the small classes"),
+                &small,
+                false,
+            ),
+            caption: format!(
+                "The classes whose peak rate is under {} % of the largest class's, on their own \
+                 axis (same colours as above).",
+                SMALL * 100.0
+            ),
+        });
+    }
 
     // Goodput per flow.
     let max_flow_rate = flow_series
@@ -118,31 +151,64 @@ pub fn charts(result: &SimResult) -> Vec<Chart> {
         caption: "Bytes each flow delivered to its receiver per sample interval, as a rate.".into(),
     });
 
-    // RTT over time, from the individual probes.
-    let mut rtt: BTreeMap<&str, Vec<(f64, f64)>> = BTreeMap::new();
+    // Delay over time: every RTT probe (TCP, ping) and each UDP flow's one-way delay per
+    // interval; series too low to read beside the largest (an EF ping under bulk TCP's queue)
+    // get a panel of their own.
+    let mut delay: BTreeMap<String, Vec<(f64, f64)>> = BTreeMap::new();
     for (t, flow, ms) in &result.rtt_points {
-        rtt.entry(flow.as_str()).or_default().push((*t, *ms));
+        delay.entry(flow.clone()).or_default().push((*t, *ms));
     }
-    let mut fig = Figure::new(
-        "rtt",
-        &format!("{prefix}round-trip time"),
-        "time (s)",
-        "RTT (ms)",
-    );
-    fig.x_range = x_range;
-    fig.empty_message = "no RTT samples (no TCP or ping flows)".into();
-    for (i, (name, mut pts)) in rtt.into_iter().enumerate() {
-        pts.sort_by(|a, b| a.0.total_cmp(&b.0));
-        fig.series
-            .push(Series::data(i, name, downsample(&pts, MAX_POINTS)));
+    for (t, flow, ms) in &result.owd_points {
+        delay
+            .entry(format!("{flow} (one-way)"))
+            .or_default()
+            .push((*t, *ms));
     }
+    let delay: Vec<(String, Vec<(f64, f64)>)> = delay
+        .into_iter()
+        .map(|(n, mut pts)| {
+            pts.sort_by(|a, b| a.0.total_cmp(&b.0));
+            (n, downsample(&pts, MAX_POINTS))
+        })
+        .collect();
+    let peaks: Vec<f64> = delay
+        .iter()
+        .map(|(_, p)| p.iter().map(|q| q.1).fold(0.0, f64::max))
+        .collect();
+    let (large, small) = split_small(&peaks);
+    let delay_chart = |stem: &'static str, title: &str, which: &[usize]| {
+        let mut fig = Figure::new(stem, title, "time (s)", "delay (ms)");
+        fig.x_range = x_range;
+        fig.empty_message = "no RTT samples or one-way delays (no TCP, ping or UDP flows)".into();
+        for &i in which {
+            let (name, pts) = &delay[i];
+            fig.series.push(Series::data(i, name.clone(), pts.clone()));
+        }
+        fig
+    };
     out.push(Chart {
         stem: "rtt",
-        figure: fig,
-        caption: "Round-trip time of each TCP and ping flow's probes (at most 2000 points per \
-                  flow: the minimum and maximum of equal-sized runs)."
+        figure: delay_chart("rtt", &format!("{prefix}delay"), &large),
+        caption: "Round-trip time of each TCP and ping flow's probes, and each UDP flow's mean \
+                  one-way delay per sample interval (\"(one-way)\"); at most 2000 points per \
+                  flow: the minimum and maximum of equal-sized runs."
             .into(),
     });
+    if !small.is_empty() {
+        out.push(Chart {
+            stem: "rtt_small",
+            figure: delay_chart(
+                "rtt_small",
+                &format!("{prefix}delay of the low-delay flows"),
+                &small,
+            ),
+            caption: format!(
+                "The flows whose largest delay is under {} % of the largest flow's, on their \
+                 own axis (same colours as above).",
+                SMALL * 100.0
+            ),
+        });
+    }
 
     // Backlog per class.
     let max_backlog = classes
@@ -180,6 +246,16 @@ pub fn charts(result: &SimResult) -> Vec<Chart> {
         });
     }
     out
+}
+
+/// A series whose peak is under this share of the largest series' peak is drawn on a panel of
+/// its own: on a shared axis it would lie flat along the bottom (under an eighth of the height).
+const SMALL: f64 = 0.125;
+
+/// Indices of the series that stay on the main panel and of those too small for it.
+fn split_small(peaks: &[f64]) -> (Vec<usize>, Vec<usize>) {
+    let max = peaks.iter().copied().fold(0.0, f64::max);
+    (0..peaks.len()).partition(|&i| !(max > 0.0 && peaks[i] < SMALL * max))
 }
 
 /// One sample reduced to what the plots need.

@@ -61,6 +61,9 @@ pub fn render_html(result: &SimResult, plots: &[PlotEntry], command: Option<&str
             fixed(lab.wall_clock_s, 1),
             if lab.interrupted { ", interrupted" } else { "" }
         );
+        if let Some(host) = &lab.host {
+            let _ = writeln!(h, "<p>Host while it ran: {}</p>", escape(&host.to_string()));
+        }
         for n in &lab.notes {
             let _ = writeln!(h, "<p>Note: {}</p>", escape(n));
         }
@@ -149,6 +152,7 @@ pub fn render_html(result: &SimResult, plots: &[PlotEntry], command: Option<&str
             .values()
             .any(|f| f.timeouts > 0 || f.cwnd_reductions > 0);
         let show_owd = s.flows.values().any(|f| has(&f.owd_ms));
+        let show_fct = s.flows.values().any(|f| f.fct_s.is_some());
         h.push_str(
             "<table>\n<tr><th class=\"l\">flow</th><th class=\"l\">kind</th><th class=\"l\">class</th>\
              <th>goodput</th><th>share of link</th><th>delivered (B)</th><th>packets sent</th>\
@@ -156,6 +160,9 @@ pub fn render_html(result: &SimResult, plots: &[PlotEntry], command: Option<&str
         );
         if show_tcp {
             h.push_str("<th>timeouts</th><th>cwnd reductions</th>");
+        }
+        if show_fct {
+            h.push_str("<th>completion (s)</th>");
         }
         h.push_str("<th>RTT min</th><th>mean</th><th>p50</th><th>p99</th><th>max (ms)</th>");
         if show_owd {
@@ -180,6 +187,10 @@ pub fn render_html(result: &SimResult, plots: &[PlotEntry], command: Option<&str
             if show_tcp {
                 let _ = write!(h, "<td>{}</td><td>{}</td>", f.timeouts, f.cwnd_reductions);
             }
+            if show_fct {
+                let fct = f.fct_s.map_or_else(|| "-".to_string(), |t| fixed_pad(t, 3));
+                let _ = write!(h, "<td>{fct}</td>");
+            }
             let rtt: [fn(&RttStats) -> f64; 5] =
                 [|r| r.min, |r| r.mean, |r| r.p50, |r| r.p99, |r| r.max];
             for get in rtt {
@@ -193,6 +204,18 @@ pub fn render_html(result: &SimResult, plots: &[PlotEntry], command: Option<&str
             h.push_str("</tr>\n");
         }
         h.push_str("</table>\n");
+    }
+
+    // Flow groups.
+    if let Some(t) = crate::groups::group_table(s) {
+        h.push_str(
+            "<h2 id=\"flow-groups\">Flow groups</h2>\n<p>Each <code>[[flow]]</code> entry's flows \
+             summed, per phase of the scenario (each phase measured after it settled, as \
+             <code>linkshare compare</code> judges flow groups; docs/fidelity.md), with the share of \
+             the link; delay: the range over the group's flows of each flow's RTT (TCP) or \
+             one-way delay (UDP) p50 and p99.</p>\n",
+        );
+        h.push_str(&table_html(&t));
     }
 
     // Flow completion times.

@@ -25,6 +25,7 @@
 mod charts;
 mod csv;
 pub mod fct;
+mod groups;
 mod html;
 pub mod model;
 pub mod numfmt;

@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Round-trip time statistics in milliseconds.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -109,6 +109,10 @@ pub struct Summary {
     /// size bucket ([`crate::fct`]); absent when the scenario has none.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub fct: BTreeMap<String, crate::fct::FctSummary>,
+    /// Each flow group (the flows of one `[[flow]]` entry of bulk TCP or UDP, summed) per phase
+    /// of the scenario, as `linkshare compare` judges them; absent without flows.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub flow_groups: BTreeMap<String, FlowGroupSummary>,
     /// Present only when the figures were measured on real kernel traffic (`linkshare lab`)
     /// rather than simulated; absent from a simulation's `summary.json`.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -116,6 +120,27 @@ pub struct Summary {
     /// Events processed and wall-clock time, for the curious (not part of the determinism check).
     #[serde(skip)]
     pub events: u64,
+}
+
+/// One flow group: its flows and its delivered rate in each phase of the scenario (the
+/// stretches between flow starts and stops, each measured after it settled; docs/fidelity.md).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct FlowGroupSummary {
+    pub flows: Vec<String>,
+    pub phases: Vec<GroupPhase>,
+}
+
+/// A flow group in one phase.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct GroupPhase {
+    /// 1-based, as `compare` numbers phases.
+    pub index: usize,
+    /// The measured stretch `[from_s, end_s]`, seconds.
+    pub from_s: f64,
+    pub end_s: f64,
+    /// The group's flows' delivered bytes over the stretch, as a rate; absent for a phase too
+    /// short to measure.
+    pub goodput_bps: Option<f64>,
 }
 
 /// How a `linkshare lab` run was measured: real sockets in network namespaces, a real router.
@@ -129,6 +154,46 @@ pub struct LabInfo {
     pub interrupted: bool,
     /// What of the scenario the lab could not reproduce (per-flow `extra_delay`, …).
     pub notes: Vec<String>,
+    /// How busy the host was while the traffic ran (`linkshare_lab::host`); absent where it
+    /// could not be measured.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub host: Option<HostFigures>,
+}
+
+/// The host measured while a lab run's traffic ran: how late a thread that sleeps `interval_ms`
+/// in a loop wakes, the CPU time stolen by a hypervisor and left idle (`/proc/stat` deltas over
+/// the run), the 1-minute load average (`/proc/loadavg`), and the shaper's own pacing lateness
+/// where the router reports it. `linkshare compare` holds these against thresholds
+/// (`linkshare_sim::compare::trust`) to say when a lab figure is not trustworthy.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct HostFigures {
+    /// CPUs online (`/proc/stat`'s `cpuN` lines).
+    pub cpus: u32,
+    /// The sampler's requested sleep, ms.
+    pub interval_ms: f64,
+    /// Wake-ups measured.
+    pub timer_samples: u64,
+    /// Wake-up lateness (actual sleep − requested), ms.
+    pub timer_late_p50_ms: f64,
+    pub timer_late_p99_ms: f64,
+    pub timer_late_max_ms: f64,
+    /// Share of all CPU time stolen by a hypervisor over the run, percent; absent without
+    /// `/proc/stat`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steal_pct: Option<f64>,
+    /// Share of all CPU time idle (idle + iowait) over the run, percent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_pct: Option<f64>,
+    /// 1-minute load average when the run started and the largest read during it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_start: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load_max: Option<f64>,
+    /// The shaper's own lateness p99, ms: its timer wake-ups (`stat`'s `timer_wake_ns`) or its
+    /// pacing (eligible instant → transmit, `lateness_ns`), whichever is later; absent for the
+    /// kernel's qdisc.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shaper_late_p99_ms: Option<f64>,
 }
 
 /// The data path's impairments at the end of a run (`[path]`, netem's semantics).
@@ -207,6 +272,38 @@ pub struct SimResult {
     pub class_states: Vec<ClassState>,
     /// Individual RTT probes `(time_s, flow, rtt_ms)` for RTT-over-time plots.
     pub rtt_points: Vec<(f64, String, f64)>,
+    /// Each UDP flow's mean one-way delay per sample interval `(end time_s, flow, owd_ms)`, for
+    /// the delay plot.
+    pub owd_points: Vec<(f64, String, f64)>,
     /// One record per arriving flow (`fct.csv`), in arrival order.
     pub fct: Vec<crate::fct::FctRecord>,
+}
+
+impl std::fmt::Display for HostFigures {
+    /// One line: `timer (1 ms sleeps) late p50 0.06 / p99 0.31 / max 2.10 ms (15000 wake-ups),
+    /// steal 0.0 %, idle 35 %, load 2.10 → 3.40 on 2 CPUs, shaper lateness p99 0.05 ms`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "timer ({} ms sleeps) late p50 {:.2} / p99 {:.2} / max {:.2} ms ({} wake-ups)",
+            self.interval_ms,
+            self.timer_late_p50_ms,
+            self.timer_late_p99_ms,
+            self.timer_late_max_ms,
+            self.timer_samples
+        )?;
+        if let Some(s) = self.steal_pct {
+            write!(f, ", steal {s:.1} %")?;
+        }
+        if let Some(i) = self.idle_pct {
+            write!(f, ", idle {i:.0} %")?;
+        }
+        if let (Some(a), Some(b)) = (self.load_start, self.load_max) {
+            write!(f, ", load {a:.2} → max {b:.2} on {} CPUs", self.cpus)?;
+        }
+        if let Some(s) = self.shaper_late_p99_ms {
+            write!(f, ", shaper lateness p99 {s:.2} ms")?;
+        }
+        Ok(())
+    }
 }

@@ -99,6 +99,9 @@ pub fn render_table(result: &SimResult) -> String {
             fixed(lab.wall_clock_s, 1),
             if lab.interrupted { ", interrupted" } else { "" }
         ));
+        if let Some(h) = &lab.host {
+            out.push_str(&format!("host: {h}\n"));
+        }
         for n in &lab.notes {
             out.push_str(&format!("note: {n}\n"));
         }

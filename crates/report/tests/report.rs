@@ -122,6 +122,7 @@ fn synthetic() -> SimResult {
         uplink: None,
         path: None,
         fct: Default::default(),
+        flow_groups: Default::default(),
         lab: None,
         events: 123,
     };
@@ -173,6 +174,7 @@ fn synthetic() -> SimResult {
         samples,
         class_states: Vec::new(),
         rtt_points,
+        owd_points: Vec::new(),
         fct: Vec::new(),
     }
 }
@@ -678,6 +680,7 @@ fn lab_runs_are_marked_and_simulations_are_not() {
         wall_clock_s: 9.5,
         interrupted: true,
         notes: vec!["per-flow `extra_delay` is not emulated".into()],
+        host: None,
     });
     let v: serde_json::Value =
         serde_json::from_str(&linkshare_report::summary_json(&lab).unwrap()).unwrap();

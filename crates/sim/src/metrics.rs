@@ -146,6 +146,9 @@ pub struct FlowMetrics {
     /// RTT samples in the current sampling interval.
     pub rtt_int_sum: u128,
     pub rtt_int_n: u64,
+    /// One-way delays of UDP packets in the current sampling interval.
+    pub owd_int_sum: u128,
+    pub owd_int_n: u64,
     /// A finite TCP flow's size (0: bulk) and when its last byte arrived in order.
     pub target: u64,
     pub done_at: Option<u64>,
@@ -160,6 +163,21 @@ impl FlowMetrics {
         if self.target > 0 && self.done_at.is_none() && self.delivered >= self.target {
             self.done_at = Some(now);
         }
+    }
+
+    /// A UDP packet's one-way delay: the run's histogram and the interval's mean.
+    #[inline]
+    pub fn owd_sample(&mut self, ns: u64) {
+        self.owd.record(ns);
+        self.owd_int_sum += ns as u128;
+        self.owd_int_n += 1;
+    }
+
+    /// The mean one-way delay of the interval now ending, ms (reset for the next).
+    pub fn take_interval_owd_ms(&mut self) -> Option<f64> {
+        let n = std::mem::take(&mut self.owd_int_n);
+        let sum = std::mem::take(&mut self.owd_int_sum);
+        (n > 0).then(|| sum as f64 / n as f64 / 1e6)
     }
 
     #[inline]

@@ -170,6 +170,8 @@ struct World<'a> {
     samples: Vec<Sample>,
     class_states: Vec<ClassState>,
     rtt_points: Vec<(f64, String, f64)>,
+    /// Per UDP flow per sample interval: `(end, flow, mean one-way delay ms)`.
+    owd_points: Vec<(f64, String, f64)>,
     /// Keep one echo reply in `probe_every` in `rtt_points`; `probes` counts them all.
     probe_every: u64,
     probes: u64,
@@ -288,7 +290,9 @@ pub fn run_within(
             }
         }
     }
-    Ok(w.finish())
+    let mut result = w.finish();
+    crate::compare::groups::summarise(&mut result, sc);
+    Ok(result)
 }
 
 /// Where the next event comes from.
@@ -512,6 +516,7 @@ impl<'a> World<'a> {
             samples: Vec::new(),
             class_states: Vec::new(),
             rtt_points: Vec::new(),
+            owd_points: Vec::new(),
             probe_every: 1,
             probes: 0,
             last_sample: 0,
@@ -865,7 +870,7 @@ impl<'a> World<'a> {
             }
             PktKind::Udp => {
                 f.m.delivered += u64::from(p.payload);
-                f.m.owd.record(now - p.sent_at);
+                f.m.owd_sample(now - p.sent_at);
             }
             PktKind::EchoRequest => {
                 f.m.delivered += u64::from(p.payload);
@@ -1003,6 +1008,9 @@ impl<'a> World<'a> {
             };
             if let (Some(r), Src::Tcp(_)) = (rtt_ms, &f.src) {
                 self.rtt_points.push((t, f.name.clone(), r));
+            }
+            if let Some(d) = f.m.take_interval_owd_ms() {
+                self.owd_points.push((t, f.name.clone(), d));
             }
             f.m.rtt_int_sum = 0;
             f.m.rtt_int_n = 0;
@@ -1155,6 +1163,7 @@ impl<'a> World<'a> {
             samples: self.samples,
             class_states: self.class_states,
             rtt_points: self.rtt_points,
+            owd_points: self.owd_points,
             fct,
         }
     }

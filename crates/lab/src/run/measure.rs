@@ -27,11 +27,15 @@ pub(super) struct Measured {
     pub(super) snapshots: Vec<(f64, RouterStats)>,
     /// Flow delivered/sent/received at each snapshot.
     pub(super) flow_marks: Vec<Vec<(u64, u64, u64)>>,
+    /// Flow one-way delays so far (sum in ns, count; UDP) at each snapshot.
+    pub(super) owd_marks: Vec<Vec<(u64, u64)>>,
     /// Flow sent/received after the drain time that follows each flow's stop.
     pub(super) drained: Vec<(u64, u64)>,
     pub(super) elapsed: f64,
     pub(super) interrupted: bool,
     pub(super) router: &'static str,
+    /// The host while the traffic ran ([`crate::host`]).
+    pub(super) host: linkshare_sim::model::HostFigures,
 }
 
 /// Builds the testbed, starts `router` with `policy_text` and the flows of `plans`, and samples
@@ -60,6 +64,7 @@ pub(super) fn measure(
     bed.wait_reachable()?;
 
     let live: Vec<Arc<FlowLive>> = plans.iter().map(|_| Arc::default()).collect();
+    let sampler = crate::host::HostSampler::start();
     let (mut traffic, t0) = Traffic::start(plans, &live, &bed.ns_a, &bed.ns_c)?;
     let duration = sc.duration.as_secs_f64();
     let sample = sc.sample.as_secs_f64();
@@ -72,6 +77,17 @@ pub(super) fn measure(
                     l.delivered.load(Ordering::Relaxed),
                     l.packets_sent.load(Ordering::Relaxed),
                     l.packets_received.load(Ordering::Relaxed),
+                )
+            })
+            .collect()
+    };
+    let mut owd_marks = Vec::new();
+    let owd = |live: &[Arc<FlowLive>]| -> Vec<(u64, u64)> {
+        live.iter()
+            .map(|l| {
+                (
+                    l.owd_sum_ns.load(Ordering::Relaxed),
+                    l.owd_n.load(Ordering::Relaxed),
                 )
             })
             .collect()
@@ -100,6 +116,7 @@ pub(super) fn measure(
         let at = Instant::now().saturating_duration_since(t0).as_secs_f64();
         snapshots.push((stamp(due, at, sample), st));
         flow_marks.push(marks(&live));
+        owd_marks.push(owd(&live));
         if due >= duration {
             break;
         }
@@ -109,12 +126,32 @@ pub(super) fn measure(
         .saturating_duration_since(t0)
         .as_secs_f64()
         .min(duration);
+    let mut host = sampler.stop();
+    // The shaper's own lateness, where the router reports it (linkshare's `stat`): its timer
+    // wake-ups and its pacing (eligible instant → transmit), whichever p99 is later.
+    host.shaper_late_p99_ms = snapshots.last().and_then(|(_, st)| {
+        let p99 = |samples: &str, p99: &str| {
+            let x = &st.extra;
+            x.get(samples)
+                .filter(|&&n| n > 0.0)
+                .and_then(|_| x.get(p99))
+                .map(|us| us / 1e3)
+        };
+        match (
+            p99("timer_wake_samples", "timer_wake_p99_us"),
+            p99("lateness_samples", "lateness_p99_us"),
+        ) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    });
     if interrupted {
         // One last snapshot so the partial report covers the time that ran.
         if let Some(r) = bed.router() {
             if let Ok(st) = r.stats() {
                 snapshots.push((elapsed, st));
                 flow_marks.push(marks(&live));
+                owd_marks.push(owd(&live));
             }
         }
     }
@@ -149,10 +186,12 @@ pub(super) fn measure(
         live,
         snapshots,
         flow_marks,
+        owd_marks,
         drained,
         elapsed,
         interrupted,
         router: name,
+        host,
     })
 }
 

@@ -60,6 +60,7 @@ pub(super) fn build_result(
         flows,
         fairness,
         fct: arriving.summary,
+        flow_groups: BTreeMap::new(),
         qdisc: QdiscSummary {
             kind: last.kind.clone(),
             enqueued_packets: last.enqueued_packets.saturating_sub(first.enqueued_packets),
@@ -80,16 +81,45 @@ pub(super) fn build_result(
             wall_clock_s: m.elapsed,
             interrupted: m.interrupted,
             notes,
+            host: Some(m.host.clone()),
         }),
         events: 0,
     };
-    SimResult {
+    let mut result = SimResult {
         summary,
         samples,
         class_states,
         rtt_points,
+        owd_points: owd_points(plans, &m),
         fct: arriving.records,
+    };
+    linkshare_sim::compare::groups::summarise(&mut result, sc);
+    result
+}
+
+/// Each UDP flow's mean one-way delay per sample interval, from the sums and counts read at each
+/// snapshot (as the simulator's `owd_points`).
+fn owd_points(plans: &[Plan], m: &Measured) -> Vec<(f64, String, f64)> {
+    let mut out = Vec::new();
+    for w in 1..m.snapshots.len().min(m.owd_marks.len()) {
+        let t = m.snapshots[w].0;
+        for (i, p) in plans.iter().enumerate() {
+            if p.spec.arrival.is_some() || !matches!(p.spec.kind, FlowKind::Udp(_)) {
+                continue;
+            }
+            let (Some(&(s1, n1)), Some(&(s0, n0))) =
+                (m.owd_marks[w].get(i), m.owd_marks[w - 1].get(i))
+            else {
+                continue;
+            };
+            let n = n1.saturating_sub(n0);
+            if n > 0 {
+                let ms = s1.saturating_sub(s0) as f64 / n as f64 / 1e6;
+                out.push((t, p.spec.name.clone(), ms));
+            }
+        }
     }
+    out
 }
 
 /// The time series: per class and per flow, what each sample interval carried (rate, backlog,

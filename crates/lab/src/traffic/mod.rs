@@ -78,6 +78,9 @@ pub struct FlowLive {
     pub rtt: Mutex<Vec<(f64, f64)>>,
     /// One-way delay in ns (UDP).
     pub owd: Mutex<Hist>,
+    /// The same delays summed (ns) and counted, read at every sample for the per-interval mean.
+    pub owd_sum_ns: AtomicU64,
+    pub owd_n: AtomicU64,
     /// First error a thread of the flow ran into.
     pub error: Mutex<Option<String>>,
     /// A finite TCP flow: seconds after t0 its last byte reached the sink.

@@ -69,6 +69,8 @@ pub(super) fn udp_sink(
                         if let Ok(mut h) = l.owd.lock() {
                             h.record(at_ns - sent_ns);
                         }
+                        l.owd_sum_ns.fetch_add(at_ns - sent_ns, Ordering::Relaxed);
+                        l.owd_n.fetch_add(1, Ordering::Relaxed);
                     }
                 }
             }

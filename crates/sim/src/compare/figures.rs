@@ -54,6 +54,10 @@ pub struct Figures {
     /// FCT p50/p99 of each group of arriving flows by size bucket ([`super::fct`]).
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub fct: super::fct::FctFigures,
+    /// The host while a lab run's traffic ran ([`super::trust`]); absent for the simulator and
+    /// for lab figures recorded before it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<crate::model::HostFigures>,
 }
 
 /// Round to 1e-4 (0.1 kbit/s, 0.1 µs): stored figures stay short and a fresh run compares the
@@ -125,6 +129,7 @@ impl Figures {
             goodput,
             flow_groups: BTreeMap::new(),
             fct: super::fct::measure(result),
+            host: result.summary.lab.as_ref().and_then(|l| l.host.clone()),
         }
     }
 }

@@ -22,7 +22,7 @@ use linkshare_config::LeafKind;
 
 use super::figures::phase_rate;
 use super::phases::Phase;
-use crate::model::{SeriesKind, SimResult};
+use crate::model::{FlowGroupSummary, GroupPhase, SeriesKind, SimResult};
 use crate::scenario::{FlowKind, Scenario};
 
 /// Flows whose delivered bytes add up to one row.
@@ -99,21 +99,28 @@ pub fn reference_rate_bps(sc: &Scenario) -> f64 {
     }
 }
 
-/// Each group's delivered rate per phase (Mbit/s), from the flows' series of `result`.
+/// Each group's delivered rate per phase (Mbit/s), from the flows' series of `result`: one
+/// pass over the samples, whatever the number of groups.
 pub(super) fn rates(
     result: &SimResult,
     phases: &[Phase],
     groups: &[Group],
 ) -> BTreeMap<String, Vec<Option<f64>>> {
+    let mut member: std::collections::HashMap<&str, Vec<usize>> = Default::default();
+    for (gi, g) in groups.iter().enumerate() {
+        for f in &g.flows {
+            member.entry(f.as_str()).or_default().push(gi);
+        }
+    }
+    // Per group: (end time, bytes) in time order, equal times added up.
+    let mut pts: Vec<Vec<(f64, u64)>> = vec![Vec::new(); groups.len()];
+    for s in result.samples.iter().filter(|s| s.kind == SeriesKind::Flow) {
+        for &gi in member.get(s.name.as_str()).into_iter().flatten() {
+            pts[gi].push((s.time_s, s.bytes));
+        }
+    }
     let mut out = BTreeMap::new();
-    for g in groups {
-        // (end time, bytes) in time order, equal times added up.
-        let mut pts: Vec<(f64, u64)> = result
-            .samples
-            .iter()
-            .filter(|s| s.kind == SeriesKind::Flow && g.flows.contains(&s.name))
-            .map(|s| (s.time_s, s.bytes))
-            .collect();
+    for (g, mut pts) in groups.iter().zip(pts) {
         pts.sort_by(|a, b| a.0.total_cmp(&b.0));
         pts.dedup_by(|b, a| {
             if (a.0 - b.0).abs() < 1e-6 {
@@ -127,6 +134,38 @@ pub(super) fn rates(
         out.insert(g.name.clone(), per_phase);
     }
     out
+}
+
+/// Fill `result.summary.flow_groups`: each flow group of `sc` ([`flow_groups`]) per phase of
+/// `sc`, measured as `compare` measures it, for the reports (`summary.json`, the HTML's "Flow
+/// groups"). Both the simulator and the lab call this on their results.
+pub fn summarise(result: &mut SimResult, sc: &Scenario) {
+    let groups = flow_groups(sc);
+    if groups.is_empty() {
+        return;
+    }
+    let phases = super::phases::of_scenario(sc);
+    let mut by_group = rates(result, &phases, &groups);
+    for g in groups {
+        let rates = by_group.remove(&g.name).unwrap_or_default();
+        let phases = phases
+            .iter()
+            .enumerate()
+            .map(|(i, p)| GroupPhase {
+                index: p.index,
+                from_s: p.from_s,
+                end_s: p.end_s,
+                goodput_bps: rates.get(i).copied().flatten().map(|m| m * 1e6),
+            })
+            .collect();
+        result.summary.flow_groups.insert(
+            g.name,
+            FlowGroupSummary {
+                flows: g.flows,
+                phases,
+            },
+        );
+    }
 }
 
 #[cfg(test)]

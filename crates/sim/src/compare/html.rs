@@ -104,10 +104,12 @@ pub fn render_html(
          stretch of each phase (after settling). Errors are percentages of the link rate.</p>\n\
          <pre>{}</pre>\n",
         if c.pass { "pass" } else { "fail" },
-        if c.pass {
-            "Within the tolerance."
-        } else {
-            "Outside the tolerance."
+        match (c.pass, c.trustworthy()) {
+            (true, _) => "Within the tolerance.",
+            (false, true) => "Outside the tolerance.",
+            (false, false) => {
+                "Outside the tolerance, on an untrustworthy host (below): not a verdict on the simulator."
+            }
         },
         if kernel {
             " and the kernel's qdisc (dotted)"

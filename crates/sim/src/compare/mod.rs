@@ -14,6 +14,9 @@
 //! ([`Tolerance::TARGET`]), ping RTT p50 within 15 % or 1 ms, both per phase (each phase's
 //! settled stretch: [`phases`]). Issue 37's below the class: every flow group (a `[[flow]]`
 //! entry's flows summed) per phase within 5 % of the link ([`split`]).
+//!
+//! A lab run on a busy host ([`trust`]: late timers, CPU steal, load) is marked untrustworthy
+//! beside the verdict: its differences are not taken for the simulator's error.
 
 pub mod fct;
 pub mod figures;
@@ -23,6 +26,7 @@ pub mod phases;
 mod render;
 pub mod split;
 pub mod stored;
+pub mod trust;
 
 use serde::{Deserialize, Serialize};
 
@@ -164,6 +168,9 @@ pub struct Comparison {
     pub pass: bool,
     /// What is outside the tolerance, one line each.
     pub failures: Vec<String>,
+    /// The lab's host while it ran, judged ([`trust`]); absent when the lab figures carry none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<trust::HostCheck>,
 }
 
 impl Comparison {
@@ -340,7 +347,23 @@ impl Comparison {
             tolerance,
             pass: failures.is_empty(),
             failures,
+            host: lab
+                .host
+                .as_ref()
+                .map(|h| trust::HostCheck::new(h, trust::HostThresholds::DEFAULT)),
         }
+    }
+
+    /// Judge the lab's host against `t` instead of the default thresholds.
+    pub fn set_host_thresholds(&mut self, t: trust::HostThresholds) {
+        if let Some(h) = &mut self.host {
+            *h = trust::HostCheck::new(&h.figures, t);
+        }
+    }
+
+    /// False when the lab's host crossed a threshold: the differences may be the host's.
+    pub fn trustworthy(&self) -> bool {
+        self.host.as_ref().is_none_or(trust::HostCheck::trustworthy)
     }
 
     /// `compare.json`.

@@ -216,6 +216,9 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
                 .unwrap_or_default()
         );
     }
+    if let Some(h) = &c.host {
+        let _ = writeln!(out, "{}", h.line());
+    }
     let t = &c.tolerance;
     if c.pass {
         let _ = writeln!(
@@ -247,6 +250,12 @@ pub fn render_text(c: &Comparison, kernel: bool) -> String {
         );
         for f in &c.failures {
             let _ = writeln!(out, "  {f}");
+        }
+        if !c.trustworthy() {
+            let _ = writeln!(
+                out,
+                "NOT A VERDICT on the simulator: the lab's host was busy (above); run it again on a quiet machine"
+            );
         }
     }
     out
