@@ -51,6 +51,7 @@ mod role;
 mod run;
 mod single;
 pub mod sys;
+mod turns;
 mod upload;
 pub mod wake;
 mod workers;
@@ -177,6 +178,8 @@ pub struct Shaper<R = Single> {
     wake: wake::EarlyWake,
     /// What only the single shaper or only a worker has (role.rs).
     role: R,
+    /// How long each loop turn works between waits (turns.rs).
+    turns: turns::TurnWatch,
 }
 
 impl<R: Role> Shaper<R> {
@@ -216,6 +219,7 @@ impl<R: Role> Shaper<R> {
             mem,
             wake,
             role,
+            turns: Default::default(),
         }
     }
 

@@ -64,6 +64,10 @@ pub struct Options {
     pub realtime: Option<u8>,
     /// The datapath thread's nice value (`--nice`; `None`: left as inherited).
     pub nice: Option<i8>,
+    /// The datapath thread's time slice under the fair scheduler, ns (`--slice-us`; `None`: the
+    /// kernel's default): a short one lets the loop's wake-ups preempt other tasks at once
+    /// (sys::set_slice). Not used with `realtime`.
+    pub slice_ns: Option<u64>,
     /// CPUs of the datapath threads (`--cpus`): thread `i` is pinned to `cpus[i % len]`
     /// ([`affinity`](crate::affinity)); empty: wherever the kernel puts them.
     pub cpus: Vec<usize>,

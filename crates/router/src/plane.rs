@@ -108,6 +108,10 @@ impl Plane {
             .name("linkshare-stats".into())
             .spawn(move || {
                 crate::builder::block_signals();
+                // Its wake-ups (a scrape, a `stat`) never preempt the datapath's turn.
+                if let Err(e) = sys::set_batch() {
+                    eprintln!("linkshare: warning: the stats thread: {e}");
+                }
                 if let Err(e) = t.run() {
                     eprintln!("linkshare: the stats thread stopped: {e:#}");
                 }

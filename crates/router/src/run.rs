@@ -64,7 +64,9 @@ impl<R: Role> Shaper<R> {
         if until <= now {
             return false;
         }
+        let t0 = self.now();
         sys::sleep_until_ns(self.clock.monotonic(until));
+        self.turns.wait(self.now().0.saturating_sub(t0.0));
         self.rx_coalesced += 1;
         true
     }
@@ -103,6 +105,8 @@ impl<R: Role> Shaper<R> {
             timeout: 0,
         };
         loop {
+            // The turn that ends here: how long it worked (turns.rs, `stat`'s `loop_turn_ns`).
+            self.turns.end(self.now().0);
             self.turn_rx = 0;
             st.more_rx = self.receive_step(&mut st);
             self.role.end_receive();
@@ -126,11 +130,19 @@ impl<R: Role> Shaper<R> {
         Ok(0)
     }
 
-    /// The thread's placement and priority (`--cpus`, `--nice`, `--realtime`).
+    /// The thread's placement and priority (`--cpus`, `--slice-us`, `--nice`, `--realtime`).
     fn prepare_thread(&mut self) -> anyhow::Result<()> {
         sys::set_min_timer_slack()?;
         if let Some(cpu) = affinity::cpu_for(&self.opts.cpus, self.role.cpu_index()) {
             affinity::pin(cpu).context("--cpus")?;
+        }
+        // The slice first: sched_setattr sets the whole fair policy, and --nice then adjusts it.
+        if let (Some(ns), None) = (self.opts.slice_ns, self.opts.realtime) {
+            if let Err(e) = sys::set_slice(ns) {
+                eprintln!(
+                    "linkshare: warning: --slice-us: {e}; the kernel's default slice applies"
+                );
+            }
         }
         if let Some(n) = self.opts.nice {
             sys::set_nice(n).context("--nice")?;
@@ -285,6 +297,7 @@ impl<R: Role> Shaper<R> {
     /// Wait for events (up to `st.timeout` ms); read the error of a port's socket that has
     /// one; feed the timer's learning.
     fn wait_step(&mut self, st: &mut LoopState, now: Time) -> anyhow::Result<()> {
+        let before = self.now();
         sys::epoll_wait_flagged(
             st.ep.as_raw_fd(),
             &mut st.ready,
@@ -292,6 +305,7 @@ impl<R: Role> Shaper<R> {
             st.timeout,
         )?;
         st.last_poll = self.now();
+        self.turns.wait(st.last_poll.0.saturating_sub(before.0));
         // An error on a port's socket (ENETDOWN when its link goes down) keeps the fd ready
         // until it is read: read it, or every wait returns at once and the loop spins.
         for &tok in st.errored.iter() {

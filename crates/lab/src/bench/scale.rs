@@ -161,7 +161,8 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
          disturbs it). RTT: UDP echo A → C every 10 ms through subscriber 0's class, idle, then \
          while the statistics are read back to back in B (linkshare: GET /metrics?classes=all, \
          every class's series; kernel: `tc -s class show`; `scrapes` gives how many, the mean \
-         time of one and its size). `stat --top 20`: the median of 5 runs of the command, \
+         time of one and its size, and for linkshare how many of its loop's turns took over 1 ms \
+         while scraping and its longest turn before → after, from `stat`). `stat --top 20`: the median of 5 runs of the command, \
          start to exit. Machine CPU: \
          60-byte frames as fast as one sender can, round robin over 10,000 subscriber \
          addresses. Rate change: sub0's rate halved, `linkshare class change sub0 --rate R` (by \
@@ -338,13 +339,24 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
     let gap = Duration::from_millis(10);
     let wait = Duration::from_millis(500);
     let (_, mut idle) = probes(&hosts, 0, gap, secs, wait)?;
+    let turns0 = (kind == Kind::Linkshare)
+        .then(|| loop_turns(&bed))
+        .flatten();
     let stop = Arc::new(AtomicBool::new(false));
     let scraper = scrape_loop(&bed, kind, stop.clone())?;
     let (_, mut busy) = probes(&hosts, 0, gap, secs, wait)?;
     stop.store(true, Ordering::Relaxed);
-    let scrapes = scraper
+    let mut scrapes = scraper
         .join()
         .map_err(|_| anyhow!("the scrape thread panicked"))?;
+    if let (Some(a), Some(b)) = (turns0, loop_turns(&bed)) {
+        scrapes.push_str(&format!(
+            "; loop turns > 1 ms: {}, longest {:.2} → {:.2} ms",
+            b.0.saturating_sub(a.0),
+            a.1 as f64 / 1e6,
+            b.1 as f64 / 1e6
+        ));
+    }
     let stat_top = (kind == Kind::Linkshare).then(|| stat_top(&bed));
     let flood = Flood {
         payload: 18,
@@ -446,6 +458,22 @@ fn short(s: &str) -> String {
     } else {
         s.to_string()
     }
+}
+
+/// The shaper's own loop turns so far, from `stat --json` (router/src/turns.rs): how many took
+/// over 1 ms, and the longest (ns).
+fn loop_turns(bed: &Bed) -> Option<(u64, u64)> {
+    let exe = std::env::current_exe().ok()?;
+    let out = Command::new(&exe)
+        .args(["stat", "--json", "--top", "1", "--control"])
+        .arg(bed.t.dir.join("ctl.sock"))
+        .output()
+        .ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    Some((
+        v["long_turns"].as_u64()?,
+        v["loop_turn_ns"]["max"].as_u64()?,
+    ))
 }
 
 /// `linkshare stat --top 20` against B's control socket, 5 times: the median time in ms, or

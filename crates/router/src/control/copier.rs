@@ -155,8 +155,11 @@ fn copy_batch(h: &linkshare_core::htb::Htb<crate::Frame>, from: u32, out: &mut R
         };
         out.classes.push(of_counters(&v));
         raw::push_tins(h, c, &mut out.tins);
-        if let (Some(n), Some(name)) = (&mut out.names, h.class_name(c)) {
-            n.push((c, name));
+        // A name is decoded (and allocated) only when this copy carries names.
+        if let Some(n) = &mut out.names {
+            if let Some(name) = h.class_name(c) {
+                n.push((c, name));
+            }
         }
     }
     end

@@ -246,3 +246,93 @@ fn tins_are_copied_for_the_cake_leaves_that_had_packets() {
     }
     assert_eq!(rows, &classes(&s));
 }
+
+/// An HTB of `n` subscribers from a subscriber table (the form `import libreqos` writes): one
+/// plan, one site, a /32 each.
+fn subscribers_sched(n: usize) -> Sched {
+    let dir = std::env::temp_dir().join(format!("linkshare-copier-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary directory");
+    let csv = dir.join("subscribers.csv");
+    let mut table = String::from("name,parent,plan,addresses\n");
+    for k in 0..n {
+        let a = std::net::Ipv4Addr::from(0x6440_0000u32 + k as u32);
+        table.push_str(&format!("sub{k},site,sub,{a}/32\n"));
+    }
+    std::fs::write(&csv, table).expect("the subscriber table written");
+    let text = format!(
+        "qdisc = \"htb\"\ndefault = \"other\"\nsubscribers = \"{}\"\n\
+         [[class]]\nname = \"uplink\"\nrate = \"10gbit\"\n\
+         [[class]]\nname = \"other\"\nparent = \"uplink\"\nrate = \"10mbit\"\n\
+         [[class]]\nname = \"site\"\nparent = \"uplink\"\nrate = \"9gbit\"\n\
+         [[plan]]\nname = \"sub\"\nrate = \"50kbit\"\nceil = \"100mbit\"\n\
+         leaf = {{ type = \"pfifo\", limit = 10 }}\n",
+        csv.display()
+    );
+    let s = crate::load_sched(&text, &dir.join("p.toml").display().to_string());
+    let _ = std::fs::remove_dir_all(&dir);
+    match s {
+        Ok((_, s)) => s,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+/// The rows (and names) the copy under way holds so far, and the capacity of its rows.
+fn progress(cp: &Copier) -> (usize, usize, usize) {
+    let d = &cp.job.as_ref().expect("a copy under way").raw.dirs[0];
+    let names = d.names.as_ref().map_or(0, Vec::len);
+    (d.classes.len(), names, d.classes.capacity())
+}
+
+#[test]
+fn at_100k_subscribers_a_loop_turn_copies_one_batch_and_allocates_nothing() {
+    let s = sched_len(subscribers_sched(100_000));
+    let (s, n) = s;
+    assert!(n > 100_000, "{n} classes");
+    let mut cp = Copier::default();
+    cp.start(frame());
+    let (mut rows, mut names, mut turns) = (0, 0, 0);
+    let mut capacity = None;
+    let raw = loop {
+        // A zero budget: what one turn copies when the clock says it is out of time at once.
+        let done = cp.step([(Some(&s), 1), (None, 0)], 0);
+        turns += 1;
+        let (r, nm, cap) = match &done {
+            Some(raw) => (
+                raw.dirs[0].classes.len(),
+                raw.dirs[0].names.as_ref().map_or(0, Vec::len),
+                raw.dirs[0].classes.capacity(),
+            ),
+            None => progress(&cp),
+        };
+        assert!(
+            r - rows <= BATCH as usize,
+            "turn {turns} copied {} rows",
+            r - rows
+        );
+        assert!(
+            nm - names <= BATCH as usize,
+            "turn {turns} copied {} names",
+            nm - names
+        );
+        // Reserved once for every class: no piece moves (re-allocates) the rows.
+        assert_eq!(
+            *capacity.get_or_insert(cap),
+            cap,
+            "turn {turns} grew the rows"
+        );
+        (rows, names) = (r, nm);
+        if let Some(raw) = done {
+            break raw;
+        }
+        assert!(turns < 10 * n, "the copy never completed");
+    };
+    assert_eq!(turns, n.div_ceil(BATCH as usize));
+    assert_eq!((raw.dirs[0].classes.len(), names), (n, n));
+    assert!(capacity.is_some_and(|c| c >= n));
+}
+
+/// `s` and its number of classes.
+fn sched_len(mut s: Sched) -> (Sched, usize) {
+    let n = htb(&mut s).len();
+    (s, n)
+}

@@ -49,6 +49,14 @@ pub struct Snapshot {
     /// Scheduler turns replayed to catch up late wake-ups (`--catch-up-ms`).
     #[serde(default)]
     pub catch_up_turns: u64,
+    /// How long the datapath loop worked in one turn between two waits (router/src/turns.rs):
+    /// the forwarding pauses the shaper causes itself, since start (with `--workers N`: the
+    /// worst worker's quantiles).
+    #[serde(default)]
+    pub loop_turn_ns: LatenessNs,
+    /// Loop turns longer than 1 ms (`turns::LONG_TURN_NS`), since start.
+    #[serde(default)]
+    pub long_turns: u64,
     /// Loop turns that slept to let frames gather before the next receive turn
     /// (`--rx-coalesce-us`, router/src/coalesce.rs).
     #[serde(default)]
@@ -480,6 +488,8 @@ impl Snapshot {
             early_wake_learnt: self.early_wake_learnt,
             timer_wake_ns: self.timer_wake_ns,
             catch_up_turns: self.catch_up_turns,
+            loop_turn_ns: self.loop_turn_ns,
+            long_turns: self.long_turns,
             rx_coalesced: self.rx_coalesced,
             queue_memory: self.queue_memory,
             memory_drops: self.memory_drops,

@@ -169,6 +169,8 @@ impl<R: Role> Shaper<R> {
             early_wake_learnt: self.wake.is_learning(),
             timer_wake_ns: quantiles_ns(self.wake.timer_hist()),
             catch_up_turns: self.catch_up_turns,
+            loop_turn_ns: quantiles_ns(self.turns.hist()),
+            long_turns: self.turns.long_turns(),
             rx_coalesced: self.rx_coalesced,
             queue_memory: self.mem.limit(),
             memory_drops: self.mem.drops,

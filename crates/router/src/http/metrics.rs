@@ -262,6 +262,23 @@ pub fn registry(s: &Snapshot) -> Registry {
         Unit::Seconds,
     );
     up.get_or_create(&Vec::new()).set(s.uptime_s);
+    // The forwarding pauses the loop causes itself (router/src/turns.rs).
+    let turn_max = fgauge(
+        &mut r,
+        "loop_turn_max",
+        "The longest the datapath loop worked in one turn between two waits, since start",
+        Unit::Seconds,
+    );
+    turn_max
+        .get_or_create(&Vec::new())
+        .set(s.loop_turn_ns.max as f64 / 1e9);
+    let long = counter(
+        &mut r,
+        "loop_long_turns",
+        "Datapath loop turns longer than 1 ms",
+        None,
+    );
+    long.get_or_create(&Vec::new()).inc_by(s.long_turns);
 
     let p_drops = counter(
         &mut r,

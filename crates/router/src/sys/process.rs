@@ -82,6 +82,61 @@ pub fn set_fifo(prio: u8) -> io::Result<()> {
     })
 }
 
+/// `struct sched_attr` as far as its first version (include/uapi/linux/sched/types.h:
+/// `SCHED_ATTR_SIZE_VER0`, 48 bytes).
+#[repr(C)]
+struct SchedAttr {
+    size: u32,
+    policy: u32,
+    flags: u64,
+    nice: i32,
+    priority: u32,
+    runtime: u64,
+    deadline: u64,
+    period: u64,
+}
+
+/// Ask the fair scheduler for a time slice of `ns` for the calling thread (an ordinary thread;
+/// its nice value is kept). Under EEVDF (Linux 6.12 and later; sched-eevdf.rst, "custom
+/// slices") a task with a shorter slice gets an earlier virtual deadline, so when it wakes it
+/// preempts a task running a longer slice at once instead of waiting for that slice to end;
+/// its share of the CPU is unchanged. The kernel clamps the slice to 0.1–100 ms; older kernels
+/// ignore it. Needs no privilege.
+pub fn set_slice(ns: u64) -> io::Result<()> {
+    // SAFETY: getpriority takes integers only; errno is cleared first, as -1 is a valid nice.
+    let nice = unsafe {
+        *libc::__errno_location() = 0;
+        libc::getpriority(libc::PRIO_PROCESS, 0)
+    };
+    let attr = SchedAttr {
+        size: std::mem::size_of::<SchedAttr>() as u32,
+        policy: libc::SCHED_OTHER as u32,
+        flags: 0,
+        nice,
+        priority: 0,
+        runtime: ns,
+        deadline: 0,
+        period: 0,
+    };
+    // SAFETY: `attr` is a valid sched_attr of the size it states; pid 0 is the calling thread.
+    let r = unsafe { libc::syscall(libc::SYS_sched_setattr, 0, &attr as *const SchedAttr, 0) };
+    cvt(r as i32)
+        .map(|_| ())
+        .map_err(|e| io::Error::new(e.kind(), format!("sched_setattr(slice {ns} ns): {e}")))
+}
+
+/// Put the calling thread under `SCHED_BATCH`: the fair scheduler's share, at the same weight,
+/// but its wake-ups never preempt the running task (sched(7)). For threads whose latency does
+/// not matter and that must not delay the datapath when they wake (the stats plane).
+pub fn set_batch() -> io::Result<()> {
+    let param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: `param` is a valid sched_param; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setscheduler(0, libc::SCHED_BATCH, &param) };
+    cvt(r)
+        .map(|_| ())
+        .map_err(|e| io::Error::new(e.kind(), format!("sched_setscheduler(SCHED_BATCH): {e}")))
+}
+
 /// Set the calling thread's nice value (-20..=19; lower runs sooner under the fair scheduler).
 pub fn set_nice(n: i8) -> io::Result<()> {
     // SAFETY: plain system call; `who` 0 with PRIO_PROCESS is the calling thread on Linux.

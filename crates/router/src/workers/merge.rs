@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::{HandoffCounts, Reply};
 use crate::control::snapshot::{
-    ClassSnapshot, DirectionSnapshot, InterfaceSnapshot, QdiscSnapshot, Snapshot, WorkerSnapshot,
+    ClassSnapshot, DirectionSnapshot, InterfaceSnapshot, LatenessNs, QdiscSnapshot, Snapshot,
+    WorkerSnapshot,
 };
 use crate::hist::Hist;
 
@@ -180,6 +181,8 @@ pub(crate) fn merge(mut parts: Vec<Part>) -> Snapshot {
                 }
                 o.early_wake_ns = o.early_wake_ns.max(p.snap.early_wake_ns);
                 o.catch_up_turns += p.snap.catch_up_turns;
+                o.loop_turn_ns = worst(o.loop_turn_ns, p.snap.loop_turn_ns);
+                o.long_turns += p.snap.long_turns;
                 o.rx_coalesced += p.snap.rx_coalesced;
                 o.queue_memory += p.snap.queue_memory;
                 o.memory_drops += p.snap.memory_drops;
@@ -191,6 +194,18 @@ pub(crate) fn merge(mut parts: Vec<Part>) -> Snapshot {
     s.timer_wake_ns = crate::control::stat::quantiles_ns(&timer);
     s.workers = workers;
     s
+}
+
+/// The worse of two workers' loop turns, quantile by quantile (the turns of several
+/// threads are not one distribution: `stat` shows the worst).
+fn worst(a: LatenessNs, b: LatenessNs) -> LatenessNs {
+    LatenessNs {
+        p50: a.p50.max(b.p50),
+        p99: a.p99.max(b.p99),
+        max: a.max.max(b.max),
+        mean: a.mean.max(b.mean),
+        samples: a.samples + b.samples,
+    }
 }
 
 #[cfg(test)]
