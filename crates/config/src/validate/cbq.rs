@@ -148,22 +148,17 @@ pub(super) fn read_cbq_options(sink: &mut Sink, e: &Entries) -> Option<CbqOption
     if compat {
         o = CbqOptions::altq();
     }
-    p.word("scheduler", &mut o.scheduler, &choices(CbqScheduler::ALL, CbqScheduler::name));
-    p.word("guideline", &mut o.guideline, &choices(CbqGuideline::ALL, CbqGuideline::name));
+    p.word("scheduler", &mut o.scheduler, CbqScheduler::NAMED);
+    p.word("guideline", &mut o.guideline, CbqGuideline::NAMED);
     p.bool("efficient", &mut o.efficient);
     p.word(
         "undertime_clock",
         &mut o.undertime_clock,
-        &choices(UndertimeClock::ALL, UndertimeClock::name),
+        UndertimeClock::NAMED,
     );
-    p.word("offtime_unit", &mut o.offtime_unit, &choices(OfftimeUnit::ALL, OfftimeUnit::name));
+    p.word("offtime_unit", &mut o.offtime_unit, OfftimeUnit::NAMED);
     o.altq_compat = compat;
     Some(o)
-}
-
-/// A word key's choices: each value of an option type with the name a policy writes.
-fn choices<T: Copy>(all: &[T], name: fn(T) -> &'static str) -> Vec<(&'static str, T)> {
-    all.iter().map(|&v| (name(v), v)).collect()
 }
 
 /// A `minburst` in the hundreds makes ALTQ's derived `offtime` grow as `(32/31)^minburst`: years

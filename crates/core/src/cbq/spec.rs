@@ -87,8 +87,8 @@ pub enum OfftimeUnit {
 macro_rules! named_values {
     ($($ty:ident { $($variant:ident = $name:literal),+ $(,)? })+) => {$(
         impl $ty {
-            /// Every value, in the order the docs list them.
-            pub const ALL: &'static [$ty] = &[$($ty::$variant),+];
+            /// Every value with its name, in the order the docs list them.
+            pub const NAMED: &'static [(&'static str, $ty)] = &[$(($name, $ty::$variant)),+];
 
             /// The name a policy file writes.
             pub fn name(self) -> &'static str {

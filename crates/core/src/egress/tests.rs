@@ -371,7 +371,12 @@ fn held_packets_come_back_in_order_when_the_wire_finishes_them() {
         ends.push((p.id, end));
         p
     });
-    assert_eq!(stop, Stop::DeviceFull { until: Time(1_000_000) });
+    assert_eq!(
+        stop,
+        Stop::DeviceFull {
+            until: Time(1_000_000)
+        }
+    );
     assert_eq!(ends, vec![(0, Some(Time(1_000_000))), (1, None), (2, None)]);
     assert_eq!((e.in_device(), e.waiting_bytes()), (3, 2000));
     let mut back = Vec::new();

@@ -313,9 +313,7 @@ tokens: -1000 ctokens: 5000\n";
     /// its fields, and a key the router stops writing is an error, not a zero.
     #[test]
     fn stat_json_round_trips_through_the_routers_types() {
-        use linkshare_router::control::snapshot::{
-            ClassSnapshot, DirectionSnapshot, LatenessNs,
-        };
+        use linkshare_router::control::snapshot::{ClassSnapshot, DirectionSnapshot, LatenessNs};
         let class = |name: &str, parent: Option<&str>, k: u64| ClassSnapshot {
             name: name.into(),
             id: k as u32,
@@ -384,19 +382,28 @@ tokens: -1000 ctokens: 5000\n";
         assert_eq!((st.overlimits, st.marked), (11, 12));
         let drops: Vec<(&str, u64)> = st.drops.iter().map(|(k, v)| (k.as_str(), *v)).collect();
         assert_eq!(drops, [("memory", 4), ("overlimit", 3)]);
-        assert_eq!((st.emu_lost, st.emu_duplicated, st.emu_reordered), (6, 7, 8));
+        assert_eq!(
+            (st.emu_lost, st.emu_duplicated, st.emu_reordered),
+            (6, 7, 8)
+        );
         assert_eq!(st.extra["lateness_p99_us"], 31.0);
         assert_eq!(st.extra["catch_up_turns"], 5.0);
         assert_eq!(st.extra["early_wake_us"], 4.5);
         let v = &st.classes[1];
-        assert_eq!((v.name.as_str(), v.parent.as_deref()), ("voice", Some("root")));
+        assert_eq!(
+            (v.name.as_str(), v.parent.as_deref()),
+            ("voice", Some("root"))
+        );
         assert_eq!((v.rate_bps, v.ceil_bps), (2e6, 10e6));
         assert_eq!(
             (v.sent_bytes, v.sent_packets, v.drops, v.overlimits),
             (3000, 2, 4, 6)
         );
         assert_eq!((v.lends, v.borrows, v.backlog_bytes), (8, 10, 120));
-        assert_eq!((v.mode.as_str(), v.tokens, v.ctokens), ("may_borrow", -14, 16));
+        assert_eq!(
+            (v.mode.as_str(), v.tokens, v.ctokens),
+            ("may_borrow", -14, 16)
+        );
 
         // A class row without `sent_bytes` (a renamed or dropped key) no longer reads as 0.
         let mut json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");

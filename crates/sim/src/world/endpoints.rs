@@ -18,7 +18,15 @@ use crate::tcp::AckInfo;
 impl World<'_> {
     /// A packet leaves flow `i`'s source towards the router.
     #[inline]
-    pub(super) fn emit(&mut self, i: usize, kind: PktKind, ip_len: u32, payload: u32, seq: u64, echo: u64) {
+    pub(super) fn emit(
+        &mut self,
+        i: usize,
+        kind: PktKind,
+        ip_len: u32,
+        payload: u32,
+        seq: u64,
+        echo: u64,
+    ) {
         self.emit_ecn(i, kind, ip_len, payload, seq, echo, None);
     }
 
