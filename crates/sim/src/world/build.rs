@@ -49,6 +49,7 @@ pub(super) fn uplink(sc: &Scenario) -> Result<Option<Link>, SimError> {
     Ok(Some(Link::new(&spec, qdisc, sc.flows.len()).as_uplink()))
 }
 
+/// The engine's event budget for a run of `sc` (the formula: `world`'s module docs, "Bounds").
 fn event_budget(sc: &Scenario) -> u64 {
     let dur_s = sc.duration.as_secs_f64();
     let overhead = sc.link.overhead as f64;
@@ -90,6 +91,7 @@ fn event_budget(sc: &Scenario) -> u64 {
     }
 }
 
+/// The header every packet of flow `f` carries (ports zero for ICMP), with its flow hash.
 fn flow_meta(f: &crate::scenario::FlowSpec, proto: u8) -> PacketMeta {
     let mut m = PacketMeta {
         len: 0,

@@ -32,11 +32,11 @@
 //! ## Bounds
 //! The run stops with [`SimError::Stuck`] instead of hanging: the engine's stall detector catches
 //! a loop at one instant, and the event budget is
-//! `8 × (link packets) + 4 × (uplink packets) + 3 × (UDP packets offered) + 4 × (ping probes) +
+//! `9 × (link packets) + 4 × (uplink packets) + 3 × (UDP packets offered) + 4 × (ping probes) +
 //! samples + 10⁶`, where link packets is what the link can carry in the duration with the
-//! smallest packet any flow sends (uplink packets: 52-byte ACKs at the uplink's rate); 8 events
-//! per packet covers arrival, end of transmission, delivery, the ACK and the timers
-//! (`build::event_budget`).
+//! smallest packet any flow sends (uplink packets: 52-byte ACKs at the uplink's rate); 9 events
+//! per packet covers arrival, end of transmission, delivery, the ACK, its processing jitter and
+//! the timers (`build::event_budget`).
 
 use std::collections::VecDeque;
 
