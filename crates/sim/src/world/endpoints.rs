@@ -11,7 +11,7 @@
 
 use super::paths::reversed;
 use super::{Src, World};
-use crate::engine::Ev;
+use crate::engine::{Engine, Ev};
 use crate::packet::{PktKind, SimPacket};
 use crate::tcp::AckInfo;
 
@@ -132,18 +132,10 @@ impl World<'_> {
     /// that fires before its deadline moved later is re-armed then).
     pub(super) fn arm_sender(&mut self, i: usize) {
         if let Src::Tcp(c) = &mut self.flows[i].src {
-            if let Some(d) = c.snd.timer() {
-                if d < c.rto_ev {
-                    c.rto_ev = d;
-                    self.eng.at(d, Ev::Rto(i as u32));
-                }
-            }
-            if let Some(d) = c.snd.pacing_wakeup() {
-                if d < c.pace_ev {
-                    c.pace_ev = d;
-                    self.eng.at(d, Ev::Pacing(i as u32));
-                }
-            }
+            let ev = Ev::Rto(i as u32);
+            arm(&mut self.eng, &mut c.rto_ev, c.snd.timer(), ev);
+            let ev = Ev::Pacing(i as u32);
+            arm(&mut self.eng, &mut c.pace_ev, c.snd.pacing_wakeup(), ev);
         }
     }
 
@@ -197,12 +189,8 @@ impl World<'_> {
 
     pub(super) fn arm_receiver(&mut self, i: usize) {
         if let Src::Tcp(c) = &mut self.flows[i].src {
-            if let Some(d) = c.rcv.timer() {
-                if d < c.delack_ev {
-                    c.delack_ev = d;
-                    self.eng.at(d, Ev::DelAck(i as u32));
-                }
-            }
+            let ev = Ev::DelAck(i as u32);
+            arm(&mut self.eng, &mut c.delack_ev, c.rcv.timer(), ev);
         }
     }
 
@@ -302,6 +290,18 @@ impl World<'_> {
                 self.probes += 1;
             }
             _ => {}
+        }
+    }
+}
+
+/// Schedule a timer's event `ev` at `deadline` unless its pending event (at `pending`,
+/// `u64::MAX` for none) comes earlier or at the same time; an event left pending for a
+/// deadline that moved later is re-armed when it fires.
+fn arm(eng: &mut Engine, pending: &mut u64, deadline: Option<u64>, ev: Ev) {
+    if let Some(d) = deadline {
+        if d < *pending {
+            *pending = d;
+            eng.at(d, ev);
         }
     }
 }
