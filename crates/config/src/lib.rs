@@ -173,47 +173,11 @@ pub struct Written {
     pub quantum: bool,
 }
 
-/// CBQ's general scheduler (`scheduler = …`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub enum CbqScheduler {
-    /// Priority round robin: strict priority between levels, weighted round robin within one.
-    #[default]
-    Prr,
-    /// Weighted round robin over all classes, ignoring `prio`.
-    Wrr,
-}
-
-/// CBQ's link-sharing guideline (`guideline = …`).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub enum CbqGuideline {
-    /// Floyd & Jacobson's formal link-sharing guidelines.
-    #[default]
-    Formal,
-    /// A class may borrow if an ancestor is underlimit (ALTQ's default).
-    AncestorOnly,
-    /// ALTQ's top-level heuristic: borrow only from ancestors up to a cutoff level.
-    TopLevel,
-}
-
-/// Which clock CBQ computes `undertime` from (seed 001 §6, Figure 17).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub enum UndertimeClock {
-    /// The actual finish time of the last packet (the fix; default).
-    #[default]
-    Actual,
-    /// ALTQ's expected finish time.
-    Expected,
-}
-
-/// What CBQ's `offtime` counts (seed 001 §6.3, Figure 22).
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
-pub enum OfftimeUnit {
-    /// A byte-based regulator (the fix; default).
-    #[default]
-    Bytes,
-    /// ALTQ's packet count, sized by `avgpkt`.
-    Packets,
-}
+/// CBQ's option values are core's types: one definition for the file, the checks and the
+/// scheduler ([`linkshare_core::cbq`], with the names a policy writes).
+pub use linkshare_core::cbq::{
+    Guideline as CbqGuideline, OfftimeUnit, Scheduler as CbqScheduler, UndertimeClock,
+};
 
 /// CBQ's top-level options.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
@@ -225,43 +189,6 @@ pub struct CbqOptions {
     pub offtime_unit: OfftimeUnit,
     /// `altq_compat = true`: ALTQ's behaviours, including the two-tick minimum suspension.
     pub altq_compat: bool,
-}
-
-impl CbqScheduler {
-    pub fn name(self) -> &'static str {
-        match self {
-            CbqScheduler::Prr => "prr",
-            CbqScheduler::Wrr => "wrr",
-        }
-    }
-}
-
-impl CbqGuideline {
-    pub fn name(self) -> &'static str {
-        match self {
-            CbqGuideline::Formal => "formal",
-            CbqGuideline::AncestorOnly => "ancestor-only",
-            CbqGuideline::TopLevel => "top-level",
-        }
-    }
-}
-
-impl UndertimeClock {
-    pub fn name(self) -> &'static str {
-        match self {
-            UndertimeClock::Actual => "actual",
-            UndertimeClock::Expected => "expected",
-        }
-    }
-}
-
-impl OfftimeUnit {
-    pub fn name(self) -> &'static str {
-        match self {
-            OfftimeUnit::Bytes => "bytes",
-            OfftimeUnit::Packets => "packets",
-        }
-    }
 }
 
 impl CbqOptions {
@@ -673,25 +600,12 @@ impl Policy {
                 .sum(),
         );
         let mut p = CbqParams::new(link);
-        p.scheduler = match o.scheduler {
-            CbqScheduler::Prr => cbq::Scheduler::Prr,
-            CbqScheduler::Wrr => cbq::Scheduler::Wrr,
-        };
-        p.guideline = match o.guideline {
-            CbqGuideline::Formal => cbq::Guideline::Formal,
-            CbqGuideline::AncestorOnly => cbq::Guideline::AncestorOnly,
-            CbqGuideline::TopLevel => cbq::Guideline::TopLevel,
-        };
+        p.scheduler = o.scheduler;
+        p.guideline = o.guideline;
         p.efficient = o.efficient;
         p.mtu = self.mtu;
-        p.undertime_clock = match o.undertime_clock {
-            UndertimeClock::Actual => cbq::UndertimeClock::Actual,
-            UndertimeClock::Expected => cbq::UndertimeClock::Expected,
-        };
-        p.offtime_unit = match o.offtime_unit {
-            OfftimeUnit::Bytes => cbq::OfftimeUnit::Bytes,
-            OfftimeUnit::Packets => cbq::OfftimeUnit::Packets,
-        };
+        p.undertime_clock = o.undertime_clock;
+        p.offtime_unit = o.offtime_unit;
         p.timer_hz = driver.timer_hz;
         p.min_suspend_ticks = if o.altq_compat {
             cbq::ALTQ_MIN_SUSPEND_TICKS

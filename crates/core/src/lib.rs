@@ -27,12 +27,14 @@
 //! ## The call order of a driver
 //!
 //! 1. Build the scheduler once (`linkshare_config::Policy::build` gives a `Box<dyn Qdisc<P>>`,
-//!    the classifier inside it) and an [`egress::Egress`] for the device.
+//!    the classifier inside it) and an [`egress::Egress`] for the device (holding `()`, or the
+//!    packets themselves for a driver that wants each back when it leaves the wire).
 //! 2. For each arriving packet: [`Qdisc::enqueue`] (or [`Qdisc::enqueue_burst`]) at
 //!    [`egress::Egress::sched_now`], then [`egress::Egress::pull`]; collect packets dropped after
 //!    acceptance with [`Qdisc::take_dropped`].
-//! 3. When the wire's packet ends: [`egress::Egress::on_tx_done`] (a driver with per-packet
-//!    events) or [`egress::Egress::complete_until`] (one without), then pull again.
+//! 3. When the wire's packet ends: [`egress::Egress::finish_tx`] (a driver with per-packet
+//!    events: it returns what the device held for the packet) or
+//!    [`egress::Egress::complete_until`] (one without), then pull again.
 //! 4. When the wake-up fires: [`egress::Egress::on_wake`], then pull again;
 //!    [`egress::Egress::next_wakeup`] says when pulling can next achieve anything.
 //! 5. Any time: [`Qdisc::stats`] (counters conserved: `enqueued = dequeued + dropped +

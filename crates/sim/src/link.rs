@@ -14,18 +14,18 @@
 //! wire), exact serialisation at `rate`, `timer_hz` rounding of wake-ups up to the timer's tick,
 //! `clock_hz` rounding of the scheduler's `now` down to the clock's tick, at most one pending
 //! wake-up — is [`linkshare_core::egress`], shared with the real shaper (`crates/router`), so the
-//! simulator and the shaper cannot disagree about when a packet leaves. This file is the
-//! simulator's adapter: it keeps the packets in the device buffer and on the wire (the model
-//! keeps their lengths), turns the model's answers into engine events (the wire's end of
-//! transmission, the wake-up timer) and accounts per-flow backlog and drops.
+//! simulator and the shaper cannot disagree about when a packet leaves. The model holds the
+//! packets in the device buffer and on the wire itself (`Egress<SimPacket>`) and counts what the
+//! wire sent. This file is the simulator's adapter and adds only what the engine and the report
+//! need: the model's instants become engine events (the wire's end of transmission under a
+//! `(time, seq)` key, the wake-up timer), and each flow's backlog in the scheduler and drops are
+//! counted.
 //!
 //! The scheduler is pulled after every arrival, every end of transmission and every wake-up
 //! (ACKs are triggers too, seed 000). `device_buffer = 0` is seed 001 §4.2's ideal (the
 //! scheduler picks the next packet the instant the wire frees up); larger buffers reproduce the
 //! driver buffering that defeats link sharing (seed 001 §5). `clock_hz` reproduces Linux 2.4's
 //! `PSCHED_JIFFIES` clock (seed 002).
-
-use std::collections::VecDeque;
 
 use linkshare_core::egress::{Egress, EgressConfig, Stop};
 use linkshare_core::qdisc::lazy::DEFAULT_RECLAIM_BUDGET;
@@ -54,18 +54,12 @@ pub enum Offered {
 pub struct Link {
     pub qdisc: Box<dyn Qdisc<SimPacket>>,
     pub delay_ns: u64,
-    /// The device model shared with the router.
-    egress: Egress,
-    /// The packets the model counts as waiting in the device buffer, in the same order.
-    device: VecDeque<SimPacket>,
-    /// The packet being serialised.
-    wire: Option<SimPacket>,
-    /// `(time, seq)` at which the wire finishes its packet, if it is busy.
+    /// The device model shared with the router, holding the packets in the device.
+    egress: Egress<SimPacket>,
+    /// The engine's key `(time, seq)` of the wire's end of transmission, if it is busy (the
+    /// time is the model's [`Egress::wire_end`]).
     pub tx_end: Option<(u64, u64)>,
     pub flows: Vec<FlowQueue>,
-    /// Bytes and packets that finished serialisation.
-    pub tx_bytes: u64,
-    pub tx_packets: u64,
     /// The event of this link's wake-up timer (`Ev::Wake`; the uplink's `Ev::UpWake`).
     wake_ev: Ev,
     /// With [`Link::keep_drops`], the packets refused or dropped since the caller last took them
@@ -79,12 +73,8 @@ impl Link {
             qdisc,
             delay_ns: spec.delay.0,
             egress: Egress::new(egress_config(spec)),
-            device: VecDeque::with_capacity(64),
-            wire: None,
             tx_end: None,
             flows: vec![FlowQueue::default(); nflows],
-            tx_bytes: 0,
-            tx_packets: 0,
             wake_ev: Ev::Wake,
             dropped: None,
         }
@@ -107,6 +97,11 @@ impl Link {
     /// Bytes waiting in the device buffer (not counting the wire).
     pub fn device_bytes(&self) -> u64 {
         self.egress.waiting_bytes()
+    }
+
+    /// Bytes that finished serialisation since the start.
+    pub fn tx_bytes(&self) -> u64 {
+        self.egress.stats().sent_bytes
     }
 
     /// Offer a packet to the router's scheduler, then pull.
@@ -150,8 +145,6 @@ impl Link {
         let Link {
             qdisc,
             egress,
-            device,
-            wire,
             tx_end,
             flows,
             ..
@@ -159,13 +152,10 @@ impl Link {
         let stop = egress.pull(qdisc.as_mut(), now, &mut |p: SimPacket, end| {
             let f = &mut flows[p.flow as usize];
             f.backlog = f.backlog.saturating_sub(p.meta.len as u64);
-            match end {
-                Some(end) => {
-                    *wire = Some(p);
-                    *tx_end = Some((end.0, eng.next_seq()));
-                }
-                None => device.push_back(p),
+            if let Some(end) = end {
+                *tx_end = Some((end.0, eng.next_seq()));
             }
+            p
         });
         if let Stop::Throttled { wake: Some(at), .. } = stop {
             eng.at(at.0, self.wake_ev);
@@ -186,19 +176,15 @@ impl Link {
     /// one from the device buffer onto the wire and pulls the scheduler.
     pub fn on_tx_done(&mut self, eng: &mut Engine) -> Option<SimPacket> {
         self.tx_end = None;
-        let done = self.wire.take();
-        if let Some(p) = &done {
-            self.tx_bytes += p.meta.len as u64;
-            self.tx_packets += 1;
-        }
-        if let Some(end) = self.egress.on_tx_done() {
-            self.wire = self.device.pop_front();
-            debug_assert!(
-                self.wire.is_some(),
-                "the model and the device buffer disagree"
-            );
-            self.tx_end = Some((end.0, eng.next_seq()));
-        }
+        let done = match self.egress.finish_tx() {
+            Some((done, next)) => {
+                if let Some(end) = next {
+                    self.tx_end = Some((end.0, eng.next_seq()));
+                }
+                Some(done)
+            }
+            None => None,
+        };
         self.pull(eng);
         done
     }

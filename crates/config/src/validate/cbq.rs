@@ -148,37 +148,15 @@ pub(super) fn read_cbq_options(sink: &mut Sink, e: &Entries) -> Option<CbqOption
     if compat {
         o = CbqOptions::altq();
     }
-    p.word(
-        "scheduler",
-        &mut o.scheduler,
-        &[("prr", CbqScheduler::Prr), ("wrr", CbqScheduler::Wrr)],
-    );
-    p.word(
-        "guideline",
-        &mut o.guideline,
-        &[
-            ("formal", CbqGuideline::Formal),
-            ("ancestor-only", CbqGuideline::AncestorOnly),
-            ("top-level", CbqGuideline::TopLevel),
-        ],
-    );
+    p.word("scheduler", &mut o.scheduler, CbqScheduler::NAMED);
+    p.word("guideline", &mut o.guideline, CbqGuideline::NAMED);
     p.bool("efficient", &mut o.efficient);
     p.word(
         "undertime_clock",
         &mut o.undertime_clock,
-        &[
-            ("actual", UndertimeClock::Actual),
-            ("expected", UndertimeClock::Expected),
-        ],
+        UndertimeClock::NAMED,
     );
-    p.word(
-        "offtime_unit",
-        &mut o.offtime_unit,
-        &[
-            ("bytes", OfftimeUnit::Bytes),
-            ("packets", OfftimeUnit::Packets),
-        ],
-    );
+    p.word("offtime_unit", &mut o.offtime_unit, OfftimeUnit::NAMED);
     o.altq_compat = compat;
     Some(o)
 }

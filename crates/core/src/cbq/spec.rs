@@ -28,10 +28,13 @@ pub const ALTQ_MIN_SUSPEND_TICKS: u32 = 2;
 /// the clock rate is 100 Hertz").
 pub const ALTQ_TIMER_HZ: u32 = 100;
 
-/// The general scheduler: who sends among classes allowed to send (seed 001 §2.1).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// The general scheduler: who sends among classes allowed to send (seed 001 §2.1). A policy
+/// names it `scheduler = "prr" | "wrr"` ([`Scheduler::name`]).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Scheduler {
-    /// Packet-by-packet round robin inside a priority, strict priority between priorities.
+    /// Packet-by-packet round robin inside a priority, strict priority between priorities. The
+    /// default.
+    #[default]
     Prr,
     /// Weighted round robin inside a priority (ALTQ's allotment, see [`super::wrr_allotments`]),
     /// strict priority between priorities.
@@ -39,10 +42,12 @@ pub enum Scheduler {
 }
 
 /// The link-sharing guideline: when an overlimit class may borrow (Floyd & Jacobson 1995 §3–4).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// A policy names it `guideline = "formal" | "ancestor-only" | "top-level"`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Guideline {
     /// Formal link-sharing: an overlimit class may borrow from its nearest underlimit ancestor at
-    /// level `i` if no class at a level below `i` is unsatisfied.
+    /// level `i` if no class at a level below `i` is unsatisfied. The default.
+    #[default]
     Formal,
     /// Ancestors-only: an overlimit class may borrow from any underlimit ancestor.
     AncestorOnly,
@@ -51,18 +56,21 @@ pub enum Guideline {
     TopLevel,
 }
 
-/// Which clock the suspension time (`undertime`) is computed from (seed 001 §6, Figure 17).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// Which clock the suspension time (`undertime`) is computed from (seed 001 §6, Figure 17). A
+/// policy names it `undertime_clock = "actual" | "expected"`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum UndertimeClock {
     /// The expected finish time of the packet on the link (`ifd->ifnow_`), as ALTQ 1.1.3 did.
     Expected,
     /// The actual time the packet left the scheduler (`ifd->now_[]`), as the CBQ paper, ns-2 and
     /// the modified kernel of seed 001 do. The default.
+    #[default]
     Actual,
 }
 
-/// What the estimator and `offtime` count (seed 001 §6.3, Figure 22).
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
+/// What the estimator and `offtime` count (seed 001 §6.3, Figure 22). A policy names it
+/// `offtime_unit = "bytes" | "packets"`.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub enum OfftimeUnit {
     /// ALTQ: one EWMA step per packet and a fixed `offtime`, both sized for `avgpkt`; throughput
     /// depends on how far real packets are from `avgpkt`.
@@ -70,7 +78,33 @@ pub enum OfftimeUnit {
     /// Byte-weighted: a packet of `len` bytes counts `len/avgpkt` EWMA steps and earns an
     /// `offtime × len/avgpkt` suspension; throughput no longer depends on the packet size. The
     /// default.
+    #[default]
     Bytes,
+}
+
+/// Each option's values and the names a policy writes them with, in one table per type: the
+/// config reads them, renders them and documents them from here.
+macro_rules! named_values {
+    ($($ty:ident { $($variant:ident = $name:literal),+ $(,)? })+) => {$(
+        impl $ty {
+            /// Every value with its name, in the order the docs list them.
+            pub const NAMED: &'static [(&'static str, $ty)] = &[$(($name, $ty::$variant)),+];
+
+            /// The name a policy file writes.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name),+
+                }
+            }
+        }
+    )+};
+}
+
+named_values! {
+    Scheduler { Prr = "prr", Wrr = "wrr" }
+    Guideline { Formal = "formal", AncestorOnly = "ancestor-only", TopLevel = "top-level" }
+    UndertimeClock { Actual = "actual", Expected = "expected" }
+    OfftimeUnit { Bytes = "bytes", Packets = "packets" }
 }
 
 /// Qdisc-wide parameters.

@@ -59,19 +59,32 @@
 //!   [`Egress::sched_now`] is that time; drivers use it for `enqueue` too.
 //!
 //! ## Order of calls
-//! The driver owns time and the packets; the model owns lengths and instants.
+//! The driver owns time; the model owns lengths and instants, and what the driver gives it to
+//! hold for each packet in the device (below).
 //!
 //! * An arrival: `q.enqueue(p, egress.sched_now(now))`, then [`Egress::pull`].
 //! * [`Egress::pull`] / [`Egress::pull_one`] hand each dequeued packet to the driver with
 //!   `wire_end: Some(t)` when it went straight onto the idle wire (it finishes at `t`), `None`
 //!   when it waits in the device buffer; they end with a [`Stop`] saying why.
 //! * The wire's packet finished (the driver's event at [`Egress::wire_end`]):
-//!   [`Egress::on_tx_done`] moves the next waiting packet onto the wire and returns its end; then
-//!   pull again. A driver without per-packet events (the router) calls
-//!   [`Egress::complete_until`] with the current time instead.
+//!   [`Egress::finish_tx`] (or [`Egress::on_tx_done`]) moves the next waiting packet onto the
+//!   wire and returns its end; then pull again. A driver without per-packet events (the router)
+//!   calls [`Egress::complete_until`] with the current time instead.
 //! * The wake-up fired: [`Egress::on_wake`], then pull if it was not stale.
 //! * [`Egress::next_wakeup`] is the earliest instant at which pulling again can achieve anything
 //!   (without a new arrival).
+//!
+//! ## What the device holds
+//! `Egress<T>` keeps, for each packet in the device, its length and one `T` the driver gives
+//! when the packet is pulled (the value [`Egress::pull`]'s `out` returns), and gives that `T`
+//! back when the packet leaves the wire ([`Egress::finish_tx`]). The router transmits a frame
+//! the moment it is pulled and models only the device's timing: it holds `()` (the default),
+//! and the calls that would drop a held value ([`Egress::pull_one`], [`Egress::on_tx_done`],
+//! [`Egress::complete_until`], [`Egress::reconfigure`]) exist only for it. The simulator needs
+//! its packet again when the wire is done with it: it holds the packet itself, so the device
+//! buffer's contents and the model's lengths are one queue, not two kept in step. With
+//! `rate_bps = 0` nothing is held: a pulled packet has left at once and its `T` is dropped
+//! (the simulator never has a zero rate; its scenarios refuse one).
 
 use std::collections::VecDeque;
 
@@ -136,15 +149,16 @@ pub struct EgressStats {
     pub device_full: u64,
 }
 
-/// The egress state machine: one device buffer, one wire, one pending wake-up.
+/// The egress state machine: one device buffer, one wire, one pending wake-up. `T` is what the
+/// device holds for each packet besides its length (module docs, "What the device holds").
 #[derive(Clone, Debug)]
-pub struct Egress {
+pub struct Egress<T = ()> {
     cfg: EgressConfig,
-    /// Lengths of the packets waiting behind the wire, in order.
-    waiting: VecDeque<u32>,
+    /// Lengths and held values of the packets waiting behind the wire, in order.
+    waiting: VecDeque<(u32, T)>,
     waiting_bytes: u64,
-    /// Length and end of the packet on the wire.
-    wire: Option<(u32, Time)>,
+    /// Length, end and held value of the packet on the wire.
+    wire: Option<(u32, Time, T)>,
     /// Busy-period origin (ns) and the bit·ns accumulator (module docs, "Exact drain").
     origin: u64,
     acc: u128,
@@ -153,8 +167,8 @@ pub struct Egress {
     stats: EgressStats,
 }
 
-impl Egress {
-    pub fn new(cfg: EgressConfig) -> Egress {
+impl<T> Egress<T> {
+    pub fn new(cfg: EgressConfig) -> Egress<T> {
         Egress {
             cfg,
             waiting: VecDeque::with_capacity(64),
@@ -169,33 +183,6 @@ impl Egress {
 
     pub fn config(&self) -> &EgressConfig {
         &self.cfg
-    }
-
-    /// Change the device (a reload in the router). Packets already in the device keep their
-    /// place; the new rate applies from the next packet to start (the fraction of a nanosecond
-    /// carried so far is dropped).
-    pub fn reconfigure(&mut self, cfg: EgressConfig) {
-        if cfg.rate_bps != self.cfg.rate_bps {
-            if let Some((_, end)) = self.wire {
-                self.origin = end.0;
-            }
-            self.acc = 0;
-            if cfg.rate_bps == 0 {
-                // An infinitely fast device holds nothing: what it held has left.
-                for len in self
-                    .wire
-                    .take()
-                    .map(|w| w.0)
-                    .into_iter()
-                    .chain(self.waiting.drain(..))
-                {
-                    self.stats.sent_packets += 1;
-                    self.stats.sent_bytes += u64::from(len);
-                }
-                self.waiting_bytes = 0;
-            }
-        }
-        self.cfg = cfg;
     }
 
     pub fn stats(&self) -> &EgressStats {
@@ -220,7 +207,7 @@ impl Egress {
 
     /// When the wire's packet ends, if the wire is busy.
     pub fn wire_end(&self) -> Option<Time> {
-        self.wire.map(|(_, end)| end)
+        self.wire.as_ref().map(|w| w.1)
     }
 
     /// The pending wake-up, if any.
@@ -248,22 +235,14 @@ impl Egress {
         }
     }
 
-    /// Ask the scheduler for at most one packet, under the pull rule.
-    pub fn pull_one<P, Q>(&mut self, q: &mut Q, now: Time) -> Pulled<P>
-    where
-        P: Packet,
-        Q: Qdisc<P> + ?Sized,
-    {
-        self.pull_one_with(now, &mut |t| q.dequeue(t))
-    }
-
     /// Pull while the rule allows and the scheduler gives packets; each goes to `out` with its
-    /// wire end (as in [`Pulled::Packet`]). Returns why it stopped.
+    /// wire end (as in [`Pulled::Packet`]), and what `out` returns is held with it in the device
+    /// until [`Egress::finish_tx`] gives it back. Returns why it stopped.
     pub fn pull<P, Q>(
         &mut self,
         q: &mut Q,
         now: Time,
-        out: &mut impl FnMut(P, Option<Time>),
+        out: &mut impl FnMut(P, Option<Time>) -> T,
     ) -> Stop
     where
         P: Packet,
@@ -272,45 +251,50 @@ impl Egress {
         self.pull_with(now, &mut |t| q.dequeue(t), out)
     }
 
-    /// [`Egress::pull_one`] with the scheduler given as its `dequeue` (called with the
-    /// scheduler's time, [`Egress::sched_now`]).
-    pub fn pull_one_with<P: Packet>(
-        &mut self,
-        now: Time,
-        dequeue: &mut impl FnMut(Time) -> Dequeued<P>,
-    ) -> Pulled<P> {
-        if !self.has_room() {
-            self.stats.device_full += 1;
-            let until = self.wire_end().unwrap_or(now);
-            return Pulled::Stopped(Stop::DeviceFull { until });
-        }
-        match dequeue(self.sched_now(now)) {
-            Dequeued::Packet(packet) => {
-                let wire_end = self.admit(packet.len(), now);
-                Pulled::Packet { packet, wire_end }
-            }
-            Dequeued::Empty => Pulled::Stopped(Stop::Empty),
-            Dequeued::NotBefore(t) => Pulled::Stopped(self.throttled(t, now)),
-        }
-    }
-
-    /// [`Egress::pull`] with the scheduler given as its `dequeue`.
+    /// [`Egress::pull`] with the scheduler given as its `dequeue` (called with the scheduler's
+    /// time, [`Egress::sched_now`]).
     pub fn pull_with<P: Packet>(
         &mut self,
         now: Time,
         dequeue: &mut impl FnMut(Time) -> Dequeued<P>,
-        out: &mut impl FnMut(P, Option<Time>),
+        out: &mut impl FnMut(P, Option<Time>) -> T,
     ) -> Stop {
         loop {
-            match self.pull_one_with(now, dequeue) {
-                Pulled::Packet { packet, wire_end } => out(packet, wire_end),
-                Pulled::Stopped(s) => return s,
+            match self.step(now, dequeue) {
+                Ok((packet, wire_end)) => {
+                    let len = packet.len();
+                    let held = out(packet, wire_end);
+                    self.hold(len, wire_end, held);
+                }
+                Err(stop) => return stop,
             }
         }
     }
 
-    /// A packet of `len` bytes enters the device at `now`; its wire end if it went straight
-    /// onto the idle wire.
+    /// One turn of the pull rule: a packet the scheduler gave, counted and timed but not yet
+    /// held ([`Egress::hold`] completes it), or why there is none.
+    fn step<P: Packet>(
+        &mut self,
+        now: Time,
+        dequeue: &mut impl FnMut(Time) -> Dequeued<P>,
+    ) -> Result<(P, Option<Time>), Stop> {
+        if !self.has_room() {
+            self.stats.device_full += 1;
+            let until = self.wire_end().unwrap_or(now);
+            return Err(Stop::DeviceFull { until });
+        }
+        match dequeue(self.sched_now(now)) {
+            Dequeued::Packet(packet) => {
+                let wire_end = self.admit(packet.len(), now);
+                Ok((packet, wire_end))
+            }
+            Dequeued::Empty => Err(Stop::Empty),
+            Dequeued::NotBefore(t) => Err(self.throttled(t, now)),
+        }
+    }
+
+    /// A packet of `len` bytes enters the device at `now`: counted, and timed if it goes
+    /// straight onto the idle wire (its wire end). [`Egress::hold`] puts it in its place.
     fn admit(&mut self, len: u32, now: Time) -> Option<Time> {
         self.stats.pulled_packets += 1;
         self.stats.pulled_bytes += u64::from(len);
@@ -320,23 +304,34 @@ impl Egress {
             return Some(now);
         }
         if self.wire.is_some() {
-            self.waiting.push_back(len);
-            self.waiting_bytes += u64::from(len);
             return None;
         }
         self.origin = now.0;
         self.acc = 0;
-        Some(self.start(len))
+        Some(self.serialise(len))
     }
 
-    /// Put `len` bytes on the wire right after the previous packet's exact end.
-    fn start(&mut self, len: u32) -> Time {
+    /// The packet [`Egress::admit`] timed, with its held value: onto the wire (`wire_end`) or
+    /// behind it; an infinitely fast device holds nothing.
+    fn hold(&mut self, len: u32, wire_end: Option<Time>, held: T) {
+        if self.cfg.rate_bps == 0 {
+            return;
+        }
+        match wire_end {
+            Some(end) => self.wire = Some((len, end, held)),
+            None => {
+                self.waiting.push_back((len, held));
+                self.waiting_bytes += u64::from(len);
+            }
+        }
+    }
+
+    /// The end of `len` bytes serialised right after the previous packet's exact end.
+    fn serialise(&mut self, len: u32) -> Time {
         let rate = u128::from(self.cfg.rate_bps);
         self.acc += u128::from(len) * 8 * NS_PER_SEC;
         let ns = self.acc.div_ceil(rate);
-        let end = Time(sat_add(self.origin, ns));
-        self.wire = Some((len, end));
-        end
+        Time(sat_add(self.origin, ns))
     }
 
     /// The scheduler answered `NotBefore(t)` at `now`: the stop, with a wake-up to arm if it
@@ -353,19 +348,69 @@ impl Egress {
         Stop::Throttled { until: t, wake }
     }
 
-    /// The wire finished its packet (at its end, [`Egress::wire_end`]): the next waiting packet
-    /// goes onto the wire; returns its end. The driver pulls again after this.
-    pub fn on_tx_done(&mut self) -> Option<Time> {
-        let (len, _) = self.wire.take()?;
+    /// The wire finished its packet (at its end, [`Egress::wire_end`]): returns the value held
+    /// for it and, when a packet was waiting, the end of that one, now on the wire. `None`: the
+    /// wire was idle. The driver pulls again after this.
+    pub fn finish_tx(&mut self) -> Option<(T, Option<Time>)> {
+        let (len, _, done) = self.wire.take()?;
         self.stats.sent_packets += 1;
         self.stats.sent_bytes += u64::from(len);
         let rate = u128::from(self.cfg.rate_bps).max(1);
         let whole = self.acc / rate;
         self.origin = sat_add(self.origin, whole);
         self.acc -= whole * rate;
-        let next = self.waiting.pop_front()?;
-        self.waiting_bytes -= u64::from(next);
-        Some(self.start(next))
+        let next = self.waiting.pop_front().map(|(len, held)| {
+            self.waiting_bytes -= u64::from(len);
+            let end = self.serialise(len);
+            self.wire = Some((len, end, held));
+            end
+        });
+        Some((done, next))
+    }
+
+    /// The wake-up armed for `now` fired. `false`: stale (a later or replaced wake-up), ignore
+    /// it; `true`: pull now.
+    pub fn on_wake(&mut self, now: Time) -> bool {
+        if self.wake_at != Some(now) {
+            return false;
+        }
+        self.wake_at = None;
+        true
+    }
+}
+
+/// The calls of a driver that holds nothing in the device (the router: it transmits a frame
+/// when it is pulled and uses the model for the device's timing only).
+impl Egress<()> {
+    /// Ask the scheduler for at most one packet, under the pull rule.
+    pub fn pull_one<P, Q>(&mut self, q: &mut Q, now: Time) -> Pulled<P>
+    where
+        P: Packet,
+        Q: Qdisc<P> + ?Sized,
+    {
+        self.pull_one_with(now, &mut |t| q.dequeue(t))
+    }
+
+    /// [`Egress::pull_one`] with the scheduler given as its `dequeue` (called with the
+    /// scheduler's time, [`Egress::sched_now`]).
+    pub fn pull_one_with<P: Packet>(
+        &mut self,
+        now: Time,
+        dequeue: &mut impl FnMut(Time) -> Dequeued<P>,
+    ) -> Pulled<P> {
+        match self.step(now, dequeue) {
+            Ok((packet, wire_end)) => {
+                self.hold(packet.len(), wire_end, ());
+                Pulled::Packet { packet, wire_end }
+            }
+            Err(stop) => Pulled::Stopped(stop),
+        }
+    }
+
+    /// The wire finished its packet (at its end, [`Egress::wire_end`]): the next waiting packet
+    /// goes onto the wire; returns its end ([`Egress::finish_tx`] without the held value).
+    pub fn on_tx_done(&mut self) -> Option<Time> {
+        self.finish_tx().and_then(|(_, next)| next)
     }
 
     /// Complete every transmission that ended by `now` (for drivers that do not get an event
@@ -382,14 +427,31 @@ impl Egress {
         n
     }
 
-    /// The wake-up armed for `now` fired. `false`: stale (a later or replaced wake-up), ignore
-    /// it; `true`: pull now.
-    pub fn on_wake(&mut self, now: Time) -> bool {
-        if self.wake_at != Some(now) {
-            return false;
+    /// Change the device (a reload in the router). Packets already in the device keep their
+    /// place; the new rate applies from the next packet to start (the fraction of a nanosecond
+    /// carried so far is dropped).
+    pub fn reconfigure(&mut self, cfg: EgressConfig) {
+        if cfg.rate_bps != self.cfg.rate_bps {
+            if let Some((_, end, _)) = &self.wire {
+                self.origin = end.0;
+            }
+            self.acc = 0;
+            if cfg.rate_bps == 0 {
+                // An infinitely fast device holds nothing: what it held has left.
+                for len in self
+                    .wire
+                    .take()
+                    .map(|w| w.0)
+                    .into_iter()
+                    .chain(self.waiting.drain(..).map(|w| w.0))
+                {
+                    self.stats.sent_packets += 1;
+                    self.stats.sent_bytes += u64::from(len);
+                }
+                self.waiting_bytes = 0;
+            }
         }
-        self.wake_at = None;
-        true
+        self.cfg = cfg;
     }
 }
 

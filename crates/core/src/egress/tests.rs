@@ -356,3 +356,59 @@ fn a_rate_change_keeps_the_device_and_counts_everything() {
     assert_eq!((st.pulled_packets, st.sent_packets), (3, 3));
     assert_eq!(st.pulled_bytes, st.sent_bytes);
 }
+
+#[test]
+fn held_packets_come_back_in_order_when_the_wire_finishes_them() {
+    // 8 Mbit/s, room for two 1000-byte packets behind the wire: the device holds the packets
+    // themselves and gives each back, in order, at its end of transmission.
+    let mut e: Egress<P> = Egress::new(EgressConfig {
+        full_packet: 1000,
+        ..cfg(8_000_000, 2000)
+    });
+    let mut q = Script::new(&[1000, 1000, 1000, 1000], None);
+    let mut ends = Vec::new();
+    let stop = e.pull_with(Time(0), &mut |t| q.dequeue(t), &mut |p: P, end| {
+        ends.push((p.id, end));
+        p
+    });
+    assert_eq!(
+        stop,
+        Stop::DeviceFull {
+            until: Time(1_000_000)
+        }
+    );
+    assert_eq!(ends, vec![(0, Some(Time(1_000_000))), (1, None), (2, None)]);
+    assert_eq!((e.in_device(), e.waiting_bytes()), (3, 2000));
+    let mut back = Vec::new();
+    while let Some((p, next)) = e.finish_tx() {
+        back.push((p.id, next));
+    }
+    assert_eq!(
+        back,
+        vec![
+            (0, Some(Time(2_000_000))),
+            (1, Some(Time(3_000_000))),
+            (2, None)
+        ]
+    );
+    assert_eq!(e.in_device(), 0);
+    assert_eq!(e.stats().sent_packets, 3);
+    // The scheduler still holds the fourth.
+    assert_eq!(q.q.len(), 1);
+}
+
+#[test]
+fn an_unpaced_device_holds_nothing() {
+    let mut e: Egress<P> = Egress::new(cfg(0, 0));
+    let mut q = Script::new(&[1000, 1000], None);
+    let mut n = 0;
+    let stop = e.pull_with(Time(5), &mut |t| q.dequeue(t), &mut |p: P, end| {
+        assert_eq!(end, Some(Time(5)));
+        n += 1;
+        p
+    });
+    assert_eq!((stop, n), (Stop::Empty, 2));
+    assert_eq!(e.in_device(), 0);
+    assert!(e.finish_tx().is_none());
+    assert_eq!(e.stats().sent_packets, 2);
+}

@@ -41,4 +41,4 @@ pub use netns::{
 };
 pub use router::{KernelRouter, LinkshareRouter, Router, ScriptFn};
 pub use signals::{install_signal_handlers, interrupted, raise_priority, LAB_NICE};
-pub use stats::{parse_stat, parse_tc_classes, ClassCounters, RouterStats};
+pub use stats::{parse_tc_classes, ClassCounters, RouterStats};

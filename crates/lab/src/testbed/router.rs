@@ -17,7 +17,7 @@ use anyhow::{bail, Context};
 use super::bed::Testbed;
 use super::netns::{in_ns, ip, open_ns};
 use super::signals::interrupted;
-use super::stats::{numbers, parse_stat, parse_tc_classes, sum_inner_from_leaves, RouterStats};
+use super::stats::{numbers, parse_tc_classes, sum_inner_from_leaves, RouterStats};
 
 /// What forwards A's frames to C in namespace B.
 pub trait Router: Send {
@@ -150,7 +150,7 @@ impl Router for LinkshareRouter {
 
     fn stats(&mut self) -> anyhow::Result<RouterStats> {
         let st = linkshare_router::control::stat(&self.control)?;
-        Ok(parse_stat(&serde_json::to_value(&st)?))
+        Ok(RouterStats::from_snapshot(&st))
     }
 
     fn stop(&mut self) {

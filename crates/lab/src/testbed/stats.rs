@@ -1,12 +1,17 @@
-//! A router's counters, and the parsers that read them from `tc -s class show` and from
-//! `linkshare stat --json`.
+//! A router's counters, read from `tc -s class show` and from linkshare's `stat`.
 //!
 //! Both routers report in one vocabulary, [`RouterStats`] with a [`ClassCounters`] per class
 //! named as `tc -s class show` names them, so a lab run can put linkshare beside the kernel's
-//! HTB. The parsers never fail: a field that is missing or malformed reads as zero (tc's output
-//! format: iproute2 `tc/q_htb.c`, `tc/tc_class.c`; ours: docs/router.md).
+//! HTB.
+//!
+//! * linkshare's side is typed: what `linkshare stat --json` prints is the router's own
+//!   [`Snapshot`] (`linkshare_router::control::snapshot`, serde), the one definition the router
+//!   writes and the lab reads, so a key the router renames or drops is an error where the
+//!   snapshot is read, never a silent zero. [`RouterStats::from_snapshot`] only picks fields.
+//! * tc's side is text (iproute2 `tc/q_htb.c`, `tc/tc_class.c`): [`parse_tc_classes`] never
+//!   fails, a field that is missing or malformed reads as zero.
 
-use serde_json::Value;
+use linkshare_router::control::snapshot::{EmulateSnapshot, QdiscSnapshot, Snapshot};
 
 /// One class's counters as a router reports them (the names of `tc -s class show`).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -169,63 +174,72 @@ fn tc_size(s: &str) -> u64 {
     }
 }
 
-/// The forward direction of a `stat --json` object (see docs/router.md).
-pub fn parse_stat(st: &Value) -> RouterStats {
-    let d = &st["directions"][0];
-    let u = |v: &Value, k: &str| v.get(k).and_then(Value::as_u64).unwrap_or(0);
-    let f = |v: &Value, k: &str| v.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-    let classes = d["classes"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| ClassCounters {
-            name: c["name"].as_str().unwrap_or("?").to_string(),
-            parent: c["parent"].as_str().map(str::to_string),
-            rate_bps: f(c, "rate_bps"),
-            ceil_bps: f(c, "ceil_bps"),
-            sent_bytes: u(c, "sent_bytes"),
-            sent_packets: u(c, "sent_packets"),
-            drops: u(c, "drops"),
-            overlimits: u(c, "overlimits"),
-            lends: u(c, "lended"),
-            borrows: u(c, "borrowed"),
-            backlog_bytes: u(c, "backlog_bytes"),
-            mode: c["mode"].as_str().unwrap_or("").to_string(),
-            tokens: c["tokens"].as_i64().unwrap_or(0),
-            ctokens: c["ctokens"].as_i64().unwrap_or(0),
-        })
-        .collect();
-    let q = &d["qdisc"];
-    let mut drops = std::collections::BTreeMap::new();
-    for key in ["refused_by_reason", "dropped_by_reason"] {
-        for (k, v) in q[key].as_object().into_iter().flatten() {
-            *drops.entry(k.clone()).or_insert(0) += v.as_u64().unwrap_or(0);
+impl RouterStats {
+    /// The forward direction (the first) of a linkshare router's snapshot, in the lab's
+    /// vocabulary, with the loop's timing figures as `extra` gauges.
+    pub fn from_snapshot(st: &Snapshot) -> RouterStats {
+        let mut extra = std::collections::BTreeMap::new();
+        let us = |ns: u64| ns as f64 / 1e3;
+        let late = &st.lateness_ns;
+        extra.insert("lateness_p50_us".to_string(), us(late.p50));
+        extra.insert("lateness_p99_us".to_string(), us(late.p99));
+        extra.insert("lateness_max_us".to_string(), us(late.max));
+        extra.insert("lateness_samples".to_string(), late.samples as f64);
+        extra.insert("catch_up_turns".to_string(), st.catch_up_turns as f64);
+        extra.insert("early_wake_us".to_string(), us(st.early_wake_ns));
+        extra.insert("timer_wake_p99_us".to_string(), us(st.timer_wake_ns.p99));
+        extra.insert(
+            "timer_wake_samples".to_string(),
+            st.timer_wake_ns.samples as f64,
+        );
+        let Some(d) = st.directions.first() else {
+            return RouterStats {
+                kind: "none".to_string(),
+                extra,
+                ..RouterStats::default()
+            };
+        };
+        let classes = d
+            .classes
+            .iter()
+            .map(|c| ClassCounters {
+                name: c.name.clone(),
+                parent: c.parent.clone(),
+                rate_bps: c.rate_bps as f64,
+                ceil_bps: c.ceil_bps as f64,
+                sent_bytes: c.sent_bytes,
+                sent_packets: c.sent_packets,
+                drops: c.drops,
+                overlimits: c.overlimits,
+                lends: c.lended,
+                borrows: c.borrowed,
+                backlog_bytes: c.backlog_bytes,
+                mode: c.mode.clone(),
+                tokens: c.tokens,
+                ctokens: c.ctokens,
+            })
+            .collect();
+        let unshaped = QdiscSnapshot::default();
+        let q = d.qdisc.as_ref().unwrap_or(&unshaped);
+        let mut drops = std::collections::BTreeMap::new();
+        for (k, v) in q.refused_by_reason.iter().chain(&q.dropped_by_reason) {
+            *drops.entry(k.clone()).or_insert(0) += v;
         }
-    }
-    let mut extra = std::collections::BTreeMap::new();
-    let late = &st["lateness_ns"];
-    extra.insert("lateness_p50_us".to_string(), f(late, "p50") / 1e3);
-    extra.insert("lateness_p99_us".to_string(), f(late, "p99") / 1e3);
-    extra.insert("lateness_max_us".to_string(), f(late, "max") / 1e3);
-    extra.insert("lateness_samples".to_string(), f(late, "samples"));
-    extra.insert("catch_up_turns".to_string(), f(st, "catch_up_turns"));
-    extra.insert("early_wake_us".to_string(), f(st, "early_wake_ns") / 1e3);
-    let timer = &st["timer_wake_ns"];
-    extra.insert("timer_wake_p99_us".to_string(), f(timer, "p99") / 1e3);
-    extra.insert("timer_wake_samples".to_string(), f(timer, "samples"));
-    RouterStats {
-        classes,
-        kind: d["kind"].as_str().unwrap_or("none").to_string(),
-        enqueued_packets: u(q, "enqueued"),
-        dequeued_packets: u(q, "dequeued"),
-        dequeued_bytes: u(q, "dequeued_bytes"),
-        drops,
-        overlimits: u(q, "overlimits"),
-        marked: u(q, "marked"),
-        emu_lost: u(&d["emulate"], "lost"),
-        emu_duplicated: u(&d["emulate"], "duplicated"),
-        emu_reordered: u(&d["emulate"], "reordered"),
-        extra,
+        let emu = |f: fn(&EmulateSnapshot) -> u64| d.emulate.as_ref().map_or(0, f);
+        RouterStats {
+            classes,
+            kind: d.kind.clone().unwrap_or_else(|| "none".to_string()),
+            enqueued_packets: q.enqueued,
+            dequeued_packets: q.dequeued,
+            dequeued_bytes: q.dequeued_bytes,
+            drops,
+            overlimits: q.overlimits,
+            marked: q.marked,
+            emu_lost: emu(|e| e.lost),
+            emu_duplicated: emu(|e| e.duplicated),
+            emu_reordered: emu(|e| e.reordered),
+            extra,
+        }
     }
 }
 
@@ -292,5 +306,121 @@ tokens: -1000 ctokens: 5000\n";
             got,
             vec![(5200, 4), (4500, 3), (3000, 2), (1500, 1), (700, 1)]
         );
+    }
+
+    /// What the router writes (`stat --json` is `serde_json::to_string` of its [`Snapshot`]) is
+    /// what the lab reads: the text parses back into the same snapshot, the lab's counters are
+    /// its fields, and a key the router stops writing is an error, not a zero.
+    #[test]
+    fn stat_json_round_trips_through_the_routers_types() {
+        use linkshare_router::control::snapshot::{ClassSnapshot, DirectionSnapshot, LatenessNs};
+        let class = |name: &str, parent: Option<&str>, k: u64| ClassSnapshot {
+            name: name.into(),
+            id: k as u32,
+            parent: parent.map(Into::into),
+            leaf: parent.is_some(),
+            rate_bps: 1_000_000 * k,
+            ceil_bps: 10_000_000,
+            mode: "may_borrow".into(),
+            sent_bytes: 1500 * k,
+            sent_packets: k,
+            drops: 2 * k,
+            overlimits: 3 * k,
+            lended: 4 * k,
+            borrowed: 5 * k,
+            backlog_bytes: 60 * k,
+            tokens: -7 * k as i64,
+            ctokens: 8 * k as i64,
+            ..ClassSnapshot::default()
+        };
+        let qdisc = QdiscSnapshot {
+            enqueued: 10,
+            dequeued: 9,
+            dequeued_bytes: 13_500,
+            dropped_by_reason: [("overlimit".to_string(), 2)].into_iter().collect(),
+            refused_by_reason: [("overlimit".to_string(), 1), ("memory".to_string(), 4)]
+                .into_iter()
+                .collect(),
+            overlimits: 11,
+            marked: 12,
+            ..QdiscSnapshot::default()
+        };
+        let snap = Snapshot {
+            lateness_ns: LatenessNs {
+                p50: 2_000,
+                p99: 31_000,
+                max: 90_000,
+                mean: 3_000,
+                samples: 77,
+            },
+            catch_up_turns: 5,
+            early_wake_ns: 4_500,
+            directions: vec![DirectionSnapshot {
+                kind: Some("htb".into()),
+                qdisc: Some(qdisc),
+                classes: vec![class("root", None, 1), class("voice", Some("root"), 2)],
+                emulate: Some(EmulateSnapshot {
+                    lost: 6,
+                    duplicated: 7,
+                    reordered: 8,
+                    ..EmulateSnapshot::default()
+                }),
+                ..DirectionSnapshot::default()
+            }],
+            ..Snapshot::default()
+        };
+        let text = serde_json::to_string(&snap).expect("a snapshot serialises");
+        let back: Snapshot = serde_json::from_str(&text).expect("the router's JSON parses back");
+        assert_eq!(back, snap);
+
+        let st = RouterStats::from_snapshot(&back);
+        assert_eq!(st.kind, "htb");
+        assert_eq!(
+            (st.enqueued_packets, st.dequeued_packets, st.dequeued_bytes),
+            (10, 9, 13_500)
+        );
+        assert_eq!((st.overlimits, st.marked), (11, 12));
+        let drops: Vec<(&str, u64)> = st.drops.iter().map(|(k, v)| (k.as_str(), *v)).collect();
+        assert_eq!(drops, [("memory", 4), ("overlimit", 3)]);
+        assert_eq!(
+            (st.emu_lost, st.emu_duplicated, st.emu_reordered),
+            (6, 7, 8)
+        );
+        assert_eq!(st.extra["lateness_p99_us"], 31.0);
+        assert_eq!(st.extra["catch_up_turns"], 5.0);
+        assert_eq!(st.extra["early_wake_us"], 4.5);
+        let v = &st.classes[1];
+        assert_eq!(
+            (v.name.as_str(), v.parent.as_deref()),
+            ("voice", Some("root"))
+        );
+        assert_eq!((v.rate_bps, v.ceil_bps), (2e6, 10e6));
+        assert_eq!(
+            (v.sent_bytes, v.sent_packets, v.drops, v.overlimits),
+            (3000, 2, 4, 6)
+        );
+        assert_eq!((v.lends, v.borrows, v.backlog_bytes), (8, 10, 120));
+        assert_eq!(
+            (v.mode.as_str(), v.tokens, v.ctokens),
+            ("may_borrow", -14, 16)
+        );
+
+        // A class row without `sent_bytes` (a renamed or dropped key) no longer reads as 0.
+        let mut json: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        let row = &mut json["directions"][0]["classes"][1];
+        assert!(row
+            .as_object_mut()
+            .and_then(|o| o.remove("sent_bytes"))
+            .is_some());
+        let err = serde_json::from_value::<Snapshot>(json).expect_err("a missing key is refused");
+        assert!(err.to_string().contains("sent_bytes"), "{err}");
+    }
+
+    #[test]
+    fn a_snapshot_without_directions_reads_as_unshaped() {
+        let st = RouterStats::from_snapshot(&Snapshot::default());
+        assert_eq!(st.kind, "none");
+        assert!(st.classes.is_empty());
+        assert_eq!(st.extra["lateness_samples"], 0.0);
     }
 }
