@@ -14,6 +14,8 @@
 //! With `--workers N` the control thread (workers/coord) has these instead and each worker's
 //! role is its [`crate::workers::Link`].
 
+mod serve;
+
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use anyhow::Context;
