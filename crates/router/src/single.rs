@@ -215,7 +215,7 @@ impl Role for Single {
     }
 
     /// Signals, reloads built off the loop, control clients (never blocking: see
-    /// control::server) and the stats plane's replies and copies (control/mod.rs).
+    /// control::server) and the stats plane's replies and copies (single/serve.rs).
     fn on_events(s: &mut Shaper<Single>, ready: &[u64], stopping: &mut Option<Time>) {
         if ready.contains(&T_SIG) {
             s.on_signal(stopping);
