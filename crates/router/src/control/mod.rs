@@ -2,8 +2,9 @@
 //! one JSON object per line each way over a Unix socket; `stat` answers with a [`Snapshot`]). The
 //! shaper serves it from its event loop through [`server::Server`], which never blocks and bounds
 //! every client (see there); [`dispatch`] turns request lines into responses for any
-//! [`Handler`] — the running shaper (here) or an [`Offline`] one (tests, fuzzing). The client
-//! side is [`call`]. Wire format and an example session: docs/router.md, "Control protocol".
+//! [`Handler`] — the running shaper (single/serve.rs) or an [`Offline`] one (tests, fuzzing).
+//! The client side is [`call`]. Wire format and an example session: docs/router.md, "Control
+//! protocol".
 
 pub(crate) mod copier;
 pub mod dispatch;
