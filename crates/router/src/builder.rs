@@ -43,7 +43,7 @@ use std::sync::mpsc::{channel, Receiver, Sender, TryRecvError};
 use linkshare_config::Policy;
 use linkshare_core::units::Rate;
 
-use crate::control::proto::cap_names;
+use crate::control::proto::{cap_names, ClassChange};
 use crate::patch::{self, Patch};
 use crate::Sched;
 
@@ -54,18 +54,6 @@ pub(crate) enum Asker {
     Client(u64),
     /// SIGHUP (answered on stderr and to systemd).
     Hangup,
-}
-
-/// One class's new rates by name (`linkshare class change`), as the control protocol carries
-/// it (`PolicySource::Change`): rates in tc's units, unset ones left as the policy has them.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ClassChange {
-    pub class: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub rate: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub ceil: Option<String>,
 }
 
 /// Where the new policy comes from.

@@ -19,7 +19,7 @@
 //! single shaper's control plane, or a worker's steering, `workers`), [`egress`] (the device
 //! model's turn),
 //! [`port`] (rings), [`xdp`] (AF_XDP, `--io`), [`control`] (the protocol and its non-blocking
-//! server), [`guard`] (interface locks, loop detection), `control::stat` (the `stat` object),
+//! server), [`guard`] (interface locks, loop detection), `shaper_stat` (the `stat` object),
 //! `reload` (policy replacement and state adoption), [`emulate`] (the emulated link), [`notify`]
 //! (systemd's READY/RELOADING/STOPPING), [`sys`] (system calls).
 
@@ -49,6 +49,7 @@ pub mod port;
 mod reload;
 mod role;
 mod run;
+mod shaper_stat;
 mod single;
 pub mod sys;
 mod turns;

@@ -14,6 +14,8 @@
 //! With `--workers N` the control thread (workers/coord) has these instead and each worker's
 //! role is its [`crate::workers::Link`].
 
+mod serve;
+
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 
 use anyhow::Context;
@@ -213,7 +215,7 @@ impl Role for Single {
     }
 
     /// Signals, reloads built off the loop, control clients (never blocking: see
-    /// control::server) and the stats plane's replies and copies (control/mod.rs).
+    /// control::server) and the stats plane's replies and copies (single/serve.rs).
     fn on_events(s: &mut Shaper<Single>, ready: &[u64], stopping: &mut Option<Time>) {
         if ready.contains(&T_SIG) {
             s.on_signal(stopping);

@@ -1,6 +1,6 @@
 //! Request lines to responses, for any shaper-like state: [`answer`] parses a line
 //! ([`proto::parse_request`]) and calls the matching method of a [`Handler`]. The running shaper is
-//! one handler (`control/mod.rs`); [`Offline`] is another — a shaper's policies and schedulers
+//! one handler (`single/serve.rs`); [`Offline`] is another — a shaper's policies and schedulers
 //! without interfaces, files or clock — which the tests and the `control` fuzz target drive
 //! through the same code path as the socket.
 

@@ -2,8 +2,9 @@
 //! one JSON object per line each way over a Unix socket; `stat` answers with a [`Snapshot`]). The
 //! shaper serves it from its event loop through [`server::Server`], which never blocks and bounds
 //! every client (see there); [`dispatch`] turns request lines into responses for any
-//! [`Handler`] — the running shaper (here) or an [`Offline`] one (tests, fuzzing). The client
-//! side is [`call`]. Wire format and an example session: docs/router.md, "Control protocol".
+//! [`Handler`] — the running shaper (single/serve.rs) or an [`Offline`] one (tests, fuzzing).
+//! The client side is [`call`]. Wire format and an example session: docs/router.md, "Control
+//! protocol".
 
 pub(crate) mod copier;
 pub mod dispatch;
@@ -20,10 +21,6 @@ use std::path::Path;
 
 use anyhow::Context;
 
-use crate::builder::{Asker, Source};
-use crate::single::Single;
-use crate::{sys, Shaper};
-
 pub use dispatch::{answer, respond, Handler, Offline};
 pub use proto::{
     ClassChange, Direction, Envelope, ErrorKind, ErrorReply, Hello, PolicySource, PolicyText,
@@ -32,110 +29,6 @@ pub use proto::{
 pub use select::{Select, TopBy};
 pub use server::{ControlStats, Server, MAX_REPLY, MAX_REQUEST};
 pub use snapshot::Snapshot;
-
-impl Shaper<Single> {
-    /// One turn of the control plane: accept, read, answer complete requests, write what the
-    /// clients take. Never blocks.
-    pub(crate) fn serve_control(&mut self) {
-        let Some(mut srv) = self.role.control.take() else {
-            return;
-        };
-        let now = sys::monotonic_ns();
-        let reqs = srv.poll(now);
-        self.role.control_stats = srv.stats;
-        let mut reloads = Vec::new();
-        for (id, line) in reqs {
-            let resp = match proto::parse_request(&line) {
-                // Built off the loop (builder.rs); the client is answered once it is installed.
-                Ok(Request::Reload { direction, source }) => {
-                    srv.defer(id);
-                    reloads.push((direction.index(), id, source_of(source)));
-                    continue;
-                }
-                // Answered by the stats plane (plane.rs), off the loop.
-                Ok(Request::Stat { select }) if self.role.plane.is_some() => {
-                    srv.defer(id);
-                    if let Some(p) = &self.role.plane {
-                        p.ask(id, select);
-                    }
-                    continue;
-                }
-                Ok(req) => respond(self, req),
-                Err(e) => Response::Error(e),
-            };
-            srv.reply(id, &resp.to_line(), sys::monotonic_ns());
-        }
-        self.role.control = Some(srv);
-        for (d, id, src) in reloads {
-            self.start_reload(d, Asker::Client(id), src);
-        }
-    }
-}
-
-impl Shaper<Single> {
-    /// The stats plane rang (or a copy under way rang for its next piece): write the plane's
-    /// replies to their clients, start a copy of the counters when it asked for one, and copy
-    /// the next piece of it (copier.rs: bounded per turn; the plane gets it once complete).
-    pub(crate) fn serve_plane(&mut self) {
-        let Some(p) = self.role.plane.take() else {
-            return;
-        };
-        let (replies, copy) = p.poll();
-        if let Some(srv) = self.role.control.as_mut() {
-            for r in replies {
-                srv.reply_line(r.id, r.line, sys::monotonic_ns());
-            }
-        }
-        if copy && !self.role.copier.busy() {
-            let frame = self.stat_frame();
-            self.role.copier.start(frame);
-        }
-        if self.role.copier.busy() {
-            let dirs = [0, 1].map(|d| (self.dirs[d].sched.as_ref(), self.dirs[d].gen));
-            match self.role.copier.step(dirs, copier::BUDGET_NS) {
-                Some(raw) => p.send(raw),
-                None => p.again(),
-            }
-        }
-        self.role.plane = Some(p);
-    }
-}
-
-impl Handler for Shaper<Single> {
-    fn snapshot(&mut self) -> Snapshot {
-        self.stat()
-    }
-
-    fn policy(&self, d: Direction) -> Result<PolicyText, ErrorReply> {
-        let dir = &self.dirs[d.index()];
-        match &dir.policy_text {
-            Some((text, origin)) if dir.sched.is_some() => Ok(PolicyText {
-                direction: d,
-                text: text.clone(),
-                origin: origin.clone(),
-                path: dir.policy_path.clone(),
-                changes: dir.changes.clone(),
-            }),
-            _ => Err(dispatch::unshaped(d)),
-        }
-    }
-
-    /// The synchronous form (an in-process caller): built here, then installed. The socket's
-    /// reloads go through the builder thread instead (`serve_control`).
-    fn reload(&mut self, d: Direction, src: PolicySource) -> Result<ReloadReport, ErrorReply> {
-        let built = crate::builder::build_now(source_of(src));
-        self.complete(d.index(), built)
-    }
-}
-
-/// Where a `reload` request's policy comes from, for the builder thread.
-fn source_of(p: PolicySource) -> Source {
-    match p {
-        PolicySource::Text { text, origin } => Source::Text { text, origin },
-        PolicySource::File { path } => Source::File(path),
-        PolicySource::Change(c) => Source::Change(c),
-    }
-}
 
 /// How long a client waits for a reply.
 const REPLY_WAIT: std::time::Duration = std::time::Duration::from_secs(5);

@@ -96,9 +96,18 @@ pub enum PolicySource {
     Change(ClassChange),
 }
 
-/// One class's new rates (`PolicySource::Change`), and the changes applied since a policy's
-/// text was loaded (`PolicyText::changes`): the builder's own type, which the protocol carries.
-pub use crate::builder::ClassChange;
+/// One class's new rates by name (`linkshare class change`, `PolicySource::Change`), and the
+/// changes applied since a policy's text was loaded (`PolicyText::changes`): rates in tc's
+/// units, unset ones left as the policy has them. The builder applies it (builder.rs).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClassChange {
+    pub class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ceil: Option<String>,
+}
 
 /// A request, tagged by `cmd`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -1,20 +1,21 @@
-//! The `stat` reply of the running shaper: a typed [`Snapshot`] (control/snapshot.rs) filled from
-//! the interfaces' counters, each direction's device model and scheduler, and one row per class
-//! (the shape of `tc -s class show`). Each class names its parent by the parent's class id
-//! ([`ClassView::parent`] is an id, not a position in visiting order), so a tree declared in any
-//! order reports the right parents.
+//! The parts of the `stat` reply (a typed [`Snapshot`], control/snapshot.rs) that come from a
+//! scheduler and from histograms: a direction's qdisc counters and one row per class (the shape
+//! of `tc -s class show`), lateness quantiles and buckets. The running shaper fills the rest
+//! from its interfaces and directions (shaper_stat.rs); the workers' merge (workers/merge.rs)
+//! and an offline handler (dispatch.rs) reuse these. Each class names its parent by the
+//! parent's class id ([`ClassView::parent`] is an id, not a position in visiting order), so a
+//! tree declared in any order reports the right parents.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use linkshare_core::qdisc::DropCounts;
 
 use super::raw::{self, Namer};
 use crate::control::snapshot::{
-    finite, CakeSnapshot, ClassSnapshot, DirectionSnapshot, EmulateSnapshot, InterfaceSnapshot,
-    LatenessHist, LatenessNs, LatenessUs, PathDelaySnapshot, QdiscSnapshot, Snapshot, TxDrops,
+    CakeSnapshot, ClassSnapshot, DirectionSnapshot, LatenessHist, LatenessNs, LatenessUs,
+    QdiscSnapshot, Snapshot,
 };
-use crate::role::Role;
-use crate::{Hist, Sched, Shaper};
+use crate::{Hist, Sched};
 
 /// Bounds of the lateness histogram's buckets: 1 µs to 50 ms, 1-2-5 steps.
 const LATENESS_BOUNDS_NS: [u64; 14] = [
@@ -44,7 +45,7 @@ pub(crate) fn fill_sched(d: &mut DirectionSnapshot, s: &Sched) {
 }
 
 /// The scheduler's part of a direction but its classes.
-fn fill_qdisc(d: &mut DirectionSnapshot, s: &Sched) {
+pub(crate) fn fill_qdisc(d: &mut DirectionSnapshot, s: &Sched) {
     let st = s.qr().stats();
     d.shaped = true;
     d.kind = Some(s.qr().kind().to_string());
@@ -94,128 +95,6 @@ pub(crate) fn fill_lateness(s: &mut Snapshot, h: &Hist) {
         sum_ns: h.sum(),
         count: h.count(),
     };
-}
-
-impl<R: Role> Shaper<R> {
-    /// The `stat` reply, every class in it (built here: the workers' and in-process callers';
-    /// the single shaper's readers go through the stats plane, control/copier.rs).
-    pub(crate) fn stat(&mut self) -> Snapshot {
-        let mut snap = self.stat_frame();
-        for (i, d) in self.dirs.iter().enumerate() {
-            if let (Some(s), Some(out)) = (&d.sched, snap.directions.get_mut(i)) {
-                out.classes = classes(s);
-                out.class_count = out.classes.len() as u64;
-            }
-        }
-        snap
-    }
-
-    /// The snapshot without class rows: interfaces, directions' counters, lateness.
-    pub(crate) fn stat_frame(&mut self) -> Snapshot {
-        self.refresh_ports();
-        let interfaces = (0..2)
-            .map(|i| {
-                let s = &self.ifs[i];
-                let p = &s.port;
-                let map = |m: &HashMap<&'static str, u64>| {
-                    m.iter().map(|(k, v)| (k.to_string(), *v)).collect()
-                };
-                InterfaceSnapshot {
-                    name: self.names[i].clone(),
-                    io: self.ports[i].io(),
-                    rx_packets: s.rx_packets,
-                    rx_bytes: s.rx_bytes,
-                    tx_packets: p.tx_frames,
-                    tx_bytes: p.tx_bytes,
-                    non_ip_passed: s.non_ip,
-                    non_ip_shaped: s.non_ip_shaped,
-                    non_ip_dropped: s.non_ip_dropped,
-                    fragments: s.fragments,
-                    dscp_untrusted: s.dscp_untrusted,
-                    dscp_washed: s.dscp_washed,
-                    tx_errors: s.tx_ring_full + s.tx_too_big,
-                    tx_drops: TxDrops {
-                        ring_full: s.tx_ring_full,
-                        too_big: s.tx_too_big,
-                    },
-                    tx_kicks: p.kicks,
-                    tx_kick_errors: p.kick_errors,
-                    rx_ring_drops: p.rx_ring_drops,
-                    rx_truncated: p.rx_truncated,
-                    rx_own_skipped: p.rx_own_skipped,
-                    rx_blocks: p.rx_blocks,
-                    socket_errors: p.socket_errors,
-                    rebinds: p.rebinds,
-                    rebind_lost: p.rebind_lost,
-                    malformed: map(&s.malformed),
-                    parse_issues: map(&s.issues),
-                }
-            })
-            .collect();
-        let directions = (0..2).map(|i| self.direction_snapshot(i)).collect();
-        let mut snap = Snapshot {
-            uptime_s: finite(self.now().0 as f64 / 1e9),
-            policy: self.dirs[0]
-                .policy_path
-                .as_ref()
-                .map(|p| p.display().to_string()),
-            kind: self.dirs[0]
-                .sched
-                .as_ref()
-                .map(|s| s.qr().kind().to_string()),
-            interfaces,
-            directions,
-            early_wake_ns: self.wake.margin_ns(),
-            early_wake_learnt: self.wake.is_learning(),
-            timer_wake_ns: quantiles_ns(self.wake.timer_hist()),
-            catch_up_turns: self.catch_up_turns,
-            loop_turn_ns: quantiles_ns(self.turns.hist()),
-            long_turns: self.turns.long_turns(),
-            rx_coalesced: self.rx_coalesced,
-            queue_memory: self.mem.limit(),
-            memory_drops: self.mem.drops,
-            ..Snapshot::default()
-        };
-        fill_lateness(&mut snap, &self.lateness);
-        self.role.fill_snapshot(&mut snap);
-        snap
-    }
-
-    fn direction_snapshot(&self, i: usize) -> DirectionSnapshot {
-        let d = &self.dirs[i];
-        let mut out = DirectionSnapshot {
-            from: self.names[1 - d.to].clone(),
-            to: self.names[d.to].clone(),
-            device_buffer_bytes: d.device_buffer,
-            line_bps: d.line_bps,
-            drain_bps: d.drain_bps(),
-            policy: d.policy_path.as_ref().map(|p| p.display().to_string()),
-            emulate: d.emu.as_ref().map(|e| EmulateSnapshot {
-                lost: e.drops.lost,
-                duplicated: e.impair_stats().duplicated,
-                reordered: e.impair_stats().reordered,
-                line_full: e.drops.line_full,
-                in_line: e.in_line() as u64,
-                in_line_bytes: e.in_line_bytes(),
-                limit_bytes: e.spec().limit_bytes,
-                delay_ns: e.spec().delay.0,
-                path_delays: e
-                    .spec()
-                    .paths
-                    .iter()
-                    .map(|p| PathDelaySnapshot {
-                        addr: p.addr.to_string(),
-                        delay_ns: p.delay.0,
-                    })
-                    .collect(),
-            }),
-            ..DirectionSnapshot::default()
-        };
-        if let Some(s) = &d.sched {
-            fill_qdisc(&mut out, s);
-        }
-        out
-    }
 }
 
 #[cfg(test)]
