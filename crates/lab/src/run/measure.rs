@@ -38,13 +38,15 @@ pub(super) struct Measured {
     pub(super) host: linkshare_sim::model::HostFigures,
 }
 
-/// Builds the testbed, starts `router` with `policy_text` and the flows of `plans`, and samples
+/// Builds the testbed, starts `router` with `policy_text` (and `uplink_text` as the file the
+/// router's `--reverse-policy` names, [`super::setup::UPLINK_FILE`]) and the flows of `plans`, and samples
 /// until the scenario's duration (or a signal); the testbed is gone when this returns.
 pub(super) fn measure(
     sc: &Scenario,
     plans: &[Plan],
     routes: &[testbed::TcpRoute],
     policy_text: &str,
+    uplink_text: Option<&str>,
     router: Box<dyn testbed::Router>,
 ) -> anyhow::Result<Measured> {
     let mut bed = Testbed::new()?;
@@ -59,6 +61,9 @@ pub(super) fn measure(
     bed.add_flow_addresses(&srcs, &dsts)?;
     bed.set_tcp_routes(routes)?;
     let policy = bed.write_file("policy.toml", policy_text)?;
+    if let Some(u) = uplink_text {
+        bed.write_file(super::setup::UPLINK_FILE, u)?;
+    }
     let name = router.name();
     bed.start_router(router, &policy)?;
     bed.wait_reachable()?;

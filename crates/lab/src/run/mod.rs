@@ -38,7 +38,9 @@ use crate::uml;
 
 use measure::measure;
 use result::build_result;
-use setup::{load, policy_text, router_args, separate_sources, tcp_routes, unsupported};
+use setup::{
+    load, policy_text, router_args, separate_sources, tcp_routes, unsupported, uplink_policy_text,
+};
 
 /// The default scenario: three classes on 10 Mbit/s for 15 s, embedded so that `linkshare lab`
 /// works from a clean clone.
@@ -78,6 +80,13 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         .map(Path::to_path_buf)
         .unwrap_or_default();
     let (policy_text, mut notes) = policy_text(&sc, &text, &base)?;
+    let uplink_text = match uplink_policy_text(&sc, &text, &base)? {
+        Some((t, n)) => {
+            notes.extend(n);
+            Some(t)
+        }
+        None => None,
+    };
     let duration = sc.duration.as_secs_f64();
     if sc.flows.len() > MAX_FLOWS {
         eprintln!(
@@ -146,13 +155,16 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         if netem {
             r.return_delay_ns = 2 * sc.link.delay.0;
         }
+        // The uplink has its own note below.
+        let uplink_arg = |a: &&String| *a == "--reverse-policy" || *a == setup::UPLINK_FILE;
         let not_emulated: Vec<&String> = if netem {
             router_args
                 .iter()
                 .filter(|a| !a.starts_with("--emulate") && !a.starts_with("delay="))
+                .filter(|a| !uplink_arg(a))
                 .collect()
         } else {
-            router_args.iter().collect()
+            router_args.iter().filter(|a| !uplink_arg(a)).collect()
         };
         if netem && sc.link.delay.0 > 0 {
             notes.push(format!(
@@ -173,6 +185,12 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
                     .map(|s| s.as_str())
                     .collect::<Vec<_>>()
                     .join(" ")
+            ));
+        }
+        if let Some(u) = &sc.uplink {
+            notes.push(format!(
+                "--kernel: [uplink] ({}) is not built on the kernel's side: ACKs and echo replies return uncongested",
+                u.rate
             ));
         }
         kernel_router = Some(r);
@@ -198,7 +216,8 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
             ""
         }
     );
-    let measured = measure(&sc, &plans, &routes, &policy_text, router)?;
+    let uplink = if kernel { None } else { uplink_text.as_deref() };
+    let measured = measure(&sc, &plans, &routes, &policy_text, uplink, router)?;
     let interrupted = measured.interrupted;
     if !interrupted {
         let skipped: Vec<u64> = measured

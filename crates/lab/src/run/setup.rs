@@ -75,48 +75,109 @@ pub(super) fn policy_text(
     base: &Path,
 ) -> anyhow::Result<(String, Vec<String>)> {
     let doc: toml::Table = toml::from_str(text).context("scenario is not TOML")?;
-    match doc.get("policy") {
+    let line = Line {
+        what: "link",
+        rate: sc.link.rate.0,
+        mtu: sc.link.mtu,
+        queue: sc.link.queue,
+        leaf: sc.policy.as_ref().and_then(|p| p.policy().root_leaf()),
+    };
+    line_policy(&line, doc.get("policy"), base)
+}
+
+/// The `--reverse-policy` file for `[uplink]`, as [`policy_text`] builds the link's: the
+/// uplink's policy paced at the uplink's rate (or, without one, a pfifo of `[uplink] queue`
+/// packets under one HTB class at that rate), so ACKs and echo replies queue in it as they do
+/// on the simulator's uplink. `None` without `[uplink]`.
+pub(super) fn uplink_policy_text(
+    sc: &Scenario,
+    text: &str,
+    base: &Path,
+) -> anyhow::Result<Option<(String, Vec<String>)>> {
+    let Some(u) = &sc.uplink else {
+        return Ok(None);
+    };
+    let doc: toml::Table = toml::from_str(text).context("scenario is not TOML")?;
+    let line = Line {
+        what: "uplink",
+        rate: u.rate.0,
+        mtu: sc.link.mtu,
+        queue: u.queue,
+        leaf: u.policy.as_ref().and_then(|p| p.policy().root_leaf()),
+    };
+    let value = doc
+        .get("uplink")
+        .and_then(|t| t.as_table())
+        .and_then(|t| t.get("policy"));
+    line_policy(&line, value, base).map(Some)
+}
+
+/// One direction's line as the simulator has it: the rate that pulls its scheduler, its MTU,
+/// the pfifo limit without a policy and the policy's root leaf (a classless root), if any.
+struct Line<'a> {
+    /// `link` or `uplink`, for the notes.
+    what: &'static str,
+    rate: u64,
+    mtu: u32,
+    queue: u32,
+    leaf: Option<&'a linkshare_config::LeafKind>,
+}
+
+/// The policy `value` (a path relative to `base`, an inline table, or none) as `linkshare run`
+/// runs it on `line`.
+fn line_policy(
+    line: &Line,
+    value: Option<&toml::Value>,
+    base: &Path,
+) -> anyhow::Result<(String, Vec<String>)> {
+    match value {
         Some(toml::Value::String(p)) => {
             let path = base.join(p);
             let t = std::fs::read_to_string(&path)
                 .with_context(|| format!("cannot read the policy {}", path.display()))?;
-            paced_root(sc, t)
+            paced_root(line, t)
         }
         Some(toml::Value::Table(t)) => paced_root(
-            sc,
+            line,
             toml::to_string(t).context("cannot write the inline policy")?,
         ),
         _ => Ok((
             format!(
-                "qdisc = \"htb\"\ndefault = \"link\"\n[[class]]\nname = \"link\"\nrate = \"{}bit\"\nleaf = {{ type = \"pfifo\", limit = {} }}\n",
-                sc.link.rate.0, sc.link.queue
+                "qdisc = \"htb\"\ndefault = \"{w}\"\n[[class]]\nname = \"{w}\"\nrate = \"{}bit\"\nleaf = {{ type = \"pfifo\", limit = {} }}\n",
+                line.rate,
+                line.queue,
+                w = line.what
             ),
             vec![format!(
-                "the scenario has no policy: the lab shapes the link rate with one HTB class `link` whose leaf is a pfifo of {} packets (`[link] queue`, the simulator's pfifo)",
-                sc.link.queue
+                "the scenario has no {w} policy: the lab shapes the {w} rate with one HTB class `{w}` whose leaf is a pfifo of {} packets (`[{w}] queue`, the simulator's pfifo)",
+                line.queue,
+                w = line.what
             )],
         )),
     }
 }
 
 /// A policy whose root is one discipline without a rate of its own (`qdisc = "fq_codel"`,
-/// `pfifo`, `sfq`, …) runs in the simulator at the link's rate, the link's serialisation pulling
+/// `pfifo`, `sfq`, …) runs in the simulator at the line's rate, the line's serialisation pulling
 /// it as a NIC pulls its root qdisc. The lab's links are veth pairs, faster than any scenario:
 /// run as written, the discipline would forward at whatever the machine manages (above
 /// 1 Gbit/s) and never hold a queue. So the lab runs it as the leaf of one HTB class at the
-/// link rate (burst and cburst one MTU), named as the simulator names its one class (the
-/// discipline's name); the root's
-/// other keys (`overhead`, `linklayer`, `mtu`, …) stay at the root. CAKE (its own `bandwidth`)
-/// and TBF (its own `rate`) shape by themselves and run as written.
-fn paced_root(sc: &Scenario, text: String) -> anyhow::Result<(String, Vec<String>)> {
-    let Some(leaf) = sc.policy.as_ref().and_then(|p| p.policy().root_leaf()) else {
+/// line rate (burst and cburst one MTU), named as the simulator names its one class (the
+/// discipline's name); the root's other keys (`overhead`, `linklayer`, `mtu`, …) stay at the
+/// root. TBF (its own `rate`) and CAKE with a `bandwidth` shape by themselves and run as
+/// written; a CAKE root without `bandwidth` gets the line rate as its `bandwidth` (its own
+/// shaper then paces it, as the kernel's CAKE is run on a line slower than its NIC).
+fn paced_root(line: &Line, text: String) -> anyhow::Result<(String, Vec<String>)> {
+    let Some(leaf) = line.leaf else {
         return Ok((text, Vec::new()));
     };
-    if matches!(
-        leaf,
-        linkshare_config::LeafKind::Cake(_) | linkshare_config::LeafKind::Tbf(_)
-    ) {
-        return Ok((text, Vec::new()));
+    match leaf {
+        linkshare_config::LeafKind::Tbf(_) => return Ok((text, Vec::new())),
+        linkshare_config::LeafKind::Cake(c) if c.bandwidth.is_some() => {
+            return Ok((text, Vec::new()))
+        }
+        linkshare_config::LeafKind::Cake(_) => return cake_at_line_rate(line, text),
+        _ => {}
     }
     let mut t: toml::Table = toml::from_str(&text).context("the policy is not TOML")?;
     let Some(q) = t.remove("qdisc") else {
@@ -125,10 +186,10 @@ fn paced_root(sc: &Scenario, text: String) -> anyhow::Result<(String, Vec<String
     let name = leaf.name();
     let mut class = toml::Table::new();
     class.insert("name".into(), name.into());
-    class.insert("rate".into(), format!("{}bit", sc.link.rate.0).into());
-    // The smallest burst (one packet): the link serialises, it does not let a burst through
+    class.insert("rate".into(), format!("{}bit", line.rate).into());
+    // The smallest burst (one packet): the line serialises, it does not let a burst through
     // at the veth's speed after an idle spell.
-    let mtu = i64::from(sc.link.mtu);
+    let mtu = i64::from(line.mtu);
     class.insert("burst".into(), mtu.into());
     class.insert("cburst".into(), mtu.into());
     class.insert("leaf".into(), q);
@@ -136,8 +197,27 @@ fn paced_root(sc: &Scenario, text: String) -> anyhow::Result<(String, Vec<String
     t.insert("default".into(), name.into());
     t.insert("class".into(), toml::Value::Array(vec![class.into()]));
     let note = format!(
-        "the policy's root `{name}` has no rate of its own: the lab runs it as the leaf of one HTB class at the link rate ({} bit/s), as the link paces it in the simulator",
-        sc.link.rate.0
+        "the {w} policy's root `{name}` has no rate of its own: the lab runs it as the leaf of one HTB class at the {w} rate ({} bit/s), as the {w} paces it in the simulator",
+        line.rate,
+        w = line.what
+    );
+    Ok((
+        toml::to_string(&t).context("cannot write the paced policy")?,
+        vec![note],
+    ))
+}
+
+/// A CAKE root without `bandwidth`: its `bandwidth` set to the line's rate.
+fn cake_at_line_rate(line: &Line, text: String) -> anyhow::Result<(String, Vec<String>)> {
+    let mut t: toml::Table = toml::from_str(&text).context("the policy is not TOML")?;
+    let Some(toml::Value::Table(q)) = t.get_mut("qdisc") else {
+        return Ok((text, Vec::new()));
+    };
+    q.insert("bandwidth".into(), format!("{}bit", line.rate).into());
+    let note = format!(
+        "the {w} policy's CAKE has no `bandwidth`: the lab gives it the {w} rate ({} bit/s), as the {w} paces it in the simulator",
+        line.rate,
+        w = line.what
     );
     Ok((
         toml::to_string(&t).context("cannot write the paced policy")?,
@@ -148,12 +228,6 @@ fn paced_root(sc: &Scenario, text: String) -> anyhow::Result<(String, Vec<String
 /// What the lab does not reproduce, said in the summary.
 pub(super) fn unsupported(sc: &Scenario) -> Vec<String> {
     let mut notes = Vec::new();
-    if let Some(u) = &sc.uplink {
-        notes.push(format!(
-            "[uplink] ({}) is not built in the lab: ACKs and echo replies return uncongested; compare the data path only",
-            u.rate
-        ));
-    }
     if sc.link.timer_hz > 0 || sc.link.clock_hz > 0 {
         notes.push(
             "`timer_hz`/`clock_hz` are not applied: linkshare run wakes at exact deadlines".into(),
@@ -189,11 +263,21 @@ fn list(names: &[&str]) -> String {
     }
 }
 
+/// The uplink's policy file ([`uplink_policy_text`]) in the testbed's scratch directory, which
+/// is the router's working directory.
+pub(super) const UPLINK_FILE: &str = "uplink.toml";
+
 /// `run` options from the scenario: the link's delay as a delay line in each direction, each
 /// flow's `extra_delay` as a path delay on its source address (both directions), the device
-/// buffer. Base RTT of a flow = 2 × (delay + extra_delay), as in the simulator.
+/// buffer, and with `[uplink]` its policy ([`UPLINK_FILE`]) as `--reverse-policy`, so ACKs and
+/// echo replies queue in it before the return path's delay line. Base RTT of a flow =
+/// 2 × (delay + extra_delay), as in the simulator.
 pub(super) fn router_args(sc: &Scenario, plans: &[Plan]) -> Vec<String> {
     let mut a = Vec::new();
+    if sc.uplink.is_some() {
+        a.push("--reverse-policy".to_string());
+        a.push(UPLINK_FILE.to_string());
+    }
     let mut emu = Vec::new();
     if sc.link.delay.0 > 0 {
         emu.push(format!(

@@ -257,3 +257,63 @@ fn path_impairments_become_emulate_keys() {
     assert_eq!(spec.seed, 7);
     assert_eq!(spec.delay.0, 20_000_000);
 }
+
+/// `[uplink]` runs in the router as `--reverse-policy` (its file in the testbed's directory),
+/// paced at the uplink's rate: a CAKE without `bandwidth` gets the uplink rate as its shaper,
+/// no policy becomes a pfifo of `[uplink] queue` under one HTB class at that rate.
+#[test]
+fn the_uplink_is_the_reverse_policy_at_its_rate() {
+    let head =
+        "[link]\nrate = \"20mbit\"\ndelay = \"10ms\"\n[[flow]]\nname = \"d\"\nkind = \"tcp\"\n";
+    let cake = format!(
+        "{head}[uplink]\nrate = \"100kbit\"\npolicy = {{ qdisc = {{ type = \"cake\", ack_filter = \"on\" }} }}\n"
+    );
+    let sc = Scenario::parse(&cake, "t.toml").unwrap();
+    let plans = vec![Plan::new(&sc.flows[0], 8.0, 1, 0.01).unwrap()];
+    let args = router_args(&sc, &plans);
+    let at = args.iter().position(|a| a == "--reverse-policy").unwrap();
+    assert_eq!(args[at + 1], setup::UPLINK_FILE, "{args:?}");
+    assert!(
+        args.iter().any(|a| a.contains("reverse_delay=10000000ns")),
+        "the return path keeps its delay after the uplink: {args:?}"
+    );
+    let (text, notes) = uplink_policy_text(&sc, &cake, Path::new(""))
+        .unwrap()
+        .unwrap();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    let pol = linkshare_config::Policy::parse(&text, "uplink").unwrap();
+    match pol.root_leaf() {
+        Some(linkshare_config::LeafKind::Cake(c)) => {
+            assert_eq!(
+                c.bandwidth,
+                Some(linkshare_core::units::Rate(100_000)),
+                "{text}"
+            );
+            assert_eq!(
+                c.ack_filter,
+                linkshare_core::qdisc::cake::ack_filter::AckFilter::On,
+                "{text}"
+            );
+        }
+        other => panic!("{other:?}: {text}"),
+    }
+
+    let bare = format!("{head}[uplink]\nrate = \"1mbit\"\nqueue = 20\n");
+    let sc = Scenario::parse(&bare, "t.toml").unwrap();
+    let (text, _) = uplink_policy_text(&sc, &bare, Path::new(""))
+        .unwrap()
+        .unwrap();
+    let pol = linkshare_config::Policy::parse(&text, "uplink").unwrap();
+    let tc = linkshare_interop::tc::export::tc_script(&pol, "eth0").unwrap();
+    assert!(
+        tc.contains("rate 1000000bit") && tc.contains("pfifo limit 20"),
+        "{tc}"
+    );
+
+    // Without `[uplink]` the reverse direction runs no policy.
+    let sc = Scenario::parse(head, "t.toml").unwrap();
+    assert!(uplink_policy_text(&sc, head, Path::new(""))
+        .unwrap()
+        .is_none());
+    assert!(!router_args(&sc, &plans).contains(&"--reverse-policy".to_string()));
+}

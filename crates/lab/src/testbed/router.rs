@@ -80,6 +80,9 @@ impl Router for LinkshareRouter {
             .args(["--dev", &bed.dev_ra, "--dev", &bed.dev_rc, "--control"])
             .arg(&self.control)
             .args(&self.extra_args)
+            // Files the extra arguments name (the lab's `--reverse-policy uplink.toml`) are
+            // the testbed's.
+            .current_dir(&bed.dir)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped());
