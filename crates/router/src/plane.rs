@@ -49,6 +49,9 @@ const T_WEB_CLIENT: u64 = 4;
 /// What the loop sends the plane.
 pub(crate) enum ToPlane {
     Copy(Box<Raw>),
+    /// The loop applied a change or reload: the next `stat` waits for a copy made after it
+    /// (a command sees what the one before it did).
+    Changed,
     /// A control client's `stat`, to answer with [`FromPlane`].
     Stat {
         id: u64,
@@ -147,6 +150,15 @@ impl Plane {
     /// Ring the loop's eventfd again: its next turn comes back here (a copy under way).
     pub fn again(&self) {
         sys::eventfd_ring(self.wake.as_raw_fd());
+    }
+
+    /// Tell the plane that the running policy changed; the loop restarts any copy under way
+    /// first ([`crate::control::copier::Copier::restart`]), so every copy sent after this
+    /// message shows the change.
+    pub fn changed(&self) {
+        if self.tx.send(ToPlane::Changed).is_ok() {
+            sys::eventfd_ring(self.ring.as_raw_fd());
+        }
     }
 
     /// Send a copy made for [`Plane::poll`].
@@ -253,6 +265,8 @@ impl Thread {
     fn take(&mut self, m: ToPlane) {
         match m {
             ToPlane::Stat { id, select } => self.pending.push((id, select)),
+            // The newest copy predates the change: the next `stat` asks for another.
+            ToPlane::Changed => self.copied_ns = 0,
             ToPlane::Copy(raw) => {
                 let mut snap = self.fin.finish(*raw);
                 snap.label_circuits(&self.circuits);

@@ -180,7 +180,13 @@ impl Shaper<Single> {
             self.role.builder.discard(Box::new(garbage));
         }
         match &outcome {
-            Ok(_) => self.role.reloads.ok += 1,
+            Ok(_) => {
+                self.role.reloads.ok += 1;
+                self.role.copier.restart();
+                if let Some(p) = &self.role.plane {
+                    p.changed();
+                }
+            }
             Err(_) => self.role.reloads.failed += 1,
         }
         outcome

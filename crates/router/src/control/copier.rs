@@ -62,6 +62,21 @@ impl Copier {
         self.job.is_some()
     }
 
+    /// Start a copy under way over from the first class (the policy changed during it, and
+    /// every row must show the change).
+    pub fn restart(&mut self) {
+        if let Some(j) = &mut self.job {
+            // Names this copy carried (and marked as sent) go again with the new start.
+            for (d, out) in j.raw.dirs.iter().enumerate() {
+                if out.names.is_some() {
+                    self.named[d] = None;
+                }
+            }
+            j.dir = 0;
+            j.next = 0;
+        }
+    }
+
     /// Start a copy: `frame` is the snapshot without class rows (taken now).
     pub fn start(&mut self, frame: Snapshot) {
         self.job = Some(Job {
