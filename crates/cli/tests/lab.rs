@@ -476,6 +476,40 @@ stop = "2.99s"
     );
 }
 
+/// The lab's link serialises as a real one (and the simulator's wire) does: a datagram that
+/// meets no queue reaches the sink after its serialisation time at `[link] rate` plus the
+/// delay, not at the veth's speed. 1000-byte IP packets are 1014-byte frames: 8.11 ms at
+/// 1 Mbit/s, so the one-way delay is 18.1 ms (10.0 without the emulated wire).
+#[test]
+fn a_packet_takes_its_serialisation_time_on_the_link() {
+    if !testbed::netns_test_can_run() {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (s, _, _) = lab_run(
+        "wire",
+        r#"
+name = "lab-wire"
+duration = "3s"
+sample = "500ms"
+[link]
+rate = "1mbit"
+delay = "10ms"
+overhead = 14
+[[flow]]
+name = "u"
+kind = "udp"
+rate = "100kbit"
+size = 1000
+"#,
+    );
+    let want = 10.0 + 1014.0 * 8.0 / 1e6 * 1e3;
+    let owd = s["flows"]["u"]["owd_ms"]["p50"].as_f64().unwrap();
+    eprintln!("one-way delay p50 {owd:.2} ms, want {want:.2} ms");
+    assert!((owd - want).abs() <= 1.5, "owd {owd} ms, want {want:.2}");
+    assert_eq!(s["flows"]["u"]["packets_lost"], 0, "{s}");
+}
+
 /// At `stop` the source stops writing and what was written but not sent is bounded by
 /// `TCP_NOTSENT_LOWAT` (= the simulator's `NOTSENT_LOWAT`): the sink receives at most that plus
 /// one write plus what was in flight (the leaf's 30-packet queue, the path's BDP and the device

@@ -160,7 +160,11 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         let not_emulated: Vec<&String> = if netem {
             router_args
                 .iter()
-                .filter(|a| !a.starts_with("--emulate") && !a.starts_with("delay="))
+                .filter(|a| {
+                    !a.starts_with("--emulate")
+                        && !a.starts_with("delay=")
+                        && !a.starts_with("rate=")
+                })
                 .filter(|a| !uplink_arg(a))
                 .collect()
         } else {
@@ -170,6 +174,12 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
             notes.push(format!(
                 "--kernel: the link's delay is netem's on the return path ({} ms from C to A), so the base RTT is 2 x delay but UDP one-way delays read the delay lower",
                 2 * sc.link.delay.0 / 1_000_000
+            ));
+        }
+        if sc.link.rate.0 > 0 {
+            notes.push(format!(
+                "--kernel: the link's serialisation at {} is not emulated (the kernel's qdisc sends onto a veth), so its packets arrive one serialisation time earlier than the simulator's and linkshare's",
+                sc.link.rate
             ));
         }
         if !not_emulated.is_empty() {

@@ -267,11 +267,18 @@ fn list(names: &[&str]) -> String {
 /// is the router's working directory.
 pub(super) const UPLINK_FILE: &str = "uplink.toml";
 
-/// `run` options from the scenario: the link's delay as a delay line in each direction, each
-/// flow's `extra_delay` as a path delay on its source address (both directions), the device
-/// buffer, and with `[uplink]` its policy ([`UPLINK_FILE`]) as `--reverse-policy`, so ACKs and
-/// echo replies queue in it before the return path's delay line. Base RTT of a flow =
-/// 2 × (delay + extra_delay), as in the simulator.
+/// `run` options from the scenario: the link's wire (serialisation at its rate after the
+/// scheduler, then its delay; the delay again on the way back), each flow's `extra_delay` as a
+/// path delay on its source address (both directions), the device buffer, and with `[uplink]`
+/// its policy ([`UPLINK_FILE`]) as `--reverse-policy`, so ACKs and echo replies queue in it
+/// before the return path's delay line. Base RTT of a flow = 2 × (delay + extra_delay), as in
+/// the simulator.
+///
+/// The wire serialises as the simulator's does (store and forward): the lab's interfaces are
+/// veths at ~10 Gbit/s, so without it a packet would cross a `[link]` of 10 Mbit/s in no time
+/// and a class's burst after an idle spell (HTB's `burst`) would reach the receiver at veth
+/// speed, every packet arriving its serialisation time (1.2 ms for 1514 bytes at 10 Mbit/s)
+/// ahead of a real link's — the flow completion times' offset of docs/fidelity.md.
 pub(super) fn router_args(sc: &Scenario, plans: &[Plan]) -> Vec<String> {
     let mut a = Vec::new();
     if sc.uplink.is_some() {
@@ -279,6 +286,9 @@ pub(super) fn router_args(sc: &Scenario, plans: &[Plan]) -> Vec<String> {
         a.push(UPLINK_FILE.to_string());
     }
     let mut emu = Vec::new();
+    if sc.link.rate.0 > 0 {
+        emu.push(format!("rate={}bit", sc.link.rate.0));
+    }
     if sc.link.delay.0 > 0 {
         emu.push(format!(
             "delay={d}ns,reverse_delay={d}ns",

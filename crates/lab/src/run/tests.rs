@@ -82,7 +82,7 @@ fn link_delay_and_buffer_become_run_options() {
         router_args(&sc, &[]),
         [
             "--emulate",
-            "delay=20000000ns,reverse_delay=20000000ns",
+            "rate=2000000bit,delay=20000000ns,reverse_delay=20000000ns",
             "--device-buffer",
             "3000"
         ]
@@ -171,7 +171,7 @@ extra_delay = "5ms"
         router_args(&sc, &ps),
         [
             "--emulate",
-            "delay=10000000ns,reverse_delay=10000000ns",
+            "rate=10000000bit,delay=10000000ns,reverse_delay=10000000ns",
             "--path-delay",
             "10.5.0.2=5000000ns"
         ]
@@ -256,6 +256,8 @@ fn path_impairments_become_emulate_keys() {
     assert_eq!(Some(spec.impair), sc.path);
     assert_eq!(spec.seed, 7);
     assert_eq!(spec.delay.0, 20_000_000);
+    // The wire serialises at the link's rate, as the simulator's does.
+    assert_eq!(spec.rate, Some(sc.link.rate));
 }
 
 /// `[uplink]` runs in the router as `--reverse-policy` (its file in the testbed's directory),
