@@ -43,7 +43,8 @@ pub struct CompareArgs {
     /// Scenario file (with --record: one or more)
     #[arg(required = true)]
     pub scenario: Vec<PathBuf>,
-    /// Also run the lab through the kernel's HTB (a third column; not part of the verdict)
+    /// Also run the lab through the kernel's HTB (a third column; not part of the verdict). With
+    /// --record: record the kernel's column too (without it a stored kernel column is kept)
     #[arg(long)]
     pub kernel: bool,
     /// Largest |sim − lab| of a class in a phase, percent of the link rate
@@ -562,7 +563,11 @@ fn record(args: &CompareArgs, file: &Path) -> anyhow::Result<i32> {
                 }
             }
         } else {
-            None
+            // Without --kernel the stored kernel column stays: recording the lab again (after
+            // a change to the lab) does not throw away a reference that took a guest to make.
+            st.scenarios
+                .get(&stored_name(path))
+                .and_then(|e| e.kernel.clone())
         };
         let name = stored_name(path);
         let tolerance = st
