@@ -225,7 +225,10 @@ mod tests {
         let v = b.view();
         assert_eq!(v.install.pieces, 0);
         assert_eq!((v.adopt.pieces, v.adopt.max_units), (2, 1024));
-        assert_eq!((v.adopt.preempted, v.adopt.blocked, v.copy.preempted), (1, 0, 0));
+        assert_eq!(
+            (v.adopt.preempted, v.adopt.blocked, v.copy.preempted),
+            (1, 0, 0)
+        );
         assert_eq!(v.adopt.wall_ns.max, 120_000);
         assert_eq!(v.adopt.cpu_ns.max, 85_000);
         assert_eq!((v.copy.pieces, v.copy.max_units), (1, 2048));

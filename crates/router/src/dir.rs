@@ -324,7 +324,9 @@ impl Dir {
             if let Some(done) = h.adopt_step(now, ADOPT_CHUNK) {
                 return (Some(done), total.saturating_sub(start));
             }
-            let taken = h.adopt_progress().map_or(0, |(at, _)| at.saturating_sub(start));
+            let taken = h
+                .adopt_progress()
+                .map_or(0, |(at, _)| at.saturating_sub(start));
             if taken + ADOPT_CHUNK > ADOPT_STEP_MAX || out_of_time() {
                 return (None, taken);
             }

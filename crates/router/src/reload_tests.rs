@@ -93,7 +93,7 @@ fn write_policy(dir: &Path, range: std::ops::Range<usize>) -> PathBuf {
                 [[class]]\nname = \"other\"\nparent = \"root\"\nrate = \"10mbit\"\n\
                 [[class]]\nname = \"site0\"\nparent = \"root\"\nrate = \"4gbit\"\n\
                 [[class]]\nname = \"site1\"\nparent = \"root\"\nrate = \"4gbit\"\n\
-                [[plan]]\nname = \"plan\"\nrate = \"1mbit\"\nceil = \"100mbit\"\n\
+                [[plan]]\nname = \"plan\"\nrate = \"50kbit\"\nceil = \"100mbit\"\n\
                 leaf = { type = \"fq_codel\" }\n";
     std::fs::write(&p, text).expect("write policy");
     p
@@ -269,7 +269,7 @@ fn at_100k_subscribers_no_take_over_step_takes_more_than_its_bound() {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn frees_on_the_builder_leave_no_work_for_the_loop() {
-    let b = crate::builder::Builder::start(false).expect("builder");
+    let b = crate::builder::Builder::start(false, None).expect("builder");
     let small: Vec<Box<[u8; 40]>> = (0..20_000).map(|i| Box::new([i as u8; 40])).collect();
     // SAFETY: mallinfo2 only reads the allocator's counters.
     let parked = || unsafe { libc::mallinfo2() }.fsmblks;

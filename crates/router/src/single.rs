@@ -186,8 +186,13 @@ impl Role for Single {
         };
         let metrics = bind(s.opts.metrics, "metrics", "/metrics")?;
         let web = bind(s.opts.web, "dashboard", "/")?;
-        let plane = plane::Plane::start(metrics, web, s.role.circuits.clone(), s.role.helpers.clone())
-            .context("cannot start the stats thread")?;
+        let plane = plane::Plane::start(
+            metrics,
+            web,
+            s.role.circuits.clone(),
+            s.role.helpers.clone(),
+        )
+        .context("cannot start the stats thread")?;
         sys::epoll_add(ep, plane.fd(), T_STATS)?;
         s.role.plane = Some(plane);
         s.role.watchdog = notify::Watchdog::from_env();
