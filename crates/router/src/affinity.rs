@@ -6,8 +6,12 @@
 //! keeps a core for the shaper (`isolcpus=`, a cpuset) needs to say which. `LIST` is the
 //! kernel's cpulist syntax (cpuset(7): `0,2-3`). Datapath thread `i` — the single shaper is
 //! thread 0, worker `i` of `--workers N` is thread `i` — is pinned to the `i`-th CPU of the list,
-//! wrapping around when there are more workers than CPUs. The control thread and the policy
-//! builder stay where the kernel puts them: they are not on the per-packet path. The list is
+//! wrapping around when there are more workers than CPUs. The single shaper's helper threads —
+//! the stats plane and the policy builder — then run on the other CPUs the process may use
+//! ([`helper_cpus`]; on all of them if the datapath took every one): a thread inherits the
+//! affinity of the thread that starts it, and a helper on the datapath's CPU (rendering a
+//! scrape, parsing a reload) would compete with it. The workers' control thread stays where the
+//! kernel puts it. The list is
 //! checked against the CPUs this process may use (`sched_getaffinity(2)`) before anything
 //! starts, and a CPU outside that set is an error that names it and the allowed set.
 
@@ -111,6 +115,51 @@ pub fn cpu_for(cpus: &[usize], index: usize) -> Option<usize> {
     (!cpus.is_empty()).then(|| cpus[index % cpus.len()])
 }
 
+/// The CPUs for the shaper's helper threads (the stats plane, the policy builder) when the
+/// datapath threads are pinned to `cpus`: those this process may use but the datapath's, so no
+/// helper competes with a datapath thread for its CPU — a thread inherits the affinity of the
+/// thread that starts it, and the stats thread is started by the pinned loop. Every CPU this
+/// process may use when that leaves none; `None` when `cpus` is empty (nothing is pinned).
+/// Call before the loop pins itself.
+pub fn helper_cpus(cpus: &[usize]) -> Option<Vec<usize>> {
+    if cpus.is_empty() {
+        return None;
+    }
+    let all = allowed().ok()?;
+    let rest: Vec<usize> = all.iter().copied().filter(|c| !cpus.contains(c)).collect();
+    Some(if rest.is_empty() { all } else { rest })
+}
+
+/// Let the calling thread run on any of `cpus` (a helper thread: [`helper_cpus`]).
+pub fn pin_set(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus.iter().filter(|&&c| c <= MAX_CPU) {
+        // SAFETY: CPU_SET writes within the set (c ≤ MAX_CPU < CPU_SETSIZE).
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a live cpu_set_t of the size passed; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r != 0 {
+        let e = io::Error::last_os_error();
+        return Err(io::Error::new(
+            e.kind(),
+            format!("sched_setaffinity(CPUs {}): {e}", format_list(cpus)),
+        ));
+    }
+    Ok(())
+}
+
+/// A helper thread (`what`) moves to `cpus` when given ([`helper_cpus`]); a refusal is a
+/// warning (it then runs where it is).
+pub(crate) fn run_helper_on(cpus: Option<&[usize]>, what: &str) {
+    if let Some(c) = cpus {
+        if let Err(e) = pin_set(c) {
+            eprintln!("linkshare: warning: {what}: {e}");
+        }
+    }
+}
+
 /// Pin the calling thread to `cpu`.
 pub fn pin(cpu: usize) -> io::Result<()> {
     if cpu > MAX_CPU {
@@ -166,6 +215,32 @@ mod tests {
         assert_eq!(cpu_for(&[2, 5], 0), Some(2));
         assert_eq!(cpu_for(&[2, 5], 3), Some(5));
         assert_eq!(cpu_for(&[], 0), None);
+    }
+
+    #[test]
+    fn helper_threads_keep_off_the_datapaths_cpus() {
+        let ok = allowed().unwrap();
+        assert_eq!(helper_cpus(&[]), None, "nothing pinned: helpers stay put");
+        // The datapath on every CPU: the helpers may use them all.
+        assert_eq!(helper_cpus(&ok), Some(ok.clone()));
+        if ok.len() >= 2 {
+            let rest = ok[1..].to_vec();
+            assert_eq!(helper_cpus(&ok[..1]), Some(rest.clone()));
+            // A helper started by the pinned thread inherits its pin; it moves off it.
+            let first = ok[0];
+            std::thread::spawn(move || {
+                pin(first).unwrap();
+                std::thread::spawn(move || {
+                    assert_eq!(allowed().unwrap(), vec![first]);
+                    run_helper_on(Some(&rest), "test helper");
+                    assert_eq!(allowed().unwrap(), rest);
+                })
+                .join()
+                .unwrap();
+            })
+            .join()
+            .unwrap();
+        }
     }
 
     #[test]

@@ -165,7 +165,10 @@ pub(crate) struct Builder {
 impl Builder {
     /// Start the builder thread. With `patching`, reloads that an HTB can apply in place come
     /// back as [`Plan::Patch`] (the single-threaded shaper); without, always as a new scheduler.
-    pub fn start(patching: bool) -> std::io::Result<Builder> {
+    ///
+    /// `cpus`: the CPUs it runs on (`affinity::helper_cpus`: off the pinned datapath's), or
+    /// where the kernel puts it.
+    pub fn start(patching: bool, cpus: Option<Vec<usize>>) -> std::io::Result<Builder> {
         let wake = crate::sys::eventfd()?;
         // This thread frees what the loop's thread allocated (the policy and tree built at
         // start): with glibc's fast bins the loop would then do the coalescing.
@@ -178,6 +181,7 @@ impl Builder {
             .name("linkshare-build".into())
             .spawn(move || {
                 block_signals();
+                crate::affinity::run_helper_on(cpus.as_deref(), "the policy builder thread");
                 let mut bases: [Option<Policy>; 2] = [None, None];
                 while let Ok(first) = inbox.recv() {
                     let batch: Vec<Msg> = std::iter::once(first).chain(inbox.try_iter()).collect();
@@ -511,7 +515,7 @@ mod tests {
     /// Jobs one at a time are each built and answered in order, through the eventfd.
     #[test]
     fn jobs_are_built_in_order_and_wake_the_loop() {
-        let mut b = Builder::start(false).unwrap();
+        let mut b = Builder::start(false, None).unwrap();
         let mut got = Vec::new();
         for (i, text) in [ONE, "qdisc = \"htb\"\n[[class]]\nname = 1\n", ONE]
             .iter()
@@ -761,7 +765,7 @@ mod tests {
 
     #[test]
     fn a_missing_file_is_an_io_failure() {
-        let mut b = Builder::start(false).unwrap();
+        let mut b = Builder::start(false, None).unwrap();
         b.submit(Job {
             dir: 1,
             asker: Asker::Hangup,

@@ -177,10 +177,13 @@ pub fn device_model(drain_bps: u64, device_buffer: u64) -> EgressConfig {
     }
 }
 
-/// Classes of the old tree a loop turn takes over during a rebuild's take-over
-/// ([`Dir::adopt_step`]): each is O(depth) plus its queued packets, so a turn's share is well
-/// under a millisecond (docs/router.md, "Reload").
-pub const ADOPT_STEP: usize = 256;
+/// Classes of the old tree a take-over step ([`Dir::adopt_step`]) takes between two looks at
+/// the clock: each is O(depth) plus its queued packets.
+pub const ADOPT_CHUNK: usize = 32;
+/// The most classes of the old tree one take-over step takes, whatever the clock says (a step
+/// ends earlier, at the first look at the clock past its time: background.rs; docs/router.md,
+/// "Reload").
+pub const ADOPT_STEP_MAX: usize = 1024;
 
 /// A full untagged Ethernet frame at MTU 1500: the room the pull rule asks for (frames are
 /// charged their whole length, see [`frame`](crate::frame)).
@@ -264,8 +267,8 @@ impl Dir {
 
     /// [`Dir::install`], or with `takeover` (an HTB replacing the HTB it was compared with on
     /// the builder thread) without stopping: the new tree forwards from now on and takes over
-    /// the running one's classes in steps, [`ADOPT_STEP`] classes a loop turn
-    /// ([`Dir::adopt_step`]); here only O(1) work. The report then counts as moved the packets
+    /// the running one's classes in steps bounded by time and count ([`Dir::adopt_step`]);
+    /// here only O(1) work. The report then counts as moved the packets
     /// queued at the swap (they are moved, or dropped with a counted reason, by the steps).
     pub(crate) fn install_with(
         &mut self,
@@ -302,13 +305,31 @@ impl Dir {
         (report, old)
     }
 
-    /// One step of a take-over under way (`install_with`): at most [`ADOPT_STEP`] classes of
-    /// the old tree, with their queued packets. The old tree once all is taken over, for the
-    /// caller to free off the datapath.
-    pub(crate) fn adopt_step(&mut self, now: Time) -> Option<linkshare_core::htb::Adopted<Frame>> {
-        match &mut self.sched {
-            Some(Sched::Htb(h)) if h.adopting() => h.adopt_step(now, ADOPT_STEP),
-            _ => None,
+    /// One step of a take-over under way (`install_with`): classes of the old tree, with their
+    /// queued packets, [`ADOPT_CHUNK`] at a time until `out_of_time` says so (asked after each
+    /// chunk) or [`ADOPT_STEP_MAX`] are taken. The old tree once all is taken over, for the
+    /// caller to free off the datapath, and the old classes this step took.
+    pub(crate) fn adopt_step(
+        &mut self,
+        now: Time,
+        out_of_time: &dyn Fn() -> bool,
+    ) -> (Option<linkshare_core::htb::Adopted<Frame>>, usize) {
+        let Some(Sched::Htb(h)) = &mut self.sched else {
+            return (None, 0);
+        };
+        let Some((start, total)) = h.adopt_progress() else {
+            return (None, 0);
+        };
+        loop {
+            if let Some(done) = h.adopt_step(now, ADOPT_CHUNK) {
+                return (Some(done), total.saturating_sub(start));
+            }
+            let taken = h
+                .adopt_progress()
+                .map_or(0, |(at, _)| at.saturating_sub(start));
+            if taken + ADOPT_CHUNK > ADOPT_STEP_MAX || out_of_time() {
+                return (None, taken);
+            }
         }
     }
 

@@ -24,6 +24,7 @@
 //! (systemd's READY/RELOADING/STOPPING), [`sys`] (system calls).
 
 pub mod affinity;
+mod background;
 mod builder;
 mod circuits;
 mod clock;
@@ -181,6 +182,8 @@ pub struct Shaper<R = Single> {
     role: R,
     /// How long each loop turn works between waits (turns.rs).
     turns: turns::TurnWatch,
+    /// The pacing and cost of the loop's work besides forwarding (background.rs).
+    bg: background::Background,
 }
 
 impl<R: Role> Shaper<R> {
@@ -221,6 +224,7 @@ impl<R: Role> Shaper<R> {
             wake,
             role,
             turns: Default::default(),
+            bg: Default::default(),
         }
     }
 

@@ -5,9 +5,10 @@
 //!
 //! Principles:
 //! * the datapath copies numbers only when asked: the plane sets a flag and rings the loop's
-//!   eventfd, the loop copies a bounded piece of the classes at the end of each turn until the
-//!   copy is complete (control/copier.rs: no name, no per-class allocation, at most
-//!   `copier::BUDGET_NS` a turn) and sends it; nothing is copied while nobody reads;
+//!   eventfd, the loop copies a bounded piece of the classes at a time, paced, until the copy
+//!   is complete (control/copier.rs: no name, no per-class allocation; background.rs: at most
+//!   `PIECE_NS` a piece, each followed by a rest) and sends it; nothing is copied while nobody
+//!   reads;
 //! * HTTP readers within [`MAX_AGE_NS`] of the last copy share it, so a scrape loop or an open
 //!   dashboard costs the datapath one copy per [`MAX_AGE_NS`] at most; a control `stat` wants
 //!   one at most [`STAT_MAX_AGE_NS`] old (what a command sees follows what just happened);
@@ -78,11 +79,13 @@ pub(crate) struct Plane {
 }
 
 impl Plane {
-    /// Start the plane's thread, serving `metrics` and `web` when given.
+    /// Start the plane's thread, serving `metrics` and `web` when given, on `cpus` when given
+    /// (`affinity::helper_cpus`: off the pinned loop's CPU, which it would inherit).
     pub fn start(
         metrics: Option<Http>,
         web: Option<Http>,
         circuits: crate::circuits::Circuits,
+        cpus: Option<Vec<usize>>,
     ) -> anyhow::Result<Plane> {
         let wake = sys::eventfd()?;
         let inbox_fd = sys::eventfd()?;
@@ -111,6 +114,7 @@ impl Plane {
             .name("linkshare-stats".into())
             .spawn(move || {
                 crate::builder::block_signals();
+                crate::affinity::run_helper_on(cpus.as_deref(), "the stats thread");
                 // Its wake-ups (a scrape, a `stat`) never preempt the datapath's turn.
                 if let Err(e) = sys::set_batch() {
                     eprintln!("linkshare: warning: the stats thread: {e}");
@@ -145,11 +149,6 @@ impl Plane {
         sys::eventfd_clear(self.wake.as_raw_fd());
         let replies = self.rx.try_iter().collect();
         (replies, self.want.swap(false, Ordering::AcqRel))
-    }
-
-    /// Ring the loop's eventfd again: its next turn comes back here (a copy under way).
-    pub fn again(&self) {
-        sys::eventfd_ring(self.wake.as_raw_fd());
     }
 
     /// Tell the plane that the running policy changed; the loop restarts any copy under way

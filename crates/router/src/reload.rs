@@ -3,11 +3,12 @@
 //! (`Qdisc::adopt`: kept classes keep queue, counters and tokens or estimators, for every discipline),
 //! and SIGHUP's reload of the files given at start. An HTB rebuilt from a policy the builder
 //! thread compared with the running one takes over in steps instead ([`Shaper::step_adoptions`],
-//! `dir::ADOPT_STEP` old classes a loop turn): the swap itself is O(1), so no reload pauses
-//! forwarding for longer than one step. A policy that fails validation changes
+//! each bounded by time and by count, paced by background.rs): the swap itself is O(1), so no
+//! reload pauses forwarding for longer than one step. A policy that fails validation changes
 //! nothing. Reloads asked over the control socket or by SIGHUP are built on the builder thread
 //! (builder.rs) and only installed here, on the loop. See docs/router.md, "Reload".
 
+use crate::background::{Kind, Piece};
 use crate::builder::{self, sched_of, Asker, Built, Failure, Job, Plan, Ready, Source, Text};
 use crate::control::dispatch::rejected;
 use crate::control::proto::{ErrorKind, ErrorReply, ReloadReport, Response};
@@ -169,8 +170,10 @@ impl Shaper<Single> {
         };
         let now = self.now();
         let based = ready.based;
+        let piece = Piece::start();
         let (outcome, garbage) =
             install_ready(&mut self.dirs[d], &self.role.circuits, d, ready, now);
+        self.bg.record(Kind::Install, &piece, 0);
         // The builder thread compares the next reload with what runs now: what it built,
         // unless this was built elsewhere or could not be applied.
         if !based || outcome.is_err() {
@@ -214,19 +217,20 @@ impl Shaper<Single> {
 }
 
 impl<R: Role> Shaper<R> {
-    /// One step of each direction's take-over under way (`Dir::adopt_step`), the old trees
-    /// finished with given to the role to free ([`Role::discard`]: the single shaper's builder
-    /// thread). Whether one is still under way (the loop then comes back at once).
-    pub(crate) fn step_adoptions(&mut self) -> bool {
+    /// One step of each direction's take-over under way (`Dir::adopt_step`, until
+    /// `out_of_time`), the old trees finished with given to the role to free
+    /// ([`Role::discard`]: the single shaper's builder thread). The old classes taken over.
+    pub(crate) fn step_adoptions(&mut self, out_of_time: &dyn Fn() -> bool) -> usize {
         let now = self.now();
-        let mut more = false;
+        let mut taken = 0;
         for d in 0..self.dirs.len() {
-            if let Some(done) = self.dirs[d].adopt_step(now) {
+            let (done, n) = self.dirs[d].adopt_step(now, out_of_time);
+            taken += n;
+            if let Some(done) = done {
                 self.role.discard(Box::new(done));
             }
-            more |= self.dirs[d].adopting();
         }
-        more
+        taken
     }
 }
 

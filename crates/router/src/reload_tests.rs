@@ -13,7 +13,7 @@ use linkshare_core::Time;
 
 use crate::builder::{build_now_on, Source};
 use crate::circuits::Circuits;
-use crate::dir::{Dir, ADOPT_STEP};
+use crate::dir::{Dir, ADOPT_CHUNK, ADOPT_STEP_MAX};
 use crate::reload::install_ready;
 
 /// The system allocator; while `WATCH` is up on a thread, what that thread frees (or moves by
@@ -93,7 +93,7 @@ fn write_policy(dir: &Path, range: std::ops::Range<usize>) -> PathBuf {
                 [[class]]\nname = \"other\"\nparent = \"root\"\nrate = \"10mbit\"\n\
                 [[class]]\nname = \"site0\"\nparent = \"root\"\nrate = \"4gbit\"\n\
                 [[class]]\nname = \"site1\"\nparent = \"root\"\nrate = \"4gbit\"\n\
-                [[plan]]\nname = \"plan\"\nrate = \"1mbit\"\nceil = \"100mbit\"\n\
+                [[plan]]\nname = \"plan\"\nrate = \"50kbit\"\nceil = \"100mbit\"\n\
                 leaf = { type = \"fq_codel\" }\n";
     std::fs::write(&p, text).expect("write policy");
     p
@@ -159,13 +159,14 @@ fn nothing_of_a_reload_is_freed_on_the_loop() {
     );
     assert!(garbage.len() >= 2, "the old text and ids go to the builder");
     bin.extend(garbage);
-    // The steps: each takes ADOPT_STEP old classes; what one frees on the loop is its
-    // temporaries (a packet list per class moved), never the old tree's records or leaves.
+    // The steps (never out of time here: each takes ADOPT_STEP_MAX old classes); what one
+    // frees on the loop is its temporaries (a packet list per class moved), never the old
+    // tree's records or leaves.
     let mut steps = 0;
     let mut worst = (0, 0, 0);
     loop {
         now = Time(now.0 + 10_000);
-        let (done, f) = freed_by(|| d.adopt_step(now));
+        let ((done, _), f) = freed_by(|| d.adopt_step(now, &|| false));
         worst = (worst.0.max(f.0), worst.1.max(f.1), worst.2.max(f.2));
         steps += 1;
         if let Some(old) = done {
@@ -174,7 +175,7 @@ fn nothing_of_a_reload_is_freed_on_the_loop() {
         }
         assert!(steps < 2 * N, "the take-over never ends");
     }
-    assert!(steps >= N / ADOPT_STEP, "{steps} steps");
+    assert!(steps >= N / ADOPT_STEP_MAX, "{steps} steps");
     assert_eq!(d.backlog_packets(), queued, "every packet moved, none lost");
     // What the builder thread frees is the bulk: the old tree and what the install replaced.
     let (_, (_, binned, _)) = freed_by(|| drop(bin));
@@ -195,6 +196,72 @@ fn nothing_of_a_reload_is_freed_on_the_loop() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// At 100,000 subscribers, a full rebuild's take-over is steps of bounded work: a step takes
+/// [`ADOPT_CHUNK`] old classes between two looks at the clock and stops at the first look that
+/// says its time is up, and never more than [`ADOPT_STEP_MAX`] classes whatever the clock says;
+/// every class is taken over once and every queued packet moved. Counted in classes and
+/// packets (the clock is the test's: how many looks a step gets before its time is up).
+#[test]
+fn at_100k_subscribers_no_take_over_step_takes_more_than_its_bound() {
+    use std::cell::Cell;
+    const N: usize = 100_000;
+    let dir = scratch("steps");
+    let path = write_policy(&dir, 0..N);
+    let text = std::fs::read_to_string(&path).expect("read");
+    let policy = Policy::parse(&text, &path.display().to_string()).expect("valid");
+    let sched = crate::builder::sched_of(&policy, &text).expect("built");
+    let mut d = Dir::new(Some(sched), Some(path.clone()), 1, None);
+    d.policy_text = Some((text, path.display().to_string()));
+    let circuits = Circuits::default();
+    let mut base = Some(policy);
+    let mut now = Time(1_000_000);
+    for k in (0..N).step_by(997) {
+        let dst = std::net::Ipv4Addr::new(10, (k >> 16) as u8, (k >> 8) as u8, k as u8);
+        assert!(d.handle_frame(frame_to(dst, 1), now, &mut |_| {}).is_none());
+    }
+    d.end_burst(now, &mut |_| {});
+    let queued = d.backlog_packets();
+    assert!(queued >= 100, "{queued} queued");
+    // The last subscriber gone: a new tree, taken over in steps.
+    write_policy(&dir, 0..N - 1);
+    let ready = build_now_on(Source::File(path.clone()), Some(&mut base)).expect("built");
+    let total = match &d.sched {
+        Some(crate::Sched::Htb(h)) => h.len(),
+        _ => panic!("not an HTB"),
+    };
+    assert!(total > N, "{total} classes");
+    let (outcome, garbage) = install_ready(&mut d, &circuits, 0, ready, now);
+    assert_eq!(outcome.expect("installed").removed.len(), 1);
+    // A step whose clock says "time is up" at its k-th look: k chunks, unless the classes left
+    // are fewer; a clock that never says so: ADOPT_STEP_MAX classes.
+    let mut taken = 0;
+    let mut steps = 0;
+    let mut old = None;
+    for k in [1usize, 3, 40, usize::MAX].into_iter().cycle() {
+        now = Time(now.0 + 50_000);
+        let looks = Cell::new(0usize);
+        let (done, n) = d.adopt_step(now, &|| {
+            looks.set(looks.get() + 1);
+            looks.get() >= k
+        });
+        steps += 1;
+        let bound = ADOPT_STEP_MAX.min(k.saturating_mul(ADOPT_CHUNK));
+        assert!(n <= bound, "step {steps} took {n} classes (bound {bound})");
+        taken += n;
+        if let Some(o) = done {
+            old = Some(o);
+            break;
+        }
+        assert_eq!(n, bound, "step {steps} stopped early: {n} classes");
+        assert!(steps < total, "the take-over never ends");
+    }
+    assert_eq!(taken, total, "every old class taken over once");
+    assert!(old.is_some() && !d.adopting());
+    assert_eq!(d.backlog_packets(), queued, "every packet moved, none lost");
+    drop((old, garbage));
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// Blocks this thread allocated and another thread frees (the builder freeing the policy built
 /// at start) are coalesced by the thread that frees them: none is left parked in glibc's fast
 /// bins for this thread's next allocation to coalesce (`sys::free_blocks_at_once`, set when the
@@ -202,7 +269,7 @@ fn nothing_of_a_reload_is_freed_on_the_loop() {
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[test]
 fn frees_on_the_builder_leave_no_work_for_the_loop() {
-    let b = crate::builder::Builder::start(false).expect("builder");
+    let b = crate::builder::Builder::start(false, None).expect("builder");
     let small: Vec<Box<[u8; 40]>> = (0..20_000).map(|i| Box::new([i as u8; 40])).collect();
     // SAFETY: mallinfo2 only reads the allocator's counters.
     let parked = || unsafe { libc::mallinfo2() }.fsmblks;

@@ -15,8 +15,10 @@
 //!   once (its fds into the loop's epoll); each turn [`Role::receiving`] and, per frame,
 //!   [`Role::admit`], then [`Role::end_receive`]; every 100 ms [`Role::housekeeping`];
 //!   while stopping [`Role::take_pending`]; after each wait [`Role::on_events`] with the
-//!   tokens that were ready; at the end [`Role::stop`]. [`Role::discard`] frees what a
-//!   take-over finished with, [`Role::fill_snapshot`] adds the role's counters to `stat`.
+//!   tokens that were ready; at the end [`Role::stop`]. Before each wait, background.rs asks
+//!   [`Role::copying`] and runs [`Role::copy_piece`] when a piece is due. [`Role::discard`]
+//!   frees what a take-over finished with, [`Role::fill_snapshot`] adds the role's counters to
+//!   `stat`.
 //!
 //! [`Single`]: crate::single::Single
 //! [`Link`]: crate::workers::Link
@@ -64,6 +66,17 @@ pub trait Role: Sized {
 
     /// The loop ended: close what the role serves.
     fn stop(&mut self) {}
+
+    /// Whether the role has a copy of the counters under way (the single shaper's, for its
+    /// stats plane: control/copier.rs), done a piece at a time by background.rs.
+    fn copying(_s: &Shaper<Self>) -> bool {
+        false
+    }
+
+    /// The next piece of that copy, of at most `budget_ns` (wall time); the classes copied.
+    fn copy_piece(_s: &mut Shaper<Self>, _budget_ns: u64) -> u64 {
+        0
+    }
 
     /// Free something a direction finished with (an old tree after a take-over).
     fn discard(&mut self, garbage: Box<dyn Send>) {

@@ -237,25 +237,29 @@ impl<R: Role> Shaper<R> {
     /// busy-polled), the gate's tick of a worker of a shared root, receive coalescing.
     fn plan_wait(&mut self, st: &mut LoopState, now: Time) -> anyhow::Result<i32> {
         st.deadline = self.dirs.iter().filter_map(Dir::next_wakeup).min();
-        // A take-over under way (a rebuilt HTB, reload.rs) comes back at once for its next step.
-        if self.step_adoptions() {
-            min_deadline(&mut st.deadline, now);
-        }
+        // Work besides forwarding (a rebuilt HTB's take-over, a copy of the counters): its next
+        // piece if one is due, and a plain wake-up for the one after (background.rs).
+        let background = self.background_step(now);
         if st.retry {
             min_deadline(&mut st.deadline, after(now, TX_RETRY_NS));
         }
-        // The gate's poll (a worker of a shared root) is a plain wake-up: no spin before it.
+        // The gate's poll (a worker of a shared root) and the next piece of background work are
+        // plain wake-ups: no spin before them.
         // Every loop turn serves both directions, and that polls the gate.
         let gated = self
             .dirs
             .iter()
             .any(|d| matches!(&d.sched, Some(Sched::Shard(s)) if s.gate().is_some()));
-        let soft = gated.then(|| {
+        let gate = gated.then(|| {
             if now >= st.gate_tick {
                 st.gate_tick = after(now, GATE_TICK_NS);
             }
             st.gate_tick
         });
+        let soft = match (gate, background) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let margin = self.wake.margin_ns();
         let timeout = match st.deadline {
             _ if st.more_rx => 0,

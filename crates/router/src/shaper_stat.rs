@@ -97,6 +97,7 @@ impl<R: Role> Shaper<R> {
             catch_up_turns: self.catch_up_turns,
             loop_turn_ns: quantiles_ns(self.turns.hist()),
             long_turns: self.turns.long_turns(),
+            loop_work: self.bg.view(),
             rx_coalesced: self.rx_coalesced,
             queue_memory: self.mem.limit(),
             memory_drops: self.mem.drops,

@@ -55,6 +55,8 @@ pub struct Single {
     sig: Option<OwnedFd>,
     /// systemd's watchdog, fed from the loop's housekeeping.
     watchdog: Option<notify::Watchdog>,
+    /// The CPUs of the helper threads when the loop is pinned (`affinity::helper_cpus`).
+    helpers: Option<Vec<usize>>,
     /// The interface locks, held while the shaper lives.
     _locks: guard::InterfaceLocks,
 }
@@ -105,8 +107,10 @@ impl Shaper<Single> {
         set_line_rates(&opts, &mut d0, &mut d1);
         d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
         d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
-        let mut builder =
-            builder::Builder::start(true).context("cannot start the policy builder thread")?;
+        // Helper threads keep off the CPU the loop pins itself to (`--cpus`).
+        let helpers = crate::affinity::helper_cpus(&opts.cpus);
+        let mut builder = builder::Builder::start(true, helpers.clone())
+            .context("cannot start the policy builder thread")?;
         // Reloads are compared with the policies running now (builder.rs, patch.rs).
         let circuits = circuits::Circuits::default();
         circuits.set(0, circuits::ids_of(&fwd_policy));
@@ -128,6 +132,7 @@ impl Shaper<Single> {
             circuits,
             sig: None,
             watchdog: None,
+            helpers,
             _locks: locks,
         };
         Ok(Shaper::assemble(opts, [p0, p1], [d0, d1], role, 1))
@@ -181,8 +186,13 @@ impl Role for Single {
         };
         let metrics = bind(s.opts.metrics, "metrics", "/metrics")?;
         let web = bind(s.opts.web, "dashboard", "/")?;
-        let plane = plane::Plane::start(metrics, web, s.role.circuits.clone())
-            .context("cannot start the stats thread")?;
+        let plane = plane::Plane::start(
+            metrics,
+            web,
+            s.role.circuits.clone(),
+            s.role.helpers.clone(),
+        )
+        .context("cannot start the stats thread")?;
         sys::epoll_add(ep, plane.fd(), T_STATS)?;
         s.role.plane = Some(plane);
         s.role.watchdog = notify::Watchdog::from_env();
@@ -239,6 +249,15 @@ impl Role for Single {
 
     fn discard(&mut self, garbage: Box<dyn Send>) {
         self.builder.discard(garbage);
+    }
+
+    /// A copy for the stats plane while there is a plane to send it to.
+    fn copying(s: &Shaper<Single>) -> bool {
+        s.role.copier.busy() && s.role.plane.is_some()
+    }
+
+    fn copy_piece(s: &mut Shaper<Single>, budget_ns: u64) -> u64 {
+        s.copy_piece(budget_ns)
     }
 
     fn fill_snapshot(&self, snap: &mut Snapshot) {

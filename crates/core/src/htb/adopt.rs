@@ -158,6 +158,15 @@ impl<P: Packet> Htb<P> {
         self.adopting.is_some()
     }
 
+    /// How far the take-over under way is: the old classes the steps have reached, of the old
+    /// tree's classes (`None`: none is under way). A caller that bounds its steps by time counts
+    /// each step's classes with it.
+    pub fn adopt_progress(&self) -> Option<(usize, usize)> {
+        self.adopting
+            .as_ref()
+            .map(|p| (p.st.next as usize, p.old.classes.len()))
+    }
+
     /// Take over at most `budget` more old classes (each with its queued packets and, first, its
     /// new ancestors not yet taken over: O(budget · depth) plus the packets moved). `Some` once
     /// the take-over is finished: the old tree, for the caller to free.

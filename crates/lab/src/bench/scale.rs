@@ -162,7 +162,8 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
          while the statistics are read back to back in B (linkshare: GET /metrics?classes=all, \
          every class's series; kernel: `tc -s class show`; `scrapes` gives how many, the mean \
          time of one and its size, and for linkshare how many of its loop's turns took over 1 ms \
-         while scraping and its longest turn before → after, from `stat`). `stat --top 20`: the median of 5 runs of the command, \
+         while scraping and its longest turn before → after, and the pieces of the counters' copies: \
+         how many, the longest wall and thread-CPU time of one, from `stat`'s `loop_work`). `stat --top 20`: the median of 5 runs of the command, \
          start to exit. Machine CPU: \
          60-byte frames as fast as one sender can, round robin over 10,000 subscriber \
          addresses. Rate change: sub0's rate halved, `linkshare class change sub0 --rate R` (by \
@@ -173,7 +174,9 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
          Full reload (linkshare): the subscriber table loses its last subscriber (a new tree of \
          one class less, built off the datapath and taking over the running one in steps), \
          `linkshare reload FILE` with echo probes every 1 ms across it as above; the longest \
-         RTT is the longest forwarding pause plus one RTT.",
+         RTT is the longest forwarding pause plus one RTT; then the install's and the take-over \
+         steps' longest wall and thread-CPU time (`stat`'s `loop_work`; the installs include the \
+         rate change's).",
     );
     let mut per_sub_rss: Option<f64> = None;
     for &n in sizes {
@@ -238,6 +241,8 @@ struct Row {
     cpu_ns: f64,
     change: Across,
     reload: Option<Across>,
+    /// The install and take-over pieces after the reload (`loop_work`), when the shaper says.
+    reload_work: Option<String>,
 }
 
 impl Row {
@@ -275,14 +280,17 @@ impl Row {
             format!("{} of {}", self.change.lost.0, self.change.lost.1),
             match &self.reload {
                 Some(r) => format!(
-                    "{} / {:.1} / {} of {}",
+                    "{} / {:.1} / {} of {}{}",
                     match &r.took {
                         Ok(ms) => format!("{ms:.0}"),
                         Err(e) => e.clone(),
                     },
                     r.max_rtt_ms,
                     r.lost.0,
-                    r.lost.1
+                    r.lost.1,
+                    self.reload_work
+                        .as_ref()
+                        .map_or(String::new(), |w| format!("; {w}"))
                 ),
                 None => "–".into(),
             },
@@ -356,6 +364,9 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
             a.1 as f64 / 1e6,
             b.1 as f64 / 1e6
         ));
+        if let Some(w) = loop_work(&bed, &["copy"]) {
+            scrapes.push_str(&format!("; {w}"));
+        }
     }
     let stat_top = (kind == Kind::Linkshare).then(|| stat_top(&bed));
     let flood = Flood {
@@ -372,6 +383,10 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         Kind::Linkshare => Some(full_reload(&bed, &file, n, secs)?),
         _ => None,
     };
+    let reload_work = match reload {
+        Some(_) => loop_work(&bed, &["install", "adopt"]),
+        None => None,
+    };
     Ok(Row {
         setup,
         rss,
@@ -383,6 +398,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         cpu_ns: cpu.machine_ns_per_pkt(),
         change,
         reload,
+        reload_work,
     })
 }
 
@@ -460,20 +476,45 @@ fn short(s: &str) -> String {
     }
 }
 
-/// The shaper's own loop turns so far, from `stat --json` (router/src/turns.rs): how many took
-/// over 1 ms, and the longest (ns).
-fn loop_turns(bed: &Bed) -> Option<(u64, u64)> {
+/// `stat --json --top 1` of the shaper under test.
+fn stat_json(bed: &Bed) -> Option<serde_json::Value> {
     let exe = std::env::current_exe().ok()?;
     let out = Command::new(&exe)
         .args(["stat", "--json", "--top", "1", "--control"])
         .arg(bed.t.dir.join("ctl.sock"))
         .output()
         .ok()?;
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).ok()?;
+    serde_json::from_slice(&out.stdout).ok()
+}
+
+/// The shaper's own loop turns so far, from `stat --json` (router/src/turns.rs): how many took
+/// over 1 ms, and the longest (ns).
+fn loop_turns(bed: &Bed) -> Option<(u64, u64)> {
+    let v = stat_json(bed)?;
     Some((
         v["long_turns"].as_u64()?,
         v["loop_turn_ns"]["max"].as_u64()?,
     ))
+}
+
+/// The loop's work besides forwarding of each of `kinds` so far (`stat`'s `loop_work`,
+/// router/src/background.rs): "adopt: N pieces, longest X µs (CPU Y µs)" each; `None` from a
+/// shaper that does not report it.
+fn loop_work(bed: &Bed, kinds: &[&str]) -> Option<String> {
+    let v = stat_json(bed)?;
+    let one = |k: &str| {
+        let w = &v["loop_work"][k];
+        Some(format!(
+            "{k}: {} pieces, longest {:.0} µs (CPU {:.0} µs), {} preempted, {} blocked",
+            w["pieces"].as_u64()?,
+            w["wall_ns"]["max"].as_u64()? as f64 / 1e3,
+            w["cpu_ns"]["max"].as_u64()? as f64 / 1e3,
+            w["preempted"].as_u64()?,
+            w["blocked"].as_u64()?
+        ))
+    };
+    let parts: Option<Vec<String>> = kinds.iter().map(|k| one(k)).collect();
+    Some(parts?.join("; "))
 }
 
 /// `linkshare stat --top 20` against B's control socket, 5 times: the median time in ms, or

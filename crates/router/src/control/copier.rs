@@ -7,11 +7,12 @@
 //! for the sake of one reader). Reading them takes the datapath thread itself; what must not
 //! grow with the number of classes is the time it spends in one go. So:
 //!
-//! * a copy is asked for by the plane (plane.rs) and started at the end of a loop turn; each
-//!   turn then copies classes in id order — [`linkshare_core::htb::Htb::counter_view`]: O(1)
-//!   a class, no name, no allocation but the rare boxed per-reason drop counts — until
-//!   [`BUDGET_NS`] has passed (checked every [`BATCH`] classes), and rings the loop again so
-//!   that the next turn goes on (packets are forwarded between the pieces);
+//! * a copy is asked for by the plane (plane.rs) and started at the end of a loop turn; the
+//!   loop then copies it a piece at a time ([`Copier::step`]: classes in id order —
+//!   [`linkshare_core::htb::Htb::counter_view`]: O(1) a class, no name, no allocation but the
+//!   rare boxed per-reason drop counts — until the piece's budget has passed, checked every
+//!   [`BATCH`] classes), its pieces paced as the loop's other work besides forwarding
+//!   (router/src/background.rs; packets are forwarded between the pieces);
 //! * double-buffered: the copy grows in its own buffer (reserved at the start, so that no
 //!   piece moves it) while the plane names, rates and serves the last finished one; it is
 //!   handed over only when complete;
@@ -33,10 +34,10 @@ use super::raw::{self, Raw, RawClass, RawDir};
 use super::snapshot::Snapshot;
 use crate::{sys, Sched};
 
-/// Time one loop turn spends copying at most (past it, the piece ends at the next batch).
-pub const BUDGET_NS: u64 = 150_000;
-/// Classes copied between two looks at the clock.
-pub const BATCH: u32 = 256;
+/// Classes copied between two looks at the clock (a look is a vDSO clock read, ~25 ns; a batch
+/// of 64 rows is ~10 µs, more where its rows touch fresh pages, so a piece ends close to its
+/// budget).
+pub const BATCH: u32 = 64;
 
 /// A copy under way, and what the plane was already told.
 #[derive(Default)]
@@ -44,6 +45,8 @@ pub(crate) struct Copier {
     job: Option<Job>,
     /// Per direction, the generation and class count whose names the plane has.
     named: [Option<(u64, usize)>; 2],
+    /// The classes the last [`Copier::step`] copied.
+    last_piece: u64,
 }
 
 struct Job {
@@ -60,6 +63,11 @@ impl Copier {
     /// True while a copy is under way.
     pub fn busy(&self) -> bool {
         self.job.is_some()
+    }
+
+    /// The classes the last [`Copier::step`] copied.
+    pub fn last_piece(&self) -> u64 {
+        self.last_piece
     }
 
     /// Start a copy under way over from the first class (the policy changed during it, and
@@ -93,6 +101,7 @@ impl Copier {
     /// is complete.
     pub fn step(&mut self, dirs: [DirRef<'_>; 2], budget_ns: u64) -> Option<Raw> {
         let t0 = sys::monotonic_ns();
+        self.last_piece = 0;
         let job = self.job.as_mut()?;
         let mut worked = false;
         while job.dir < 2 {
@@ -142,6 +151,7 @@ impl Copier {
                 out.names = (!named).then(|| Vec::with_capacity(h.len()));
             }
             let end = copy_batch(h, job.next, out);
+            self.last_piece += u64::from(end.saturating_sub(job.next));
             job.next = end;
             if end as usize >= h.len() {
                 // Names known for this count only if this copy carried them or they were

@@ -57,6 +57,11 @@ pub struct Snapshot {
     /// Loop turns longer than 1 ms (`turns::LONG_TURN_NS`), since start.
     #[serde(default)]
     pub long_turns: u64,
+    /// The loop's work besides forwarding, piece by piece (router/src/background.rs): what a
+    /// reload's install, each step of its take-over and each piece of a copy of the counters
+    /// cost, since start.
+    #[serde(default)]
+    pub loop_work: LoopWork,
     /// Loop turns that slept to let frames gather before the next receive turn
     /// (`--rx-coalesce-us`, router/src/coalesce.rs).
     #[serde(default)]
@@ -128,6 +133,37 @@ pub struct LatenessNs {
     pub max: u64,
     pub mean: u64,
     pub samples: u64,
+}
+
+/// The loop's work besides forwarding (router/src/background.rs), by kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LoopWork {
+    /// Installing a reloaded policy (a rebuilt HTB: the swap alone; a patch: its changes).
+    #[serde(default)]
+    pub install: WorkPieces,
+    /// The steps of a rebuilt HTB's take-over of the tree it replaces.
+    #[serde(default)]
+    pub adopt: WorkPieces,
+    /// The pieces of a copy of the class counters for the stats plane.
+    #[serde(default)]
+    pub copy: WorkPieces,
+}
+
+/// Pieces of one kind of work: how many, how long each held the loop (wall time: the
+/// forwarding pause it made) and what each cost the loop's thread (its CPU time: a piece whose
+/// wall time is well above its CPU time waited), the most units (classes) one piece did, and
+/// how many pieces waited: `preempted` (the kernel gave the CPU to another task during the
+/// piece) and `blocked` (the thread slept in it: a lock, a page).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkPieces {
+    pub pieces: u64,
+    pub wall_ns: LatenessNs,
+    pub cpu_ns: LatenessNs,
+    pub max_units: u64,
+    #[serde(default)]
+    pub preempted: u64,
+    #[serde(default)]
+    pub blocked: u64,
 }
 
 /// One interface's counters (the shaper's and its ring's).
@@ -490,6 +526,7 @@ impl Snapshot {
             catch_up_turns: self.catch_up_turns,
             loop_turn_ns: self.loop_turn_ns,
             long_turns: self.long_turns,
+            loop_work: self.loop_work,
             rx_coalesced: self.rx_coalesced,
             queue_memory: self.queue_memory,
             memory_drops: self.memory_drops,

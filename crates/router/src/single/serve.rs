@@ -17,7 +17,7 @@ use crate::control::proto::{
     self, Direction, ErrorReply, PolicySource, PolicyText, ReloadReport, Request, Response,
 };
 use crate::control::snapshot::Snapshot;
-use crate::control::{copier, dispatch, respond, Handler};
+use crate::control::{dispatch, respond, Handler};
 use crate::single::Single;
 use crate::{sys, Shaper};
 
@@ -61,9 +61,9 @@ impl Shaper<Single> {
 }
 
 impl Shaper<Single> {
-    /// The stats plane rang (or a copy under way rang for its next piece): write the plane's
-    /// replies to their clients, start a copy of the counters when it asked for one, and copy
-    /// the next piece of it (copier.rs: bounded per turn; the plane gets it once complete).
+    /// The stats plane rang: write the plane's replies to their clients, and start a copy of
+    /// the counters when it asked for one (its pieces are the loop's background work,
+    /// background.rs and [`Shaper::copy_piece`]).
     pub(crate) fn serve_plane(&mut self) {
         let Some(p) = self.role.plane.take() else {
             return;
@@ -78,14 +78,20 @@ impl Shaper<Single> {
             let frame = self.stat_frame();
             self.role.copier.start(frame);
         }
-        if self.role.copier.busy() {
-            let dirs = [0, 1].map(|d| (self.dirs[d].sched.as_ref(), self.dirs[d].gen));
-            match self.role.copier.step(dirs, copier::BUDGET_NS) {
-                Some(raw) => p.send(raw),
-                None => p.again(),
-            }
-        }
         self.role.plane = Some(p);
+    }
+
+    /// The next piece of the copy under way (copier.rs: at most `budget_ns`, checked every
+    /// batch), sent to the plane once complete; the classes this piece copied.
+    pub(crate) fn copy_piece(&mut self, budget_ns: u64) -> u64 {
+        let Some(p) = self.role.plane.as_ref() else {
+            return 0;
+        };
+        let dirs = [0, 1].map(|d| (self.dirs[d].sched.as_ref(), self.dirs[d].gen));
+        if let Some(raw) = self.role.copier.step(dirs, budget_ns) {
+            p.send(raw);
+        }
+        self.role.copier.last_piece()
     }
 }
 

@@ -40,6 +40,34 @@ pub fn monotonic_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The CPU time the calling thread has used (CLOCK_THREAD_CPUTIME_ID), in nanoseconds: what a
+/// piece of work cost the thread itself, whatever else ran on its CPU meanwhile (a piece whose
+/// wall time is well above it waited: preempted, or blocked on a lock or a page). A system call
+/// (the vDSO serves only the wall clocks), so read around pieces of work, never per packet.
+pub fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid timespec to write into.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// The calling thread's context switches so far (`getrusage(RUSAGE_THREAD)`): (voluntary —
+/// it blocked: a lock, a page read, a wait —, involuntary — the kernel preempted it). Zeros if
+/// the call fails.
+pub fn thread_switches() -> (u64, u64) {
+    // SAFETY: all-zero is a valid rusage.
+    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ru` is a valid rusage for the kernel to fill.
+    let r = unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
+    if r != 0 {
+        return (0, 0);
+    }
+    (ru.ru_nvcsw as u64, ru.ru_nivcsw as u64)
+}
+
 /// Sleep until CLOCK_MONOTONIC reaches `at_ns` (at once if it has). A signal cuts the sleep
 /// short, which is harmless here: the caller's loop looks at its events next.
 pub fn sleep_until_ns(at_ns: u64) {

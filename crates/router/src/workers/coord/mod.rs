@@ -151,7 +151,7 @@ pub fn run(opts: Options) -> anyhow::Result<i32> {
     // Signals are blocked here, before any worker starts, so that every thread inherits the
     // mask and only this thread's signalfd hears them.
     let sig = sys::signalfd_term_hup()?;
-    let builder = Builder::start(false).context("cannot start the policy builder thread")?;
+    let builder = Builder::start(false, None).context("cannot start the policy builder thread")?;
     let wake = Arc::new(sys::eventfd()?);
     let (reply_tx, replies) = channel::<Reply>();
     let mut inboxes = Vec::new();
