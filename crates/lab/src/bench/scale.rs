@@ -115,14 +115,22 @@ const PFIFO: &str = "{ type = \"pfifo\", limit = 1000 }";
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Linkshare,
+    /// The same shaper with its datapath under SCHED_FIFO (`--realtime 10`): what a scrape or
+    /// a take-over costs the forwarding when no ordinary thread can preempt the datapath.
+    LinkshareRealtime,
     KernelHashed,
     KernelLinear,
 }
 
 impl Kind {
+    fn is_linkshare(self) -> bool {
+        matches!(self, Kind::Linkshare | Kind::LinkshareRealtime)
+    }
+
     fn name(self) -> &'static str {
         match self {
             Kind::Linkshare => "linkshare (fq_codel leaves)",
+            Kind::LinkshareRealtime => "linkshare --realtime 10 (fq_codel leaves)",
             Kind::KernelHashed => "kernel HTB, hashed u32 (pfifo leaves)",
             Kind::KernelLinear => "kernel HTB, linear u32 (pfifo leaves)",
         }
@@ -180,7 +188,7 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
     );
     let mut per_sub_rss: Option<f64> = None;
     for &n in sizes {
-        let mut kinds = vec![Kind::Linkshare];
+        let mut kinds = vec![Kind::Linkshare, Kind::LinkshareRealtime];
         if n <= KERNEL_MAX {
             kinds.push(Kind::KernelHashed);
         }
@@ -189,7 +197,7 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
         }
         for kind in kinds {
             eprintln!("lab bench: scale: {} subscribers, {} ...", n, kind.name());
-            if kind == Kind::Linkshare {
+            if kind.is_linkshare() {
                 if let Some(why) = too_big(n, per_sub_rss) {
                     t.row(skipped(n, kind, &why));
                     continue;
@@ -300,11 +308,7 @@ impl Row {
 
 /// Build a testbed, start `kind` with `n` subscribers and measure one row.
 fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
-    let leaf = if kind == Kind::Linkshare {
-        FQ_CODEL
-    } else {
-        PFIFO
-    };
+    let leaf = if kind.is_linkshare() { FQ_CODEL } else { PFIFO };
     let (policy_text, table) = scale_files(n, leaf);
     let t = Testbed::new()?;
     ip(&[
@@ -324,6 +328,18 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
             r.start_timeout = Duration::from_secs(900);
             Box::new(r)
         }
+        Kind::LinkshareRealtime => {
+            let mut r = LinkshareRouter::new(args(&[
+                "--io",
+                "packet",
+                "--metrics",
+                METRICS,
+                "--realtime",
+                "10",
+            ]))?;
+            r.start_timeout = Duration::from_secs(900);
+            Box::new(r)
+        }
         Kind::KernelHashed => Box::new(KernelRouter::htb(tc_script)),
         Kind::KernelLinear => Box::new(KernelRouter::htb(linear_script)),
     };
@@ -337,7 +353,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
     std::thread::sleep(Duration::from_millis(500));
     let rss = bed.pid.and_then(rss_bytes);
     let kernel_mem = match (kind, mem0, (meminfo("MemAvailable"), meminfo("Slab"))) {
-        (Kind::Linkshare, _, _) => None,
+        (k, _, _) if k.is_linkshare() => None,
         (_, (Some(a0), Some(s0)), (Some(a1), Some(s1))) => {
             Some((a0 as i64 - a1 as i64, s1 as i64 - s0 as i64))
         }
@@ -347,9 +363,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
     let gap = Duration::from_millis(10);
     let wait = Duration::from_millis(500);
     let (_, mut idle) = probes(&hosts, 0, gap, secs, wait)?;
-    let turns0 = (kind == Kind::Linkshare)
-        .then(|| loop_turns(&bed))
-        .flatten();
+    let turns0 = kind.is_linkshare().then(|| loop_turns(&bed)).flatten();
     let stop = Arc::new(AtomicBool::new(false));
     let scraper = scrape_loop(&bed, kind, stop.clone())?;
     let (_, mut busy) = probes(&hosts, 0, gap, secs, wait)?;
@@ -368,7 +382,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
             scrapes.push_str(&format!("; {w}"));
         }
     }
-    let stat_top = (kind == Kind::Linkshare).then(|| stat_top(&bed));
+    let stat_top = kind.is_linkshare().then(|| stat_top(&bed));
     let flood = Flood {
         payload: 18,
         ports: 1,
@@ -379,9 +393,10 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
     };
     let cpu = measure_flood(&bed, flood, secs)?;
     let change = rate_change(&bed, kind, &file, n, secs)?;
-    let reload = match kind {
-        Kind::Linkshare => Some(full_reload(&bed, &file, n, secs)?),
-        _ => None,
+    let reload = if kind.is_linkshare() {
+        Some(full_reload(&bed, &file, n, secs)?)
+    } else {
+        None
     };
     let reload_work = match reload {
         Some(_) => loop_work(&bed, &["install", "adopt"]),
@@ -414,9 +429,10 @@ fn scrape_loop(
         let (mut n, mut total, mut err, mut size) = (0u32, 0.0f64, None, 0);
         while !stop.load(Ordering::Relaxed) {
             let t0 = Instant::now();
-            let r = match kind {
-                Kind::Linkshare => get_metrics(),
-                _ => Command::new("tc")
+            let r = if kind.is_linkshare() {
+                get_metrics()
+            } else {
+                Command::new("tc")
                     .args(["-n", &ns, "-s", "class", "show", "dev", &dev])
                     .output()
                     .map_err(|e| e.to_string())
@@ -425,7 +441,7 @@ fn scrape_loop(
                             .success()
                             .then_some(o.stdout.len())
                             .ok_or_else(|| String::from_utf8_lossy(&o.stderr).into_owned())
-                    }),
+                    })
             };
             match r {
                 Ok(len) => {
@@ -634,7 +650,7 @@ fn change_command(
     policy: &std::path::Path,
     n: usize,
 ) -> anyhow::Result<Vec<String>> {
-    if kind == Kind::Linkshare {
+    if kind.is_linkshare() {
         let exe = std::env::current_exe().context("cannot find the linkshare executable")?;
         let ctl = bed.t.dir.join("ctl.sock");
         return Ok(vec![
