@@ -9,7 +9,6 @@
 
 use linkshare_core::cbq::{self, Cbq, CbqClassSpec, CbqParams};
 use linkshare_core::classify::Classifier;
-use linkshare_core::units::Rate;
 use linkshare_core::Packet;
 
 use crate::build::Driver;
@@ -69,19 +68,13 @@ impl Policy {
         self.cbq.as_ref()
     }
 
-    /// CBQ's qdisc-wide parameters for a driver: the link is the root classes' allocation, the
+    /// CBQ's qdisc-wide parameters for a driver: the link is the root classes' allocation
+    /// ([`Policy::root_rate`]: a CBQ class's ceil is its rate), the
     /// timer is the driver's, and ALTQ's two-tick minimum suspension and `ifnow` clamp come with
     /// `altq_compat`.
     pub fn cbq_params(&self, driver: &Driver) -> Option<CbqParams> {
         let o = self.cbq.as_ref()?;
-        let link = Rate(
-            self.classes
-                .iter()
-                .filter(|c| c.parent_id.is_none())
-                .map(|c| c.rate.0)
-                .sum(),
-        );
-        let mut p = CbqParams::new(link);
+        let mut p = CbqParams::new(self.root_rate());
         p.scheduler = o.scheduler;
         p.guideline = o.guideline;
         p.efficient = o.efficient;
