@@ -170,7 +170,7 @@ fn cbq_class_json(p: &Policy, c: &ClassInfo) -> Value {
         "avgpkt_bytes": k.avgpkt,
         "maxidle_ns": k.maxidle.map_or(d.maxidle_ns, |t| t.as_nanos()),
         "minidle_ns": k.minidle.map_or(d.minidle_ns, |t| t.as_nanos()),
-        "offtime_ns": k.offtime.map_or(d.offtime_ns, |t| t.as_nanos()),
+        "offtime_ns": k.offtime.map_or(d.offtime(params.bound_offtime), |t| t.as_nanos()),
         "extradelay_ns": k.extradelay.as_nanos(),
     })
 }

@@ -382,6 +382,42 @@ leaf = "pfifo"
     );
 }
 
+/// `check --json` gives the `offtime` the scheduler runs with: where ALTQ's formula runs away
+/// (a large `minburst`), its first-order term by default, ALTQ's formula under `altq_compat`.
+#[test]
+fn json_shows_the_offtime_in_effect_for_a_large_minburst() {
+    let policy = |compat: bool| {
+        format!(
+            "qdisc = \"cbq\"\ndefault = \"video\"\naltq_compat = {compat}\n\
+             [[class]]\nname = \"root\"\nrate = \"1.5mbit\"\n\
+             [[class]]\nname = \"video\"\nparent = \"root\"\nrate = \"450kbit\"\n\
+             maxburst = 100\nminburst = 99\navgpkt = 1000\n"
+        )
+    };
+    // By hand: cptime = 1000 B at 450 kbit/s − at 1.5 Mbit/s = 12.444 ms. First-order term:
+    // cptime·(1 + 98·32/31) = 1271.34 ms; ALTQ's: cptime·(1 + 32·((32/31)^98 − 1)) = 8555.04 ms,
+    // more than twice the first.
+    for (compat, want_ms) in [(false, 1271.34), (true, 8555.04)] {
+        let (code, _, stderr, path) = check(&format!("offtime-{compat}.toml"), &policy(compat));
+        assert_eq!(code, 0, "{stderr}");
+        assert!(
+            stderr.contains("minburst 99"),
+            "the runaway is warned about: {stderr}"
+        );
+        let out = linkshare(&["check", "--json", path.to_str().unwrap_or_default()]);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("valid JSON");
+        let video = v["classes"]
+            .as_array()
+            .and_then(|a| a.iter().find(|c| c["name"] == "video"))
+            .unwrap_or_else(|| panic!("class video in {v}"));
+        let got = video["cbq"]["offtime_ns"].as_f64().unwrap_or(0.0) / 1e6;
+        assert!(
+            (got - want_ms).abs() <= want_ms * 1e-3,
+            "altq_compat = {compat}: offtime {got} ms, by hand {want_ms} ms"
+        );
+    }
+}
+
 /// `export tc --json` (issue 15 §4): one object with the script and each class's tc handles, the
 /// same ones `linkshare stat` shows.
 #[test]

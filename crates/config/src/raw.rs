@@ -2,13 +2,17 @@
 //!
 //! Deserializing into fixed structs would stop at the first unknown key or wrong type. Instead the
 //! document is read into a small spanned tree ([`Raw`]) that accepts any TOML, and validation walks
-//! that tree reporting every problem with its position.
+//! that tree reporting every problem with its position. A text that is not TOML at all gets one
+//! located diagnostic ([`syntax_error`]), with the fix for the commonest slip (a unit unquoted).
 
 use std::fmt;
 use std::ops::Range;
 
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use toml::Spanned;
+
+use crate::source::LineIndex;
+use crate::{ConfigError, Diagnostic, Severity};
 
 /// A TOML value with spans on every nested value and key.
 #[derive(Clone, Debug, PartialEq)]
@@ -150,4 +154,59 @@ pub(crate) fn syntax_message(msg: &str) -> String {
         return "dates and times are not valid in a policy".to_string();
     }
     first.to_string()
+}
+
+/// A TOML syntax error as a located diagnostic.
+pub(crate) fn syntax_error(e: &toml::de::Error, text: &str, origin: &str) -> ConfigError {
+    let index = LineIndex::new(text);
+    let (line, col) = e.span().map(|s| index.line_col(s.start)).unwrap_or((1, 1));
+    if let Some(d) = unquoted_unit(text, line, origin) {
+        return ConfigError {
+            diagnostics: vec![d],
+        };
+    }
+    let message = syntax_message(e.message());
+    let help = if message.contains("duplicate key") {
+        "each key may appear once per table; remove or rename the repeated one"
+    } else if message.contains("dates and times") {
+        "write rates and sizes as strings with a unit, e.g. \"10mbit\""
+    } else {
+        "fix the TOML syntax: strings need double quotes (rate = \"10mbit\"), tables are `[[class]]`"
+    };
+    ConfigError {
+        diagnostics: vec![Diagnostic {
+            severity: Severity::Error,
+            file: origin.to_string(),
+            line,
+            col,
+            message: format!("invalid TOML: {message}"),
+            help: Some(help.to_string()),
+        }],
+    }
+}
+
+/// The commonest TOML mistake in a policy: a value with a unit written without quotes
+/// (`rate = 10mbit`). toml only says "expected newline"; say what to write instead.
+fn unquoted_unit(text: &str, line: usize, origin: &str) -> Option<Diagnostic> {
+    let src = text.lines().nth(line.checked_sub(1)?)?;
+    let (key, value) = src.split_once('=')?;
+    let value = value.split('#').next().unwrap_or("").trim();
+    let digits = value
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .filter(|&i| i > 0)?;
+    if !value[digits..].chars().all(|c| c.is_ascii_alphabetic()) {
+        return None;
+    }
+    let key = key.trim();
+    let col = src.find(value).map(|i| src[..i].chars().count() + 1)?;
+    Some(Diagnostic {
+        severity: Severity::Error,
+        file: origin.to_string(),
+        line,
+        col,
+        message: format!("invalid TOML: `{value}` must be quoted"),
+        help: Some(format!(
+            "write `{key} = \"{value}\"`: a value with a unit is a string"
+        )),
+    })
 }

@@ -302,3 +302,60 @@ fn curve_text(c: &linkshare_core::hfsc::ServiceCurve) -> String {
         format!("m1 {} d {} m2 {}", Rate(c.m1), Duration(c.d), Rate(c.m2))
     }
 }
+
+impl Policy {
+    /// The class tree, rates and filters as `linkshare check` prints them.
+    pub fn render_tree(&self) -> String {
+        let mut out = self.render_one();
+        if let Some(line) = plans_line(self) {
+            out.push_str(&line);
+        }
+        if let Some(u) = &self.upload {
+            out.push_str("\nupload side (the same classes; filters match the source):\n");
+            out.push_str(&u.render_one());
+        }
+        out
+    }
+
+    /// One direction's tree and filters, with the link layer.
+    fn render_one(&self) -> String {
+        let tree = tree(self);
+        let mut line = String::new();
+        if !self.link.is_identity() {
+            // The link layer on the line after the root's, with what it does to a full packet.
+            let l = self.link;
+            line = format!(
+                "link layer {}  overhead={}  mpu={}  (a {}-byte packet is charged {} bytes)\n",
+                l.framing.name(),
+                l.overhead,
+                l.mpu,
+                self.mtu,
+                l.size(self.mtu)
+            );
+        }
+        let t = self.dscp;
+        if !t.trust || t.wash {
+            line.push_str(&format!(
+                "dscp {}{}\n",
+                if t.trust {
+                    "trusted"
+                } else {
+                    "not trusted (classified as 0)"
+                },
+                if t.wash { ", washed to 0" } else { "" }
+            ));
+        }
+        if line.is_empty() {
+            return tree;
+        }
+        match tree.find('\n') {
+            Some(i) => format!("{}{line}{}", &tree[..=i], &tree[i + 1..]),
+            None => format!("{tree}\n{line}"),
+        }
+    }
+
+    /// The filters as one-line descriptions (`udp dst 10.0.0.0/8 dport 5000-5010`), in order.
+    pub fn filter_descriptions(&self) -> Vec<String> {
+        self.filters.iter().map(|f| filter_text(&f.spec)).collect()
+    }
+}

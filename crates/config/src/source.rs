@@ -1,6 +1,7 @@
 //! Source positions, and diagnostics rendered with the source line they point into.
 //!
-//! Principles (issue 13: `check` took 46 s for 40,000 warned classes and wrote 104 MB for a 50 MB
+//! Principles (what they prevent: a per-diagnostic scan from the start of the line made `check`
+//! quadratic, 46 s for 40,000 warned classes, and echoing whole lines wrote 104 MB for a 50 MB
 //! one-line file):
 //! * the text is indexed once, in linear time: the byte offset of every line start, and every
 //!   [`CHECKPOINT`] bytes the number of characters before that point; a lookup is a binary search
@@ -10,7 +11,7 @@
 //! * a report shows at most [`SHOWN_PER_SEVERITY`] diagnostics of each severity in file order and
 //!   counts the rest (`… and 39,980 more warnings`); `check --json` still lists every one;
 //! * diagnostics that say the same thing of different classes (the message with its quoted names
-//!   and numbers set aside, issue 15 §7) are summarised: the first [`SHOWN_PER_KIND`] are shown,
+//!   and numbers set aside) are summarised: the first [`SHOWN_PER_KIND`] are shown,
 //!   the rest become one line that counts them and gives their line range.
 
 use std::cell::Cell;
@@ -461,8 +462,8 @@ mod tests {
         }
     }
 
-    /// The complexity bound (issue 13: each diagnostic counted its column from the start of its
-    /// line, so many diagnostics on one long line took quadratic time): lookups scan a bounded
+    /// The complexity bound (counting each diagnostic's column from the start of its line made
+    /// many diagnostics on one long line quadratic): lookups scan a bounded
     /// number of bytes each, whatever the line's length.
     #[test]
     fn lookups_scan_a_bounded_number_of_bytes() {

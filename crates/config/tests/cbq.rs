@@ -1,4 +1,4 @@
-//! CBQ policies: the contract example of issue 4, shares, CBQ-only keys, `altq_compat`.
+//! CBQ policies: the example of docs/policy-format.md, shares, CBQ-only keys, `altq_compat`.
 
 use linkshare_config::{
     CbqGuideline, CbqOptions, CbqScheduler, Driver, OfftimeUnit, Policy, QdiscKind, Severity,
@@ -8,7 +8,8 @@ use linkshare_core::cbq;
 use linkshare_core::units::{Duration, Rate};
 use linkshare_core::{PacketMeta, Qdisc};
 
-/// The example from issue 4, exactly as written there, plus a default class.
+/// The CBQ example of docs/policy-format.md, with every top-level option written, plus a default
+/// class.
 const EXAMPLE: &str = r#"qdisc = "cbq"
 default = "data"
 scheduler = "prr"          # general scheduler: prr | wrr

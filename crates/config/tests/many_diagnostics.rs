@@ -1,4 +1,4 @@
-//! `check` on a policy with tens of thousands of diagnostics (issue 13: 40,000 classes with one
+//! `check` on a policy with tens of thousands of diagnostics (40,000 classes with one
 //! warning each took 46 s, every diagnostic looking its line up from the start of the file, and
 //! printed every one): parsing reports them all, the rendered report is bounded in size whatever
 //! their number, and counts the ones it does not show.
@@ -31,7 +31,7 @@ fn forty_thousand_warnings_render_a_bounded_report() {
     let last = &w[n - 1];
     assert_eq!(last.line, text.lines().count());
     // One kind of warning (the same message for every class): a few shown, the rest summarised
-    // in one line that counts them (issue 15 §7).
+    // in one line that counts them.
     let out = render_report(&text, w);
     assert_eq!(out.matches(": warning: ").count(), SHOWN_PER_KIND);
     let hidden = n - SHOWN_PER_KIND;

@@ -42,7 +42,7 @@ fn build_with(
     let mut leaves = Vec::with_capacity(n);
     let leaf = |specs: &mut Vec<CbqClassSpec<PacketMeta>>, parent: u32, rate: u64, name: String| {
         let mut s = CbqClassSpec::new(&name, Some(parent), Rate(rate.max(8_000)), &params);
-        s.borrow = true;
+        s.options.borrow = true;
         specs.push(s);
         specs.len() as u32 - 1
     };

@@ -283,7 +283,7 @@ pub fn build_cbq(shape: &Shape) -> Result<(Cbq<BenchPacket>, Vec<ClassId>), Stri
         .map(|(c, &p)| {
             let mut s = CbqClassSpec::new(&class_name(c), p, Rate(rate[c]), &params);
             s.prio = lay.prio[c];
-            s.borrow = true;
+            s.options.borrow = true;
             s.leaf = LeafSpec::Fifo(FifoLimit::Packets(LEAF_LIMIT));
             s
         })

@@ -104,7 +104,7 @@ fn build(s: &Setup) -> Cbq<PacketMeta> {
             let mut c =
                 CbqClassSpec::new(&format!("c{i}"), parent.map(|x| x as u32), Rate(rate), &p);
             c.prio = prio;
-            c.borrow = borrow;
+            c.options.borrow = borrow;
             c.leaf = LeafSpec::Fifo(FifoLimit::Packets(3));
             c
         })

@@ -241,7 +241,7 @@ fn cbq_reclaims_idle_leaves_after_the_hold() {
     let mut specs = vec![CbqClassSpec::new("root", None, link, &params)];
     for i in 0..16 {
         let mut s = CbqClassSpec::new(&format!("c{i}"), Some(0), Rate(5_000_000), &params);
-        s.borrow = true;
+        s.options.borrow = true;
         s.leaf = LeafSpec::Qdisc(Box::new(Sfq::new(SfqParams::default()).unwrap()));
         specs.push(s);
     }

@@ -48,7 +48,7 @@ fn cbq() -> Box<dyn Qdisc<PacketMeta>> {
     let mut a = CbqClassSpec::new("a", Some(0), Rate::mbit(2), &p);
     a.leaf = codel();
     let mut b = CbqClassSpec::new("b", Some(0), Rate::mbit(6), &p);
-    b.borrow = true;
+    b.options.borrow = true;
     Box::new(Cbq::new(p, vec![root, a, b], classifier()).unwrap())
 }
 

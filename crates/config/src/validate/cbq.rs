@@ -13,7 +13,7 @@ use linkshare_core::units::{Duration, Rate};
 
 use crate::params::Params;
 use crate::source::Sink;
-use crate::{CbqClass, CbqGuideline, CbqOptions, CbqScheduler, OfftimeUnit, UndertimeClock};
+use crate::{CbqClassOptions, CbqGuideline, CbqOptions, CbqScheduler, OfftimeUnit, UndertimeClock};
 
 use super::read::{get, At, ClassDraft, Entries};
 
@@ -94,8 +94,13 @@ pub(super) fn resolve_shares(sink: &mut Sink, classes: &mut [ClassDraft]) {
 
 /// A CBQ class's keys with the mtu applied: `avgpkt` cannot exceed the mtu (it is an average
 /// packet size); left out, it is 1000 bytes or the mtu if smaller.
-pub(super) fn cbq_class(sink: &mut Sink, name: &str, c: &ClassDraft, mtu: Option<u32>) -> CbqClass {
-    let mut k = c.cbq.clone();
+pub(super) fn cbq_class(
+    sink: &mut Sink,
+    name: &str,
+    c: &ClassDraft,
+    mtu: Option<u32>,
+) -> CbqClassOptions {
+    let mut k = c.cbq;
     let Some(mtu) = mtu else { return k };
     match &c.avgpkt_span {
         Some(span) if k.avgpkt > mtu => sink.error(
@@ -113,7 +118,7 @@ pub(super) fn cbq_class(sink: &mut Sink, name: &str, c: &ClassDraft, mtu: Option
 }
 
 /// CBQ's per-class keys (rate/share and prio are read with the common keys).
-pub(super) fn read_cbq_class(sink: &mut Sink, ctx: &str, e: &Entries, c: &mut CbqClass) {
+pub(super) fn read_cbq_class(sink: &mut Sink, ctx: &str, e: &Entries, c: &mut CbqClassOptions) {
     let mut p = Params::borrowed(sink, ctx.to_string(), e);
     p.bool("borrow", &mut c.borrow);
     p.int("maxburst", &mut c.maxburst, 1, 1024);
@@ -173,11 +178,7 @@ pub(super) fn warn_runaway_offtime(
     opts: &CbqOptions,
     mtu: u32,
 ) {
-    let link: u64 = infos
-        .iter()
-        .filter(|c| c.parent_id.is_none())
-        .map(|c| c.rate.0)
-        .sum();
+    let link = crate::policy::root_rate_of(infos).0;
     for (draft, info) in classes.iter().zip(infos) {
         let Some(k) = &info.cbq else { continue };
         if k.offtime.is_some() || info.rate.0 == 0 || link == 0 {

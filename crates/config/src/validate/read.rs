@@ -19,7 +19,7 @@ use crate::leaf::read_leaf;
 use crate::raw::{PolicyDoc, Raw};
 use crate::source::Sink;
 use crate::values;
-use crate::{CbqClass, LeafKind, QdiscKind};
+use crate::{CbqClassOptions, LeafKind, QdiscKind};
 
 use super::cbq::{read_cbq_class, CBQ_CLASS_KEYS};
 use super::hfsc::{read_hfsc_class, HfscDraft, HFSC_CLASS_KEYS};
@@ -142,7 +142,7 @@ pub(super) struct ClassDraft {
     /// CBQ: the allocation as a fraction of the parent's.
     pub(super) share: Option<At<f64>>,
     /// CBQ's per-class keys.
-    pub(super) cbq: CbqClass,
+    pub(super) cbq: CbqClassOptions,
     /// HFSC's curves.
     pub(super) hfsc: HfscDraft,
     /// Where CBQ's `avgpkt` was written (checked against the mtu).
@@ -244,7 +244,7 @@ pub(super) fn read_entry(
         upload_ceil: None,
         upload_leaf: None,
         share: None,
-        cbq: CbqClass::default(),
+        cbq: crate::cbq::class_defaults(),
         hfsc: HfscDraft::default(),
         avgpkt_span: None,
         broken: false,

@@ -20,7 +20,7 @@ fn unknown_dscp_name() {
         &["unknown DSCP name \"af44\""],
         &["af11..af43"],
     );
-    // The fuzzer's findings (issue 13): a multi-byte character and non-digit suffixes are
+    // The fuzzer's findings: a multi-byte character and non-digit suffixes are
     // located errors, not a panic of `check` or of a shaper reloading the file.
     for bad in ["cé", "cs#", "af1#"] {
         let text = edit(EXAMPLE, "dscp = \"ef\"", &format!("dscp = \"{bad}\""));

@@ -31,7 +31,7 @@ fn unit_typo() {
     );
 }
 
-/// No unit hint changes the magnitude the user meant (issue 13: `8Mbs` was answered with
+/// No unit hint changes the magnitude the user meant (`8Mbs` was once answered with
 /// `8mbps`, tc's megabytes per second, eight times the megabits meant). `b` is a bit and `B` a
 /// byte, as in networking; tc's `bps` family is bytes; a `bit` is a bit.
 #[test]

@@ -66,6 +66,7 @@ impl<P: Packet> Cbq<P> {
         let tree = ClassTree::new(&parents, limits).map_err(|e| CbqError::from_tree(e, name))?;
         let mut child_sum = vec![0u128; n];
         for s in &specs {
+            let o = &s.options;
             if let Some(p) = s.parent {
                 child_sum[p as usize] += s.rate.0 as u128;
             }
@@ -87,20 +88,20 @@ impl<P: Packet> Cbq<P> {
                     link: params.link,
                 });
             }
-            if s.avgpkt == 0 || s.avgpkt > params.mtu {
+            if o.avgpkt == 0 || o.avgpkt > params.mtu {
                 return Err(CbqError::BadAvgpkt {
                     class: s.name.clone(),
-                    avgpkt: s.avgpkt,
+                    avgpkt: o.avgpkt,
                     mtu: params.mtu,
                 });
             }
-            if s.maxburst > MAX_BURST {
+            if o.maxburst > MAX_BURST {
                 return Err(CbqError::BadMaxburst {
                     class: s.name.clone(),
-                    maxburst: s.maxburst,
+                    maxburst: o.maxburst,
                 });
             }
-            if s.minburst == 0 {
+            if o.minburst == 0 {
                 return Err(CbqError::BadMinburst {
                     class: s.name.clone(),
                 });
@@ -128,19 +129,20 @@ impl<P: Packet> Cbq<P> {
         let mut allots = wrr_allotments(&leaves, params.mtu).into_iter();
         let mut classes = Vec::with_capacity(n);
         for (i, s) in specs.into_iter().enumerate() {
+            let o = s.options;
             let d = derive(
                 params.link.0,
                 s.rate.0,
-                s.avgpkt,
+                o.avgpkt,
                 params.mtu,
-                s.maxburst,
-                s.minburst,
+                o.maxburst,
+                o.minburst,
             );
             let est = Estimator::new(
                 &d,
-                s.maxidle.map(|x| x.0),
-                s.minidle.map(|x| x.0),
-                Some(s.offtime.map_or(d.offtime(params.bound_offtime), |x| x.0)),
+                o.maxidle.map(|x| x.0),
+                o.minidle.map(|x| x.0),
+                Some(o.offtime.map_or(d.offtime(params.bound_offtime), |x| x.0)),
             );
             let leaf = if tree.is_inner(i) {
                 Leaf::Inner
@@ -160,10 +162,10 @@ impl<P: Packet> Cbq<P> {
                 parent: s.parent.unwrap_or(NIL),
                 rate: s.rate.0,
                 prio: s.prio,
-                borrow: s.borrow,
+                borrow: o.borrow,
                 height: height[i],
-                avgpkt: s.avgpkt,
-                extradelay: s.extradelay.0,
+                avgpkt: o.avgpkt,
+                extradelay: o.extradelay.0,
                 derived: d,
                 est,
                 undertime: None,

@@ -188,20 +188,16 @@ impl CbqParams {
     }
 }
 
-/// One class. Classes are given in a vector; a class's [`ClassId`] is its index there, and
-/// `parent` refers to such an index. Classes with children are inner classes and their `leaf` is
-/// ignored.
-#[derive(Debug)]
-pub struct CbqClassSpec<P: Packet> {
-    pub name: String,
-    pub parent: Option<ClassId>,
-    /// Allocation (the policy's `share` is resolved to a rate by the config).
-    pub rate: Rate,
-    /// 0..=7, 0 first (ALTQ's reversed scale is mapped on import).
-    pub prio: u8,
+/// A class's own knobs: its borrowing, its bursts and the overrides of its derived estimator
+/// parameters. The one definition of CBQ's per-class keys: a policy file writes them by these
+/// names (`linkshare_config` reads them into this struct), the checks and the build read them
+/// from here.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct CbqClassOptions {
     /// May borrow from the parent when overlimit.
     pub borrow: bool,
-    /// Packets (of `avgpkt` bytes) the class may send back to back after being idle.
+    /// Packets (of `avgpkt` bytes) the class may send back to back after being idle; 0 lets
+    /// the derivation pick ALTQ's default ([`super::derive`]).
     pub maxburst: u32,
     /// Packets the class may send back to back after a suspension (sizes `offtime`).
     pub minburst: u32,
@@ -214,6 +210,38 @@ pub struct CbqClassSpec<P: Packet> {
     pub offtime: Option<Duration>,
     /// Added to every suspension (ns-2's `extradelay`).
     pub extradelay: Duration,
+}
+
+impl CbqClassOptions {
+    /// ALTQ's defaults for a qdisc of this `mtu`: no borrowing, `maxburst` from the
+    /// derivation, [`DEFAULT_MINBURST`], `avgpkt` the mtu, nothing overridden.
+    pub fn new(mtu: u32) -> Self {
+        CbqClassOptions {
+            borrow: false,
+            maxburst: 0,
+            minburst: DEFAULT_MINBURST,
+            avgpkt: mtu,
+            maxidle: None,
+            minidle: None,
+            offtime: None,
+            extradelay: Duration::ZERO,
+        }
+    }
+}
+
+/// One class. Classes are given in a vector; a class's [`ClassId`] is its index there, and
+/// `parent` refers to such an index. Classes with children are inner classes and their `leaf` is
+/// ignored.
+#[derive(Debug)]
+pub struct CbqClassSpec<P: Packet> {
+    pub name: String,
+    pub parent: Option<ClassId>,
+    /// Allocation (the policy's `share` is resolved to a rate by the config).
+    pub rate: Rate,
+    /// 0..=7, 0 first (ALTQ's reversed scale is mapped on import).
+    pub prio: u8,
+    /// Borrowing, bursts and estimator overrides.
+    pub options: CbqClassOptions,
     pub leaf: LeafSpec<P>,
 }
 
@@ -225,14 +253,7 @@ impl<P: Packet> CbqClassSpec<P> {
             parent,
             rate,
             prio: 0,
-            borrow: false,
-            maxburst: 0,
-            minburst: DEFAULT_MINBURST,
-            avgpkt: params.mtu,
-            maxidle: None,
-            minidle: None,
-            offtime: None,
-            extradelay: Duration::ZERO,
+            options: CbqClassOptions::new(params.mtu),
             leaf: LeafSpec::Fifo(FifoLimit::Packets(DEFAULT_PFIFO_LIMIT)),
         }
     }

@@ -32,7 +32,7 @@ fn build(
         .map(|&(name, parent, rate, prio, borrow)| {
             let mut s = CbqClassSpec::new(name, parent.map(idx), Rate(rate), &params);
             s.prio = prio;
-            s.borrow = borrow;
+            s.options.borrow = borrow;
             tweak(&mut s);
             s
         })
@@ -169,9 +169,9 @@ fn derived_parameters_in_a_tree() {
             ("a", Some("root"), 50 * M, 0, false),
         ],
         |s| {
-            s.maxidle = Some(Duration::from_micros(500));
-            s.offtime = Some(Duration::from_micros(7));
-            s.minidle = Some(Duration::from_micros(3));
+            s.options.maxidle = Some(Duration::from_micros(500));
+            s.options.offtime = Some(Duration::from_micros(7));
+            s.options.minidle = Some(Duration::from_micros(3));
         },
     );
     let (_, maxidle, minidle, offtime) = q.class_params(1).unwrap();
@@ -472,7 +472,7 @@ fn offtime_unit_packet_size_sensitivity() {
                 ("root", None, 10 * M, 0, false),
                 ("a", Some("root"), 3 * M, 0, false),
             ],
-            |s| s.avgpkt = 1500,
+            |s| s.options.avgpkt = 1500,
         );
         let small = run(&mut q, 10 * M, 1, 0, &[sat(1, 200)], SEC / 2, 3 * SEC)[1];
         let mut q = build(
@@ -481,7 +481,7 @@ fn offtime_unit_packet_size_sensitivity() {
                 ("root", None, 10 * M, 0, false),
                 ("a", Some("root"), 3 * M, 0, false),
             ],
-            |s| s.avgpkt = 1500,
+            |s| s.options.avgpkt = 1500,
         );
         let full = run(&mut q, 10 * M, 1, 0, &[sat(1, 1500)], SEC / 2, 3 * SEC)[1];
         assert!(pct(full, 3e6) < 1.0, "{unit:?} full-size: {}", mbit(full));
@@ -533,7 +533,7 @@ fn timer_granularity_caps_the_class() {
                 ("root", None, 100 * M, 0, false),
                 ("a", Some("root"), 95 * M, 0, false),
             ],
-            |s| s.maxburst = 16,
+            |s| s.options.maxburst = 16,
         );
         let tick = if hz == 0 { 0 } else { SEC / hz as u64 };
         mbit(run(&mut q, 100 * M, 1, tick, &[sat(1, 1500)], SEC / 2, 2 * SEC)[1])
@@ -585,8 +585,8 @@ fn dequeue_reports_the_earliest_wakeup_and_views_classes() {
             ("a", Some("root"), M, 0, false),
         ],
         |s| {
-            s.maxburst = 16;
-            s.avgpkt = 1000;
+            s.options.maxburst = 16;
+            s.options.avgpkt = 1000;
         },
     );
     for _ in 0..40 {
@@ -729,8 +729,8 @@ fn large_minburst_does_not_suspend_a_class_for_ever() {
                 ("b", Some("root"), 9 * M, 0, true),
             ],
             |s| {
-                s.maxburst = 950;
-                s.minburst = 950;
+                s.options.maxburst = 950;
+                s.options.minburst = 950;
             },
         );
         // Past the first burst (950 packets at link rate take under a second).
