@@ -105,7 +105,7 @@ impl MinMax<'_> {
                 // from there, and the parent's entry is put in order below.
                 self.swap(i, p);
                 self.bubble_up_same(p, !min);
-                self.trickle_down(i);
+                self.trickle_down_below(i);
                 return;
             }
             if i >= 3 && Self::before(min, self.0.at(i), self.0.at((i - 3) / 4)) {
@@ -114,7 +114,16 @@ impl MinMax<'_> {
                 return;
             }
         }
-        self.trickle_down(i);
+        self.trickle_down_below(i);
+    }
+
+    /// [`Self::trickle_down`] where `i` has children (a pushed entry, the last, has none: the
+    /// common case costs no call).
+    #[inline(always)]
+    fn trickle_down_below(&mut self, i: usize) {
+        if 2 * i + 1 < self.len() {
+            self.trickle_down(i);
+        }
     }
 
     /// The least entry (the scheduler reads it as its [`Heap`]'s first).
@@ -165,7 +174,10 @@ impl MinMax<'_> {
     pub fn rekey(&mut self, id: u32, key: u64) {
         if let Some(i) = self.0.position(id) {
             self.0.place(i, Entry { key, id });
-            self.fix(i);
+            // Alone (a parent with one active child), it is in order whatever its key.
+            if self.len() > 1 {
+                self.fix(i);
+            }
         }
     }
 
