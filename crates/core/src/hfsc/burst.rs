@@ -30,7 +30,9 @@ impl<P: Packet> Hfsc<P> {
             self.prefetch_burst(classes);
         }
         let default = self.default;
-        enqueue_each(classes, pkts, default, refused, |c, p| self.enqueue_to(c, p, now))
+        enqueue_each(classes, pkts, default, refused, |c, p| {
+            self.enqueue_to(c, p, now)
+        })
     }
 
     /// The lines of class `c`'s record that a packet reads — a leaf's part and the shared one,
@@ -73,7 +75,10 @@ impl<P: Packet> Hfsc<P> {
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
                 if cl.nactive == 0 {
-                    let row = self.classes.get(cl.parent as usize).map(|p| p.base as usize);
+                    let row = self
+                        .classes
+                        .get(cl.parent as usize)
+                        .map(|p| p.base as usize);
                     if let Some(r) = row.and_then(|r| self.slab.get(r)) {
                         prefetch(r);
                     }

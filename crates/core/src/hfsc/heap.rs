@@ -255,7 +255,9 @@ pub(super) mod model {
                     let got = h.pop().map(|e| (e.key, e.id));
                     let want = set.pop_first();
                     if got != want {
-                        return Err(format!("step {step}: popped {got:?}, the set's least {want:?}"));
+                        return Err(format!(
+                            "step {step}: popped {got:?}, the set's least {want:?}"
+                        ));
                     }
                 }
                 _ => {}

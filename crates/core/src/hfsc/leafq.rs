@@ -215,14 +215,21 @@ mod tests {
         )
         .expect("a valid tree");
         for born in 0..3 {
-            q.enqueue_to(1, tp(1, 100, born), Time(0)).expect("room for 3");
+            q.enqueue_to(1, tp(1, 100, born), Time(0))
+                .expect("room for 3");
         }
-        let r = q.enqueue_to(1, tp(1, 100, 3), Time(0)).map_err(|d| d.reason);
+        let r = q
+            .enqueue_to(1, tp(1, 100, 3), Time(0))
+            .map_err(|d| d.reason);
         assert_eq!(r, Err(DropReason::QueueLimit));
-        q.enqueue_to(2, tp(2, 600, 10), Time(0)).expect("600 of 1000 bytes");
-        let r = q.enqueue_to(2, tp(2, 401, 11), Time(0)).map_err(|d| d.reason);
+        q.enqueue_to(2, tp(2, 600, 10), Time(0))
+            .expect("600 of 1000 bytes");
+        let r = q
+            .enqueue_to(2, tp(2, 401, 11), Time(0))
+            .map_err(|d| d.reason);
         assert_eq!(r, Err(DropReason::ByteLimit));
-        q.enqueue_to(2, tp(2, 400, 12), Time(0)).expect("exactly 1000 bytes");
+        q.enqueue_to(2, tp(2, 400, 12), Time(0))
+            .expect("exactly 1000 bytes");
         q.check_invariants().expect("in step after the enqueues");
         let b = q.leaf_backlog(2);
         assert_eq!((b.packets, b.bytes), (2, 1000));
@@ -236,9 +243,7 @@ mod tests {
             }
             q.check_invariants().expect("in step after a dequeue");
         }
-        let of = |c: u32| -> Vec<u64> {
-            order.iter().filter(|o| o.0 == c).map(|o| o.1).collect()
-        };
+        let of = |c: u32| -> Vec<u64> { order.iter().filter(|o| o.0 == c).map(|o| o.1).collect() };
         assert_eq!(of(1), [0, 1, 2]);
         assert_eq!(of(2), [10, 12]);
         assert_eq!(q.backlog().packets, 0);

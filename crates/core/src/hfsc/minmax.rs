@@ -126,12 +126,6 @@ impl MinMax<'_> {
         }
     }
 
-    /// The least entry (the scheduler reads it as its [`Heap`]'s first).
-    #[cfg(test)]
-    pub fn first(&self) -> Option<Entry> {
-        self.0.first()
-    }
-
     /// The greatest entry.
     #[inline]
     pub fn last(&self) -> Option<Entry> {

@@ -183,7 +183,8 @@ struct Class {
 /// Where a leaf's part ends and where a parent's begins (the start of the shared part).
 const LEAF_END: usize = std::mem::offset_of!(Class, base);
 const PARENT_START: usize = std::mem::offset_of!(Class, parent);
-const _: () = assert!(LEAF_END <= 6 * 64 && std::mem::size_of::<Class>() - PARENT_START / 64 * 64 <= 5 * 64);
+const _: () =
+    assert!(LEAF_END <= 6 * 64 && std::mem::size_of::<Class>() - PARENT_START / 64 * 64 <= 5 * 64);
 
 /// What a packet does not touch unless the class has an upper limit or OpenBSD's semantics are
 /// on, and what only statistics read.

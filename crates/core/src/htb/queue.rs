@@ -116,7 +116,9 @@ impl<P: Packet> Htb<P> {
             self.prefetch_parents(classes);
         }
         let default = self.default;
-        enqueue_each(classes, pkts, default, refused, |c, p| self.enqueue_to(c, p, now))
+        enqueue_each(classes, pkts, default, refused, |c, p| {
+            self.enqueue_to(c, p, now)
+        })
     }
 
     /// The parents of a burst's idle leaves, which their first dequeue will charge: kept in a
@@ -228,8 +230,7 @@ impl<P: Packet> Htb<P> {
             LeafKind::Bfifo => {
                 (q.bytes as u64 + len as u64 > limit as u64).then_some(DropReason::ByteLimit)
             }
-            _ => (q.len >= limit || q.bytes_full(len))
-                .then_some(DropReason::QueueLimit),
+            _ => (q.len >= limit || q.bytes_full(len)).then_some(DropReason::QueueLimit),
         };
         if let Some(reason) = full {
             return Err(Dropped {
