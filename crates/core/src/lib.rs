@@ -87,6 +87,7 @@ pub mod impair;
 pub use qdisc::leaf;
 pub mod linklayer;
 pub mod packet;
+mod pool;
 mod prefetch;
 pub mod qdisc;
 pub mod service_curve;

@@ -1,10 +1,35 @@
 //! Cache prefetch hints, shared by the schedulers that prefetch a burst's class records before
-//! touching them (HTB, HFSC), as DPDK's `rte_sched_port_enqueue` does.
+//! touching them (HTB, HFSC), as DPDK's `rte_sched_port_enqueue` does, and the enqueue of the
+//! burst that follows the hints ([`enqueue_each`]).
 //!
 //! Principles: a hint changes no result and never faults, whatever the address; it only turns a
 //! chain of cache misses waited for one after the other into misses overlapped. Callers decide
 //! when it pays (large trees whose records are out of the caches): in cache, a hint only costs
 //! its instruction.
+use crate::classify::ClassId;
+use crate::qdisc::Dropped;
+
+/// Enqueue packet `i` of `pkts` into class `classes[i]` (`default` when `classes` is short) with
+/// `enqueue`, leaving `pkts` empty; the refused go to `refused`. Returns how many were taken.
+/// What a scheduler's `enqueue_burst_to` does once its prefetches are issued.
+#[inline]
+pub(crate) fn enqueue_each<P>(
+    classes: &[ClassId],
+    pkts: &mut Vec<P>,
+    default: ClassId,
+    refused: &mut Vec<Dropped<P>>,
+    mut enqueue: impl FnMut(ClassId, P) -> Result<(), Dropped<P>>,
+) -> usize {
+    let mut ok = 0;
+    for (i, p) in pkts.drain(..).enumerate() {
+        let c = classes.get(i).copied().unwrap_or(default);
+        match enqueue(c, p) {
+            Ok(()) => ok += 1,
+            Err(d) => refused.push(d),
+        }
+    }
+    ok
+}
 
 /// Ask the CPU to bring `x`'s cache line in (no effect on results; no fault on any address).
 #[inline(always)]

@@ -77,6 +77,7 @@ pub struct ServiceCurve {
 
 impl ServiceCurve {
     /// A linear curve of `m` bit/s.
+    #[inline]
     pub fn rate(m: u64) -> Self {
         ServiceCurve { m1: m, d: 0, m2: m }
     }
@@ -117,11 +118,13 @@ impl ServiceCurve {
     }
 
     /// `m1 ≤ m2`: the first segment is no steeper than the second.
+    #[inline]
     pub fn is_convex(&self) -> bool {
         self.m1 <= self.m2
     }
 
     /// Both slopes zero: no curve at all (tc's `rt 0`).
+    #[inline]
     pub fn is_zero(&self) -> bool {
         self.m1 == 0 && self.m2 == 0
     }
@@ -135,6 +138,7 @@ impl ServiceCurve {
         }
     }
 
+    #[inline]
     pub(crate) fn first_dy(&self) -> u64 {
         seg_x2y(self.d, self.m1)
     }

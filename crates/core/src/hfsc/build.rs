@@ -63,22 +63,21 @@ impl<P: Packet> Hfsc<P> {
         let mut leaves = Vec::with_capacity(n + 1);
         for (i, s) in specs.into_iter().enumerate() {
             let inner = tree.is_inner(i);
-            let leaf = if inner {
-                Leaf::Inner
+            let (leaf, kind, limit) = if inner {
+                (Leaf::Inner, Kind::Inner, 0)
             } else {
                 match s.leaf {
-                    LeafSpec::Fifo(l) => Leaf::Fifo(FifoQueue::new(l)),
-                    LeafSpec::Qdisc(q) => Leaf::Boxed { q, head: None },
+                    LeafSpec::Fifo(l @ FifoLimit::Packets(n)) => (Leaf::Fifo(l), Kind::Pfifo, n),
+                    LeafSpec::Fifo(l @ FifoLimit::Bytes(n)) => (Leaf::Fifo(l), Kind::Bfifo, n),
+                    LeafSpec::Qdisc(q) => (Leaf::Boxed { q, head: None }, Kind::Boxed, 0),
                 }
             };
             let rsc = if inner { None } else { nonzero(s.rt) };
             let usc = nonzero(s.ul);
-            classes.push(Class::new(
-                s.parent.unwrap_or(root),
-                rsc,
-                nonzero(s.ls),
-                usc,
-            ));
+            let mut cl = Class::new(s.parent.unwrap_or(root), rsc, nonzero(s.ls), usc);
+            cl.kind = kind;
+            cl.limit = limit;
+            classes.push(cl);
             cold.push(Cold::new(s.name, height[i], usc));
             leaves.push(leaf);
         }
@@ -112,6 +111,7 @@ impl<P: Packet> Hfsc<P> {
             classes,
             cold,
             leaves,
+            pool: Pool::default(),
             root,
             order,
             slab: vec![Row::default(); n],
@@ -139,6 +139,9 @@ impl Class {
         Class {
             parent,
             nactive: 0,
+            q: LeafQ::EMPTY,
+            limit: 0,
+            kind: Kind::Inner,
             el_on: false,
             el_ready: false,
             fit: false,

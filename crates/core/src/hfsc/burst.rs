@@ -1,22 +1,19 @@
 //! Enqueueing a burst of packets into given leaves, with the class records prefetched first.
 //!
 //! Principles: at tens of thousands of classes the records are out of the caches, and a packet
-//! into an idle leaf reads its leaf's record, queue and heap positions and its parent's record
-//! (the leaf activates, and usually its parent with it). Taken one packet after the other these
-//! are a chain of misses; prefetching every leaf's lines of a burst first, then every idle
-//! leaf's parent's, makes a burst of `k` packets wait for about two rounds of misses instead of
-//! `k` chains — what DPDK's `rte_sched_port_enqueue` and HTB's `enqueue_burst_to` do. The
-//! hints change no result. A tree of fewer than [`PREFETCH_MIN`] classes keeps its records in
+//! into an idle leaf reads its leaf's record (its FIFO's ends in it), heap positions, its
+//! parent's record and the parent's heap it joins (the leaf activates, and usually its parent
+//! with it). Taken one packet after the other these are a chain of misses; prefetching every
+//! leaf's lines of a burst first, then every idle leaf's parent's, then those parents' heaps,
+//! makes a burst of `k` packets wait for about three rounds of misses instead of `k` chains —
+//! what DPDK's `rte_sched_port_enqueue` and HTB's `enqueue_burst_to` do. The hints change no
+//! result. A tree of fewer than [`PREFETCH_MIN`] classes keeps its records in
 //! the caches, where hints would only cost their instructions, and skips them.
 use super::*;
-use crate::prefetch::{prefetch, prefetch_ptr};
+use crate::prefetch::{enqueue_each, prefetch, prefetch_ptr};
 
-/// Smallest tree that prefetches (its class records, ≈ 0.5 KB each, exceed a 1 MiB L2).
+/// Smallest tree that prefetches (its class records, 448 bytes each, exceed a 1 MiB L2).
 pub(super) const PREFETCH_MIN: usize = 1 << 13;
-
-/// Bytes of a class record that activation and a dequeue read (the record's counters and
-/// children's heap bounds lie beyond: see [`Class`]).
-const HOT_BYTES: usize = 6 * 64;
 
 impl<P: Packet> Hfsc<P> {
     /// Enqueue packet `i` into leaf `classes[i]` (as [`Hfsc::enqueue_to`]; the default class
@@ -32,22 +29,23 @@ impl<P: Packet> Hfsc<P> {
         if self.classes.len() >= PREFETCH_MIN {
             self.prefetch_burst(classes);
         }
-        let mut ok = 0;
-        for (i, p) in pkts.drain(..).enumerate() {
-            let c = classes.get(i).copied().unwrap_or(self.default);
-            match self.enqueue_to(c, p, now) {
-                Ok(()) => ok += 1,
-                Err(d) => refused.push(d),
-            }
-        }
-        ok
+        let default = self.default;
+        enqueue_each(classes, pkts, default, refused, |c, p| {
+            self.enqueue_to(c, p, now)
+        })
     }
 
-    /// The hot lines of a class record and its heap positions.
-    fn prefetch_class(&self, c: u32) {
+    /// The lines of class `c`'s record that a packet reads — a leaf's part and the shared one,
+    /// or a parent's with the shared one (see [`Class`]) — and its heap positions.
+    fn prefetch_class(&self, c: u32, leaf: bool) {
         if let Some(cl) = self.classes.get(c as usize) {
             let base = (cl as *const Class).cast::<u8>();
-            for off in (0..HOT_BYTES.min(std::mem::size_of::<Class>())).step_by(64) {
+            let lines = if leaf {
+                0..LEAF_END
+            } else {
+                PARENT_START / 64 * 64..std::mem::size_of::<Class>()
+            };
+            for off in lines.step_by(64) {
                 prefetch_ptr(base.wrapping_add(off));
             }
         }
@@ -56,18 +54,34 @@ impl<P: Packet> Hfsc<P> {
         }
     }
 
-    /// Each leaf's record, queue and positions, then the parent of each idle leaf.
+    /// Three rounds, each issuing all its hints before the next reads what the previous
+    /// fetched: each leaf's record (its FIFO's ends with it) and positions; then the pool slot
+    /// its packet links after and, for an idle leaf, its parent's record and positions; then
+    /// the first row of that parent's heaps, where the leaf will be filed.
     fn prefetch_burst(&self, classes: &[ClassId]) {
         for &c in classes {
-            self.prefetch_class(c);
-            if let Some(l) = self.leaves.get(c as usize) {
-                prefetch(l);
+            self.prefetch_class(c, true);
+        }
+        for &c in classes {
+            if let Some(cl) = self.classes.get(c as usize) {
+                if let Some(slot) = self.pool.get(cl.q.tail) {
+                    prefetch(slot);
+                }
+                if cl.nactive == 0 && cl.parent != NIL {
+                    self.prefetch_class(cl.parent, false);
+                }
             }
         }
         for &c in classes {
             if let Some(cl) = self.classes.get(c as usize) {
-                if cl.nactive == 0 && cl.parent != NIL {
-                    self.prefetch_class(cl.parent);
+                if cl.nactive == 0 {
+                    let row = self
+                        .classes
+                        .get(cl.parent as usize)
+                        .map(|p| p.base as usize);
+                    if let Some(r) = row.and_then(|r| self.slab.get(r)) {
+                        prefetch(r);
+                    }
                 }
             }
         }

@@ -38,6 +38,7 @@ pub struct Runtime {
 
 impl Runtime {
     /// The curve `sc` starting at `(x, y)` (Linux `rtsc_init`).
+    #[inline]
     pub fn new(sc: &ServiceCurve, x: u64, y: u64) -> Self {
         Runtime {
             x,
@@ -53,6 +54,7 @@ impl Runtime {
 
     /// The same curve without its first segment: linear at `m2` from `(x, y)` (the eligible
     /// curve of a convex real-time curve).
+    #[inline]
     pub fn linear_part(mut self) -> Self {
         self.dx = 0;
         self.dy = 0;
@@ -60,6 +62,7 @@ impl Runtime {
     }
 
     /// Bytes by time `t` (Linux `rtsc_x2y`).
+    #[inline]
     pub fn x2y(&self, t: u64) -> u64 {
         if t <= self.x {
             self.y
@@ -73,6 +76,7 @@ impl Runtime {
     }
 
     /// The time by which `y` bytes are owed (Linux `rtsc_y2x`); [`INF`] if never.
+    #[inline]
     pub fn y2x(&self, y: u64) -> u64 {
         if y < self.y {
             self.x
@@ -98,6 +102,7 @@ impl Runtime {
     /// and the first segment is shortened to end where they meet:
     /// `y + m1·dx = y1 + m2·dx`, so `dx = (y1 − y) / (m1 − m2)` — computed exactly in `u128`
     /// (`m1 − m2` is never truncated, the CVE-2026-31423 fix).
+    #[inline]
     pub fn min(&mut self, sc: &ServiceCurve, x: u64, y: u64) {
         if sc.is_convex() {
             if self.x2y(x) < y {
@@ -133,6 +138,7 @@ impl Runtime {
 
     /// `sc` anchored at `(x, y)`, as [`Runtime::new`], without recomputing the inverses of
     /// slopes that did not change (a runtime curve is always reshaped by the same class curve).
+    #[inline]
     fn reset(&mut self, sc: &ServiceCurve, x: u64, y: u64) {
         self.set_slopes(sc);
         self.x = x;
@@ -141,6 +147,7 @@ impl Runtime {
         self.dy = sc.first_dy();
     }
 
+    #[inline]
     fn set_slopes(&mut self, sc: &ServiceCurve) {
         if self.m1 != sc.m1 || self.im1 == 0 {
             self.m1 = sc.m1;

@@ -57,6 +57,7 @@ impl Heap<'_> {
         self.pos[e.id as usize][self.which] = i as u32;
     }
 
+    #[inline]
     fn sift_up(&mut self, mut i: usize) {
         let e = self.at(i);
         while i > 0 {
@@ -71,6 +72,7 @@ impl Heap<'_> {
         self.place(i, e);
     }
 
+    #[inline]
     fn sift_down(&mut self, mut i: usize) {
         let n = *self.len as usize;
         let e = self.at(i);
@@ -115,6 +117,7 @@ impl Heap<'_> {
 
     /// Add `id` under `key` (it must not be in the heap; the storage has room for every class
     /// that can be in it).
+    #[inline]
     pub fn push(&mut self, key: u64, id: u32) {
         let i = *self.len as usize;
         *self.len += 1;
@@ -123,6 +126,7 @@ impl Heap<'_> {
     }
 
     /// Remove `id` if it is in the heap.
+    #[inline]
     pub fn remove(&mut self, id: u32) {
         let i = self.pos[id as usize][self.which];
         if i == OUT {
@@ -146,6 +150,7 @@ impl Heap<'_> {
     }
 
     /// Change the key of `id`, which is in the heap.
+    #[inline]
     pub fn rekey(&mut self, id: u32, key: u64) {
         let i = self.pos[id as usize][self.which] as usize;
         let old = self.at(i).key;
@@ -158,6 +163,7 @@ impl Heap<'_> {
     }
 
     /// Remove and return the least entry.
+    #[inline]
     pub fn pop(&mut self) -> Option<Entry> {
         let e = self.first()?;
         self.remove(e.id);
@@ -178,56 +184,132 @@ impl Heap<'_> {
     }
 }
 
+/// A check of the indexed heaps against an ordered set, shared by the binary heap's tests and
+/// the min-max heap's (`minmax.rs`).
+#[cfg(test)]
+pub(super) mod model {
+    use super::*;
+    use crate::hfsc::minmax::MinMax;
+    use std::collections::BTreeSet;
+
+    /// Which heap a check drives.
+    #[derive(Copy, Clone, Debug, PartialEq, Eq)]
+    pub(crate) enum Under {
+        Binary,
+        MinMax,
+    }
+
+    /// Apply `ops` — `(op, id, key)`: 0 push, 1 remove, 2 rekey, 3 pop the least (binary heap
+    /// only) — to a heap of ids below `n` in column `col` (position slot `which`) and to an
+    /// ordered set, and check after each that they agree: the least entry (and the min-max
+    /// heap's largest), the length, every member where its position says, the heap's order, and
+    /// the other columns of the rows left alone. `Err` names the first difference.
+    pub(crate) fn against_ordered_set(
+        under: Under,
+        n: usize,
+        col: usize,
+        which: usize,
+        ops: &[(u8, u32, u64)],
+    ) -> Result<(), String> {
+        let mut store = vec![[Entry::default(); 3]; n];
+        let mut len = 0u32;
+        let mut pos = vec![[OUT; SLOTS]; n];
+        let mut set = BTreeSet::new();
+        let mut key = vec![0u64; n];
+        for (step, &(op, id, k)) in ops.iter().enumerate() {
+            let mut h = Heap {
+                rows: &mut store,
+                col,
+                len: &mut len,
+                pos: &mut pos,
+                which,
+            };
+            let old = (key[id as usize], id);
+            let inside = set.contains(&old);
+            match op {
+                0 if !inside => {
+                    match under {
+                        Under::Binary => h.push(k, id),
+                        Under::MinMax => MinMax(h).push(k, id),
+                    }
+                    key[id as usize] = k;
+                    set.insert((k, id));
+                }
+                1 => {
+                    match under {
+                        Under::Binary => h.remove(id),
+                        Under::MinMax => MinMax(h).remove(id),
+                    }
+                    set.remove(&old);
+                }
+                2 if inside => {
+                    match under {
+                        Under::Binary => h.rekey(id, k),
+                        Under::MinMax => MinMax(h).rekey(id, k),
+                    }
+                    set.remove(&old);
+                    key[id as usize] = k;
+                    set.insert((k, id));
+                }
+                3 if under == Under::Binary => {
+                    let got = h.pop().map(|e| (e.key, e.id));
+                    let want = set.pop_first();
+                    if got != want {
+                        return Err(format!(
+                            "step {step}: popped {got:?}, the set's least {want:?}"
+                        ));
+                    }
+                }
+                _ => {}
+            }
+            let others_alone = store
+                .iter()
+                .all(|r| (0..3).all(|c| c == col || r[c] == Entry::default()));
+            let h = Heap {
+                rows: &mut store,
+                col,
+                len: &mut len,
+                pos: &mut pos,
+                which,
+            };
+            let first = h.first().map(|e| (e.key, e.id));
+            let members = set.iter().all(|&(k, i)| h.holds(i, k));
+            let length = *h.len as usize;
+            let (ordered, last) = match under {
+                Under::Binary => (h.is_heap(), set.last().copied()),
+                Under::MinMax => {
+                    let m = MinMax(h);
+                    (m.is_minmax(), m.last().map(|e| (e.key, e.id)))
+                }
+            };
+            let ok = others_alone
+                && ordered
+                && first == set.first().copied()
+                && last == set.last().copied()
+                && length == set.len()
+                && members;
+            if !ok {
+                return Err(format!(
+                    "step {step} ({op}, {id}, {k}): others alone {others_alone}, ordered {ordered}, \
+                     first {first:?} last {last:?} len {length}, members {members}; set {set:?}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    use super::model::{against_ordered_set, Under};
     use super::*;
     use proptest::prelude::*;
-    use std::collections::BTreeSet;
 
     proptest! {
         /// Against an ordered set: the same least element after every push, remove, rekey, pop.
         #[test]
         fn behaves_as_an_ordered_set(ops in proptest::collection::vec((0u8..4, 0u32..16, 0u64..8), 1..200)) {
-            let mut store = vec![[Entry::default(); 3]; 16];
-            let mut len = 0u32;
-            let mut pos = vec![[OUT; SLOTS]; 16];
-            let mut set = BTreeSet::new();
-            let mut key = [0u64; 16];
-            for (op, id, k) in ops {
-                let mut h = Heap { rows: &mut store, col: 1, len: &mut len, pos: &mut pos, which: CF };
-                let inside = set.contains(&(key[id as usize], id));
-                match op {
-                    0 if !inside => {
-                        h.push(k, id);
-                        key[id as usize] = k;
-                        set.insert((k, id));
-                    }
-                    1 => {
-                        h.remove(id);
-                        set.remove(&(key[id as usize], id));
-                    }
-                    2 if inside => {
-                        h.rekey(id, k);
-                        set.remove(&(key[id as usize], id));
-                        key[id as usize] = k;
-                        set.insert((k, id));
-                    }
-                    3 => {
-                        let got = h.pop().map(|e| (e.key, e.id));
-                        prop_assert_eq!(got, set.pop_first());
-                    }
-                    _ => {}
-                }
-                // The other columns of the rows are left alone.
-                prop_assert!(store.iter().all(|r| r[0] == Entry::default() && r[2] == Entry::default()));
-                let h = Heap { rows: &mut store, col: 1, len: &mut len, pos: &mut pos, which: CF };
-                prop_assert!(h.is_heap());
-                prop_assert_eq!(h.first().map(|e| (e.key, e.id)), set.first().copied());
-                prop_assert_eq!(*h.len as usize, set.len());
-                for &(k, i) in &set {
-                    prop_assert!(h.holds(i, k));
-                }
-            }
+            against_ordered_set(Under::Binary, 16, 1, CF, &ops).map_err(TestCaseError::fail)?;
         }
     }
 }

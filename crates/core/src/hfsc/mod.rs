@@ -47,9 +47,10 @@
 //! linear at worst). Curve inversions divide through precomputed reciprocals (`curve.rs`).
 //!
 //! ## Leaves, and the 2025 stall
-//! A leaf's queue is any linkshare discipline ([`LeafSpec`]). A FIFO is peeked; any other leaf's
-//! next packet is taken out into a one-packet *head* slot (Linux's `qdisc_peek_dequeued`), so the
-//! deadline can use the next packet's length. A leaf is active exactly while it holds a packet,
+//! A leaf's queue is any linkshare discipline ([`LeafSpec`]). A FIFO is inline — its packets in
+//! the packet pool HTB uses too (`crate::pool`), its ends in the class record — and peeked; any
+//! other leaf's next packet is taken out into a one-packet *head* slot (Linux's
+//! `qdisc_peek_dequeued`), so the deadline can use the next packet's length. A leaf is active exactly while it holds a packet,
 //! and it becomes passive in one place ([`Hfsc::set_passive`], guarded by its own state): when a
 //! child such as FQ-CoDel drops its last packets while asked for the next one, the leaf goes
 //! passive once, and its siblings are served (Linux's idempotent `hfsc_qlen_notify` of 2025
@@ -58,9 +59,9 @@
 //! ## Layout
 //! `curve` (service and runtime curves, exact integer arithmetic), `spec` (params, classes,
 //! errors), `build`, `sched` (the criteria, `init_ed`/`update_vf`…, the ordered sets), `heap`
-//! and `minmax` (the sets' structures), `leafq` (leaf queues, head slots, victims), `burst`
-//! (a burst's enqueue, prefetching the records of a large tree), `stats` (views, invariants). The choices against Linux and
-//! OpenBSD are documented in docs/hfsc.md.
+//! and `minmax` (the sets' structures), `leafq` (inline FIFOs, boxed leaves, head slots,
+//! victims), `burst` (a burst's enqueue, prefetching the records of a large tree), `stats`
+//! (views, invariants). The choices against Linux and OpenBSD are documented in docs/hfsc.md.
 
 mod build;
 mod burst;
@@ -80,7 +81,8 @@ use heap::{Entry, Row, OUT, SLOTS};
 
 use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
-use crate::qdisc::fifo::FifoQueue;
+use crate::pool::{LeafQ, Pool};
+use crate::qdisc::fifo::FifoLimit;
 use crate::qdisc::{Books, ClassView, Counter, Dequeued, Discipline, Dropped, Qdisc};
 use crate::units::Time;
 
@@ -91,9 +93,12 @@ const WAIT: usize = 0;
 const READY: usize = 1;
 const UNFIT: usize = 2;
 
+/// What a class queues in. A FIFO's packets are in [`Hfsc::pool`] and its ends and limit in the
+/// class record ([`Class::q`], [`Class::limit`]), so that a packet into a FIFO leaf reads no
+/// other per-leaf memory.
 enum Leaf<P> {
     Inner,
-    Fifo(FifoQueue<P>),
+    Fifo(FifoLimit),
     /// Any other qdisc, and its next packet once taken out (see the module docs).
     Boxed {
         q: Box<dyn Qdisc<P>>,
@@ -101,25 +106,33 @@ enum Leaf<P> {
     },
 }
 
-/// The scheduling state of a class that a packet touches, in the order the fast path reads it
-/// (a leaf's activation reads the first lines, a parent's the rest); what only upper limits,
-/// OpenBSD's periods and statistics read is in [`Cold`], and the leaf queues are in
-/// [`Hfsc::leaves`]. At 64k classes the tree does not fit in the caches, and each class a packet
-/// touches costs a miss per cache line.
+/// How a class queues, as the hot path needs to know it.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Kind {
+    Inner,
+    /// An inline FIFO limited in packets (`Pfifo`) or bytes (`Bfifo`) to [`Class::limit`].
+    Pfifo,
+    Bfifo,
+    /// A boxed qdisc in [`Hfsc::leaves`].
+    Boxed,
+}
+
+/// The scheduling state of a class that a packet touches, in three parts in this order: what
+/// only a leaf reads (its queue and the real-time criterion's state), what every class reads
+/// (link-sharing), what only a parent reads (its children's heaps, `cvtmin`, `cvtoff`). So a
+/// leaf touches the first six cache lines and a parent the last five (checked below), not
+/// the whole record each. What only upper limits, OpenBSD's periods and statistics read is in
+/// [`Cold`], and a boxed leaf's qdisc is in [`Hfsc::leaves`]. At 64k classes the tree does not
+/// fit in the caches, and each class a packet touches costs a miss per cache line.
 #[repr(C, align(64))]
 struct Class {
-    parent: u32,
-    /// Active children (leaves: 1 while active for link-sharing).
-    nactive: u32,
+    // ---- leaves ----
+    /// An inline FIFO's ends, length and bytes (its packets in [`Hfsc::pool`]), and its limit.
+    q: LeafQ,
+    limit: u32,
     /// Filed in the real-time sets, and whether in the ready set.
     el_on: bool,
     el_ready: bool,
-    /// Filed in its parent's fitting heap (else in the qdisc-wide unfit one).
-    fit: bool,
-    /// It has an upper limit (`Cold::usc`).
-    ul: bool,
-    /// Whether one of its children has an upper limit below it: only then is its `CF` heap kept.
-    cf_used: bool,
     rsc: Option<ServiceCurve>,
     deadline: Runtime,
     /// `c`: bytes served by the real-time criterion.
@@ -129,6 +142,18 @@ struct Class {
     /// The keys it is filed under in the real-time sets.
     key_e: u64,
     key_d: u64,
+    rt_sent: Counter,
+    // ---- every class ----
+    parent: u32,
+    /// Active children (leaves: 1 while active for link-sharing).
+    nactive: u32,
+    kind: Kind,
+    /// Filed in its parent's fitting heap (else in the qdisc-wide unfit one).
+    fit: bool,
+    /// It has an upper limit (`Cold::usc`).
+    ul: bool,
+    /// Whether one of its children has an upper limit below it: only then is its `CF` heap kept.
+    cf_used: bool,
     fsc: Option<ServiceCurve>,
     virt: Runtime,
     /// `w`: all bytes served (the subtree's, for inner classes).
@@ -143,6 +168,8 @@ struct Class {
     /// The keys it is filed under in its parent's sets.
     key_vt: u64,
     key_f: u64,
+    sent: Counter,
+    // ---- parents ----
     /// Its children's heaps: the segment `base..base + nkids` of the slab, and their lengths
     /// (`heap::VT`, `CF`, `FIT`). `nkids` is 0 for leaves.
     base: u32,
@@ -151,9 +178,13 @@ struct Class {
     cvtmin: u64,
     /// Linux: the largest `vt` of a child gone passive. OpenBSD: the sum of the periods' offsets.
     cvtoff: u64,
-    sent: Counter,
-    rt_sent: Counter,
 }
+
+/// Where a leaf's part ends and where a parent's begins (the start of the shared part).
+const LEAF_END: usize = std::mem::offset_of!(Class, base);
+const PARENT_START: usize = std::mem::offset_of!(Class, parent);
+const _: () =
+    assert!(LEAF_END <= 6 * 64 && std::mem::size_of::<Class>() - PARENT_START / 64 * 64 <= 5 * 64);
 
 /// What a packet does not touch unless the class has an upper limit or OpenBSD's semantics are
 /// on, and what only statistics read.
@@ -193,6 +224,8 @@ pub struct Hfsc<P: Packet> {
     classes: Vec<Class>,
     cold: Vec<Cold>,
     leaves: Vec<Leaf<P>>,
+    /// The packets of every FIFO leaf (`crate::pool`, as HTB keeps them).
+    pool: Pool<P>,
     root: u32,
     /// Parents before children (ids of the given classes).
     order: Vec<u32>,

@@ -13,6 +13,7 @@ use super::minmax::MinMax;
 use super::*;
 
 /// The mean of two `u64` without overflow.
+#[inline]
 fn mid(a: u64, b: u64) -> u64 {
     ((a as u128 + b as u128) / 2) as u64
 }
@@ -233,6 +234,11 @@ impl<P: Packet> Hfsc<P> {
             } else if f != x.f {
                 x.f = f;
                 self.refile_vt(cl);
+            } else {
+                // Nothing changed here, so nothing changes above: `p`'s sets hold the same
+                // keys, its `cfmin` is already their least `f` (it is active), so its `f`
+                // stays, and so on up (Linux walks on to the root all the same).
+                break;
             }
             self.update_cfmin(p);
             cl = p;
@@ -431,7 +437,8 @@ impl<P: Packet> Hfsc<P> {
     /// `vttree_get_minvt`), raising each parent's `cvtmin` on the way.
     fn pick_ls(&mut self) -> Option<u32> {
         let mut cl = self.root;
-        while self.classes[cl as usize].nkids > 0 {
+        // `kind`, not `nkids`: a leaf's record is read in its own part and the shared one.
+        while self.classes[cl as usize].kind == Kind::Inner {
             let fits = if self.classes[cl as usize].cf_used {
                 FIT
             } else {
@@ -528,6 +535,7 @@ impl<P: Packet> Hfsc<P> {
 }
 
 /// Mutable references to a parent and its child (distinct indices).
+#[inline]
 fn pair<T>(v: &mut [T], p: u32, c: u32) -> (&mut T, &mut T) {
     let (p, c) = (p as usize, c as usize);
     if p < c {

@@ -32,10 +32,11 @@ impl<P: Packet> Hfsc<P> {
     }
 
     /// Heap bytes of the scheduler's own structures: the class records, names, the heaps'
-    /// slabs and positions (all sized when the tree is built). Leaf queues' packets are not
-    /// counted.
+    /// slabs and positions (all sized when the tree is built) and the packet pool's slots. A
+    /// boxed leaf's own memory is not counted.
     pub fn memory_bytes(&self) -> usize {
         let mut b = self.classes.capacity() * std::mem::size_of::<Class>();
+        b += self.pool.heap_bytes();
         b += self.cold.capacity() * std::mem::size_of::<Cold>();
         b += self.leaves.capacity() * std::mem::size_of::<Leaf<P>>();
         b += self.order.capacity() * 4;
@@ -171,6 +172,19 @@ impl<P: Packet> Hfsc<P> {
         if el != (self.glen[READY] + self.glen[WAIT]) as usize {
             return Err("real-time sets hold other classes".into());
         }
+        let mut in_fifos = 0usize;
+        for (c, cl) in self.classes.iter().enumerate() {
+            if matches!(cl.kind, Kind::Pfifo | Kind::Bfifo) {
+                let held = self
+                    .pool
+                    .check_fifo(&cl.q)
+                    .map_err(|e| format!("{}: {e}", self.cold[c].name))?;
+                in_fifos += held as usize;
+            } else if cl.q != LeafQ::EMPTY {
+                return Err(format!("{}: a FIFO without FIFO leaf", self.cold[c].name));
+            }
+        }
+        self.pool.check(in_fifos)?;
         if sum != self.books.backlog() {
             return Err(format!(
                 "backlog {:?} != sum of leaves {:?}",
@@ -275,8 +289,8 @@ impl<P: Packet> Hfsc<P> {
                         leaf_drops.add_counter(r, cnt);
                     }
                 }
-                Leaf::Fifo(q) => {
-                    let reason = match q.limit() {
+                Leaf::Fifo(limit) => {
+                    let reason = match limit {
                         crate::qdisc::fifo::FifoLimit::Packets(_) => DropReason::QueueLimit,
                         crate::qdisc::fifo::FifoLimit::Bytes(_) => DropReason::ByteLimit,
                     };

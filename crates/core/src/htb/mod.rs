@@ -176,7 +176,6 @@ mod build;
 mod feed;
 mod feedbits;
 mod names;
-mod pool;
 mod queue;
 mod rowbits;
 mod spec;
@@ -195,6 +194,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::classify::{ClassId, Classifier};
 use crate::packet::Packet;
+use crate::pool::{self, LeafQ};
 use crate::prefetch::prefetch;
 use crate::qdisc::fifo::FifoLimit;
 use crate::qdisc::lazy::IdleLeaves;
@@ -262,30 +262,6 @@ enum LeafKind {
     Boxed,
 }
 
-/// The queue state of a leaf: an inline FIFO threaded through the shared packet pool (no
-/// allocation per class): `head` is its first slot and `tail` its last (both NIL when empty),
-/// linked first to last through `Slot::next`. Both ends are in the record so that a dequeue reads
-/// only the slot it takes and an enqueue only the slot it links after: neither waits for one
-/// slot to learn where another is. Its kind is in the class record, its limit in the class's
-/// [`Profile`]. A class without an inline FIFO reuses `tail` for another index (see
-/// [`Class::boxed`] and [`Class::inner`]); `head` is then NIL and `len` and `bytes` are 0.
-#[derive(Copy, Clone, Debug)]
-struct LeafQ {
-    head: u32,
-    tail: u32,
-    len: u32,
-    bytes: u32,
-}
-
-impl LeafQ {
-    const EMPTY: LeafQ = LeafQ {
-        head: NIL,
-        tail: NIL,
-        len: 0,
-        bytes: 0,
-    };
-}
-
 /// Largest inline FIFO limit (packets or bytes); larger limits are capped to it.
 const LIMIT_MASK: u32 = (1 << 30) - 1;
 
@@ -324,8 +300,11 @@ struct Class {
     /// is under its rate and another when it borrows, and keeping them apart stops the traffic a
     /// class sends on its own rate from eating its share of what it borrows.
     deficit: [i32; 2],
-    /// The inline FIFO; for a boxed leaf `q.tail` is the index into `Htb::boxed`, for an inner
-    /// class the index into `Htb::inner`.
+    /// The inline FIFO (threaded through the shared packet pool, `crate::pool`); its kind is
+    /// in the class record, its limit in the class's [`Profile`]. A class without an inline
+    /// FIFO reuses `q.tail` for another index: for a boxed leaf the index into `Htb::boxed`,
+    /// for an inner class the index into `Htb::inner` ([`Class::boxed`], [`Class::inner`]);
+    /// `q.head` is then NIL and `len` and `bytes` are 0.
     q: LeafQ,
     /// The class's place among its siblings in class-id order: its bit in its parent's feeds
     /// (`feedbits`); fixed when the tree is built.

@@ -10,6 +10,7 @@
 //! reported to the books here, with the class's drop count and its ECN marks, so a parent never
 //! loses a child's accounting.
 use super::*;
+use crate::prefetch::enqueue_each;
 
 impl<P: Packet> Htb<P> {
     /// Enqueue into a given leaf class, bypassing the classifier. An unknown or inner class id
@@ -114,15 +115,10 @@ impl<P: Packet> Htb<P> {
         } else if self.warmth.large() {
             self.prefetch_parents(classes);
         }
-        let mut ok = 0;
-        for (i, p) in pkts.drain(..).enumerate() {
-            let c = classes.get(i).copied().unwrap_or(self.default);
-            match self.enqueue_to(c, p, now) {
-                Ok(()) => ok += 1,
-                Err(d) => refused.push(d),
-            }
-        }
-        ok
+        let default = self.default;
+        enqueue_each(classes, pkts, default, refused, |c, p| {
+            self.enqueue_to(c, p, now)
+        })
     }
 
     /// The parents of a burst's idle leaves, which their first dequeue will charge: kept in a
@@ -234,8 +230,7 @@ impl<P: Packet> Htb<P> {
             LeafKind::Bfifo => {
                 (q.bytes as u64 + len as u64 > limit as u64).then_some(DropReason::ByteLimit)
             }
-            _ => (q.len >= limit || q.bytes as u64 + len as u64 > u32::MAX as u64)
-                .then_some(DropReason::QueueLimit),
+            _ => (q.len >= limit || q.bytes_full(len)).then_some(DropReason::QueueLimit),
         };
         if let Some(reason) = full {
             return Err(Dropped {
@@ -245,14 +240,7 @@ impl<P: Packet> Htb<P> {
         }
         // The new slot follows the last (or is the first of an empty queue), in its line if
         // there is room (`pool`).
-        let q = &mut self.classes[c as usize].q;
-        let slot = self.pool.push_after(q.tail, pkt);
-        if q.tail == NIL {
-            q.head = slot;
-        }
-        q.tail = slot;
-        q.len += 1;
-        q.bytes += len;
+        self.pool.push_back(&mut self.classes[c as usize].q, pkt);
         Ok(())
     }
 
@@ -262,59 +250,25 @@ impl<P: Packet> Htb<P> {
         if cl.q.head == NIL || !matches!(cl.kind, LeafKind::Pfifo | LeafKind::Bfifo) {
             return None;
         }
-        let q = &mut cl.q;
-        let (pkt, next) = self.pool.pop(q.head)?;
-        if next == NIL {
-            q.head = NIL;
-            q.tail = NIL;
-        } else {
-            q.head = next;
-            // The leaf's next packet, likely the next one served (a leaf sends until its
-            // deficit runs out): its slot was written when it arrived, long ago under a backlog
-            // (in the same line as this one when it came while this one waited, `pool`).
-            if self.warmth.prefetch() {
-                if let Some(s) = self.pool.get(next) {
-                    prefetch(s);
-                }
+        let pkt = self.pool.pop_front(&mut cl.q)?;
+        // The leaf's next packet, likely the next one served (a leaf sends until its deficit
+        // runs out): its slot was written when it arrived, long ago under a backlog (in the
+        // same line as this one when it came while this one waited, `pool`).
+        let next = cl.q.head;
+        if next != NIL && self.warmth.prefetch() {
+            if let Some(s) = self.pool.get(next) {
+                prefetch(s);
             }
         }
-        q.len -= 1;
-        q.bytes -= pkt.len();
         Some(pkt)
     }
 
-    /// Check leaf `c`'s inline FIFO (for `check_invariants`): `len` slots from `head`, each
-    /// holding a packet, their bytes `bytes`, the last of them `tail`; both ends NIL iff empty.
+    /// Check leaf `c`'s inline FIFO (for `check_invariants`, [`pool::Pool::check_fifo`]).
     /// Returns the number of slots. O(len).
     pub(super) fn fifo_check(&self, c: u32) -> Result<u32, String> {
-        let q = self.classes[c as usize].q;
-        if (q.head == NIL) != (q.len == 0) || (q.tail == NIL) != (q.len == 0) {
-            return Err(format!(
-                "leaf {c}: head {} tail {} with {} packets",
-                q.head, q.tail, q.len
-            ));
-        }
-        let (mut s, mut last, mut bytes) = (q.head, NIL, 0u64);
-        for i in 0..q.len {
-            let Some(slot) = self.pool.get(s) else {
-                return Err(format!(
-                    "leaf {c}: slot {i} of its FIFO is {s}, outside the pool"
-                ));
-            };
-            let Some(p) = &slot.pkt else {
-                return Err(format!("leaf {c}: slot {s} of its FIFO holds no packet"));
-            };
-            bytes += p.len() as u64;
-            last = s;
-            s = slot.next;
-        }
-        if last != q.tail || bytes != q.bytes as u64 {
-            return Err(format!(
-                "leaf {c}: its FIFO ends at slot {last} with {bytes} bytes, tail {} and {} bytes kept",
-                q.tail, q.bytes
-            ));
-        }
-        Ok(q.len)
+        self.pool
+            .check_fifo(&self.classes[c as usize].q)
+            .map_err(|e| format!("leaf {c}: {e}"))
     }
 
     /// Count a packet bigger than class `c`'s burst.

@@ -1,5 +1,5 @@
-//! HTB's packet pool: the slots every inline leaf FIFO is threaded through, handed out by the
-//! cache line so that a leaf's packets sit side by side.
+//! The packet pool of the classful schedulers (HTB, HFSC): the slots every inline leaf FIFO is
+//! threaded through, handed out by the cache line so that a leaf's packets sit side by side.
 //!
 //! Principles: a leaf's FIFO is a singly linked list of slots (`Slot::next`, first to last), so
 //! any slot can follow any other and the FIFO logic (`queue.rs`) never depends on where a slot
@@ -22,15 +22,50 @@
 //! Memory: one line per run of up to [`LINE`] packets a leaf received while its previous
 //! packet was still queued — a slot per packet for leaves holding many, a line per packet at
 //! worst (leaves holding one each).
-use super::NIL;
+//!
+//! A leaf's FIFO is its two ends, its length and its bytes ([`LeafQ`], kept in the scheduler's
+//! class record so that a packet reads no other per-leaf memory); [`Pool::push_back`] and
+//! [`Pool::pop_front`] are the whole FIFO, the limits are the scheduler's.
+use crate::packet::Packet;
+
+/// "No slot".
+pub(crate) const NIL: u32 = u32::MAX;
+
+/// The queue state of a leaf's inline FIFO: `head` is its first slot and `tail` its last (both
+/// NIL when empty), linked first to last through `Slot::next`. Both ends are in the record so
+/// that a dequeue reads only the slot it takes and an enqueue only the slot it links after:
+/// neither waits for one slot to learn where another is. `bytes` is at most `u32::MAX` (the
+/// schedulers refuse a packet that would carry it beyond).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(crate) struct LeafQ {
+    pub(crate) head: u32,
+    pub(crate) tail: u32,
+    pub(crate) len: u32,
+    pub(crate) bytes: u32,
+}
+
+impl LeafQ {
+    pub(crate) const EMPTY: LeafQ = LeafQ {
+        head: NIL,
+        tail: NIL,
+        len: 0,
+        bytes: 0,
+    };
+
+    /// Whether `len` more bytes would carry it beyond what it can count.
+    #[inline]
+    pub(crate) fn bytes_full(&self, len: u32) -> bool {
+        self.bytes as u64 + len as u64 > u32::MAX as u64
+    }
+}
 
 /// Slots per line.
-pub(super) const LINE: usize = 4;
+pub(crate) const LINE: usize = 4;
 
 /// A slot: a packet and the next slot of its leaf's FIFO. A slot holding no packet is vacant.
-pub(super) struct Slot<P> {
-    pub(super) pkt: Option<P>,
-    pub(super) next: u32,
+pub(crate) struct Slot<P> {
+    pub(crate) pkt: Option<P>,
+    pub(crate) next: u32,
 }
 
 /// [`LINE`] slots, aligned to a cache line.
@@ -55,7 +90,7 @@ impl<P> Line<P> {
 }
 
 /// The pool (see the module documentation).
-pub(super) struct Pool<P> {
+pub(crate) struct Pool<P> {
     lines: Vec<Line<P>>,
     /// Lines whose slots are all vacant, most recently freed last.
     vacant: Vec<u32>,
@@ -70,10 +105,79 @@ impl<P> Default for Pool<P> {
     }
 }
 
+impl<P: Packet> Pool<P> {
+    /// Append `pkt` to the FIFO `q` (the caller has checked its limit and [`LeafQ::bytes_full`]).
+    /// O(1).
+    #[inline]
+    pub(crate) fn push_back(&mut self, q: &mut LeafQ, pkt: P) {
+        let len = pkt.len();
+        let slot = self.push_after(q.tail, pkt);
+        if q.tail == NIL {
+            q.head = slot;
+        }
+        q.tail = slot;
+        q.len += 1;
+        q.bytes += len;
+    }
+
+    /// Take the first packet of the FIFO `q`: reads and frees its slot alone. O(1).
+    #[inline]
+    pub(crate) fn pop_front(&mut self, q: &mut LeafQ) -> Option<P> {
+        if q.head == NIL {
+            return None;
+        }
+        let (pkt, next) = self.pop(q.head)?;
+        q.head = next;
+        if next == NIL {
+            q.tail = NIL;
+        }
+        q.len -= 1;
+        q.bytes -= pkt.len();
+        Some(pkt)
+    }
+
+    /// The first packet of the FIFO `q`.
+    #[inline]
+    pub(crate) fn front(&self, q: &LeafQ) -> Option<&P> {
+        self.get(q.head).and_then(|s| s.pkt.as_ref())
+    }
+
+    /// Check the FIFO `q` (for the schedulers' invariants): `len` slots from `head`, each
+    /// holding a packet, their bytes `bytes`, the last of them `tail`; both ends NIL iff empty.
+    /// Returns the number of slots. O(len).
+    pub(crate) fn check_fifo(&self, q: &LeafQ) -> Result<u32, String> {
+        if (q.head == NIL) != (q.len == 0) || (q.tail == NIL) != (q.len == 0) {
+            return Err(format!(
+                "head {} tail {} with {} packets",
+                q.head, q.tail, q.len
+            ));
+        }
+        let (mut s, mut last, mut bytes) = (q.head, NIL, 0u64);
+        for i in 0..q.len {
+            let Some(slot) = self.get(s) else {
+                return Err(format!("slot {i} of its FIFO is {s}, outside the pool"));
+            };
+            let Some(p) = &slot.pkt else {
+                return Err(format!("slot {s} of its FIFO holds no packet"));
+            };
+            bytes += p.len() as u64;
+            last = s;
+            s = slot.next;
+        }
+        if last != q.tail || bytes != q.bytes as u64 {
+            return Err(format!(
+                "its FIFO ends at slot {last} with {bytes} bytes, tail {} and {} bytes kept",
+                q.tail, q.bytes
+            ));
+        }
+        Ok(q.len)
+    }
+}
+
 impl<P> Pool<P> {
     /// Slot `i`, if it is in the pool.
     #[inline(always)]
-    pub(super) fn get(&self, i: u32) -> Option<&Slot<P>> {
+    pub(crate) fn get(&self, i: u32) -> Option<&Slot<P>> {
         let i = i as usize;
         self.lines.get(i / LINE).map(|l| &l.slots[i % LINE])
     }
@@ -89,7 +193,7 @@ impl<P> Pool<P> {
     /// vacant, else the first slot of a vacant line. O(1) amortised (the pool doubles when
     /// no line is vacant).
     #[inline]
-    pub(super) fn push_after(&mut self, last: u32, pkt: P) -> u32 {
+    pub(crate) fn push_after(&mut self, last: u32, pkt: P) -> u32 {
         let slot = match self.neighbour(last) {
             Some(s) => s,
             None => self.open_line(),
@@ -150,7 +254,7 @@ impl<P> Pool<P> {
     /// its last packet: the leaf's packets in a line are a run of consecutive slots, taken in
     /// order, so that is when the successor is in another line or there is none. O(1).
     #[inline]
-    pub(super) fn pop(&mut self, i: u32) -> Option<(P, u32)> {
+    pub(crate) fn pop(&mut self, i: u32) -> Option<(P, u32)> {
         let s = self.slot_mut(i);
         let pkt = s.pkt.take()?;
         let next = std::mem::replace(&mut s.next, NIL);
@@ -163,14 +267,14 @@ impl<P> Pool<P> {
     }
 
     /// Bytes allocated for slots.
-    pub(super) fn heap_bytes(&self) -> usize {
+    pub(crate) fn heap_bytes(&self) -> usize {
         self.lines.capacity() * size_of::<Line<P>>() + self.vacant.capacity() * 4
     }
 
     /// Check the pool against the `in_fifos` slots the FIFOs were found to hold (for
     /// `check_invariants`): as many slots hold a packet, and the stack holds each line whose
     /// slots are all vacant, once, and nothing else. O(pool).
-    pub(super) fn check(&self, in_fifos: usize) -> Result<(), String> {
+    pub(crate) fn check(&self, in_fifos: usize) -> Result<(), String> {
         let held = self
             .lines
             .iter()
@@ -203,13 +307,13 @@ impl<P> Pool<P> {
 
     /// Forget the most recently freed vacant line (tests of `check`).
     #[cfg(test)]
-    pub(super) fn lose_vacant_line(&mut self) -> Option<u32> {
+    pub(crate) fn lose_vacant_line(&mut self) -> Option<u32> {
         self.vacant.pop()
     }
 
     /// Lines in the pool (tests).
     #[cfg(test)]
-    pub(super) fn line_capacity(&self) -> usize {
+    pub(crate) fn line_capacity(&self) -> usize {
         self.lines.capacity()
     }
 }
