@@ -123,7 +123,8 @@ impl Link {
                 Offered::Dropped
             }
         };
-        self.collect_drops();
+        // The victims of this enqueue (overflow) are collected with those of the pull, in the
+        // order the scheduler dropped them.
         self.pull(eng);
         r
     }

@@ -1,5 +1,11 @@
 //! The packet the simulator moves around: a [`PacketMeta`] for the schedulers plus the few fields
-//! the endpoints need. `Copy`, no heap data: a packet costs nothing to create or drop.
+//! the endpoints need.
+//!
+//! A packet is moved whole at every step of its path (source, scheduler queue, device buffer,
+//! wire, delay line, sink), so its size is most of what a step costs: it is kept at 104 bytes.
+//! The TCP header facts a discipline may read ([`Packet::tcp`], CAKE's ACK filter) are 64 bytes
+//! and exist only for ACKs that cross a scheduler (an `[uplink]`): they live out of line, boxed,
+//! and every other packet carries an empty pointer.
 
 use linkshare_core::packet::TcpInfo;
 use linkshare_core::{Packet, PacketMeta};
@@ -29,7 +35,7 @@ pub enum PktKind {
 }
 
 /// A simulated packet.
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SimPacket {
     pub meta: PacketMeta,
     /// Index of the flow in the run's flow table.
@@ -43,9 +49,10 @@ pub struct SimPacket {
     pub sent_at: u64,
     /// TCP data: the timestamp echo (TSecr) the sender put in the segment.
     pub echo: u64,
-    /// TCP ACKs: the header facts a discipline may compare (CAKE's ACK filter), filled by the
-    /// receiver's ACK ([`crate::tcp::AckInfo::tcp_info`]); `None` for other packets.
-    pub tcp: Option<TcpInfo>,
+    /// TCP ACKs that cross a scheduler (`[uplink]`): the header facts a discipline may compare
+    /// (CAKE's ACK filter), from the receiver's ACK ([`crate::tcp::AckInfo::tcp_info`]); `None`
+    /// for other packets.
+    pub tcp: Option<Box<TcpInfo>>,
     /// TCP data: the CWR flag (ECN, [`crate::tcp::ecn`]).
     pub cwr: bool,
 }
@@ -57,11 +64,22 @@ impl Packet for SimPacket {
     }
     #[inline]
     fn tcp(&self) -> Option<TcpInfo> {
-        self.tcp
+        self.tcp.as_deref().copied()
     }
     /// Disciplines may CE-mark a simulated packet (only ECT ones: [`Packet::mark_ce`]).
     #[inline]
     fn meta_mut(&mut self) -> Option<&mut PacketMeta> {
         Some(&mut self.meta)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size the module docs promise: every step of a packet's path moves this many bytes.
+    #[test]
+    fn a_packet_stays_small() {
+        assert!(std::mem::size_of::<SimPacket>() <= 104);
     }
 }

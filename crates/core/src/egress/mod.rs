@@ -327,10 +327,10 @@ impl<T> Egress<T> {
     }
 
     /// The end of `len` bytes serialised right after the previous packet's exact end.
+    #[inline]
     fn serialise(&mut self, len: u32) -> Time {
-        let rate = u128::from(self.cfg.rate_bps);
         self.acc += u128::from(len) * 8 * NS_PER_SEC;
-        let ns = self.acc.div_ceil(rate);
+        let ns = div_u128(self.acc, self.cfg.rate_bps, true);
         Time(sat_add(self.origin, ns))
     }
 
@@ -355,10 +355,10 @@ impl<T> Egress<T> {
         let (len, _, done) = self.wire.take()?;
         self.stats.sent_packets += 1;
         self.stats.sent_bytes += u64::from(len);
-        let rate = u128::from(self.cfg.rate_bps).max(1);
-        let whole = self.acc / rate;
+        let rate = self.cfg.rate_bps.max(1);
+        let whole = div_u128(self.acc, rate, false);
         self.origin = sat_add(self.origin, whole);
-        self.acc -= whole * rate;
+        self.acc -= whole * u128::from(rate);
         let next = self.waiting.pop_front().map(|(len, held)| {
             self.waiting_bytes -= u64::from(len);
             let end = self.serialise(len);
@@ -455,12 +455,27 @@ impl Egress<()> {
     }
 }
 
+#[inline]
 fn sat_add(a: u64, b: u128) -> u64 {
     (u128::from(a) + b).min(u128::from(u64::MAX)) as u64
 }
 
+/// `a / b` rounded up (`up`) or down. The accumulator stays below the rate plus one packet's
+/// bit·ns, so it almost always fits in 64 bits: then the division is done in 64 bits (the same
+/// quotient, without the 128-bit division routine). `b > 0`.
+#[inline]
+fn div_u128(a: u128, b: u64, up: bool) -> u128 {
+    match u64::try_from(a) {
+        Ok(a) if up => u128::from(a.div_ceil(b)),
+        Ok(a) => u128::from(a / b),
+        Err(_) if up => a.div_ceil(u128::from(b)),
+        Err(_) => a / u128::from(b),
+    }
+}
+
 /// `t` (ns) rounded up to a multiple of `1/hz` seconds (itself rounded up to the ns); `hz = 0`
 /// leaves it unchanged.
+#[inline]
 pub fn round_up_to_tick(t: u64, hz: u64) -> u64 {
     if hz == 0 {
         return t;
@@ -472,6 +487,7 @@ pub fn round_up_to_tick(t: u64, hz: u64) -> u64 {
 
 /// `t` (ns) rounded down to a multiple of `1/hz` seconds (the tick's start, rounded up to the
 /// ns); `hz = 0` leaves it unchanged.
+#[inline]
 pub fn round_down_to_tick(t: u64, hz: u64) -> u64 {
     if hz == 0 {
         return t;

@@ -287,6 +287,17 @@ impl<P> FlowTable<P> {
     }
 }
 
+/// `hash % flows`, with a mask when `flows` is a power of two (the default 1024): the same
+/// bucket without a division per packet.
+#[inline]
+fn bucket(hash: u32, flows: u32) -> u32 {
+    if flows.is_power_of_two() {
+        hash & (flows - 1)
+    } else {
+        hash % flows
+    }
+}
+
 /// The FQ-CoDel qdisc.
 #[derive(Debug)]
 pub struct FqCodel<P> {
@@ -336,7 +347,7 @@ impl<P: Packet> FqCodel<P> {
 
     /// The bucket a packet goes to.
     pub fn bucket_of(&self, meta: &crate::packet::PacketMeta) -> u32 {
-        meta.flow_hash % self.shared.p.flows
+        bucket(meta.flow_hash, self.shared.p.flows)
     }
 
     /// Queues on the new or old list.
@@ -401,7 +412,7 @@ impl<P: Packet> Discipline<P> for FqCodel<P> {
             *built += 1;
             Box::new(FlowTable::new(p.flows))
         });
-        let idx = (pkt.meta().flow_hash % p.flows) as usize;
+        let idx = bucket(pkt.meta().flow_hash, p.flows) as usize;
         let flow = &mut t.flows[idx];
         flow.q.push(pkt, now);
         if flow.list == FlowList::None {

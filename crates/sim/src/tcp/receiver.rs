@@ -680,7 +680,7 @@ mod ack_filter_tests {
             seq: n,
             sent_at: a.tsval,
             echo: 0,
-            tcp: Some(a.tcp_info()),
+            tcp: Some(Box::new(a.tcp_info())),
             cwr: false,
         }
     }

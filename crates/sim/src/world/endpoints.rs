@@ -207,7 +207,8 @@ impl World<'_> {
             seq: a.ack,
             sent_at: a.tsval,
             echo: 0,
-            tcp: Some(a.tcp_info()),
+            // Only a scheduler reads the header facts: the uplink's, when there is one.
+            tcp: self.up.is_some().then(|| Box::new(a.tcp_info())),
             cwr: false,
         };
         let f = &mut self.flows[i];

@@ -17,7 +17,7 @@ use crate::packet::{PktKind, SimPacket};
 use crate::tcp::AckInfo;
 
 /// ACKs in flight on the return paths: their SACK blocks and window live here, the packet holds
-/// the slot number (packets stay small and `Copy`).
+/// the slot number (packets stay small: `crate::packet`).
 #[derive(Default)]
 pub(super) struct AckTable {
     slots: Vec<AckInfo>,
@@ -129,7 +129,8 @@ impl World<'_> {
             let seq = self.eng.next_seq();
             let q = &mut self.lines[0].q;
             let k = q.partition_point(|e| (e.0, e.1) <= (t, seq));
-            q.insert(k, (t, seq, p));
+            // A duplicated packet is released twice.
+            q.insert(k, (t, seq, p.clone()));
         }
     }
 
