@@ -5,7 +5,8 @@
 //! |---|---|---|
 //! | sender: ACK processing, sending, timers | [`sender`] | net/ipv4/tcp_input.c `tcp_ack`, tcp_output.c, tcp_timer.c |
 //! | recovery state machine (Open/Disorder/CWR/Recovery/Loss) | [`recovery`] | tcp_input.c `tcp_fastretrans_alert` |
-//! | undo of a spurious recovery by DSACK | `undo` | tcp_input.c `tcp_try_undo_dsack`, `tcp_undo_cwnd_reduction` |
+//! | the timeout's Loss state, F-RTO | `loss` | tcp_input.c `tcp_enter_loss`, `tcp_process_loss`; RFC 5682 |
+//! | undo of a spurious reduction by DSACK or timestamps | `undo` | tcp_input.c `tcp_try_undo_*`, `tcp_packet_delayed`, `tcp_undo_cwnd_reduction`; RFC 3522 |
 //! | SACK tagging, cumulative ACK, RTT samples | `sacktag` | tcp_input.c `tcp_sacktag_write_queue`, `tcp_clean_rtx_queue` |
 //! | retransmission queue + SACK scoreboard | [`scoreboard`] | RFC 6675 §4, tcp_input.c `tcp_sacktag_one` |
 //! | RACK-TLP loss detection | [`rack`] | RFC 8985, net/ipv4/tcp_recovery.c |
@@ -24,6 +25,9 @@
 
 pub mod cc;
 pub mod ecn;
+mod loss;
+#[cfg(test)]
+mod loss_tests;
 pub mod pacing;
 pub mod prr;
 pub mod rack;

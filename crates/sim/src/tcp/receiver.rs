@@ -8,7 +8,8 @@
 //!   front and absorbs the blocks it now touches; blocks below `rcv_nxt` disappear. A duplicate
 //!   segment is reported once in a leading **DSACK** block (RFC 2883), then two SACK blocks.
 //! * **Timestamps** (RFC 7323): the echoed TSval is the one of the segment at the left edge when
-//!   the last ACK was sent (`seq ≤ rcv_wup`), so an RTT sample covers the delayed-ACK wait. The
+//!   the last ACK was sent (`seq ≤ rcv_wup`), so an RTT sample covers the delayed-ACK wait; it
+//!   never goes back to an older TSval (PAWS), which keeps the sender's undo honest. The
 //!   sender's TSecr on data gives the receiver its RTT estimate (`tcp_rcv_rtt_measure_ts`).
 //! * **Delayed ACKs**: an ACK for every second full segment (more than one MSS since the last
 //!   ACK), otherwise after the delayed-ACK timeout `ato` (40 ms, `TCP_ATO_MIN`; it adapts to the
@@ -222,7 +223,9 @@ impl Receiver {
         now: u64,
     ) -> (u64, Option<AckInfo>) {
         let end = seq + len as u64;
-        if seq <= self.rcv_wup {
+        // `tcp_replace_ts_recent`: the echo never goes back in time (the PAWS check, on the
+        // millisecond timestamp clock), so a late original does not pass for a retransmission.
+        if seq <= self.rcv_wup && tsval / 1_000_000 >= self.ts_recent / 1_000_000 {
             self.ts_recent = tsval;
         }
         if len as u64 >= self.mss && tsecr != 0 && tsecr != self.last_tsecr {
@@ -564,6 +567,21 @@ mod tests {
         let a = seg(&mut r, 0, 10).1.unwrap();
         assert!(a.dsack);
         assert_eq!(a.blocks(), &[(0, 1000)][..]);
+    }
+
+    #[test]
+    fn a_late_original_does_not_move_the_timestamp_echo_back() {
+        const MS: u64 = 1_000_000;
+        let mut r = Receiver::new(MSS, true, false, None);
+        r.on_segment(0, MSS, 5 * MS, 0, 10 * MS);
+        // Segment 1's retransmission (sent at 300 ms) arrives first ...
+        let a = r.on_segment(1000, MSS, 300 * MS, 0, 310 * MS).1.unwrap();
+        assert_eq!(a.tsecr, 300 * MS);
+        // ... then its original, queued since 6 ms: reported as a duplicate, but the echo stays
+        // the newer timestamp (Linux's PAWS check in `tcp_replace_ts_recent`).
+        let a = r.on_segment(1000, MSS, 6 * MS, 0, 320 * MS).1.unwrap();
+        assert!(a.dsack);
+        assert_eq!(a.tsecr, 300 * MS);
     }
 
     #[test]

@@ -1,22 +1,21 @@
 //! Loss recovery: the congestion-state machine of Linux's `tcp_fastretrans_alert`
-//! (net/ipv4/tcp_input.c) with RACK loss marking (net/ipv4/tcp_recovery.c), the timeout's
-//! `tcp_enter_loss`, and the non-SACK (NewReno) duplicate-ACK accounting.
+//! (net/ipv4/tcp_input.c) with RACK loss marking (net/ipv4/tcp_recovery.c), and the non-SACK
+//! (NewReno) duplicate-ACK accounting.
 //!
 //! States (`CaState`): **Open** (nothing wrong), **Disorder** (SACKs or duplicate ACKs, nothing
 //! lost yet), **CWR** (a reduction after an ECN echo, [`super::ecn`], or after a loss detected by
 //! the tail loss probe), **Recovery**
 //! (fast recovery, entered as soon as a segment is marked lost; `ssthresh` from the controller,
 //! PRR shapes the window; it ends when `snd_una` passes `high_seq`, the `snd_nxt` at entry,
-//! with `cwnd = ssthresh`), **Loss** (after an RTO: every segment not SACKed and not sent within
-//! the last RACK RTT is lost, `cwnd = pipe + 1`, slow start; ends when `high_seq` is acknowledged).
+//! with `cwnd = ssthresh`), **Loss** (after an RTO, [`super::loss`]).
 //!
-//! A recovery found spurious by DSACKs is undone ([`super::undo`]). Not modelled: timestamp undo,
-//! F-RTO and undo after a timeout; SACK reneging.
+//! A reduction found spurious by DSACKs or timestamps is undone ([`super::undo`]). Not modelled:
+//! SACK reneging.
 
 use super::cc::{CaState, CwndEvent};
 use super::sender::{
-    Sender, TimerKind, F_DATA_SACKED, F_ECE, F_LOST_RETRANS, F_NOT_DUP, F_SET_XMIT_TIMER,
-    F_SND_UNA_ADVANCED, REORDERING,
+    Rexmit, Sender, TimerKind, F_DATA_SACKED, F_ECE, F_LOST_RETRANS, F_NOT_DUP, F_SET_XMIT_TIMER,
+    F_SND_UNA_ADVANCED,
 };
 use super::{rack, sender::Segment};
 
@@ -24,17 +23,24 @@ impl Sender {
     /// `tcp_fastretrans_alert`.
     pub(super) fn fastretrans_alert(
         &mut self,
-        _prior_snd_una: u64,
+        prior_snd_una: u64,
         num_dupack: u32,
         flag: &mut u32,
-        rexmit: &mut bool,
+        rexmit: &mut Rexmit,
         now: u64,
     ) {
+        let ece = *flag & F_ECE != 0;
         if self.sb.packets_out == 0 && self.sb.sacked_out > 0 {
             self.sb.sacked_out = 0;
         }
+        // A. An ECN echo proves congestion: the reduction is never undone.
+        if ece {
+            self.prior_ssthresh = 0;
+        }
         // D. Exit conditions.
-        if self.ca_state != CaState::Open && self.snd_una >= self.high_seq {
+        if self.ca_state == CaState::Open {
+            self.retrans_stamp = None;
+        } else if self.snd_una >= self.high_seq {
             match self.ca_state {
                 CaState::Cwr if self.snd_una != self.high_seq => {
                     self.end_cwnd_reduction(now);
@@ -55,8 +61,12 @@ impl Sender {
         // E. Process the state.
         match self.ca_state {
             CaState::Recovery => {
-                if *flag & F_SND_UNA_ADVANCED == 0 && !self.sack {
-                    self.add_reno_sack(num_dupack);
+                if *flag & F_SND_UNA_ADVANCED == 0 {
+                    if !self.sack {
+                        self.add_reno_sack(num_dupack);
+                    }
+                } else if self.try_undo_partial(prior_snd_una, now) {
+                    return;
                 }
                 if self.try_undo_dsack() {
                     self.try_to_open(*flag, now);
@@ -67,9 +77,9 @@ impl Sender {
                     if self.sb.lost_out == 0 {
                         return;
                     }
-                    self.enter_recovery(now);
+                    self.enter_recovery(ece, now);
                 }
-                *rexmit = true;
+                *rexmit = Rexmit::Lost;
                 return;
             }
             CaState::Loss => {
@@ -87,23 +97,25 @@ impl Sender {
             }
             self.add_reno_sack(num_dupack);
         }
+        if self.ca_state <= CaState::Disorder {
+            self.try_undo_dsack();
+        }
         self.identify_packet_loss(flag, now);
         if self.sb.lost_out == 0 {
             self.try_to_open(*flag, now);
             return;
         }
-        self.enter_recovery(now);
-        *rexmit = true;
+        self.enter_recovery(ece, now);
+        *rexmit = Rexmit::Lost;
     }
 
-    /// `tcp_try_undo_recovery` without undo: leave the state (a non-SACK sender holds it until
-    /// something above `high_seq` is acknowledged).
-    fn try_undo_recovery(&mut self, now: u64) -> bool {
-        if self.snd_una == self.high_seq && !self.sack {
+    /// `tcp_try_undo_recovery`: undo if the episode proved spurious, then leave the state (a
+    /// non-SACK sender holds it until something above `high_seq` is acknowledged).
+    pub(super) fn try_undo_recovery(&mut self, now: u64) -> bool {
+        self.undo_at_recovery_end();
+        if self.non_sack_preventing_reopen() {
             return true;
         }
-        self.rack.recovery_done();
-        self.undo_at_recovery_end();
         self.set_state(CaState::Open, now);
         false
     }
@@ -122,6 +134,7 @@ impl Sender {
 
     /// `tcp_try_to_open`: an ECN echo starts a reduction ([`Sender::enter_cwr`]).
     fn try_to_open(&mut self, flag: u32, now: u64) {
+        self.retrans_stamp_cleanup();
         if flag & F_ECE != 0 {
             self.enter_cwr(now);
         }
@@ -131,13 +144,8 @@ impl Sender {
     }
 
     /// `tcp_try_keep_open`: Disorder while anything is SACKed, lost or retransmitted.
-    fn try_keep_open(&mut self, now: u64) {
-        let any_retrans = self.sb.retrans_out > 0
-            || self
-                .sb
-                .head()
-                .is_some_and(|s| s.has(super::scoreboard::EVER_RETRANS));
-        let state = if self.sb.sacked_out + self.sb.lost_out > 0 || any_retrans {
+    pub(super) fn try_keep_open(&mut self, now: u64) {
+        let state = if self.sb.sacked_out + self.sb.lost_out > 0 || self.any_retrans_done() {
             CaState::Disorder
         } else {
             CaState::Open
@@ -150,7 +158,9 @@ impl Sender {
 
     /// `tcp_enter_cwr`: a reduction without loss (ECN), once: nothing while already reducing.
     fn enter_cwr(&mut self, now: u64) {
+        self.prior_ssthresh = 0;
         if self.ca_state < CaState::Cwr {
+            self.undo_marker = None;
             self.init_cwnd_reduction(now);
             self.set_state(CaState::Cwr, now);
         }
@@ -168,69 +178,15 @@ impl Sender {
         self.ecn.queue_cwr();
     }
 
-    /// `tcp_enter_recovery`.
-    pub(super) fn enter_recovery(&mut self, now: u64) {
+    /// `tcp_enter_recovery`; `ece`: the ACK carried an ECN echo.
+    pub(super) fn enter_recovery(&mut self, ece: bool, now: u64) {
         self.stats.fast_retransmits += 1;
-        self.init_undo();
+        self.retrans_stamp_cleanup();
+        self.init_recovery_undo(ece);
         if !self.in_cwnd_reduction() {
             self.init_cwnd_reduction(now);
         }
         self.set_state(CaState::Recovery, now);
-    }
-
-    /// `tcp_enter_loss` (with `tcp_timeout_mark_lost`).
-    pub(super) fn enter_loss(&mut self, now: u64) {
-        if self.ca_state <= CaState::Disorder
-            || self.high_seq <= self.snd_una
-            || (self.ca_state == CaState::Loss && self.rto_retransmits == 0)
-        {
-            let c = self.conn(now);
-            self.w.ssthresh = self.cc.ssthresh(&self.w, &c);
-            self.cc.cwnd_event(CwndEvent::Loss, &c);
-            self.stats.cwnd_reductions += 1;
-        }
-        // Mark lost every segment not SACKed, except those sent within the last RACK RTT.
-        if !self.sack {
-            self.sb.sacked_out = 0;
-        }
-        for i in self.sb.indices() {
-            if i > 0 {
-                if let Some(s) = self.sb.get(i) {
-                    if self.rack.remaining(now, s.xmit, 0) > 0 {
-                        continue;
-                    }
-                }
-            }
-            if self.sb.mark_lost(i) {
-                self.lost += 1;
-            }
-        }
-        self.w.cwnd = self.sb.in_flight() + 1;
-        self.w.cwnd_cnt = 0;
-        if self.ca_state <= CaState::Disorder && self.sb.sacked_out >= REORDERING {
-            self.reordering = self.reordering.min(REORDERING);
-        }
-        self.set_state(CaState::Loss, now);
-        // A timeout is never undone here (no F-RTO).
-        self.undo_marker = None;
-        self.high_seq = self.snd_nxt;
-        self.tlp_high_seq = 0;
-    }
-
-    /// `tcp_process_loss` without F-RTO and undo.
-    fn process_loss(&mut self, flag: u32, num_dupack: u32, rexmit: &mut bool, now: u64) {
-        if self.snd_una >= self.high_seq {
-            self.try_undo_recovery(now);
-            return;
-        }
-        if !self.sack {
-            if self.snd_nxt > self.high_seq && num_dupack > 0 {
-                self.add_reno_sack(num_dupack);
-            } else if flag & F_SND_UNA_ADVANCED != 0 {
-                self.sb.sacked_out = 0;
-            }
-        }
-        *rexmit = true;
     }
 
     /// `tcp_identify_packet_loss`.
@@ -327,7 +283,7 @@ impl Sender {
         self.rack_detect_loss(now);
         if prior_inflight != self.sb.in_flight() {
             if self.ca_state != CaState::Recovery {
-                self.enter_recovery(now);
+                self.enter_recovery(false, now);
                 if !self.model_based {
                     let pipe = self.sb.in_flight();
                     let newly_lost = (self.lost - prior_lost) as u32;

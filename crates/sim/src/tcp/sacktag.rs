@@ -19,8 +19,8 @@ use super::rate::SampleBuilder;
 use super::receiver::AckInfo;
 use super::scoreboard::{EVER_RETRANS, SACKED};
 use super::sender::{
-    Sender, F_ACKED, F_DATA_SACKED, F_DSACKING_ACK, F_RETRANS_DATA_ACKED, F_SET_XMIT_TIMER,
-    MAX_REORDERING,
+    Sender, F_ACKED, F_DATA_SACKED, F_DSACKING_ACK, F_ORIG_SACK_ACKED, F_RETRANS_DATA_ACKED,
+    F_SET_XMIT_TIMER, MAX_REORDERING,
 };
 
 impl Sender {
@@ -51,6 +51,8 @@ impl Sender {
         let blocks = &mut blocks[..n];
         blocks.sort_unstable();
         let prior_highest = self.sb.highest_sack;
+        let high_seq = self.high_seq;
+        let mut orig_acked = false;
         let min_rtt = self.rtt.min_rtt();
         let mut reord = u64::MAX;
         let mut first = None;
@@ -65,6 +67,7 @@ impl Sender {
                     if seg.seq < prior_highest {
                         reord = reord.min(seg.seq);
                     }
+                    orig_acked |= seg.end() <= high_seq;
                     first.get_or_insert(seg.xmit);
                     last = Some(seg.xmit);
                 }
@@ -77,6 +80,9 @@ impl Sender {
         self.sb.set_sack_cache(blocks);
         if newly > 0 {
             flag |= F_DATA_SACKED;
+        }
+        if orig_acked {
+            flag |= F_ORIG_SACK_ACKED;
         }
         if reord != u64::MAX {
             self.check_sack_reordering(reord);
@@ -123,10 +129,16 @@ impl Sender {
                 first_ackt.get_or_insert(s.xmit);
                 last_ackt = Some(s.xmit);
                 reord = reord.min(s.seq);
+                if s.end() <= self.high_seq {
+                    flag |= F_ORIG_SACK_ACKED;
+                }
             }
             if !sacked && self.sack {
                 self.rate.delivered += 1;
-                self.rack.advance(now, s.xmit, s.end(), retrans, min_rtt);
+                // `tcp_skb_spurious_retrans`: the echo predates this retransmission.
+                if !(retrans && self.ecr_before(s.xmit)) {
+                    self.rack.advance(now, s.xmit, s.end(), retrans, min_rtt);
+                }
             }
             pkts_acked += 1;
             let mut tx = s.tx;
@@ -137,6 +149,10 @@ impl Sender {
             flag |= F_ACKED | F_SET_XMIT_TIMER;
             if !self.sack {
                 self.remove_reno_sacks(pkts_acked);
+                // Without SACK an acknowledged retransmission hides what the originals did.
+                if flag & F_RETRANS_DATA_ACKED != 0 {
+                    flag &= !F_ORIG_SACK_ACKED;
+                }
             } else if reord < prior_fack {
                 self.check_sack_reordering(reord);
             }

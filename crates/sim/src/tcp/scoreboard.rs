@@ -245,6 +245,16 @@ impl Scoreboard {
         }
     }
 
+    /// Take back every loss mark (an undo, `tcp_undo_cwnd_reduction(sk, true)`): retransmissions
+    /// in flight stay counted.
+    pub fn unmark_lost(&mut self) {
+        for s in self.q.iter_mut() {
+            s.flags &= !LOST;
+        }
+        self.lost_out = 0;
+        self.rtx_hint = u64::MAX;
+    }
+
     /// Forget all SACK information (reneging, or the start of a non-SACK connection).
     pub fn clear_sacks(&mut self) {
         for s in self.q.iter_mut() {

@@ -80,6 +80,7 @@ pub(super) const F_RETRANS_DATA_ACKED: u32 = 0x08;
 pub(super) const F_DATA_SACKED: u32 = 0x20;
 pub(super) const F_ECE: u32 = 0x40;
 pub(super) const F_LOST_RETRANS: u32 = 0x80;
+pub(super) const F_ORIG_SACK_ACKED: u32 = 0x200;
 pub(super) const F_SND_UNA_ADVANCED: u32 = 0x400;
 pub(super) const F_DSACKING_ACK: u32 = 0x800;
 pub(super) const F_SET_XMIT_TIMER: u32 = 0x1000;
@@ -87,6 +88,16 @@ pub(super) const F_ACKED: u32 = F_DATA_ACKED;
 pub(super) const F_NOT_DUP: u32 = F_WIN_UPDATE | F_ACKED;
 pub(super) const F_CA_ALERT: u32 = F_DATA_SACKED | F_ECE | F_DSACKING_ACK;
 pub(super) const F_FORWARD_PROGRESS: u32 = F_ACKED | F_DATA_SACKED;
+
+/// What an ACK leaves to (re)transmit once the window is set (`REXMIT_*` of tcp_input.c).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub(super) enum Rexmit {
+    None,
+    /// Segments marked lost.
+    Lost,
+    /// New data first (F-RTO's step 2.b), then lost segments if none could go.
+    New,
+}
 
 /// `net.ipv4.tcp_reordering` and `tcp_max_reordering`.
 pub const REORDERING: u32 = 3;
@@ -139,6 +150,13 @@ pub struct Sender {
     pub(super) undo_retrans: i64,
     pub(super) prior_ssthresh: u32,
     pub(super) prior_cwnd: u32,
+    /// Time of the first retransmission of the episode (`retrans_stamp`; `None`: nothing
+    /// retransmitted), and the timestamp echo of the ACK being processed (`rcv_tsecr`): a
+    /// timestamp echo older than the first retransmission proves the original arrived.
+    pub(super) retrans_stamp: Option<u64>,
+    pub(super) rcv_tsecr: u64,
+    /// F-RTO (RFC 5682, `tp->frto`) is under way after a timeout.
+    pub(super) frto: bool,
 }
 
 impl Sender {
@@ -188,6 +206,9 @@ impl Sender {
             undo_retrans: 0,
             prior_ssthresh: 0,
             prior_cwnd: 0,
+            retrans_stamp: None,
+            rcv_tsecr: 0,
+            frto: false,
         }
     }
 
@@ -226,6 +247,11 @@ impl Sender {
     pub fn pacing_wakeup(&self) -> Option<u64> {
         self.pacing_wake
     }
+    /// The application has unsent data and the receive window lets some go.
+    pub(super) fn has_new_data(&self) -> bool {
+        self.snd_nxt < self.end && self.right_edge > self.snd_nxt
+    }
+
     /// All data written and acknowledged.
     pub fn finished(&self) -> bool {
         self.snd_una >= self.end
@@ -401,10 +427,19 @@ impl Sender {
         }
     }
 
-    /// Send segment `i` of the queue again.
+    /// Send segment `i` of the queue again (`tcp_retransmit_skb`): the first retransmission of
+    /// an episode stamps it, and each counts for undo.
     pub(super) fn retransmit(&mut self, i: usize, now: u64, out: &mut Vec<Segment>) {
+        if self.send_again(i, now, out) {
+            self.retrans_stamp.get_or_insert(now);
+            self.undo_count_retransmit();
+        }
+    }
+
+    /// `__tcp_retransmit_skb`: segment `i` goes again (the loss probe's retransmission too).
+    fn send_again(&mut self, i: usize, now: u64, out: &mut Vec<Segment>) -> bool {
         let Some(s) = self.sb.get(i).copied() else {
-            return;
+            return false;
         };
         let tx = self.rate.on_sent(now, self.sb.packets_out);
         self.sb.retransmitted(i, now, tx);
@@ -419,8 +454,8 @@ impl Sender {
         });
         self.stats.segments_sent += 1;
         self.stats.retransmits += 1;
-        self.undo_count_retransmit();
         self.lsndtime = now;
+        true
     }
 
     /// `tcp_xmit_retransmit_queue`: lost segments in order, within `cwnd − pipe`.
@@ -539,7 +574,7 @@ impl Sender {
             }
             if !sent && !self.sb.is_empty() {
                 let last = self.sb.len() - 1;
-                self.retransmit(last, now, out);
+                self.send_again(last, now, out);
                 self.tlp_retrans = true;
                 sent = true;
             }
@@ -562,9 +597,10 @@ impl Sender {
             return None;
         }
         self.ts_recent = a.tsval;
+        self.rcv_tsecr = a.tsecr;
         let prior_snd_una = self.snd_una;
         let mut flag = 0;
-        let mut rexmit = false;
+        let mut rexmit = Rexmit::None;
         if ack < prior_snd_una {
             // An old ACK may still carry SACK information.
             if self.sack && a.n_sacks > 0 {
@@ -574,9 +610,7 @@ impl Sender {
                 flag |= self.sacktag(a, now, &mut b).0;
                 self.fastretrans_alert(prior_snd_una, 0, &mut flag, &mut rexmit, now);
                 let _ = prior_delivered;
-                if rexmit {
-                    self.xmit_retransmit_queue(now, out);
-                }
+                self.xmit_recovery(rexmit, now, out);
             }
             return None;
         }
@@ -641,11 +675,25 @@ impl Sender {
         self.rack
             .update_reo_wnd(b.rs.prior_delivered, self.rate.delivered);
         self.cong_control(delivered, flag, &b.rs, now);
-        if rexmit {
-            self.xmit_retransmit_queue(now, out);
-        }
+        self.xmit_recovery(rexmit, now, out);
         self.write_xmit(now, out, false);
         sample
+    }
+
+    /// `tcp_xmit_recovery`: after the window is set, F-RTO's new data or the lost segments.
+    fn xmit_recovery(&mut self, rexmit: Rexmit, now: u64, out: &mut Vec<Segment>) {
+        match rexmit {
+            Rexmit::None => return,
+            Rexmit::New => {
+                self.write_xmit(now, out, false);
+                if self.snd_nxt > self.high_seq {
+                    return;
+                }
+                self.frto = false;
+            }
+            Rexmit::Lost => {}
+        }
+        self.xmit_retransmit_queue(now, out);
     }
 
     fn ack_is_dubious(&self, flag: u32) -> bool {

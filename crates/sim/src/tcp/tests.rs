@@ -8,10 +8,10 @@ use super::NOTSENT_LOWAT;
 use crate::scenario::{CcKind, TcpSpec};
 use linkshare_core::Duration;
 
-const MSS: u64 = 1000;
-const MS: u64 = 1_000_000;
+pub(super) const MSS: u64 = 1000;
+pub(super) const MS: u64 = 1_000_000;
 
-fn spec(sack: bool, bytes: Option<u64>) -> TcpSpec {
+pub(super) fn spec(sack: bool, bytes: Option<u64>) -> TcpSpec {
     TcpSpec {
         cc: CcKind::NewReno,
         window: None,
@@ -24,19 +24,31 @@ fn spec(sack: bool, bytes: Option<u64>) -> TcpSpec {
     }
 }
 
-fn sender(sack: bool, bytes: Option<u64>) -> (Sender, Vec<Segment>) {
+pub(super) fn sender(sack: bool, bytes: Option<u64>) -> (Sender, Vec<Segment>) {
     let mut s = Sender::new(&spec(sack, bytes), MSS as u32, Box::new(Reno::new()));
     let mut out = Vec::new();
     s.poll_send(0, &mut out);
     (s, out)
 }
 
-/// An ACK of `ack` with SACK blocks in segment numbers `[from, to)`, most recent first.
-fn ack_at(s: &mut Sender, now: u64, ack: u64, sacks: &[(u64, u64)]) -> Vec<Segment> {
+/// An ACK of `ack` with SACK blocks in segment numbers `[from, to)`, most recent first, and
+/// no timestamp echo.
+pub(super) fn ack_at(s: &mut Sender, now: u64, ack: u64, sacks: &[(u64, u64)]) -> Vec<Segment> {
+    ack_ts(s, now, ack, sacks, 0)
+}
+
+/// [`ack_at`] echoing the timestamp `tsecr` (the send time of the segment it answers).
+pub(super) fn ack_ts(
+    s: &mut Sender,
+    now: u64,
+    ack: u64,
+    sacks: &[(u64, u64)],
+    tsecr: u64,
+) -> Vec<Segment> {
     let mut a = AckInfo {
         ack: ack * MSS,
         tsval: now,
-        tsecr: 0,
+        tsecr,
         wnd: 1 << 20,
         ..AckInfo::default()
     };
@@ -49,7 +61,7 @@ fn ack_at(s: &mut Sender, now: u64, ack: u64, sacks: &[(u64, u64)]) -> Vec<Segme
     out
 }
 
-fn seqs(out: &[Segment]) -> Vec<(u64, bool)> {
+pub(super) fn seqs(out: &[Segment]) -> Vec<(u64, bool)> {
     out.iter().map(|s| (s.seq / MSS, s.retransmit)).collect()
 }
 
@@ -273,7 +285,10 @@ fn rto_backs_off_exponentially_up_to_120_s_and_resets_on_a_sample() {
     let mut out = Vec::new();
     s.on_ack(&a, t + 50 * MS, &mut out);
     assert_eq!(s.rto_ns(), 50 * MS + 200 * MS, "srtt + rto_min");
-    assert_eq!(seqs(&out), vec![(1, true), (2, true)], "slow start from 1");
+    // F-RTO (RFC 5682 step 2.b): the first ACK that advances after a timeout sends new data
+    // (slow start from 1: two segments) instead of retransmitting more.
+    assert_eq!(seqs(&out), vec![(10, false), (11, false)], "new data first");
+    assert_eq!(s.ca_state(), CaState::Loss);
 }
 
 #[test]
