@@ -319,3 +319,32 @@ fn the_uplink_is_the_reverse_policy_at_its_rate() {
         .is_none());
     assert!(!router_args(&sc, &plans).contains(&"--reverse-policy".to_string()));
 }
+
+/// The kernel's side runs `[uplink]` too: its policy is exported beside the link's, so a
+/// kernel without the uplink's qdisc (sch_cake here) sends the side into a user-mode Linux
+/// guest even where the link's policy is only HTB.
+#[test]
+fn the_kernels_side_needs_the_uplinks_qdiscs_too() {
+    let head =
+        "[link]\nrate = \"20mbit\"\ndelay = \"10ms\"\n[[flow]]\nname = \"d\"\nkind = \"tcp\"\n";
+    let text = format!(
+        "{head}[uplink]\nrate = \"100kbit\"\npolicy = {{ qdisc = {{ type = \"cake\", ack_filter = \"on\" }} }}\n"
+    );
+    let sc = Scenario::parse(&text, "t.toml").unwrap();
+    let (policy, _) = policy_text(&sc, &text, Path::new("")).unwrap();
+    let (uplink, _) = uplink_policy_text(&sc, &text, Path::new(""))
+        .unwrap()
+        .unwrap();
+    let alone = kernel_script("t.toml", &policy, None).unwrap();
+    assert!(!uml::qdisc_kinds(&alone).contains(&"cake".to_string()), "{alone}");
+    let both = kernel_script("t.toml", &policy, Some(&uplink)).unwrap();
+    let kinds = uml::qdisc_kinds(&both);
+    assert!(kinds.contains(&"htb".to_string()), "{both}");
+    assert!(kinds.contains(&"cake".to_string()), "{both}");
+    assert!(both.contains(" ack-filter "), "the filter is the kernel's too: {both}");
+    // An uplink the kernel cannot run is refused with the reason, before anything is built.
+    let cbq = "qdisc = \"cbq\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"1mbit\"\n\
+               [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"1mbit\"\n";
+    let err = format!("{:#}", kernel_script("t.toml", &policy, Some(cbq)).unwrap_err());
+    assert!(err.contains("[uplink]") && err.contains("CBQ"), "{err}");
+}
