@@ -57,7 +57,10 @@ impl Run {
     /// Ethernet header, and a few echo replies).
     fn mean_size(&self) -> f64 {
         let packets = self.uplink["dequeued_packets"].as_f64().unwrap_or(0.0);
-        self.uplink["extra"]["dequeued_bytes"].as_f64().unwrap_or(0.0) / packets.max(1.0)
+        self.uplink["extra"]["dequeued_bytes"]
+            .as_f64()
+            .unwrap_or(0.0)
+            / packets.max(1.0)
     }
 }
 
@@ -114,14 +117,23 @@ fn off_and_on(kernel: bool) -> String {
     for r in [&off, &on] {
         assert!(r.uplink.is_object(), "the uplink's counters: {}", r.uplink);
         let size = r.mean_size();
-        assert!((60.0..=80.0).contains(&size), "{size} bytes a packet: {}", r.uplink);
+        assert!(
+            (60.0..=80.0).contains(&size),
+            "{size} bytes a packet: {}",
+            r.uplink
+        );
     }
     assert_eq!(off.ack_filtered(), 0, "{}", off.uplink);
     assert!(on.ack_filtered() > 0, "{}", on.uplink);
     // 100 kbit/s carries ~190 ACKs/s of 66 bytes on the wire: without the filter the ACK clock
     // allows well under the 20 Mbit/s link.
     assert!(off.mbps < 12.0, "off: {} Mbit/s", off.mbps);
-    assert!(on.mbps > 1.5 * off.mbps, "on {} Mbit/s, off {} Mbit/s", on.mbps, off.mbps);
+    assert!(
+        on.mbps > 1.5 * off.mbps,
+        "on {} Mbit/s, off {} Mbit/s",
+        on.mbps,
+        off.mbps
+    );
     off.notes
 }
 
@@ -152,5 +164,8 @@ fn the_kernels_cake_on_the_uplink_filters_acks_too() {
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let notes = off_and_on(true);
-    assert!(notes.contains("kernel's qdisc on the router's port"), "{notes}");
+    assert!(
+        notes.contains("kernel's qdisc on the router's port"),
+        "{notes}"
+    );
 }

@@ -102,7 +102,10 @@ fn the_uplink_charges_each_ack_its_frame() {
                 "ack_filter = \"on\"",
                 "ack_filter = \"off\", bandwidth = \"100kbit\"",
             )
-            .replace("delay = \"10ms\"\n", &format!("delay = \"10ms\"\n{overhead}"))
+            .replace(
+                "delay = \"10ms\"\n",
+                &format!("delay = \"10ms\"\n{overhead}"),
+            )
         });
         let up = r.summary.uplink.as_ref().expect("an uplink summary");
         (up.dequeued_packets as f64, rate(&r, "download", 2.0, 8.0))

@@ -108,12 +108,21 @@ fn uplink_summary(before: &RouterStats, after: &RouterStats) -> QdiscSummary {
     );
     QdiscSummary {
         kind: after.kind.clone(),
-        enqueued_packets: after.enqueued_packets.saturating_sub(before.enqueued_packets),
-        dequeued_packets: after.dequeued_packets.saturating_sub(before.dequeued_packets),
+        enqueued_packets: after
+            .enqueued_packets
+            .saturating_sub(before.enqueued_packets),
+        dequeued_packets: after
+            .dequeued_packets
+            .saturating_sub(before.dequeued_packets),
         drops: after
             .drops
             .iter()
-            .map(|(k, v)| (k.clone(), v.saturating_sub(before.drops.get(k).copied().unwrap_or(0))))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.saturating_sub(before.drops.get(k).copied().unwrap_or(0)),
+                )
+            })
             .collect(),
         marked: after.marked.saturating_sub(before.marked),
         overlimits: after.overlimits.saturating_sub(before.overlimits),

@@ -302,7 +302,10 @@ fn the_uplink_is_the_reverse_policy_at_its_rate() {
         other => panic!("{other:?}: {text}"),
     }
     // With `bandwidth` it shapes by itself and runs as written.
-    let shaped = cake.replace("ack_filter = \"on\"", "ack_filter = \"on\", bandwidth = \"100kbit\"");
+    let shaped = cake.replace(
+        "ack_filter = \"on\"",
+        "ack_filter = \"on\", bandwidth = \"100kbit\"",
+    );
     let sc2 = Scenario::parse(&shaped, "t.toml").unwrap();
     let (text, notes) = uplink_policy_text(&sc2, &shaped, Path::new(""))
         .unwrap()
@@ -350,15 +353,24 @@ fn the_kernels_side_needs_the_uplinks_qdiscs_too() {
         .unwrap()
         .unwrap();
     let alone = kernel_script("t.toml", &policy, None).unwrap();
-    assert!(!uml::qdisc_kinds(&alone).contains(&"cake".to_string()), "{alone}");
+    assert!(
+        !uml::qdisc_kinds(&alone).contains(&"cake".to_string()),
+        "{alone}"
+    );
     let both = kernel_script("t.toml", &policy, Some(&uplink)).unwrap();
     let kinds = uml::qdisc_kinds(&both);
     assert!(kinds.contains(&"htb".to_string()), "{both}");
     assert!(kinds.contains(&"cake".to_string()), "{both}");
-    assert!(both.contains(" ack-filter "), "the filter is the kernel's too: {both}");
+    assert!(
+        both.contains(" ack-filter "),
+        "the filter is the kernel's too: {both}"
+    );
     // An uplink the kernel cannot run is refused with the reason, before anything is built.
     let cbq = "qdisc = \"cbq\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"1mbit\"\n\
                [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"1mbit\"\n";
-    let err = format!("{:#}", kernel_script("t.toml", &policy, Some(cbq)).unwrap_err());
+    let err = format!(
+        "{:#}",
+        kernel_script("t.toml", &policy, Some(cbq)).unwrap_err()
+    );
     assert!(err.contains("[uplink]") && err.contains("CBQ"), "{err}");
 }

@@ -405,7 +405,15 @@ impl Router for KernelRouter {
         if self.script.is_none() || self.reverse_policy.is_none() {
             return Ok(None);
         }
-        let text = tc(&["-n", &self.ns, "-s", "qdisc", "show", "dev", &self.reverse_dev])?;
+        let text = tc(&[
+            "-n",
+            &self.ns,
+            "-s",
+            "qdisc",
+            "show",
+            "dev",
+            &self.reverse_dev,
+        ])?;
         Ok(Some(parse_tc_uplink(&text)))
     }
 

@@ -250,9 +250,8 @@ impl RouterStats {
         let q = d.qdisc.as_ref()?;
         let mut extra = BTreeMap::new();
         if let Some(c) = &q.cake {
-            let ms = |f: fn(&TinSnapshot) -> u64| {
-                c.tins.iter().map(f).max().unwrap_or(0) as f64 / 1e6
-            };
+            let ms =
+                |f: fn(&TinSnapshot) -> u64| c.tins.iter().map(f).max().unwrap_or(0) as f64 / 1e6;
             extra.insert("av_delay_ms".to_string(), ms(|t| t.avg_delay_ns));
             extra.insert("pk_delay_ms".to_string(), ms(|t| t.peak_delay_ns));
         }
