@@ -71,7 +71,8 @@ pub struct Row {
     pub target: Comparison,
     pub within_stored: bool,
     pub stored: Tolerance,
-    /// The policy's root is CAKE: the kernel's column is sch_cake (a table of its own).
+    /// The policy's root or the uplink's is CAKE: the kernel's column is sch_cake (a table of
+    /// its own).
     pub cake: bool,
     /// The lab against itself, where recorded (`compare --record --repeat`).
     pub repeat: Option<Repeat>,
@@ -125,7 +126,13 @@ fn one(name: &str, e: &StoredScenario, dir: &Path) -> anyhow::Result<Row> {
         .check(&sc, &sim, e.tolerance)
         .map_err(|m| anyhow::anyhow!(m))?
         .pass;
-    let cake = linkshare_sim::compare::groups::cake_root(&sc);
+    let uplink_cake = sc.uplink.as_ref().is_some_and(|u| {
+        matches!(
+            u.policy.as_ref().and_then(|p| p.policy().root_leaf()),
+            Some(linkshare_config::LeafKind::Cake(_))
+        )
+    });
+    let cake = linkshare_sim::compare::groups::cake_root(&sc) || uplink_cake;
     Ok(Row {
         name: name.to_string(),
         target,

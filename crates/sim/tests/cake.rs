@@ -89,6 +89,38 @@ fn the_ack_filter_frees_a_saturated_uplink_for_the_download() {
     assert!(aggr > off * 1.1, "aggressive {aggr} vs off {off}");
 }
 
+/// The uplink charges an ACK as the routers and the kernel's CAKE do: its IP length (52 bytes
+/// with timestamps) plus the link's framing. With `overhead = 14` each ACK takes 66 bytes of the
+/// 100 kbit/s uplink, so the saturated uplink carries 52/66 as many of them and the ACK-clocked
+/// download (no filter, CAKE shaping at the uplink's rate: COBALT's target 182 ms, no drops)
+/// gets that much less.
+#[test]
+fn the_uplink_charges_each_ack_its_frame() {
+    let run = |overhead: &str| {
+        let r = run_file("cake-ack-filter.toml", |t| {
+            t.replace(
+                "ack_filter = \"on\"",
+                "ack_filter = \"off\", bandwidth = \"100kbit\"",
+            )
+            .replace(
+                "delay = \"10ms\"\n",
+                &format!("delay = \"10ms\"\n{overhead}"),
+            )
+        });
+        let up = r.summary.uplink.as_ref().expect("an uplink summary");
+        (up.dequeued_packets as f64, rate(&r, "download", 2.0, 8.0))
+    };
+    let (acks_ip, down_ip) = run("");
+    let (acks_frame, down_frame) = run("overhead = 14\n");
+    eprintln!(
+        "uplink packets {acks_ip} (52 B) vs {acks_frame} (66 B); download {down_ip:.2} vs {down_frame:.2} Mbit/s"
+    );
+    let ratio = acks_frame / acks_ip;
+    assert!((ratio - 52.0 / 66.0).abs() < 0.04, "{ratio}");
+    let ratio = down_frame / down_ip;
+    assert!((ratio - 52.0 / 66.0).abs() < 0.08, "{ratio}");
+}
+
 /// `scenarios/cake-home-uplink.toml`: ping under load stays near the base RTT with CAKE and
 /// grows by the FIFO's queue without it.
 #[test]

@@ -36,6 +36,9 @@ pub(super) struct Measured {
     pub(super) router: &'static str,
     /// The host while the traffic ran ([`crate::host`]).
     pub(super) host: linkshare_sim::model::HostFigures,
+    /// The return direction's scheduler (`[uplink]`) before the traffic and after the last
+    /// sample, where the router shapes it.
+    pub(super) uplink: Option<(RouterStats, RouterStats)>,
 }
 
 /// Builds the testbed, starts `router` with `policy_text` (and `uplink_text` as the file the
@@ -68,6 +71,10 @@ pub(super) fn measure(
     bed.start_router(router, &policy)?;
     bed.wait_reachable()?;
 
+    let uplink_before = match bed.router() {
+        Some(r) if uplink_text.is_some() => r.uplink_stats().ok().flatten(),
+        _ => None,
+    };
     let live: Vec<Arc<FlowLive>> = plans.iter().map(|_| Arc::default()).collect();
     let sampler = crate::host::HostSampler::start();
     let (mut traffic, t0) = Traffic::start(plans, &live, &bed.ns_a, &bed.ns_c)?;
@@ -131,6 +138,10 @@ pub(super) fn measure(
         .saturating_duration_since(t0)
         .as_secs_f64()
         .min(duration);
+    let uplink = match (uplink_before, bed.router()) {
+        (Some(before), Some(r)) => r.uplink_stats().ok().flatten().map(|after| (before, after)),
+        _ => None,
+    };
     let mut host = sampler.stop();
     // The shaper's own lateness, where the router reports it (linkshare's `stat`): its timer
     // wake-ups and its pacing (eligible instant → transmit), whichever p99 is later.
@@ -197,6 +208,7 @@ pub(super) fn measure(
         interrupted,
         router: name,
         host,
+        uplink,
     })
 }
 

@@ -134,8 +134,7 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
     if kernel {
         let p = linkshare_config::Policy::parse(&policy_text, &sc.origin)
             .map_err(|e| anyhow::anyhow!("{e}"))?;
-        let script = linkshare_interop::tc::export::tc_script(&p, "probe0")
-            .context("--kernel runs the policy on the kernel's qdiscs")?;
+        let script = kernel_script(&sc.origin, &policy_text, uplink_text.as_deref())?;
         let missing = uml::missing_qdiscs(&script)?;
         if !missing.is_empty() {
             eprintln!(
@@ -155,6 +154,9 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         if netem {
             r.return_delay_ns = 2 * sc.link.delay.0;
         }
+        if uplink_text.is_some() {
+            r.reverse_policy = Some(setup::UPLINK_FILE.into());
+        }
         // The uplink has its own note below.
         let uplink_arg = |a: &&String| *a == "--reverse-policy" || *a == setup::UPLINK_FILE;
         let not_emulated: Vec<&String> = if netem {
@@ -172,8 +174,13 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         };
         if netem && sc.link.delay.0 > 0 {
             notes.push(format!(
-                "--kernel: the link's delay is netem's on the return path ({} ms from C to A), so the base RTT is 2 x delay but UDP one-way delays read the delay lower",
-                2 * sc.link.delay.0 / 1_000_000
+                "--kernel: the link's delay is netem's on the return path ({} ms from C to A{}), so the base RTT is 2 x delay but UDP one-way delays read the delay lower",
+                2 * sc.link.delay.0 / 1_000_000,
+                if sc.uplink.is_some() {
+                    ", on C's port before the uplink's qdisc"
+                } else {
+                    ""
+                }
             ));
         }
         if sc.link.rate.0 > 0 {
@@ -199,7 +206,7 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
         }
         if let Some(u) = &sc.uplink {
             notes.push(format!(
-                "--kernel: [uplink] ({}) is not built on the kernel's side: ACKs and echo replies return uncongested",
+                "--kernel: [uplink] ({}) is the kernel's qdisc on the router's port towards A (its policy as `export tc` writes it), so ACKs and echo replies queue there",
                 u.rate
             ));
         }
@@ -226,8 +233,14 @@ pub fn execute(scenario: Option<&Path>, kernel: bool) -> anyhow::Result<Result<L
             ""
         }
     );
-    let uplink = if kernel { None } else { uplink_text.as_deref() };
-    let measured = measure(&sc, &plans, &routes, &policy_text, uplink, router)?;
+    let measured = measure(
+        &sc,
+        &plans,
+        &routes,
+        &policy_text,
+        uplink_text.as_deref(),
+        router,
+    )?;
     let interrupted = measured.interrupted;
     if !interrupted {
         let skipped: Vec<u64> = measured
@@ -294,13 +307,36 @@ pub fn kernel_qdiscs_missing(scenario: Option<&Path>) -> Vec<String> {
         .and_then(Path::parent)
         .map(Path::to_path_buf)
         .unwrap_or_default();
-    let script = policy_text(&sc, &text, &base).ok().and_then(|(t, _)| {
-        let p = linkshare_config::Policy::parse(&t, &sc.origin).ok()?;
-        linkshare_interop::tc::export::tc_script(&p, "probe0").ok()
-    });
-    script
+    let Ok((policy, _)) = policy_text(&sc, &text, &base) else {
+        return Vec::new();
+    };
+    let uplink = uplink_policy_text(&sc, &text, &base)
+        .ok()
+        .flatten()
+        .map(|(t, _)| t);
+    kernel_script(&sc.origin, &policy, uplink.as_deref())
+        .ok()
         .and_then(|s| uml::missing_qdiscs(&s).ok())
         .unwrap_or_default()
+}
+
+/// The `tc -batch` script of the kernel's side: the policy as `export tc` writes it and, with
+/// an `[uplink]`, the uplink's after it (for the qdiscs the kernel must have; the router sets
+/// each up on its own port).
+fn kernel_script(origin: &str, policy: &str, uplink: Option<&str>) -> anyhow::Result<String> {
+    use linkshare_interop::tc::export::tc_script;
+    let p = linkshare_config::Policy::parse(policy, origin).map_err(|e| anyhow::anyhow!("{e}"))?;
+    let mut script =
+        tc_script(&p, "probe0").context("--kernel runs the policy on the kernel's qdiscs")?;
+    if let Some(u) = uplink {
+        let what = format!("{origin} [uplink]");
+        let p = linkshare_config::Policy::parse(u, &what).map_err(|e| anyhow::anyhow!("{e}"))?;
+        script.push_str(
+            &tc_script(&p, "probe1")
+                .context("--kernel runs the [uplink] policy on the kernel's qdiscs")?,
+        );
+    }
+    Ok(script)
 }
 
 /// The distinct values of `it`, in first-seen order.

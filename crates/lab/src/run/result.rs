@@ -70,7 +70,7 @@ pub(super) fn build_result(
             overlimits: last.overlimits.saturating_sub(first.overlimits),
             extra: last.extra.clone(),
         },
-        uplink: None,
+        uplink: m.uplink.as_ref().map(|(a, b)| uplink_summary(a, b)),
         path: sc.path.map(|_| linkshare_sim::model::PathSummary {
             lost: last.emu_lost.saturating_sub(first.emu_lost),
             duplicated: last.emu_duplicated.saturating_sub(first.emu_duplicated),
@@ -95,6 +95,39 @@ pub(super) fn build_result(
     };
     linkshare_sim::compare::groups::summarise(&mut result, sc);
     result
+}
+
+/// The uplink's scheduler over the run (`after` less `before`): what the simulator's summary
+/// holds for its uplink, and the bytes it sent (`extra.dequeued_bytes`: with the packets, the
+/// size each ACK was charged) beside the sojourn gauges read at the end.
+fn uplink_summary(before: &RouterStats, after: &RouterStats) -> QdiscSummary {
+    let mut extra = after.extra.clone();
+    extra.insert(
+        "dequeued_bytes".to_string(),
+        after.dequeued_bytes.saturating_sub(before.dequeued_bytes) as f64,
+    );
+    QdiscSummary {
+        kind: after.kind.clone(),
+        enqueued_packets: after
+            .enqueued_packets
+            .saturating_sub(before.enqueued_packets),
+        dequeued_packets: after
+            .dequeued_packets
+            .saturating_sub(before.dequeued_packets),
+        drops: after
+            .drops
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.saturating_sub(before.drops.get(k).copied().unwrap_or(0)),
+                )
+            })
+            .collect(),
+        marked: after.marked.saturating_sub(before.marked),
+        overlimits: after.overlimits.saturating_sub(before.overlimits),
+        extra,
+    }
 }
 
 /// Each UDP flow's mean one-way delay per sample interval, from the sums and counts read at each

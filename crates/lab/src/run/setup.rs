@@ -165,8 +165,10 @@ fn line_policy(
 /// line rate (burst and cburst one MTU), named as the simulator names its one class (the
 /// discipline's name); the root's other keys (`overhead`, `linklayer`, `mtu`, …) stay at the
 /// root. TBF (its own `rate`) and CAKE with a `bandwidth` shape by themselves and run as
-/// written; a CAKE root without `bandwidth` gets the line rate as its `bandwidth` (its own
-/// shaper then paces it, as the kernel's CAKE is run on a line slower than its NIC).
+/// written. A CAKE root without `bandwidth` is paced by the HTB class too, not given the line's
+/// rate as its `bandwidth`: CAKE derives COBALT's target from its `bandwidth` (at least 1.5 MTU
+/// times: 182 ms at 100 kbit/s, where the simulator's CAKE pulled by its line keeps 5 ms), so
+/// that would run another AQM than the file's.
 fn paced_root(line: &Line, text: String) -> anyhow::Result<(String, Vec<String>)> {
     let Some(leaf) = line.leaf else {
         return Ok((text, Vec::new()));
@@ -176,7 +178,6 @@ fn paced_root(line: &Line, text: String) -> anyhow::Result<(String, Vec<String>)
         linkshare_config::LeafKind::Cake(c) if c.bandwidth.is_some() => {
             return Ok((text, Vec::new()))
         }
-        linkshare_config::LeafKind::Cake(_) => return cake_at_line_rate(line, text),
         _ => {}
     }
     let mut t: toml::Table = toml::from_str(&text).context("the policy is not TOML")?;
@@ -198,24 +199,6 @@ fn paced_root(line: &Line, text: String) -> anyhow::Result<(String, Vec<String>)
     t.insert("class".into(), toml::Value::Array(vec![class.into()]));
     let note = format!(
         "the {w} policy's root `{name}` has no rate of its own: the lab runs it as the leaf of one HTB class at the {w} rate ({} bit/s), as the {w} paces it in the simulator",
-        line.rate,
-        w = line.what
-    );
-    Ok((
-        toml::to_string(&t).context("cannot write the paced policy")?,
-        vec![note],
-    ))
-}
-
-/// A CAKE root without `bandwidth`: its `bandwidth` set to the line's rate.
-fn cake_at_line_rate(line: &Line, text: String) -> anyhow::Result<(String, Vec<String>)> {
-    let mut t: toml::Table = toml::from_str(&text).context("the policy is not TOML")?;
-    let Some(toml::Value::Table(q)) = t.get_mut("qdisc") else {
-        return Ok((text, Vec::new()));
-    };
-    q.insert("bandwidth".into(), format!("{}bit", line.rate).into());
-    let note = format!(
-        "the {w} policy's CAKE has no `bandwidth`: the lab gives it the {w} rate ({} bit/s), as the {w} paces it in the simulator",
         line.rate,
         w = line.what
     );

@@ -261,8 +261,8 @@ fn path_impairments_become_emulate_keys() {
 }
 
 /// `[uplink]` runs in the router as `--reverse-policy` (its file in the testbed's directory),
-/// paced at the uplink's rate: a CAKE without `bandwidth` gets the uplink rate as its shaper,
-/// no policy becomes a pfifo of `[uplink] queue` under one HTB class at that rate.
+/// paced at the uplink's rate: a CAKE without `bandwidth` under one HTB class at that rate, no
+/// policy a pfifo of `[uplink] queue` under one HTB class at that rate.
 #[test]
 fn the_uplink_is_the_reverse_policy_at_its_rate() {
     let head =
@@ -283,14 +283,16 @@ fn the_uplink_is_the_reverse_policy_at_its_rate() {
         .unwrap()
         .unwrap();
     assert_eq!(notes.len(), 1, "{notes:?}");
+    // CAKE without `bandwidth` stays unlimited (COBALT's target as configured, as the
+    // simulator's CAKE pulled by its line), the leaf of one HTB class at the uplink's rate.
     let pol = linkshare_config::Policy::parse(&text, "uplink").unwrap();
-    match pol.root_leaf() {
-        Some(linkshare_config::LeafKind::Cake(c)) => {
-            assert_eq!(
-                c.bandwidth,
-                Some(linkshare_core::units::Rate(100_000)),
-                "{text}"
-            );
+    assert_eq!(pol.kind_name(), "htb", "{text}");
+    let classes = pol.classes();
+    assert_eq!(classes.len(), 1, "{text}");
+    assert_eq!(classes[0].rate.bits_per_sec(), 100_000, "{text}");
+    match &classes[0].leaf {
+        linkshare_config::LeafKind::Cake(c) => {
+            assert_eq!(c.bandwidth, None, "{text}");
             assert_eq!(
                 c.ack_filter,
                 linkshare_core::qdisc::cake::ack_filter::AckFilter::On,
@@ -299,6 +301,21 @@ fn the_uplink_is_the_reverse_policy_at_its_rate() {
         }
         other => panic!("{other:?}: {text}"),
     }
+    // With `bandwidth` it shapes by itself and runs as written.
+    let shaped = cake.replace(
+        "ack_filter = \"on\"",
+        "ack_filter = \"on\", bandwidth = \"100kbit\"",
+    );
+    let sc2 = Scenario::parse(&shaped, "t.toml").unwrap();
+    let (text, notes) = uplink_policy_text(&sc2, &shaped, Path::new(""))
+        .unwrap()
+        .unwrap();
+    assert!(notes.is_empty(), "{notes:?}");
+    let pol = linkshare_config::Policy::parse(&text, "uplink").unwrap();
+    assert!(
+        matches!(pol.root_leaf(), Some(linkshare_config::LeafKind::Cake(c)) if c.bandwidth.is_some()),
+        "{text}"
+    );
 
     let bare = format!("{head}[uplink]\nrate = \"1mbit\"\nqueue = 20\n");
     let sc = Scenario::parse(&bare, "t.toml").unwrap();
@@ -318,4 +335,42 @@ fn the_uplink_is_the_reverse_policy_at_its_rate() {
         .unwrap()
         .is_none());
     assert!(!router_args(&sc, &plans).contains(&"--reverse-policy".to_string()));
+}
+
+/// The kernel's side runs `[uplink]` too: its policy is exported beside the link's, so a
+/// kernel without the uplink's qdisc (sch_cake here) sends the side into a user-mode Linux
+/// guest even where the link's policy is only HTB.
+#[test]
+fn the_kernels_side_needs_the_uplinks_qdiscs_too() {
+    let head =
+        "[link]\nrate = \"20mbit\"\ndelay = \"10ms\"\n[[flow]]\nname = \"d\"\nkind = \"tcp\"\n";
+    let text = format!(
+        "{head}[uplink]\nrate = \"100kbit\"\npolicy = {{ qdisc = {{ type = \"cake\", ack_filter = \"on\" }} }}\n"
+    );
+    let sc = Scenario::parse(&text, "t.toml").unwrap();
+    let (policy, _) = policy_text(&sc, &text, Path::new("")).unwrap();
+    let (uplink, _) = uplink_policy_text(&sc, &text, Path::new(""))
+        .unwrap()
+        .unwrap();
+    let alone = kernel_script("t.toml", &policy, None).unwrap();
+    assert!(
+        !uml::qdisc_kinds(&alone).contains(&"cake".to_string()),
+        "{alone}"
+    );
+    let both = kernel_script("t.toml", &policy, Some(&uplink)).unwrap();
+    let kinds = uml::qdisc_kinds(&both);
+    assert!(kinds.contains(&"htb".to_string()), "{both}");
+    assert!(kinds.contains(&"cake".to_string()), "{both}");
+    assert!(
+        both.contains(" ack-filter "),
+        "the filter is the kernel's too: {both}"
+    );
+    // An uplink the kernel cannot run is refused with the reason, before anything is built.
+    let cbq = "qdisc = \"cbq\"\ndefault = \"a\"\n[[class]]\nname = \"root\"\nrate = \"1mbit\"\n\
+               [[class]]\nname = \"a\"\nparent = \"root\"\nrate = \"1mbit\"\n";
+    let err = format!(
+        "{:#}",
+        kernel_script("t.toml", &policy, Some(cbq)).unwrap_err()
+    );
+    assert!(err.contains("[uplink]") && err.contains("CBQ"), "{err}");
 }

@@ -4,7 +4,8 @@
 //! executable inside B, given `PR_SET_PDEATHSIG` so it dies with the lab even on SIGKILL, and
 //! read through its control socket. [`KernelRouter`] is a Linux bridge, bare or with the
 //! kernel's HTB set up by the `tc -batch` script that `linkshare export tc` writes, and read
-//! with `tc -s` (net/sched/sch_htb.c). Both stop on `Drop`.
+//! with `tc -s` (net/sched/sch_htb.c); with a reverse policy (a scenario's `[uplink]`) the
+//! same exporter sets that up on the bridge's port towards A. Both stop on `Drop`.
 
 use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
@@ -17,7 +18,9 @@ use anyhow::{bail, Context};
 use super::bed::Testbed;
 use super::netns::{in_ns, ip, open_ns};
 use super::signals::interrupted;
-use super::stats::{numbers, parse_tc_classes, sum_inner_from_leaves, RouterStats};
+use super::stats::{
+    numbers, parse_tc_classes, parse_tc_uplink, sum_inner_from_leaves, RouterStats,
+};
 
 /// What forwards A's frames to C in namespace B.
 pub trait Router: Send {
@@ -27,6 +30,12 @@ pub trait Router: Send {
     fn start(&mut self, bed: &Testbed, policy: &Path) -> anyhow::Result<()>;
     /// The forward direction's counters now.
     fn stats(&mut self) -> anyhow::Result<RouterStats>;
+    /// The return direction's scheduler counters now, where the router shapes it (a
+    /// scenario's `[uplink]`); `None` where it does not. Read at the start and the end of a run
+    /// only (on the kernel's side it costs a `tc`).
+    fn uplink_stats(&mut self) -> anyhow::Result<Option<RouterStats>> {
+        Ok(None)
+    }
     /// Stop forwarding; idempotent, called by the testbed's `Drop` before the namespaces go.
     fn stop(&mut self);
     /// The forwarding process, when the router is one (for its CPU time).
@@ -156,6 +165,11 @@ impl Router for LinkshareRouter {
         Ok(RouterStats::from_snapshot(&st))
     }
 
+    fn uplink_stats(&mut self) -> anyhow::Result<Option<RouterStats>> {
+        let st = linkshare_router::control::stat(&self.control)?;
+        Ok(RouterStats::reverse_of(&st))
+    }
+
     fn stop(&mut self) {
         if let Some(mut ch) = self.child.take() {
             // SIGTERM: the shaper drains and exits; SIGKILL if it does not within 2 s.
@@ -197,6 +211,8 @@ pub struct KernelRouter {
     script: Option<ScriptFn>,
     ns: String,
     dev: String,
+    /// The bridge's port towards A, where the reverse policy runs.
+    reverse_dev: String,
     /// The policy's classes in file order: class `i` is tc's `1:<i+1>`.
     classes: Vec<(String, Option<String>, f64, f64)>,
     /// The policy's root qdisc as the policy names it (`htb`, `cake`, `hfsc`, …).
@@ -204,8 +220,17 @@ pub struct KernelRouter {
     /// The link's delay emulated with netem on the return path (C → A, on `dev_ra`): twice the
     /// one-way delay there gives the base RTT of `2 × delay` without a netem on a socket's own
     /// host (where it would hold TCP back through TCP Small Queues) or behind the policy's
-    /// root. 0: none.
+    /// root. 0: none. With a [`KernelRouter::reverse_policy`] the delay moves to C's own port
+    /// (see there).
     pub return_delay_ns: u64,
+    /// The return direction's policy (a scenario's `[uplink]`, as `linkshare run
+    /// --reverse-policy` takes it): a file in the testbed's scratch directory, exported the
+    /// same way onto the bridge's port towards A, so that ACKs and echo replies queue in the
+    /// kernel's qdisc at the uplink's rate. That port's root is then the uplink's, so the return
+    /// delay (netem) goes on C's port instead, before the uplink: C sends only ACKs and echo
+    /// replies, which TCP Small Queues does not hold back (a pure ACK is not charged to the
+    /// socket's write memory).
+    pub reverse_policy: Option<String>,
     /// A classless root's drops and overlimits from `tc -s qdisc`, and when they were read.
     qdisc_counters: Option<(Instant, u64, u64)>,
 }
@@ -221,9 +246,11 @@ impl KernelRouter {
             script: Some(export),
             ns: String::new(),
             dev: String::new(),
+            reverse_dev: String::new(),
             classes: Vec::new(),
             kind: "htb",
             return_delay_ns: 0,
+            reverse_policy: None,
             qdisc_counters: None,
         }
     }
@@ -238,9 +265,11 @@ impl KernelRouter {
             script: None,
             ns: String::new(),
             dev: String::new(),
+            reverse_dev: String::new(),
             classes: Vec::new(),
             kind: "none",
             return_delay_ns: 0,
+            reverse_policy: None,
             qdisc_counters: None,
         }
     }
@@ -276,6 +305,7 @@ impl Router for KernelRouter {
     fn start(&mut self, bed: &Testbed, policy: &Path) -> anyhow::Result<()> {
         self.ns = bed.ns_r.clone();
         self.dev = bed.dev_rc.clone();
+        self.reverse_dev = bed.dev_ra.clone();
         let ns = bed.ns_r.as_str();
         ip(&["-n", ns, "link", "add", "br0", "type", "bridge"])?;
         // Forward at once: no STP listening and learning delay.
@@ -295,23 +325,33 @@ impl Router for KernelRouter {
         ip(&["-n", ns, "link", "set", &bed.dev_ra, "master", "br0"])?;
         ip(&["-n", ns, "link", "set", &bed.dev_rc, "master", "br0"])?;
         ip(&["-n", ns, "link", "set", "br0", "up"])?;
+        let export = self.script;
+        let reverse = self.reverse_policy.as_ref().filter(|_| export.is_some());
         if self.return_delay_ns > 0 {
             let delay = format!("{}us", self.return_delay_ns / 1000);
-            let dev = bed.dev_ra.as_str();
+            // Behind the uplink's qdisc on B's port towards A there is no room for netem: it
+            // goes on C's own port, before the uplink.
+            let (ns, dev) = match reverse {
+                Some(_) => (bed.ns_c.as_str(), bed.dev_c.as_str()),
+                None => (ns, bed.dev_ra.as_str()),
+            };
             tc(&[
                 "-n", ns, "qdisc", "add", "dev", dev, "root", "netem", "delay", &delay, "limit",
                 "100000",
             ])
             .context("the link's delay (netem on the return path)")?;
         }
-        let Some(export) = self.script else {
+        let Some(export) = export else {
             return Ok(());
         };
-        let text = std::fs::read_to_string(policy)
-            .with_context(|| format!("cannot read {}", policy.display()))?;
-        let origin = policy.display().to_string();
-        let p = linkshare_config::Policy::parse(&text, &origin)
-            .map_err(|e| anyhow::anyhow!("{}", linkshare_router::render_config_error(&text, &e)))?;
+        let p = read_policy(policy)?;
+        if let Some(file) = reverse {
+            let up = read_policy(&bed.dir.join(file))?;
+            let script = export(&up, &bed.dev_ra)?;
+            let file = bed.write_file("uplink.tc", &script)?.display().to_string();
+            tc(&["-n", ns, "-batch", &file])
+                .context("the kernel refused the exported uplink policy")?;
+        }
         self.kind = p.kind_name();
         self.classes = p
             .classes()
@@ -326,10 +366,7 @@ impl Router for KernelRouter {
             })
             .collect();
         let script = export(&p, &bed.dev_rc)?;
-        let file = bed.dir.join("policy.tc");
-        std::fs::write(&file, script)
-            .with_context(|| format!("cannot write {}", file.display()))?;
-        let file = file.display().to_string();
+        let file = bed.write_file("policy.tc", &script)?.display().to_string();
         tc(&["-n", ns, "-batch", &file]).context("the kernel refused the exported policy")?;
         Ok(())
     }
@@ -364,9 +401,33 @@ impl Router for KernelRouter {
         Ok(st)
     }
 
+    fn uplink_stats(&mut self) -> anyhow::Result<Option<RouterStats>> {
+        if self.script.is_none() || self.reverse_policy.is_none() {
+            return Ok(None);
+        }
+        let text = tc(&[
+            "-n",
+            &self.ns,
+            "-s",
+            "qdisc",
+            "show",
+            "dev",
+            &self.reverse_dev,
+        ])?;
+        Ok(Some(parse_tc_uplink(&text)))
+    }
+
     fn stop(&mut self) {
         // The bridge and the qdisc go with the namespace.
     }
+}
+
+/// The policy file `path`, parsed (its errors rendered with the file's lines).
+fn read_policy(path: &Path) -> anyhow::Result<linkshare_config::Policy> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
+    linkshare_config::Policy::parse(&text, &path.display().to_string())
+        .map_err(|e| anyhow::anyhow!("{}", linkshare_router::render_config_error(&text, &e)))
 }
 
 /// How often a classless root's drops are read with `tc` (an exec of `tc` costs about 150 ms of

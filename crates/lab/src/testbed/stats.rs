@@ -2,7 +2,8 @@
 //!
 //! Both routers report in one vocabulary, [`RouterStats`] with a [`ClassCounters`] per class
 //! named as `tc -s class show` names them, so a lab run can put linkshare beside the kernel's
-//! HTB.
+//! HTB. The return direction's scheduler (a scenario's `[uplink]`) is read the same way, as
+//! its root's counters only ([`RouterStats::reverse_of`], [`parse_tc_uplink`]).
 //!
 //! * linkshare's side is typed: what `linkshare stat --json` prints is the router's own
 //!   [`Snapshot`] (`linkshare_router::control::snapshot`, serde), the one definition the router
@@ -11,7 +12,9 @@
 //! * tc's side is text (iproute2 `tc/q_htb.c`, `tc/tc_class.c`): [`parse_tc_classes`] never
 //!   fails, a field that is missing or malformed reads as zero.
 
-use linkshare_router::control::snapshot::{EmulateSnapshot, QdiscSnapshot, Snapshot};
+use std::collections::BTreeMap;
+
+use linkshare_router::control::snapshot::{EmulateSnapshot, QdiscSnapshot, Snapshot, TinSnapshot};
 
 /// One class's counters as a router reports them (the names of `tc -s class show`).
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -221,10 +224,7 @@ impl RouterStats {
             .collect();
         let unshaped = QdiscSnapshot::default();
         let q = d.qdisc.as_ref().unwrap_or(&unshaped);
-        let mut drops = std::collections::BTreeMap::new();
-        for (k, v) in q.refused_by_reason.iter().chain(&q.dropped_by_reason) {
-            *drops.entry(k.clone()).or_insert(0) += v;
-        }
+        let drops = drops_by_reason(q);
         let emu = |f: fn(&EmulateSnapshot) -> u64| d.emulate.as_ref().map_or(0, f);
         RouterStats {
             classes,
@@ -240,6 +240,107 @@ impl RouterStats {
             emu_reordered: emu(|e| e.reordered),
             extra,
         }
+    }
+
+    /// The return direction (the second) of a linkshare router's snapshot where it is shaped
+    /// (`--reverse-policy`, a scenario's `[uplink]`): its scheduler's counters, and a CAKE's
+    /// sojourn estimates as `extra` gauges (`av_delay_ms`, `pk_delay_ms`: its busiest tin's).
+    pub fn reverse_of(st: &Snapshot) -> Option<RouterStats> {
+        let d = st.directions.get(1).filter(|d| d.shaped)?;
+        let q = d.qdisc.as_ref()?;
+        let mut extra = BTreeMap::new();
+        if let Some(c) = &q.cake {
+            let ms =
+                |f: fn(&TinSnapshot) -> u64| c.tins.iter().map(f).max().unwrap_or(0) as f64 / 1e6;
+            extra.insert("av_delay_ms".to_string(), ms(|t| t.avg_delay_ns));
+            extra.insert("pk_delay_ms".to_string(), ms(|t| t.peak_delay_ns));
+        }
+        Some(RouterStats {
+            kind: d.kind.clone().unwrap_or_else(|| "none".to_string()),
+            enqueued_packets: q.enqueued,
+            dequeued_packets: q.dequeued,
+            dequeued_bytes: q.dequeued_bytes,
+            drops: drops_by_reason(q),
+            overlimits: q.overlimits,
+            marked: q.marked,
+            extra,
+            ..RouterStats::default()
+        })
+    }
+}
+
+/// A scheduler's drops and refusals, summed per reason.
+fn drops_by_reason(q: &QdiscSnapshot) -> BTreeMap<String, u64> {
+    let mut drops = BTreeMap::new();
+    for (k, v) in q.refused_by_reason.iter().chain(&q.dropped_by_reason) {
+        *drops.entry(k.clone()).or_insert(0) += v;
+    }
+    drops
+}
+
+/// `tc -s qdisc show dev X` of the return direction (a scenario's `[uplink]` on the kernel's
+/// side), root first: the root's `Sent B bytes P pkt (dropped D, overlimits O …)`; where a CAKE
+/// prints tins, their `ack_drop` (the ACK filter's) and `drops` (COBALT's and overflow's) as
+/// the drop reasons `ack_filter` and `aqm` as linkshare names them, else the root's `dropped`;
+/// and the busiest tin's `av_delay` and `pk_delay` (ms) as `extra`. Never fails: what is
+/// missing reads as zero.
+pub fn parse_tc_uplink(text: &str) -> RouterStats {
+    let mut st = RouterStats::default();
+    let mut rows: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut root_read = false;
+    for line in text.lines() {
+        let w: Vec<&str> = line.split_whitespace().collect();
+        match w.first().copied() {
+            Some("qdisc") if st.kind.is_empty() => {
+                st.kind = w.get(1).copied().unwrap_or("none").to_string();
+            }
+            Some("Sent") if !root_read => {
+                root_read = true;
+                let n = numbers(line);
+                st.dequeued_bytes = n.first().copied().unwrap_or(0);
+                st.dequeued_packets = n.get(1).copied().unwrap_or(0);
+                let dropped = n.get(2).copied().unwrap_or(0);
+                st.overlimits = n.get(3).copied().unwrap_or(0);
+                st.drops.insert("dropped".to_string(), dropped);
+                st.enqueued_packets = st.dequeued_packets + dropped;
+            }
+            Some(k @ ("ack_drop" | "drops" | "marks" | "av_delay" | "pk_delay")) => {
+                rows.entry(k).or_default().extend(&w[1..]);
+            }
+            _ => {}
+        }
+    }
+    let sum = |k: &str| -> u64 {
+        rows.get(k)
+            .map_or(0, |v| v.iter().filter_map(|x| x.parse::<u64>().ok()).sum())
+    };
+    if rows.contains_key("ack_drop") {
+        st.drops.clear();
+        st.drops.insert("ack_filter".to_string(), sum("ack_drop"));
+        st.drops.insert("aqm".to_string(), sum("drops"));
+        st.marked = sum("marks");
+        for (row, key) in [("av_delay", "av_delay_ms"), ("pk_delay", "pk_delay_ms")] {
+            let most = rows
+                .get(row)
+                .map_or(0.0, |v| v.iter().map(|x| tc_time_ms(x)).fold(0.0, f64::max));
+            st.extra.insert(key.to_string(), most);
+        }
+    }
+    st
+}
+
+/// A time as tc prints it (`182.3ms`, `45us`, `1.2s`), in milliseconds; 0 when unreadable.
+fn tc_time_ms(s: &str) -> f64 {
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(s.len());
+    let n: f64 = s[..split].parse().unwrap_or(0.0);
+    match &s[split..] {
+        "s" => n * 1e3,
+        "ms" => n,
+        "us" => n / 1e3,
+        "ns" => n / 1e6,
+        _ => 0.0,
     }
 }
 
@@ -422,5 +523,42 @@ tokens: -1000 ctokens: 5000\n";
         assert_eq!(st.kind, "none");
         assert!(st.classes.is_empty());
         assert_eq!(st.extra["lateness_samples"], 0.0);
+    }
+
+    /// The kernel's CAKE on the return direction (as a user-mode Linux guest printed it, cut to
+    /// the rows read): the ACK filter's and COBALT's drops apart, the busiest tin's delays.
+    #[test]
+    fn a_kernel_uplinks_counters_are_read_from_tc() {
+        let text = "qdisc cake 8003: root refcnt 2 bandwidth 100Kbit besteffort triple-isolate nonat nowash ack-filter split-gso rtt 100ms raw overhead 0 \n \
+Sent 125400 bytes 1900 pkt (dropped 2412, overlimits 2050 requeues 0) \n \
+backlog 1320b 20p requeues 0\n \
+memory used: 42Kb of 4Mb\n\n                  Tin 0\n  \
+thresh        100Kbit\n  target        182.3ms\n  interval      277.3ms\n  \
+pk_delay        1.5s\n  av_delay      190.5ms\n  sp_delay         12us\n  \
+drops              12\n  marks               0\n  ack_drop         2400\n";
+        let st = parse_tc_uplink(text);
+        assert_eq!(st.kind, "cake");
+        assert_eq!((st.dequeued_bytes, st.dequeued_packets), (125_400, 1900));
+        assert_eq!(st.enqueued_packets, 1900 + 2412);
+        assert_eq!(st.overlimits, 2050);
+        assert_eq!(st.drops.get("ack_filter"), Some(&2400));
+        assert_eq!(st.drops.get("aqm"), Some(&12));
+        assert_eq!(st.drops.get("dropped"), None);
+        assert_eq!(st.extra.get("av_delay_ms"), Some(&190.5));
+        assert_eq!(st.extra.get("pk_delay_ms"), Some(&1500.0));
+
+        // An HTB root (the uplink without a policy): the root's line, not its leaf's.
+        let text = "qdisc htb 1: root refcnt 2 r2q 10 default 0x1 direct_packets_stat 0 direct_qlen 1000\n \
+Sent 5200 bytes 100 pkt (dropped 3, overlimits 40 requeues 0) \n \
+backlog 0b 0p requeues 0\n\
+qdisc pfifo 2: parent 1:1 limit 20p\n \
+Sent 5100 bytes 98 pkt (dropped 3, overlimits 0 requeues 0) \n";
+        let st = parse_tc_uplink(text);
+        assert_eq!(st.kind, "htb");
+        assert_eq!((st.dequeued_bytes, st.dequeued_packets), (5200, 100));
+        assert_eq!(st.drops.get("dropped"), Some(&3));
+        assert!(st.extra.is_empty());
+        assert_eq!(tc_time_ms("45us"), 0.045);
+        assert_eq!(tc_time_ms("bogus"), 0.0);
     }
 }

@@ -69,6 +69,21 @@ pub struct AckInfo {
 }
 
 impl AckInfo {
+    /// The length of this pure ACK's IP packet as Linux sends it: the IP header (20 bytes,
+    /// IPv6 40), the TCP header (20) with the timestamp option (NOP, NOP, TS: 12) and, where it
+    /// carries SACK blocks, NOP, NOP, SACK kind and length (4) and 8 bytes a block (DSACK
+    /// included) — tcp_output.c `tcp_established_options`, `tcp_options_write`. 52 bytes for a
+    /// plain IPv4 ACK; the link's framing (`overhead`) comes on top.
+    pub fn ip_len(&self, ipv6: bool) -> u32 {
+        let ip = if ipv6 { 40 } else { 20 };
+        let sack = if self.n_sacks > 0 {
+            4 + 8 * u32::from(self.n_sacks)
+        } else {
+            0
+        };
+        ip + 20 + 12 + sack
+    }
+
     pub fn blocks(&self) -> &[(u64, u64)] {
         &self.sacks[..self.n_sacks as usize]
     }
@@ -533,6 +548,20 @@ mod tests {
 
     fn seg(r: &mut Receiver, k: u64, now: u64) -> (u64, Option<AckInfo>) {
         r.on_segment(k * 1000, MSS, 100 + k, 0, now)
+    }
+
+    /// A pure ACK is 52 bytes of IPv4 with timestamps, and grows by 4 + 8 per SACK block.
+    #[test]
+    fn an_acks_length_counts_its_options() {
+        let mut r = Receiver::new(MSS, true, false, None);
+        let a = seg(&mut r, 0, 0).1.unwrap();
+        assert_eq!((a.ip_len(false), a.ip_len(true)), (52, 72));
+        let a = seg(&mut r, 2, 1).1.unwrap();
+        assert_eq!(a.n_sacks, 1);
+        assert_eq!(a.ip_len(false), 64);
+        let a = seg(&mut r, 4, 2).1.unwrap();
+        assert_eq!(a.n_sacks, 2);
+        assert_eq!(a.ip_len(false), 72);
     }
 
     #[test]

@@ -9,6 +9,8 @@
 //! is its IP length plus the link's overhead, through the policy's link layer (tc-stab), so
 //! the scheduler charges and the wire transmits the same framed size.
 
+use linkshare_core::packet::L3;
+
 use super::paths::reversed;
 use super::{Src, World};
 use crate::engine::{Engine, Ev};
@@ -198,7 +200,12 @@ impl World<'_> {
         let slot = self.acks.put(a);
         let f = &self.flows[i];
         let mut meta = reversed(f.meta);
-        meta.len = 52;
+        // Charged as a data packet is: its IP length, the link's framing, the policy's link
+        // layer (the uplink's scheduler and wire see the frame the routers see: 66 bytes for a
+        // plain ACK with `overhead = 14`).
+        meta.len = f
+            .link
+            .size(a.ip_len(matches!(meta.l3, L3::Ipv6)) + f.overhead);
         let p = SimPacket {
             meta,
             flow: i as u32,
