@@ -9,7 +9,7 @@ use linkshare_core::{Duration, Time};
 use super::*;
 use crate::emulate::{AddrKey, Emulator, LineSpec};
 use crate::frame::{parse_frame, Parsed};
-use crate::FULL_FRAME;
+use crate::{default_device_buffer, FULL_FRAME};
 
 /// An HTB whose root and only leaf run at 8 Mbit/s (one byte a µs), a pfifo of `limit` frames.
 fn htb(limit: u32) -> Dir {
@@ -214,4 +214,276 @@ fn the_memory_bound_trims_a_burst_before_it_is_offered() {
     assert_eq!(d.trim_burst(3, &mut |_| spare += 1), 0, "within the room");
     d.end_burst(Time(0), &mut |_| spare += 1);
     assert_eq!((spare, d.backlog_packets()), (2, 3));
+}
+
+/// An emulated line of `rate` bit/s and `delay_ms` (the lab's `--emulate rate=..,delay=..`).
+fn wire_line(rate: u64, delay_ms: u64) -> Emulator {
+    Emulator::new(LineSpec {
+        rate: Some(linkshare_core::Rate(rate)),
+        delay: Duration(delay_ms * 1_000_000),
+        impair: Default::default(),
+        seed: 1,
+        paths: Vec::new(),
+        key: AddrKey::Src,
+        limit_bytes: 1 << 20,
+    })
+}
+
+/// With an emulated wire the device model is that wire, whatever the interface's line rate
+/// (a veth says 10 Gbit/s): each frame enters the line at its departure from the model and
+/// leaves it exactly `delay` later. 8 Mbit/s is a byte a µs: back to back from t = 0, the k-th
+/// 1000-byte frame's last bit leaves the model's wire at k ms.
+#[test]
+fn on_an_emulated_wire_a_frame_leaves_at_the_models_wire_end_plus_the_delay() {
+    let mut d = htb(100);
+    d.line_bps = 10_000_000_000;
+    d.set_emulator(Some(wire_line(8_000_000, 5)));
+    assert_eq!(d.drain_bps(), 8_000_000, "the model drains at the wire's rate");
+    offer(&mut d, 20, 1000, Time(0));
+    let mut out = Out::default();
+    drive(&mut d, Time(0), Time(1_000_000_000), &mut out);
+    let got: Vec<(Time, usize)> = out.sent.iter().map(|s| (s.0, s.1)).collect();
+    let want: Vec<(Time, usize)> = (1..=20u64)
+        .map(|k| (Time(k * 1_000_000 + 5_000_000), 1000))
+        .collect();
+    assert_eq!(got, want);
+    assert_eq!(d.egress.stats().sent_packets, 20, "the model sent each once");
+    assert_eq!(d.backlog_packets(), 0);
+}
+
+/// A UDP frame of `len` bytes with TOS `tos`.
+fn frame_tos(len: usize, tos: u8) -> Frame {
+    let mut spec = BuildSpec::udp(
+        Ipv4Addr::new(10, 0, 0, 1),
+        1000,
+        Ipv4Addr::new(10, 0, 0, 2),
+        2000,
+    );
+    spec.payload_len = len - 42;
+    spec.tos = tos;
+    let mut bytes = Vec::new();
+    wire::build_ethernet(&mut bytes, &spec);
+    match parse_frame(bytes) {
+        Parsed::Ip(f) => f,
+        other => panic!("test frame did not parse: {other:?}"),
+    }
+}
+
+/// HTB paced at the wire's rate (8 Mbit/s) with a 20 KB burst, saturated by a bulk class from
+/// t = 0, and a probe in a priority class at 100 ms. No standing queue forms on the emulated
+/// line: what the burst lets out beyond the wire waits in the scheduler and the device buffer,
+/// so the probe goes first and crosses at most the device buffer and a frame before its delay.
+/// (Serialised a second time after a device drained at the veth's rate, the burst stood on
+/// the line in front of every later frame: 20 ms more here.)
+#[test]
+fn no_standing_queue_forms_on_an_emulated_wire_behind_a_paced_scheduler() {
+    let text = "qdisc = \"htb\"\ndefault = \"bulk\"\n\
+         [[class]]\nname = \"root\"\nrate = \"8mbit\"\nburst = \"20k\"\ncburst = \"20k\"\n\
+         [[class]]\nname = \"bulk\"\nparent = \"root\"\nrate = \"7mbit\"\nceil = \"8mbit\"\n\
+         burst = \"20k\"\ncburst = \"20k\"\nprio = 1\nleaf = { type = \"pfifo\", limit = 1000 }\n\
+         [[class]]\nname = \"voice\"\nparent = \"root\"\nrate = \"1mbit\"\nceil = \"8mbit\"\nprio = 0\n\
+         [[filter]]\nclass = \"voice\"\ndscp = \"ef\"\n";
+    let (_, sched) = match crate::load_sched(text, "t.toml") {
+        Ok(x) => x,
+        Err(e) => panic!("{e}"),
+    };
+    let mut d = Dir::new(Some(sched), None, 1, None);
+    d.line_bps = 10_000_000_000;
+    d.set_emulator(Some(wire_line(8_000_000, 5)));
+    let buffer = d.device_buffer;
+    assert_eq!(buffer, default_device_buffer(8_000_000));
+    let mut spare = 0;
+    for _ in 0..400 {
+        assert!(d
+            .handle_frame(frame(1000), Time(0), &mut |_| spare += 1)
+            .is_none());
+    }
+    d.end_burst(Time(0), &mut |_| spare += 1);
+    assert_eq!(spare, 0);
+    let mut out = Out::default();
+    let at = Time(100_000_000);
+    drive(&mut d, Time(0), at, &mut out);
+    assert!(d
+        .handle_frame(frame_tos(100, 46 << 2), at, &mut |_| spare += 1)
+        .is_none());
+    d.end_burst(at, &mut |_| spare += 1);
+    drive(&mut d, at, Time(2_000_000_000), &mut out);
+    assert_eq!(out.sent.len(), 401);
+    let probe = out.sent.iter().find(|s| s.1 == 100).map(|s| s.0);
+    let Some(Time(left)) = probe else {
+        panic!("the probe never left")
+    };
+    // Its wait before the delay: at most the device buffer, the frame on the wire and itself
+    // at a byte a µs.
+    let waited_us = (left - at.0 - 5_000_000) / 1000;
+    assert!(
+        waited_us <= buffer + FULL_FRAME + 100,
+        "the probe waited {waited_us} µs on an 8 Mbit/s wire behind a {buffer}-byte buffer"
+    );
+    // And the bulk's departures never beat the wire: bytes by t ≤ (t − delay) at a byte a µs.
+    let mut bytes = 0u64;
+    for (t, len, _) in &out.sent {
+        bytes += *len as u64;
+        assert!(bytes <= (t.0 - 5_000_000) / 1000);
+    }
+}
+
+/// With no device buffer the model holds only the wire, and the loop must come back at each
+/// wire end; a poll that comes late replays from the wire's end, so the emulated line's
+/// departures stay back to back (a late loop costs the wire nothing).
+#[test]
+fn late_polls_on_an_emulated_wire_with_no_device_buffer_lose_no_wire_time() {
+    let run = |catch_up_ns: u64| {
+        let mut d = Dir::new(htb(100).sched, None, 1, Some(0));
+        d.catch_up_ns = catch_up_ns;
+        d.set_emulator(Some(wire_line(8_000_000, 5)));
+        offer(&mut d, 10, 1000, Time(0));
+        let mut out = Out::default();
+        let mut now = Time(0);
+        for _ in 0..1000 {
+            poll(&mut d, now, 64, &mut out);
+            match d.next_wakeup() {
+                // Every wake-up 30 µs late.
+                Some(t) => now = Time(t.0 + 30_000).max(Time(now.0 + 1)),
+                None => break,
+            }
+        }
+        out.sent.iter().map(|s| s.0 .0).collect::<Vec<u64>>()
+    };
+    let on_time: Vec<u64> = (1..=10u64).map(|k| k * 1_000_000 + 5_000_000).collect();
+    let replayed = run(10_000_000);
+    assert_eq!(replayed.len(), 10);
+    // Released when the (late) loop looks: never before the frame's instant, at most one
+    // lateness after it.
+    for (got, want) in replayed.iter().zip(&on_time) {
+        assert!(*got >= *want && *got <= *want + 30_000, "{got} vs {want}");
+    }
+    // Without the replay each late wake-up idles the wire: the last frame leaves 10 × 30 µs
+    // late or more.
+    let lost = run(0);
+    assert!(lost[9] >= on_time[9] + 9 * 30_000, "{lost:?}");
+}
+
+#[test]
+#[ignore]
+fn explore_hfsc_realtime_ping() {
+    let text = r#"qdisc = "hfsc"
+default = "a"
+[[class]]
+name = "link"
+ls = "10mbit"
+ul = "10mbit"
+[[class]]
+name = "a"
+parent = "link"
+sc = { m1 = "2mbit", d = "100ms", m2 = "7mbit" }
+leaf = { type = "pfifo", limit = 100 }
+[[class]]
+name = "b"
+parent = "link"
+sc = { m1 = "7mbit", d = "100ms", m2 = "2mbit" }
+leaf = { type = "pfifo", limit = 100 }
+[[class]]
+name = "voice"
+parent = "link"
+rt = { m1 = "400kbit", d = "30ms", m2 = "100kbit" }
+ls = "100kbit"
+leaf = { type = "pfifo", limit = 100 }
+[[filter]]
+class = "voice"
+dscp = "ef"
+[[filter]]
+class = "b"
+dscp = "af41"
+"#;
+    for (label, buf, emu) in [("ideal", Some(0u64), true), ("default", None, true), ("old", None, false)] {
+        let mut ext = wire_line(10_000_000, 5);
+        let (_, sched) = match crate::load_sched(text, "t.toml") {
+            Ok(x) => x,
+            Err(e) => panic!("{e}"),
+        };
+        let mut d = Dir::new(Some(sched), None, 1, buf);
+        d.line_bps = 10_000_000_000;
+        if emu {
+            d.set_emulator(Some(wire_line(10_000_000, 5)));
+        }
+        d.catch_up_ns = 10_000_000;
+        eprintln!("{label}: drain {} buffer {}", d.drain_bps(), d.device_buffer);
+        // sources: (next ns, period ns, len, tos, start)
+        let mut src: Vec<(u64, u64, usize, u8)> = vec![
+            (0, 1442 * 8 * 1_000_000_000 / 11_000_000, 1442, 0),
+            (10_000_000_000, 1442 * 8 * 1_000_000_000 / 3_000_000, 1442, 34 << 2),
+            (3_000_000, 25_000_000, 242, 46 << 2),
+            (7_000_000, 100_000_000, 98, 46 << 2),
+        ];
+        let end = 20_000_000_000u64;
+        let mut now = 0u64;
+        let mut pings_sent: std::collections::VecDeque<u64> = Default::default();
+        let mut delays: Vec<(u64, u64)> = Vec::new();
+        let mut sent_bytes = 0u64;
+        let mut spare = 0;
+        while now < end {
+            // arrivals due
+            let mut any = false;
+            for s in src.iter_mut() {
+                while s.0 <= now {
+                    let f = frame_tos(s.2, s.3);
+                    if s.2 == 98 {
+                        pings_sent.push_back(s.0);
+                    }
+                    let _ = d.handle_frame(f, Time(now), &mut |_| spare += 1);
+                    s.0 += s.1;
+                    any = true;
+                }
+            }
+            if any {
+                d.end_burst(Time(now), &mut |_| spare += 1);
+            }
+            let mut got = Vec::new();
+            d.poll_transmit(Time(now), 64, &mut |e| {
+                if let Emit::Send { bytes, .. } = e {
+                    got.push(bytes);
+                }
+            });
+            let mut out = Vec::new();
+            for b in got {
+                if emu {
+                    out.push(b);
+                } else {
+                    let a = std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
+                    let _ = ext.push(now, b, a, a);
+                }
+            }
+            if !emu {
+                while let Some(b) = ext.pop_due(now) {
+                    out.push(b);
+                }
+            }
+            for bytes in out {
+                sent_bytes += bytes.len() as u64;
+                if bytes.len() == 98 {
+                    if let Some(t0) = pings_sent.pop_front() {
+                        delays.push((t0, now - t0));
+                    }
+                }
+            }
+            let next_arr = src.iter().map(|s| s.0).min().unwrap_or(u64::MAX);
+            let nw = d.next_wakeup().map_or(u64::MAX, |t| t.0);
+            let nw = nw.min(if emu { u64::MAX } else { ext.next_due().unwrap_or(u64::MAX) });
+            now = next_arr.min(nw).max(now + 1);
+        }
+        let mut p1: Vec<u64> = delays.iter().filter(|x| x.0 > 2_000_000_000 && x.0 < 10_000_000_000).map(|x| x.1).collect();
+        let mut p2: Vec<u64> = delays.iter().filter(|x| x.0 > 12_000_000_000).map(|x| x.1).collect();
+        p1.sort();
+        p2.sort();
+        eprintln!(
+            "{label}: one-way ping p50 phase1 {:.3} ms phase2 {:.3} ms, max {:.3}/{:.3}; sent {:.3} Mbit/s, in line {} B",
+            p1[p1.len() / 2] as f64 / 1e6,
+            p2[p2.len() / 2] as f64 / 1e6,
+            p1[p1.len() - 1] as f64 / 1e6,
+            p2[p2.len() - 1] as f64 / 1e6,
+            sent_bytes as f64 * 8.0 / 20e6 / 1e3,
+            d.emu.as_ref().map_or(0, |e| e.in_line_bytes())
+        );
+    }
 }

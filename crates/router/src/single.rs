@@ -103,8 +103,12 @@ impl Shaper<Single> {
             None => (Dir::new(None, None, 0, opts.device_buffer), None),
         };
         set_line_rates(&opts, &mut d0, &mut d1);
-        d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
-        d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
+        let (e0, e1) = (
+            emulator(&opts, &d0, emulate::AddrKey::Src),
+            emulator(&opts, &d1, emulate::AddrKey::Dst),
+        );
+        d0.set_emulator(e0);
+        d1.set_emulator(e1);
         let mut builder =
             builder::Builder::start(true).context("cannot start the policy builder thread")?;
         // Reloads are compared with the policies running now (builder.rs, patch.rs).
