@@ -238,7 +238,11 @@ fn on_an_emulated_wire_a_frame_leaves_at_the_models_wire_end_plus_the_delay() {
     let mut d = htb(100);
     d.line_bps = 10_000_000_000;
     d.set_emulator(Some(wire_line(8_000_000, 5)));
-    assert_eq!(d.drain_bps(), 8_000_000, "the model drains at the wire's rate");
+    assert_eq!(
+        d.drain_bps(),
+        8_000_000,
+        "the model drains at the wire's rate"
+    );
     offer(&mut d, 20, 1000, Time(0));
     let mut out = Out::default();
     drive(&mut d, Time(0), Time(1_000_000_000), &mut out);
@@ -247,7 +251,11 @@ fn on_an_emulated_wire_a_frame_leaves_at_the_models_wire_end_plus_the_delay() {
         .map(|k| (Time(k * 1_000_000 + 5_000_000), 1000))
         .collect();
     assert_eq!(got, want);
-    assert_eq!(d.egress.stats().sent_packets, 20, "the model sent each once");
+    assert_eq!(
+        d.egress.stats().sent_packets,
+        20,
+        "the model sent each once"
+    );
     assert_eq!(d.backlog_packets(), 0);
 }
 
@@ -362,128 +370,4 @@ fn late_polls_on_an_emulated_wire_with_no_device_buffer_lose_no_wire_time() {
     // late or more.
     let lost = run(0);
     assert!(lost[9] >= on_time[9] + 9 * 30_000, "{lost:?}");
-}
-
-#[test]
-#[ignore]
-fn explore_hfsc_realtime_ping() {
-    let text = r#"qdisc = "hfsc"
-default = "a"
-[[class]]
-name = "link"
-ls = "10mbit"
-ul = "10mbit"
-[[class]]
-name = "a"
-parent = "link"
-sc = { m1 = "2mbit", d = "100ms", m2 = "7mbit" }
-leaf = { type = "pfifo", limit = 100 }
-[[class]]
-name = "b"
-parent = "link"
-sc = { m1 = "7mbit", d = "100ms", m2 = "2mbit" }
-leaf = { type = "pfifo", limit = 100 }
-[[class]]
-name = "voice"
-parent = "link"
-rt = { m1 = "400kbit", d = "30ms", m2 = "100kbit" }
-ls = "100kbit"
-leaf = { type = "pfifo", limit = 100 }
-[[filter]]
-class = "voice"
-dscp = "ef"
-[[filter]]
-class = "b"
-dscp = "af41"
-"#;
-    for (label, buf, emu) in [("ideal", Some(0u64), true), ("default", None, true), ("old", None, false)] {
-        let mut ext = wire_line(10_000_000, 5);
-        let (_, sched) = match crate::load_sched(text, "t.toml") {
-            Ok(x) => x,
-            Err(e) => panic!("{e}"),
-        };
-        let mut d = Dir::new(Some(sched), None, 1, buf);
-        d.line_bps = 10_000_000_000;
-        if emu {
-            d.set_emulator(Some(wire_line(10_000_000, 5)));
-        }
-        d.catch_up_ns = 10_000_000;
-        eprintln!("{label}: drain {} buffer {}", d.drain_bps(), d.device_buffer);
-        // sources: (next ns, period ns, len, tos, start)
-        let mut src: Vec<(u64, u64, usize, u8)> = vec![
-            (0, 1442 * 8 * 1_000_000_000 / 11_000_000, 1442, 0),
-            (10_000_000_000, 1442 * 8 * 1_000_000_000 / 3_000_000, 1442, 34 << 2),
-            (3_000_000, 25_000_000, 242, 46 << 2),
-            (7_000_000, 100_000_000, 98, 46 << 2),
-        ];
-        let end = 20_000_000_000u64;
-        let mut now = 0u64;
-        let mut pings_sent: std::collections::VecDeque<u64> = Default::default();
-        let mut delays: Vec<(u64, u64)> = Vec::new();
-        let mut sent_bytes = 0u64;
-        let mut spare = 0;
-        while now < end {
-            // arrivals due
-            let mut any = false;
-            for s in src.iter_mut() {
-                while s.0 <= now {
-                    let f = frame_tos(s.2, s.3);
-                    if s.2 == 98 {
-                        pings_sent.push_back(s.0);
-                    }
-                    let _ = d.handle_frame(f, Time(now), &mut |_| spare += 1);
-                    s.0 += s.1;
-                    any = true;
-                }
-            }
-            if any {
-                d.end_burst(Time(now), &mut |_| spare += 1);
-            }
-            let mut got = Vec::new();
-            d.poll_transmit(Time(now), 64, &mut |e| {
-                if let Emit::Send { bytes, .. } = e {
-                    got.push(bytes);
-                }
-            });
-            let mut out = Vec::new();
-            for b in got {
-                if emu {
-                    out.push(b);
-                } else {
-                    let a = std::net::IpAddr::V4(Ipv4Addr::new(10, 0, 0, 1));
-                    let _ = ext.push(now, b, a, a);
-                }
-            }
-            if !emu {
-                while let Some(b) = ext.pop_due(now) {
-                    out.push(b);
-                }
-            }
-            for bytes in out {
-                sent_bytes += bytes.len() as u64;
-                if bytes.len() == 98 {
-                    if let Some(t0) = pings_sent.pop_front() {
-                        delays.push((t0, now - t0));
-                    }
-                }
-            }
-            let next_arr = src.iter().map(|s| s.0).min().unwrap_or(u64::MAX);
-            let nw = d.next_wakeup().map_or(u64::MAX, |t| t.0);
-            let nw = nw.min(if emu { u64::MAX } else { ext.next_due().unwrap_or(u64::MAX) });
-            now = next_arr.min(nw).max(now + 1);
-        }
-        let mut p1: Vec<u64> = delays.iter().filter(|x| x.0 > 2_000_000_000 && x.0 < 10_000_000_000).map(|x| x.1).collect();
-        let mut p2: Vec<u64> = delays.iter().filter(|x| x.0 > 12_000_000_000).map(|x| x.1).collect();
-        p1.sort();
-        p2.sort();
-        eprintln!(
-            "{label}: one-way ping p50 phase1 {:.3} ms phase2 {:.3} ms, max {:.3}/{:.3}; sent {:.3} Mbit/s, in line {} B",
-            p1[p1.len() / 2] as f64 / 1e6,
-            p2[p2.len() / 2] as f64 / 1e6,
-            p1[p1.len() - 1] as f64 / 1e6,
-            p2[p2.len() - 1] as f64 / 1e6,
-            sent_bytes as f64 * 8.0 / 20e6 / 1e3,
-            d.emu.as_ref().map_or(0, |e| e.in_line_bytes())
-        );
-    }
 }
