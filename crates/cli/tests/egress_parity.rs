@@ -3,7 +3,9 @@
 //! send the same packets in the same order, and the modelled wire must finish each at the same
 //! nanosecond. The simulator side is `linkshare_sim::link::Link` on its event engine; the router
 //! side is `linkshare_router::egress::egress_turn` driven the way `Shaper::run` drives it (a
-//! turn after each arrival and at each deadline it asks for), on a virtual clock.
+//! turn after each arrival and at each deadline it asks for), on a virtual clock. The departure
+//! the turn stamps on each packet as it is pulled — the instant the router's emulated line
+//! takes it (`linkshare run --emulate rate=`) — must be that same nanosecond.
 
 use linkshare_core::egress::Egress;
 use linkshare_core::qdisc::prio::{Prio, PrioParams};
@@ -130,6 +132,7 @@ fn through_router<Q: Qdisc<SimPacket>>(
 ) -> Departures {
     let mut e = Egress::new(linkshare_router::device_model(rate, device_buffer));
     let mut pulled = Vec::new();
+    let mut stamped = Vec::new();
     let mut ended = Vec::new();
     let mut deadline: Option<u64> = None;
     let mut next = 0;
@@ -146,11 +149,17 @@ fn through_router<Q: Qdisc<SimPacket>>(
                         &mut q,
                         Time(u64::MAX),
                         usize::MAX,
-                        &mut |p: SimPacket| pulled.push(p.seq),
+                        &mut |p: SimPacket, sent| {
+                            pulled.push(p.seq);
+                            stamped.push(sent);
+                        },
                         &mut |_| {},
                         &mut |end| ended.push(end.0),
                     );
                     assert_eq!(pulled.len(), ended.len());
+                    // Stamped at the pull, finished by the drain: the same instant.
+                    let at_end: Vec<Option<Time>> = ended.iter().map(|t| Some(Time(*t))).collect();
+                    assert_eq!(stamped, at_end, "departures stamped at the pull");
                     return pulled.into_iter().zip(ended).collect();
                 }
             },
@@ -165,7 +174,10 @@ fn through_router<Q: Qdisc<SimPacket>>(
             &mut q,
             Time(now),
             usize::MAX,
-            &mut |p: SimPacket| pulled.push(p.seq),
+            &mut |p: SimPacket, sent| {
+                pulled.push(p.seq);
+                stamped.push(sent);
+            },
             &mut |_| {},
             &mut |end| ended.push(end.0),
         );

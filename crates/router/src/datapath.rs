@@ -179,15 +179,18 @@ impl Dir {
         mut room: usize,
         emit: &mut impl FnMut(Emit),
     ) -> u64 {
-        // The emulated line has its own clock of departures: no replay before it.
-        let catch_up = if self.emu.is_some() {
-            0
-        } else {
-            self.catch_up_ns
+        // An emulated line that serialises by itself has its own clock of departures: no replay
+        // before it. When the device model is the emulated wire (`--emulate rate=`), a frame's
+        // departure is the model's, so a replay is exact, and any lateness is replayed: the
+        // model's wire would otherwise idle for it (with a small device buffer, at every frame).
+        let (catch_up, grace) = match (&self.emu, self.wire_bps()) {
+            (Some(_), None) => (0, CATCH_UP_AFTER_NS),
+            (Some(_), Some(_)) => (self.catch_up_ns, 0),
+            (None, _) => (self.catch_up_ns, CATCH_UP_AFTER_NS),
         };
         let mut at = Time(0);
         let mut replayed = 0;
-        let late = |e: &Time| catch_up > 0 && e.0.saturating_add(CATCH_UP_AFTER_NS) < now.0;
+        let late = |e: &Time| catch_up > 0 && e.0.saturating_add(grace) < now.0;
         while let Some(e) = self.eligible.filter(late) {
             let v = e.max(Time(now.0 - catch_up.min(now.0)));
             if v <= at || v >= now || room == 0 {
@@ -231,7 +234,7 @@ impl Dir {
                 s.q(),
                 now,
                 room,
-                &mut |f: Frame| frames.push(f),
+                &mut |f: Frame, sent: Option<Time>| frames.push((f, sent)),
                 &mut |f: Frame| emit(Emit::Spare(f.bytes)),
                 &mut |_| {},
             ),
@@ -248,11 +251,18 @@ impl Dir {
         } else {
             (prior, None)
         };
-        for p in frames.drain(..) {
+        // The model is the emulated wire: each frame enters the line at its departure from it.
+        let model_is_wire = self.wire_bps().is_some();
+        for (p, sent) in frames.drain(..) {
             let e = eligible.take();
             match &mut self.emu {
                 Some(em) => {
-                    if let Err(f) = em.push(now.0, p.bytes, p.meta.src, p.meta.dst) {
+                    let (src, dst) = (p.meta.src, p.meta.dst);
+                    let r = match sent.filter(|_| model_is_wire) {
+                        Some(t) => em.push_sent(t.0, p.bytes, src, dst),
+                        None => em.push(now.0, p.bytes, src, dst),
+                    };
+                    if let Err(f) = r {
                         emit(Emit::Spare(f));
                     }
                 }

@@ -106,7 +106,8 @@ pub(crate) struct Dir {
     pub(crate) burst_local: Vec<u32>,
     /// Scratch: frames the scheduler refused in a burst, frames pulled in one poll.
     pub(crate) refused: Vec<linkshare_core::qdisc::Dropped<Frame>>,
-    pub(crate) tx_scratch: Vec<Frame>,
+    /// Each with its departure from the modelled wire (`None`: an unpaced device).
+    pub(crate) tx_scratch: Vec<(Frame, Option<Time>)>,
     /// The policy generation: changes on every install, so that the stats plane learns the
     /// class names again (control/raw.rs) and nothing else has to walk the classes.
     pub(crate) gen: u64,
@@ -243,12 +244,33 @@ impl Dir {
     /// keeps its queue short). CBQ's estimator measures the link itself (its root is never
     /// regulated, the link's transmission time spaces the packets), so with CBQ and every other
     /// root the buffer drains at the root rate. 0 = unpaced.
+    ///
+    /// With an emulated wire (`--emulate rate=`), the device model *is* that wire, whatever the
+    /// scheduler: it drains at the wire's rate, and each frame goes onto the emulated line at
+    /// its departure from the model ([`Dir::wire_bps`], datapath.rs) — one serialiser, as the
+    /// simulator's link.
     pub(crate) fn drain_bps(&self) -> u64 {
+        if let Some(r) = self.wire_bps() {
+            return r;
+        }
         match &self.sched {
             _ if self.link_bps == 0 => 0,
             Some(Sched::Htb(_)) | Some(Sched::Shard(_)) => self.link_bps.max(self.line_bps),
             _ => self.link_bps,
         }
+    }
+
+    /// The emulated wire's rate when this direction's line serialises (`--emulate rate=` on
+    /// the forward direction): the device model drains at it and stamps each frame's departure.
+    pub(crate) fn wire_bps(&self) -> Option<u64> {
+        let rate = self.emu.as_ref()?.spec().rate?;
+        Some(rate.bits_per_sec()).filter(|r| *r > 0)
+    }
+
+    /// Put `emu` on this direction's line; the device model follows its rate.
+    pub(crate) fn set_emulator(&mut self, emu: Option<emulate::Emulator>) {
+        self.emu = emu;
+        self.sync_egress();
     }
 
     /// Run `new` from now on: it adopts the running scheduler's state (`adopt_state`), and the

@@ -34,13 +34,15 @@ pub struct Turn {
 
 /// One turn at `now`: complete the modelled transmissions that ended (their end instants go to
 /// `done`), then pull while the model allows and `room` transmit slots last. Frames go to
-/// `out` in order; packets the scheduler dropped on the way go to `dropped`.
+/// `out` in order, each with the instant its last bit leaves the modelled wire
+/// ([`Egress::tail_end`]; `None`: an unpaced device, it has left); packets the scheduler
+/// dropped on the way go to `dropped`.
 pub fn egress_turn<P, Q>(
     egress: &mut Egress,
     q: &mut Q,
     now: Time,
     mut room: usize,
-    out: &mut impl FnMut(P),
+    out: &mut impl FnMut(P, Option<Time>),
     dropped: &mut impl FnMut(P),
     done: &mut impl FnMut(Time),
 ) -> Turn
@@ -64,7 +66,7 @@ where
         match r {
             Pulled::Packet { packet, .. } => {
                 room -= 1;
-                out(packet);
+                out(packet, egress.tail_end());
             }
             Pulled::Stopped(s) => break Some(s),
         }
@@ -125,7 +127,7 @@ mod tests {
             &mut q,
             Time(0),
             2,
-            &mut |_| n += 1,
+            &mut |_, _| n += 1,
             &mut |_| {},
             &mut |_| {},
         );
@@ -138,7 +140,7 @@ mod tests {
             &mut q,
             Time(1_500_000),
             64,
-            &mut |_| n += 1,
+            &mut |_, _| n += 1,
             &mut |_| {},
             &mut |end| ends.push(end),
         );

@@ -2,8 +2,11 @@
 //! "Specified qdisc kind is unknown" on the lab's kernel): a delay line per direction.
 //!
 //! * `--emulate rate=..,delay=..,reverse_delay=..,loss=..,seed=..`: on OUT, after the scheduler,
-//!   serialization at `rate`, a one-way `delay` and the path's impairments — `jitter`,
-//!   `jitter_reorder`, `loss` (Bernoulli) or `ge=p:r:bad:good` (Gilbert–Elliott), `reorder`,
+//!   serialization at `rate` — by the direction's device model, which then drains at `rate` and
+//!   hands each frame over at its departure ([`Emulator::push_sent`], dir.rs; [`Emulator::push`]
+//!   serialises by itself where no model paces the frames) — a one-way `delay` and the path's
+//!   impairments — `jitter`, `jitter_reorder`, `loss` (Bernoulli) or `ge=p:r:bad:good`
+//!   (Gilbert–Elliott), `reorder`,
 //!   `duplicate` — drawn by [`linkshare_core::impair`] from `seed`, the very model the simulator
 //!   runs for a scenario's `[path]`; on the reverse direction (OUT → IN, after the reverse policy
 //!   if any, else as received) a fixed `reverse_delay`. This is netem's `rate`/`delay`/`loss`/
@@ -284,8 +287,9 @@ impl Emulator {
         Duration(self.lines[self.line_of(src, dst)].delay_ns)
     }
 
-    /// A frame enters the link at `now_ns`. A frame lost or over the bound is handed back (for
-    /// reuse) and counted in [`Emulator::drops`]; a duplicated one is queued twice.
+    /// A frame enters the link at `now_ns`: serialised at the line's `rate` behind the frames
+    /// before it, then delayed. A frame lost or over the bound is handed back (for reuse) and
+    /// counted in [`Emulator::drops`]; a duplicated one is queued twice.
     pub fn push(
         &mut self,
         now_ns: u64,
@@ -293,25 +297,43 @@ impl Emulator {
         src: IpAddr,
         dst: IpAddr,
     ) -> Result<(), Vec<u8>> {
+        let start = self.link_free_ns.max(now_ns);
+        let ser = self
+            .spec
+            .rate
+            .and_then(|r| r.tx_time(frame.len() as u64))
+            .map_or(0, |d| d.0);
+        self.enter(start + ser, frame, src, dst)
+    }
+
+    /// A frame whose last bit left the wire at `sent_ns`, serialised by the caller's own model
+    /// of the wire (the device model paced at the line's rate, datapath.rs): only the delay and
+    /// the impairments, no second serialisation. As [`Emulator::push`] otherwise.
+    pub fn push_sent(
+        &mut self,
+        sent_ns: u64,
+        frame: Vec<u8>,
+        src: IpAddr,
+        dst: IpAddr,
+    ) -> Result<(), Vec<u8>> {
+        self.enter(sent_ns, frame, src, dst)
+    }
+
+    /// The frame's last bit is on the line at `end`: its fate, its place on its delay line.
+    fn enter(&mut self, end: u64, frame: Vec<u8>, src: IpAddr, dst: IpAddr) -> Result<(), Vec<u8>> {
         let len = frame.len() as u64;
         if self.bytes + len > self.spec.limit_bytes {
             self.drops.line_full += 1;
             return Err(frame);
         }
-        let start = self.link_free_ns.max(now_ns);
-        let ser = self
-            .spec
-            .rate
-            .and_then(|r| r.tx_time(len))
-            .map_or(0, |d| d.0);
         let i = self.line_of(src, dst);
-        let fate = self.impair.admit(start + ser, self.lines[i].delay_ns);
+        let fate = self.impair.admit(end, self.lines[i].delay_ns);
         let releases = fate.releases();
         let Some((&last, firsts)) = releases.split_last() else {
             self.drops.lost += 1;
             return Err(frame);
         };
-        self.link_free_ns = start + ser;
+        self.link_free_ns = self.link_free_ns.max(end);
         for &t in firsts {
             if self.bytes + 2 * len <= self.spec.limit_bytes {
                 self.insert(i, t, frame.clone());

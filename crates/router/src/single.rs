@@ -105,8 +105,12 @@ impl Shaper<Single> {
             None => (Dir::new(None, None, 0, opts.device_buffer), None),
         };
         set_line_rates(&opts, &mut d0, &mut d1);
-        d0.emu = emulator(&opts, &d0, emulate::AddrKey::Src);
-        d1.emu = emulator(&opts, &d1, emulate::AddrKey::Dst);
+        let (e0, e1) = (
+            emulator(&opts, &d0, emulate::AddrKey::Src),
+            emulator(&opts, &d1, emulate::AddrKey::Dst),
+        );
+        d0.set_emulator(e0);
+        d1.set_emulator(e1);
         // Helper threads keep off the CPU the loop pins itself to (`--cpus`).
         let helpers = crate::affinity::helper_cpus(&opts.cpus);
         let mut builder = builder::Builder::start(true, helpers.clone())

@@ -210,6 +210,18 @@ impl<T> Egress<T> {
         self.wire.as_ref().map(|w| w.1)
     }
 
+    /// When the last packet in the device leaves the wire: the wire's end with nothing
+    /// waiting, else the end of the last waiting packet, serialised back to back behind it — the
+    /// instant [`Egress::finish_tx`] will give it (the same exact drain). `None` when the device
+    /// holds nothing (an infinitely fast device never does). A driver that hands each packet on
+    /// at its departure reads this right after pulling it (the router's emulated line).
+    pub fn tail_end(&self) -> Option<Time> {
+        self.wire.as_ref()?;
+        let rate = u128::from(self.cfg.rate_bps).max(1);
+        let bits = u128::from(self.waiting_bytes) * 8 * NS_PER_SEC;
+        Some(Time(sat_add(self.origin, (self.acc + bits).div_ceil(rate))))
+    }
+
     /// The pending wake-up, if any.
     pub fn wake_at(&self) -> Option<Time> {
         self.wake_at

@@ -412,3 +412,50 @@ fn an_unpaced_device_holds_nothing() {
     assert!(e.finish_tx().is_none());
     assert_eq!(e.stats().sent_packets, 2);
 }
+
+/// The tail's end read right after each pull is the end the drain gives that packet later,
+/// to the nanosecond, whatever the rate (3 bit/ns does not divide a byte) and across a rate
+/// change with packets waiting.
+#[test]
+fn the_tail_end_at_a_pull_is_that_packets_end_of_transmission() {
+    let mut e: Egress = Egress::new(cfg(3_000_000_000, 4500));
+    assert_eq!(e.tail_end(), None, "an empty device");
+    let mut q = Script::new(&[64, 1500, 40, 1400, 60, 1500, 1500, 999], None);
+    let mut promised = Vec::new();
+    let mut now = Time(11);
+    let mut ends = Vec::new();
+    loop {
+        while let Pulled::Packet { packet, wire_end } = e.pull_one_with(now, &mut |t| q.dequeue(t))
+        {
+            let tail = e.tail_end();
+            if let Some(w) = wire_end {
+                assert_eq!(tail, Some(w), "onto the idle wire: its own end");
+            }
+            promised.push((packet.id, tail));
+        }
+        if promised.len() == 4 && ends.is_empty() {
+            // Half the rate from the next packet to start: the promises made after this hold.
+            e.reconfigure(cfg(1_500_000_000, 4500));
+            for p in &mut promised[1..] {
+                p.1 = None;
+            }
+        }
+        match e.wire_end() {
+            Some(end) => {
+                ends.push(end);
+                now = end;
+                let _ = e.on_tx_done();
+            }
+            None => break,
+        }
+    }
+    assert_eq!(promised.len(), 8);
+    for (k, (id, tail)) in promised.iter().enumerate() {
+        assert_eq!(*id as usize, k);
+        if let Some(t) = tail {
+            assert_eq!(*t, ends[k], "packet {k}");
+        }
+    }
+    assert!(promised.iter().filter(|p| p.1.is_some()).count() >= 5);
+    assert_eq!(e.tail_end(), None);
+}

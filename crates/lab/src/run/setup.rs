@@ -252,12 +252,15 @@ pub(super) const UPLINK_FILE: &str = "uplink.toml";
 
 /// `run` options from the scenario: the link's wire (serialisation at its rate after the
 /// scheduler, then its delay; the delay again on the way back), each flow's `extra_delay` as a
-/// path delay on its source address (both directions), the device buffer, and with `[uplink]`
-/// its policy ([`UPLINK_FILE`]) as `--reverse-policy`, so ACKs and echo replies queue in it
-/// before the return path's delay line. Base RTT of a flow = 2 × (delay + extra_delay), as in
-/// the simulator.
+/// path delay on its source address (both directions), `[link] device_buffer` (always), and
+/// with `[uplink]` its policy ([`UPLINK_FILE`]) as `--reverse-policy`, so ACKs and echo replies
+/// queue in it before the return path's delay line. Base RTT of a flow = 2 × (delay +
+/// extra_delay), as in the simulator.
 ///
-/// The wire serialises as the simulator's does (store and forward): the lab's interfaces are
+/// The wire is the router's device model, drained at the link's rate behind `device_buffer`
+/// bytes, as the simulator's link: each frame goes onto the emulated line at its departure
+/// from the model, which then adds only the delay and the `[path]` (one serialiser, not two).
+/// It serialises as the simulator's does (store and forward): the lab's interfaces are
 /// veths at ~10 Gbit/s, so without it a packet would cross a `[link]` of 10 Mbit/s in no time
 /// and a class's burst after an idle spell (HTB's `burst`) would reach the receiver at veth
 /// speed, every packet arriving its serialisation time (1.2 ms for 1514 bytes at 10 Mbit/s)
@@ -295,10 +298,10 @@ pub(super) fn router_args(sc: &Scenario, plans: &[Plan]) -> Vec<String> {
         a.push("--path-delay".to_string());
         a.push(format!("{src}={d}ns"));
     }
-    if sc.link.device_buffer > 0 {
-        a.push("--device-buffer".to_string());
-        a.push(sc.link.device_buffer.to_string());
-    }
+    // Always said, `0` included: the router's own default (1 ms of its rate and a frame, at
+    // least 3 frames) would be a buffer the simulator does not have.
+    a.push("--device-buffer".to_string());
+    a.push(sc.link.device_buffer.to_string());
     a
 }
 

@@ -173,7 +173,9 @@ extra_delay = "5ms"
             "--emulate",
             "rate=10000000bit,delay=10000000ns,reverse_delay=10000000ns",
             "--path-delay",
-            "10.5.0.2=5000000ns"
+            "10.5.0.2=5000000ns",
+            "--device-buffer",
+            "0"
         ]
     );
     // Base RTT 2·(10 + 5) ms; receivers drain for twice that, at least 0.5 s.
