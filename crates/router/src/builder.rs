@@ -576,7 +576,7 @@ mod tests {
         };
         let mut bases = [None, None];
         let base = Policy::parse(&two("1mbit", ""), "p.toml").unwrap();
-        let plans = |batch: Vec<Msg>, bases: &mut [Option<Policy>; 2]| -> Vec<&'static str> {
+        let plans = |batch: Vec<Msg>, bases: &mut [Option<Base>; 2]| -> Vec<&'static str> {
             take_batch(batch, bases, true)
                 .into_iter()
                 .map(|b| match b.result {
@@ -710,7 +710,9 @@ mod tests {
         assert!(matches!(got[0].result, Err(Failure::Superseded)));
         assert_eq!(ok, [false, false, true, true]);
         assert_eq!(
-            bases[0].as_ref().unwrap().policy.classes()[2].rate.bits_per_sec(),
+            bases[0].as_ref().unwrap().policy.classes()[2]
+                .rate
+                .bits_per_sec(),
             5_000_000
         );
         // No running policy held (workers, or forgotten): the client must send the text.

@@ -202,19 +202,32 @@ mod tests {
         let b = policy(&[("a", "s0"), ("c", "s0"), ("d", "s1")]);
         let base = Base::new(a.clone());
         let (p, layout) = plan(&base, &b).unwrap();
-        assert_eq!((p.added.clone(), p.removed.clone()), (vec!["d".into()], vec!["b".into()]));
+        assert_eq!(
+            (p.added.clone(), p.removed.clone()),
+            (vec!["d".into()], vec!["b".into()])
+        );
         // `d` takes a new slot (none retired yet); `b`'s (5) is retired after.
         assert_eq!(p.adds.len(), 1);
         assert_eq!((p.adds[0].slot, p.adds[0].spec.parent), (7, Some(3)));
         assert_eq!(p.removes, vec![5]);
         assert!(p.tunes.is_empty() && p.root_ceil.is_none());
         // The filters name the tree's slots: `a` 4, `c` 6 (kept), `d` 7.
-        let f: Vec<ClassId> = p.classifier.as_ref().unwrap().filters().iter().map(|f| f.class).collect();
+        let f: Vec<ClassId> = p
+            .classifier
+            .as_ref()
+            .unwrap()
+            .filters()
+            .iter()
+            .map(|f| f.class)
+            .collect();
         assert_eq!(f, vec![4, 6, 7]);
         assert_eq!(layout.slots, Some(vec![0, 1, 2, 3, 4, 6, 7]));
         assert_eq!((layout.free.clone(), layout.len), (vec![5], 8));
         // The next subscriber added reuses slot 5, and a change of rate by name finds `d`.
-        let next = Base { policy: b.clone(), layout };
+        let next = Base {
+            policy: b.clone(),
+            layout,
+        };
         let c = policy(&[("a", "s0"), ("c", "s0"), ("d", "s1"), ("e", "s1")]);
         let (p, layout) = plan(&next, &c).unwrap();
         assert_eq!(p.adds[0].slot, 5);
@@ -235,7 +248,9 @@ mod tests {
                  \"100mbit\"\n[[class]]\nname = \"other\"\nparent = \"root\"\nrate = \"1mbit\"\n",
             );
             for site in ["s0", "s1"] {
-                s += &format!("[[class]]\nname = \"{site}\"\nparent = \"root\"\nrate = \"40mbit\"\n");
+                s += &format!(
+                    "[[class]]\nname = \"{site}\"\nparent = \"root\"\nrate = \"40mbit\"\n"
+                );
             }
             s += "[[class]]\nname = \"a\"\nparent = \"s0\"\nrate = \"1mbit\"\n\
                   [[filter]]\nclass = \"a\"\ndst = \"10.0.0.1/32\"\n";
@@ -248,7 +263,11 @@ mod tests {
         );
         let base = Base::new(a);
         let (p, layout) = plan(&base, &b).unwrap();
-        let added: Vec<(&str, bool)> = p.adds.iter().map(|a| (a.spec.name.as_str(), a.inner)).collect();
+        let added: Vec<(&str, bool)> = p
+            .adds
+            .iter()
+            .map(|a| (a.spec.name.as_str(), a.inner))
+            .collect();
         assert_eq!(added, vec![("s2", true), ("x", false)]);
         assert_eq!(p.adds[1].spec.parent, Some(p.adds[0].slot));
         // And back: the subscriber goes before its site.

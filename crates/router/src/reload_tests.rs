@@ -316,7 +316,12 @@ fn next_policy(dir: &Path, range: std::ops::Range<usize>, extra: &[usize]) -> Pa
     let p = write_policy(dir, range, 0);
     let mut t = std::fs::read_to_string(dir.join("subs.csv")).expect("read");
     for k in extra {
-        t += &format!("sub{k},site{},plan,10.200.{}.{}/32,C-{k}\n", k % 2, k >> 8 & 255, k & 255);
+        t += &format!(
+            "sub{k},site{},plan,10.200.{}.{}/32,C-{k}\n",
+            k % 2,
+            k >> 8 & 255,
+            k & 255
+        );
     }
     std::fs::write(dir.join("subs.csv"), t).expect("write");
     p
@@ -352,17 +357,26 @@ fn a_subscriber_added_and_removed_among_many_is_applied_in_place() {
     assert_eq!(r.added, [format!("sub{N}")]);
     assert_eq!(r.removed, [format!("sub{}", N - 1)]);
     assert_eq!(r.kept, (N + 4 - 1) as u64);
-    assert_eq!((r.reclassified, r.moved_packets, r.dropped_packets), (queued_gone, queued_gone, 0));
+    assert_eq!(
+        (r.reclassified, r.moved_packets, r.dropped_packets),
+        (queued_gone, queued_gone, 0)
+    );
     assert_eq!(d.backlog_packets(), queued, "every packet kept");
     assert!(
         bytes < 16 << 10,
         "the patch freed {n} blocks, {bytes} B (largest {largest} B) on the loop"
     );
-    assert!(garbage.len() >= 3, "the old filters, text and ids go to the builder");
+    assert!(
+        garbage.len() >= 3,
+        "the old filters, text and ids go to the builder"
+    );
     drop(garbage);
     let after = views(&d);
     assert_eq!(after.len(), before.len() + 1, "one slot added");
-    assert!(after[gone].is_none(), "the removed subscriber's slot is retired");
+    assert!(
+        after[gone].is_none(),
+        "the removed subscriber's slot is retired"
+    );
     for (c, (b, a)) in before.iter().zip(&after).enumerate() {
         if c != 1 && c != site && c != gone {
             assert_eq!(b, a, "class {c} changed");

@@ -111,7 +111,10 @@ impl<P: Packet> Htb<P> {
         let (family, level) = match parent {
             None => (NIL, if inner { (MAX_DEPTH - 1) as u8 } else { 0 }),
             Some(p) if !self.is_live(p) => {
-                return Err(HtbError::UnknownParent { class: name, parent: p })
+                return Err(HtbError::UnknownParent {
+                    class: name,
+                    parent: p,
+                })
             }
             Some(p) => {
                 let pc = &self.classes[p as usize];
@@ -253,7 +256,8 @@ impl<P: Packet> Htb<P> {
             self.free_inner.push(inner);
         }
         if kind == LeafKind::Boxed {
-            self.free_boxed.push(self.classes[c as usize].boxed() as u32);
+            self.free_boxed
+                .push(self.classes[c as usize].boxed() as u32);
         }
         let pid = self.classes[c as usize].profile as usize;
         self.profile_refs[pid] -= 1;
@@ -380,7 +384,11 @@ impl<P: Packet> Htb<P> {
         self.family_cap.capacity() * 4
             + (self.free_inner.capacity() + self.free_boxed.capacity()) * 4
             + self.free_ranks.capacity() * (std::mem::size_of::<(u32, Vec<u32>)>() + 1)
-            + self.free_ranks.values().map(|v| v.capacity() * 4).sum::<usize>()
+            + self
+                .free_ranks
+                .values()
+                .map(|v| v.capacity() * 4)
+                .sum::<usize>()
     }
 
     /// Check what adding and removing in place keeps (tests, through
@@ -390,17 +398,17 @@ impl<P: Packet> Htb<P> {
     pub(super) fn check_reshaped(&self) -> Result<(), String> {
         let retired = self.classes.iter().filter(|c| c.level == RETIRED).count();
         if retired != self.free.len() || self.free.iter().any(|&c| self.is_live(c)) {
-            return Err(format!(
-                "{retired} retired slots, {} free",
-                self.free.len()
-            ));
+            return Err(format!("{retired} retired slots, {} free", self.free.len()));
         }
         let mut refs = vec![0u32; self.profiles.len()];
         for cl in self.classes.iter().filter(|c| c.level != RETIRED) {
             refs[cl.profile as usize] += 1;
         }
         if refs != self.profile_refs {
-            return Err(format!("profile uses {refs:?}, counted {:?}", self.profile_refs));
+            return Err(format!(
+                "profile uses {refs:?}, counted {:?}",
+                self.profile_refs
+            ));
         }
         let mut retired_inner = 0;
         for (i, inn) in self.inner.iter().enumerate() {
@@ -412,7 +420,10 @@ impl<P: Packet> Htb<P> {
                 return Err(format!("inner {i}: class {} is not it", inn.class));
             }
             if inn.count > self.family_cap[i] {
-                return Err(format!("inner {i}: {} children in room for {}", inn.count, self.family_cap[i]));
+                return Err(format!(
+                    "inner {i}: {} children in room for {}",
+                    inn.count, self.family_cap[i]
+                ));
             }
             let holes = self.free_ranks.get(&(i as u32)).map_or(0, Vec::len);
             let mut nil = 0;
@@ -423,7 +434,9 @@ impl<P: Packet> Htb<P> {
                 } else if self.classes[c as usize].parent != inn.class
                     || self.classes[c as usize].rank != r
                 {
-                    return Err(format!("inner {i}: class {c} at rank {r} is not that child"));
+                    return Err(format!(
+                        "inner {i}: class {c} at rank {r} is not that child"
+                    ));
                 }
             }
             if nil != holes {

@@ -230,7 +230,9 @@ pub enum HtbError {
     FilterToInner(String),
     #[error("a filter sends packets to class index {0}, which does not exist")]
     FilterToUnknown(ClassId),
-    #[error("class `{class}`: its parent `{parent}` is a leaf, which cannot take a child in place")]
+    #[error(
+        "class `{class}`: its parent `{parent}` is a leaf, which cannot take a child in place"
+    )]
     ParentIsLeaf { class: String, parent: String },
     #[error("class `{0}` is the default class: make another class the default first")]
     RemoveDefault(String),

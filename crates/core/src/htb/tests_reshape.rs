@@ -43,7 +43,12 @@ fn fresh(classes: &[Desc], default: &str) -> Htb<PacketMeta> {
             s
         })
         .collect();
-    Htb::new(p, specs, Classifier::new(Vec::<FilterSpec>::new(), idx(default))).unwrap()
+    Htb::new(
+        p,
+        specs,
+        Classifier::new(Vec::<FilterSpec>::new(), idx(default)),
+    )
+    .unwrap()
 }
 
 /// The live classes of `h` in slot order, as `Desc`s: what a fresh tree is built from.
@@ -77,7 +82,11 @@ fn run(h: &mut Htb<PacketMeta>, leaves: &[String], ms: u64) -> Vec<(u16, u32)> {
 }
 
 fn leaf_names(classes: &[Desc]) -> Vec<String> {
-    let mut v: Vec<String> = classes.iter().filter(|d| !d.4).map(|d| d.0.clone()).collect();
+    let mut v: Vec<String> = classes
+        .iter()
+        .filter(|d| !d.4)
+        .map(|d| d.0.clone())
+        .collect();
     v.sort();
     v
 }
@@ -95,7 +104,10 @@ fn adds_at_the_end_and_removes_send_what_a_fresh_tree_sends_packet_for_packet() 
     ];
     for d in &added {
         let s = spec(&h, d);
-        assert_eq!(h.add_class(s, d.4, Time(0)).unwrap().0 as usize, h.len() - 1);
+        assert_eq!(
+            h.add_class(s, d.4, Time(0)).unwrap().0 as usize,
+            h.len() - 1
+        );
         h.check_invariants().unwrap();
     }
     for name in ["s1.2", "s2.0", "s2.1", "s2.2", "s2.3", "g2"] {
@@ -172,7 +184,12 @@ fn reused_slots_keep_the_shares_of_a_fresh_tree_and_memory_stays_bounded() {
             let gone = h.class_id(&names[rng.next(names.len())]).unwrap();
             h.remove_class(gone, now).unwrap();
             let g = format!("g{}", rng.next(3));
-            let d = leaf(&format!("n{cycle}"), &g, MBIT, (2 + rng.next(4) as u64) * MBIT);
+            let d = leaf(
+                &format!("n{cycle}"),
+                &g,
+                MBIT,
+                (2 + rng.next(4) as u64) * MBIT,
+            );
             let (id, _) = h.add_class(spec(&h, &d), false, now).unwrap();
             assert_eq!(id, gone, "the slot removed last is reused");
             h.check_invariants().unwrap();
@@ -181,9 +198,18 @@ fn reused_slots_keep_the_shares_of_a_fresh_tree_and_memory_stays_bounded() {
             }
         }
         assert_eq!(h.len(), len0, "slots");
-        assert!(h.children.len() <= 2 * children0 + 3 * 16, "{}", h.children.len());
+        assert!(
+            h.children.len() <= 2 * children0 + 3 * 16,
+            "{}",
+            h.children.len()
+        );
         // Not a byte more a cycle: only the names' block coding varies a little.
-        assert!(held(&h) <= warm + 256, "{} bytes after the warm-up, {}", warm, held(&h));
+        assert!(
+            held(&h) <= warm + 256,
+            "{} bytes after the warm-up, {}",
+            warm,
+            held(&h)
+        );
         // The root's, the groups' and one per leaf ceil ever given (2 to 7 Mbit/s): what a
         // tree with every configuration at once needs, however many cycles.
         assert!(h.profiles_held() <= 8, "{} profiles", h.profiles_held());
@@ -202,7 +228,12 @@ fn reused_slots_keep_the_shares_of_a_fresh_tree_and_memory_stays_bounded() {
         // siblings in other orders differ too, by tens of KB here): `h` must be within twice
         // what the orders of three fresh trees spread — slot order, the leaves reversed, and
         // the leaves in `h`'s rank order.
-        let a = sum(&run_from(&mut h, &leaves, 3000, Time(now.0 + 60_000_000_000)));
+        let a = sum(&run_from(
+            &mut h,
+            &leaves,
+            3000,
+            Time(now.0 + 60_000_000_000),
+        ));
         let b = sum(&run(&mut f, &leaves, 3000));
         let mut rev: Vec<Desc> = classes.iter().filter(|d| d.4).cloned().collect();
         rev.extend(classes.iter().filter(|d| !d.4).rev().cloned());
@@ -311,11 +342,18 @@ fn a_removed_class_hands_its_packets_to_the_filters_and_touches_no_other_class()
         .unwrap();
     let b_queued = h.leaf_backlog(b).packets;
     let r = h.remove_class(a, now).unwrap();
-    assert_eq!((r.reclassified, r.moved_packets, r.dropped_packets), (queued, queued, 0));
+    assert_eq!(
+        (r.reclassified, r.moved_packets, r.dropped_packets),
+        (queued, queued, 0)
+    );
     assert_eq!(h.leaf_backlog(b).packets, b_queued + queued);
     let after: Vec<CounterView> = others.iter().map(|&x| view(&h, x)).collect();
     assert_eq!(before, after, "another class changed");
-    assert_eq!(h.class_stats(id(&h, "g1")).unwrap().sent, g1_sent, "the parent's total");
+    assert_eq!(
+        h.class_stats(id(&h, "g1")).unwrap().sent,
+        g1_sent,
+        "the parent's total"
+    );
     assert_eq!(*h.stats(), books, "the books");
     h.check_invariants().unwrap();
     // The next class added takes the slot, empty and with fresh counters.
@@ -345,7 +383,10 @@ fn a_family_grows_past_64_while_its_feed_has_members() {
         now = Time(now.0 + 1_000_000);
         while let Dequeued::Packet(_) = h.dequeue(now) {}
     }
-    assert!(h.feed_words.iter().any(|&w| w != 0), "the leaves should borrow from `g`");
+    assert!(
+        h.feed_words.iter().any(|&w| w != 0),
+        "the leaves should borrow from `g`"
+    );
     for s in 3..130 {
         let d = leaf(&format!("s{s}"), "g", 10_000, 10 * MBIT);
         h.add_class(spec(&h, &d), false, now).unwrap();
@@ -374,9 +415,18 @@ fn what_cannot_be_done_in_place_is_refused_and_changes_nothing() {
     let mem = h.memory_bytes();
     let id = |h: &Htb<PacketMeta>, n: &str| h.class_id(n).unwrap();
     let (s00, g0) = (id(&h, "s0.0"), id(&h, "g0"));
-    assert!(matches!(h.remove_class(s00, Time(0)), Err(HtbError::RemoveDefault(_))));
-    assert!(matches!(h.remove_class(g0, Time(0)), Err(HtbError::HasChildren(_))));
-    assert!(matches!(h.remove_class(999, Time(0)), Err(HtbError::UnknownClass(999))));
+    assert!(matches!(
+        h.remove_class(s00, Time(0)),
+        Err(HtbError::RemoveDefault(_))
+    ));
+    assert!(matches!(
+        h.remove_class(g0, Time(0)),
+        Err(HtbError::HasChildren(_))
+    ));
+    assert!(matches!(
+        h.remove_class(999, Time(0)),
+        Err(HtbError::UnknownClass(999))
+    ));
     let p = HtbParams::default();
     let under = |parent| HtbClassSpec::new("x", Some(parent), Rate(MBIT), Rate(MBIT), &p);
     assert!(matches!(
@@ -389,7 +439,10 @@ fn what_cannot_be_done_in_place_is_refused_and_changes_nothing() {
     ));
     let mut bad = under(g0);
     bad.ceil = Rate(1);
-    assert!(matches!(h.add_class(bad, false, Time(0)), Err(HtbError::CeilBelowRate { .. })));
+    assert!(matches!(
+        h.add_class(bad, false, Time(0)),
+        Err(HtbError::CeilBelowRate { .. })
+    ));
     assert_eq!(h.memory_bytes(), mem);
     h.check_invariants().unwrap();
     // A chain of inner classes stops where a leaf could no longer sit below it.
@@ -441,4 +494,3 @@ fn a_boxed_leaf_removed_is_handed_back_when_its_slot_is_reused() {
     assert_eq!(h.leaf_backlog(y).packets, 3);
     h.check_invariants().unwrap();
 }
-
