@@ -44,7 +44,7 @@ use linkshare_config::Policy;
 use linkshare_core::units::Rate;
 
 use crate::control::proto::{cap_names, ClassChange};
-use crate::patch::{self, Patch};
+use crate::patch::{self, Base, Layout, Patch};
 use crate::Sched;
 
 /// Who asked for a reload, to answer when it is built.
@@ -182,7 +182,7 @@ impl Builder {
             .spawn(move || {
                 block_signals();
                 crate::affinity::run_helper_on(cpus.as_deref(), "the policy builder thread");
-                let mut bases: [Option<Policy>; 2] = [None, None];
+                let mut bases: [Option<Base>; 2] = [None, None];
                 while let Ok(first) = inbox.recv() {
                     let batch: Vec<Msg> = std::iter::once(first).chain(inbox.try_iter()).collect();
                     for built in take_batch(batch, &mut bases, patching) {
@@ -267,7 +267,7 @@ pub(crate) fn block_signals() {
 /// One batch of messages, in order: bases set or forgotten, things freed, and of the whole
 /// policies of each direction only the newest built (the others superseded), with the changes
 /// by name asked after it (each changes one class: none replaces another).
-fn take_batch(batch: Vec<Msg>, bases: &mut [Option<Policy>; 2], patching: bool) -> Vec<Built> {
+fn take_batch(batch: Vec<Msg>, bases: &mut [Option<Base>; 2], patching: bool) -> Vec<Built> {
     let mut newest = [None, None];
     for (i, m) in batch.iter().enumerate() {
         if let Msg::Build(j) = m {
@@ -294,7 +294,7 @@ fn take_batch(batch: Vec<Msg>, bases: &mut [Option<Policy>; 2], patching: bool) 
             }
             Msg::Base(d, p) => {
                 if let Some(b) = bases.get_mut(d) {
-                    *b = patching.then_some(*p);
+                    *b = patching.then(|| Base::new(*p));
                 }
             }
             Msg::Forget(d) => {
@@ -315,7 +315,7 @@ pub(crate) fn build(job: Job) -> Built {
 
 /// Build one job, as a patch of `base` (the direction's running policy) when that suffices.
 /// `base` becomes the new policy when one is built.
-fn build_on(job: Job, base: Option<&mut Option<Policy>>) -> Built {
+fn build_on(job: Job, base: Option<&mut Option<Base>>) -> Built {
     Built {
         dir: job.dir,
         asker: job.asker,
@@ -331,7 +331,7 @@ pub(crate) fn build_now(source: Source) -> Result<Ready, Failure> {
 
 pub(crate) fn build_now_on(
     source: Source,
-    base: Option<&mut Option<Policy>>,
+    base: Option<&mut Option<Base>>,
 ) -> Result<Ready, Failure> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| prepare(source, base))).unwrap_or_else(
         |_| {
@@ -344,7 +344,7 @@ pub(crate) fn build_now_on(
     )
 }
 
-fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, Failure> {
+fn prepare(source: Source, base: Option<&mut Option<Base>>) -> Result<Ready, Failure> {
     let (text, origin, path) = match source {
         Source::Change(c) => return prepare_change(c, base),
         Source::Text { text, origin } => (text, origin, None),
@@ -358,23 +358,27 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
         .map_err(|e| Failure::Rejected(crate::render_config_error(&text, &e)))?;
     crate::last_good::remember(&text, &origin, &policy);
     let patch = match &base {
-        Some(Some(old)) => patch::diff(old, &policy),
+        Some(Some(old)) => crate::inplace::plan(old, &policy),
         _ => None,
     };
     let mut changed = (Vec::new(), 0);
     let mut takeover = None;
+    let mut layout = None;
     // The reply lists the first few names of each kind of difference (`cap_names`), whatever
     // their number: the loop neither serialises nor frees lists that grow with the policy.
     let plan = match patch {
-        Some(mut p) => {
-            (p.changed, p.changed_omitted) = cap_names(std::mem::take(&mut p.changed));
+        Some((mut p, l)) => {
+            (p.changed, p.omitted.changed) = cap_names(std::mem::take(&mut p.changed));
+            (p.added, p.omitted.added) = cap_names(std::mem::take(&mut p.added));
+            (p.removed, p.omitted.removed) = cap_names(std::mem::take(&mut p.removed));
+            layout = Some(l);
             Plan::Patch(p)
         }
         None => {
             let sched = sched_of(&policy, &text).map_err(Failure::Rejected)?;
             if let Some(Some(old)) = &base {
-                changed = cap_names(patch::changed_by_name(old, &policy));
-                let htbs = old.kind_name() == "htb" && matches!(sched, Sched::Htb(_));
+                changed = cap_names(patch::changed_by_name(&old.policy, &policy));
+                let htbs = old.policy.kind_name() == "htb" && matches!(sched, Sched::Htb(_));
                 takeover = htbs.then(|| {
                     let mut t = patch::takeover(old, &policy);
                     (t.added, t.omitted.added) = cap_names(std::mem::take(&mut t.added));
@@ -389,7 +393,8 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
     let circuits = Some(crate::circuits::ids_of(&policy));
     let based = match base {
         Some(b) => {
-            *b = Some(policy);
+            let layout = layout.unwrap_or_else(|| Layout::of(&policy));
+            *b = Some(Base { policy, layout });
             true
         }
         None => false,
@@ -408,8 +413,8 @@ fn prepare(source: Source, base: Option<&mut Option<Policy>>) -> Result<Ready, F
 
 /// One class's new rates applied to the running policy `base` (which becomes the changed
 /// one): a patch of that class alone, without any text. O(siblings) after the name's look-up.
-fn prepare_change(c: ClassChange, base: Option<&mut Option<Policy>>) -> Result<Ready, Failure> {
-    let Some(Some(policy)) = base else {
+fn prepare_change(c: ClassChange, base: Option<&mut Option<Base>>) -> Result<Ready, Failure> {
+    let Some(Some(base)) = base else {
         return Err(Failure::Unsupported(
             "this shaper does not hold its running policy to change a class by name; send the              edited policy text"
                 .to_string(),
@@ -425,12 +430,13 @@ fn prepare_change(c: ClassChange, base: Option<&mut Option<Policy>>) -> Result<R
             .transpose()
     };
     let (r, cl) = (rate("rate", &c.rate)?, rate("ceil", &c.ceil)?);
-    let id = policy
+    let id = base
+        .policy
         .change_rates(&c.class, r, cl)
         .map_err(Failure::Rejected)?;
     Ok(Ready {
-        plan: Plan::Patch(patch::one_class(policy, id)),
-        link: LinkRules::of(policy),
+        plan: Plan::Patch(patch::one_class(base, id)),
+        link: LinkRules::of(&base.policy),
         based: true,
         changed: (Vec::new(), 0),
         takeover: None,
@@ -558,7 +564,8 @@ mod tests {
     }
 
     /// With the running policy known, a rate change comes back as a patch and becomes the new
-    /// base; a class added is a rebuild; forgetting the base makes the next one a rebuild.
+    /// base; so does a class added (in place, inplace.rs); forgetting the base makes the next
+    /// one a rebuild.
     #[test]
     fn a_change_against_the_running_policy_is_a_patch() {
         let two = |rate: &str, extra: &str| {
@@ -569,7 +576,7 @@ mod tests {
         };
         let mut bases = [None, None];
         let base = Policy::parse(&two("1mbit", ""), "p.toml").unwrap();
-        let plans = |batch: Vec<Msg>, bases: &mut [Option<Policy>; 2]| -> Vec<&'static str> {
+        let plans = |batch: Vec<Msg>, bases: &mut [Option<Base>; 2]| -> Vec<&'static str> {
             take_batch(batch, bases, true)
                 .into_iter()
                 .map(|b| match b.result {
@@ -609,7 +616,7 @@ mod tests {
                 vec![Msg::Build(job(0, 2, &two("2mbit", added)))],
                 &mut bases
             ),
-            ["rebuild"]
+            ["patch"]
         );
         assert_eq!(
             plans(
@@ -679,14 +686,14 @@ mod tests {
             }
             _ => panic!("not a patch of b"),
         }
-        let held = bases[0].clone().unwrap();
+        let held = bases[0].clone().unwrap().policy;
         assert_eq!(held.classes()[2].rate.bits_per_sec(), 3_000_000);
         // Over the parent's rate: rejected, the running policy unchanged.
         let got = take_batch(vec![Msg::Build(change(1, "20mbit"))], &mut bases, true);
         assert!(matches!(&got[0].result, Err(Failure::Rejected(m)) if m.contains("capacity")));
         let got = take_batch(vec![Msg::Build(change(2, "fast"))], &mut bases, true);
         assert!(matches!(&got[0].result, Err(Failure::Rejected(m)) if m.contains("`fast`")));
-        assert_eq!(bases[0].as_ref(), Some(&held));
+        assert_eq!(bases[0].as_ref().map(|b| &b.policy), Some(&held));
         // Changes by name waiting together are all built (none replaces another), but a whole
         // policy asked after a change supersedes it.
         let got = take_batch(
@@ -703,7 +710,9 @@ mod tests {
         assert!(matches!(got[0].result, Err(Failure::Superseded)));
         assert_eq!(ok, [false, false, true, true]);
         assert_eq!(
-            bases[0].as_ref().unwrap().classes()[2].rate.bits_per_sec(),
+            bases[0].as_ref().unwrap().policy.classes()[2]
+                .rate
+                .bits_per_sec(),
             5_000_000
         );
         // No running policy held (workers, or forgotten): the client must send the text.
@@ -725,7 +734,8 @@ mod tests {
                  \"10mbit\"\n[[class]]\nname = \"a\"\nparent = \"r\"\nrate = \"1mbit\"\n{extra}"
             )
         };
-        let added = "[[class]]\nname = \"b\"\nparent = \"r\"\nrate = \"1mbit\"\n";
+        // `a` moves to prio 1 (the key lands in its table): not in place.
+        let added = "prio = 1\n[[class]]\nname = \"b\"\nparent = \"r\"\nrate = \"1mbit\"\n";
         let base = Policy::parse(&text(""), "p.toml").unwrap();
         let mut bases = [None, None];
         let got = take_batch(

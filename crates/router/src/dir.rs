@@ -360,38 +360,61 @@ impl Dir {
         matches!(&self.sched, Some(Sched::Htb(h)) if h.adopting())
     }
 
-    /// Apply a difference to the running HTB in place (patch.rs): only the classes changed are
-    /// touched, O(changes) plus the filters swapped by pointer. The filters replaced are handed
-    /// back, for the caller to free off the datapath. `Err` if the running scheduler is not an
-    /// HTB or refuses a change (the builder thread compares policies that `check` accepted, so
-    /// this is a defect); changes before the refused one stay applied.
+    /// Apply a difference to the running HTB in place (patch.rs, inplace.rs): classes added,
+    /// changed, the filters swapped by pointer, classes removed; only those classes are
+    /// touched (and those a removed class's packets go to), O(changes). What it replaces (the
+    /// old filters, the leaf qdisc of a slot reused) is handed back, for the caller to free off
+    /// the datapath. `Err` if the running scheduler is not an HTB or refuses a change (the
+    /// builder thread compares policies that `check` accepted, so this is a defect); changes
+    /// before the refused one stay applied.
     pub(crate) fn apply(
         &mut self,
         p: crate::patch::Patch,
         text: crate::builder::Text,
         path: Option<PathBuf>,
         now: Time,
-    ) -> Result<
-        (
-            control::ReloadReport,
-            Option<linkshare_core::classify::Classifier>,
-        ),
-        String,
-    > {
+    ) -> Result<(control::ReloadReport, Vec<Box<dyn Send>>), String> {
         let Some(Sched::Htb(h)) = self.sched.as_mut() else {
             return Err("the running scheduler is not an HTB; reload the policy again".into());
         };
+        let mut replaced: Vec<Box<dyn Send>> = Vec::new();
+        let reshaped = !p.adds.is_empty() || !p.removes.is_empty();
+        for a in p.adds {
+            let name = a.spec.name.clone();
+            let (id, old) = h
+                .add_class(a.spec, a.inner, now)
+                .map_err(|e| format!("cannot add class `{name}`: {e}"))?;
+            if id != a.slot {
+                return Err(format!(
+                    "class `{name}` went to slot {id}, not {} (a defect in linkshare); reload                      the policy again",
+                    a.slot
+                ));
+            }
+            replaced.extend(old.map(|q| Box::new(q) as Box<dyn Send>));
+        }
         for (c, t) in &p.tunes {
             h.retune(*c, t, now)
                 .map_err(|e| format!("cannot apply the change: {e}"))?;
         }
-        let old = match p.classifier {
-            Some(c) => Some(
-                h.replace_classifier(c)
-                    .map_err(|e| format!("cannot apply the new filters: {e}"))?,
-            ),
-            None => None,
-        };
+        if let Some(c) = p.classifier {
+            let old = h
+                .replace_classifier(c)
+                .map_err(|e| format!("cannot apply the new filters: {e}"))?;
+            replaced.push(Box::new(old));
+        }
+        let mut moved = linkshare_core::qdisc::adopt::AdoptReport::default();
+        for c in p.removes {
+            let r = h
+                .remove_class(c, now)
+                .map_err(|e| format!("cannot remove class {c}: {e}"))?;
+            moved.moved_packets += r.moved_packets;
+            moved.reclassified += r.reclassified;
+            moved.dropped_packets += r.dropped_packets;
+        }
+        if reshaped {
+            // The stats plane learns the names again.
+            self.gen += 1;
+        }
         if let Some(r) = p.root_ceil {
             self.link_bps = r;
             self.follow_link();
@@ -406,18 +429,21 @@ impl Dir {
         if let Some(path) = path {
             self.policy_path = Some(path);
         }
-        let changed = p.changed.len() as u64 + p.changed_omitted;
+        let changed = p.changed.len() as u64 + p.omitted.changed;
+        let added = p.added.len() as u64 + p.omitted.added;
         let report = control::ReloadReport {
-            kept: (p.classes as u64).saturating_sub(changed),
+            kept: (p.classes as u64).saturating_sub(changed + added),
+            added: p.added,
+            removed: p.removed,
             changed: p.changed,
-            omitted: control::proto::Omitted {
-                changed: p.changed_omitted,
-                ..Default::default()
-            },
+            omitted: p.omitted,
             in_place: true,
+            moved_packets: moved.moved_packets,
+            reclassified: moved.reclassified,
+            dropped_packets: moved.dropped_packets,
             ..Default::default()
         };
-        Ok((report, old))
+        Ok((report, replaced))
     }
 
     /// The device model after a new link rate (`link_bps`).

@@ -40,6 +40,7 @@ pub mod frame;
 pub mod guard;
 pub mod hist;
 pub mod http;
+mod inplace;
 pub mod last_good;
 pub mod membound;
 pub mod notify;

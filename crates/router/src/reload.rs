@@ -263,18 +263,19 @@ pub(crate) fn install_ready(
                 now,
             );
             (r.changed, r.omitted.changed) = ready.changed;
-            (Ok(r), old.map(|o| Box::new(o) as Box<dyn Send>))
+            let old: Vec<Box<dyn Send>> = old.into_iter().map(|o| Box::new(o) as _).collect();
+            (Ok(r), old)
         }
         (Plan::Patch(p), text) => match dir.apply(p, text, ready.path, now) {
-            Ok((r, old)) => (Ok(r), old.map(|o| Box::new(o) as Box<dyn Send>)),
-            Err(m) => (Err(ErrorReply::new(ErrorKind::Other, m)), None),
+            Ok((r, old)) => (Ok(r), old),
+            Err(m) => (Err(ErrorReply::new(ErrorKind::Other, m)), Vec::new()),
         },
         (Plan::Rebuild(s), Text::Change(_)) => (
             Err(ErrorReply::new(
                 ErrorKind::Other,
                 "a change by name was built as a new tree (a defect); nothing changed",
             )),
-            Some(Box::new(s) as Box<dyn Send>),
+            vec![Box::new(s) as Box<dyn Send>],
         ),
     };
     garbage.extend(old);

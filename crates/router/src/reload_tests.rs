@@ -11,9 +11,10 @@ use std::path::{Path, PathBuf};
 use linkshare_config::Policy;
 use linkshare_core::Time;
 
-use crate::builder::{build_now_on, Source};
+use crate::builder::{build_now_on, Plan, Source};
 use crate::circuits::Circuits;
-use crate::dir::{Dir, ADOPT_CHUNK, ADOPT_STEP_MAX};
+use crate::dir::{Dir, Sched, ADOPT_CHUNK, ADOPT_STEP_MAX};
+use crate::patch::Base;
 use crate::reload::install_ready;
 
 /// The system allocator; while `WATCH` is up on a thread, what that thread frees (or moves by
@@ -73,8 +74,9 @@ fn scratch(tag: &str) -> PathBuf {
 }
 
 /// A policy of subscribers `range` (fq_codel leaves, a /32 and a circuit id each) under two
-/// sites, from a subscriber table, written to `dir`; its path.
-fn write_policy(dir: &Path, range: std::ops::Range<usize>) -> PathBuf {
+/// sites, from a subscriber table, written to `dir`, the default class `other` at `prio`; its
+/// path.
+fn write_policy(dir: &Path, range: std::ops::Range<usize>, prio: u8) -> PathBuf {
     let csv = dir.join("subs.csv");
     let mut t = String::from("name,parent,plan,addresses,id\n");
     for k in range {
@@ -88,13 +90,15 @@ fn write_policy(dir: &Path, range: std::ops::Range<usize>) -> PathBuf {
     }
     std::fs::write(&csv, t).expect("write csv");
     let p = dir.join("p.toml");
-    let text = "qdisc = \"htb\"\ndefault = \"other\"\nsubscribers = \"subs.csv\"\n\
+    let text = format!(
+        "qdisc = \"htb\"\ndefault = \"other\"\nsubscribers = \"subs.csv\"\n\
                 [[class]]\nname = \"root\"\nrate = \"10gbit\"\n\
-                [[class]]\nname = \"other\"\nparent = \"root\"\nrate = \"10mbit\"\n\
+                [[class]]\nname = \"other\"\nparent = \"root\"\nrate = \"10mbit\"\nprio = {prio}\n\
                 [[class]]\nname = \"site0\"\nparent = \"root\"\nrate = \"4gbit\"\n\
                 [[class]]\nname = \"site1\"\nparent = \"root\"\nrate = \"4gbit\"\n\
                 [[plan]]\nname = \"plan\"\nrate = \"50kbit\"\nceil = \"100mbit\"\n\
-                leaf = { type = \"fq_codel\" }\n";
+                leaf = {{ type = \"fq_codel\" }}\n"
+    );
     std::fs::write(&p, text).expect("write policy");
     p
 }
@@ -112,23 +116,22 @@ fn frame_to(dst: std::net::Ipv4Addr, port: u16) -> crate::Frame {
     }
 }
 
-#[test]
-fn nothing_of_a_reload_is_freed_on_the_loop() {
-    const N: usize = 4000;
-    let dir = scratch("free");
-    let path = write_policy(&dir, 0..N);
-    let text = std::fs::read_to_string(&path).expect("read");
+/// A direction running the policy at `path`, the circuit ids, and the policy as the builder
+/// thread holds it.
+fn start(path: &Path) -> (Dir, Circuits, Option<Base>) {
+    let text = std::fs::read_to_string(path).expect("read");
     let policy = Policy::parse(&text, &path.display().to_string()).expect("valid");
     let sched = crate::builder::sched_of(&policy, &text).expect("built");
-    let mut d = Dir::new(Some(sched), Some(path.clone()), 1, None);
+    let mut d = Dir::new(Some(sched), Some(path.to_path_buf()), 1, None);
     d.policy_text = Some((text, path.display().to_string()));
     let circuits = Circuits::default();
     circuits.set(0, crate::circuits::ids_of(&policy));
-    let mut base = Some(policy);
-    // Traffic queued in many classes, the one to be removed among them: their fq_codel
-    // tables are allocated, and the take-over moves their packets.
-    let mut now = Time(1_000_000);
-    for k in (0..N).step_by(7).chain([N - 1]) {
+    (d, circuits, Some(Base::new(policy)))
+}
+
+/// Three frames to each of subscribers `ks`, queued (most of them stay queued).
+fn queue_to(d: &mut Dir, ks: impl Iterator<Item = usize>, now: Time) {
+    for k in ks {
         let dst = std::net::Ipv4Addr::new(10, (k >> 16) as u8, (k >> 8) as u8, k as u8);
         for port in 0..3 {
             assert!(d
@@ -137,10 +140,23 @@ fn nothing_of_a_reload_is_freed_on_the_loop() {
         }
     }
     d.end_burst(now, &mut |_| {});
+}
+
+#[test]
+fn nothing_of_a_reload_is_freed_on_the_loop() {
+    const N: usize = 4000;
+    let dir = scratch("free");
+    let path = write_policy(&dir, 0..N, 0);
+    let (mut d, circuits, mut base) = start(&path);
+    // Traffic queued in many classes, the one to be removed among them: their fq_codel
+    // tables are allocated, and the take-over moves their packets.
+    let mut now = Time(1_000_000);
+    queue_to(&mut d, (0..N).step_by(7).chain([N - 1]), now);
     let queued = d.backlog_packets();
     assert!(queued > 1000, "{queued} queued");
-    // The next policy: the last subscriber gone, one added; built and compared off the loop.
-    write_policy(&dir, 0..N - 1);
+    // The next policy: the last subscriber gone, one added, and the default class at another
+    // prio (not in place: a rebuild); built and compared off the loop.
+    write_policy(&dir, 0..N - 1, 1);
     let mut t = std::fs::read_to_string(dir.join("subs.csv")).expect("read");
     t += &format!("sub{N},site0,plan,10.200.0.1/32,C-{N}\n");
     std::fs::write(dir.join("subs.csv"), t).expect("write");
@@ -206,14 +222,14 @@ fn at_100k_subscribers_no_take_over_step_takes_more_than_its_bound() {
     use std::cell::Cell;
     const N: usize = 100_000;
     let dir = scratch("steps");
-    let path = write_policy(&dir, 0..N);
+    let path = write_policy(&dir, 0..N, 0);
     let text = std::fs::read_to_string(&path).expect("read");
     let policy = Policy::parse(&text, &path.display().to_string()).expect("valid");
     let sched = crate::builder::sched_of(&policy, &text).expect("built");
     let mut d = Dir::new(Some(sched), Some(path.clone()), 1, None);
     d.policy_text = Some((text, path.display().to_string()));
     let circuits = Circuits::default();
-    let mut base = Some(policy);
+    let mut base = Some(Base::new(policy));
     let mut now = Time(1_000_000);
     for k in (0..N).step_by(997) {
         let dst = std::net::Ipv4Addr::new(10, (k >> 16) as u8, (k >> 8) as u8, k as u8);
@@ -222,8 +238,9 @@ fn at_100k_subscribers_no_take_over_step_takes_more_than_its_bound() {
     d.end_burst(now, &mut |_| {});
     let queued = d.backlog_packets();
     assert!(queued >= 100, "{queued} queued");
-    // The last subscriber gone: a new tree, taken over in steps.
-    write_policy(&dir, 0..N - 1);
+    // The last subscriber gone and the default class at another prio: a new tree, taken over
+    // in steps.
+    write_policy(&dir, 0..N - 1, 1);
     let ready = build_now_on(Source::File(path.clone()), Some(&mut base)).expect("built");
     let total = match &d.sched {
         Some(crate::Sched::Htb(h)) => h.len(),
@@ -284,4 +301,97 @@ fn frees_on_the_builder_leave_no_work_for_the_loop() {
         after - before
     );
     drop(b);
+}
+
+/// Every class's numbers, by slot (`None` for a slot retired in place).
+fn views(d: &Dir) -> Vec<Option<linkshare_core::htb::CounterView>> {
+    match &d.sched {
+        Some(Sched::Htb(h)) => (0..h.len() as u32).map(|c| h.counter_view(c)).collect(),
+        _ => panic!("not an HTB"),
+    }
+}
+
+/// Subscribers `range` and `extra` written as the next policy.
+fn next_policy(dir: &Path, range: std::ops::Range<usize>, extra: &[usize]) -> PathBuf {
+    let p = write_policy(dir, range, 0);
+    let mut t = std::fs::read_to_string(dir.join("subs.csv")).expect("read");
+    for k in extra {
+        t += &format!(
+            "sub{k},site{},plan,10.200.{}.{}/32,C-{k}\n",
+            k % 2,
+            k >> 8 & 255,
+            k & 255
+        );
+    }
+    std::fs::write(dir.join("subs.csv"), t).expect("write");
+    p
+}
+
+/// A reload that removes one subscriber among thousands and adds another is applied to the
+/// running tree in place: the reply says so and names them; no other class changes (but the
+/// default class, which takes the removed subscriber's packets, and its site, whose total keeps
+/// what it sent); no packet is lost; the loop frees nothing that grows with the policy; and the
+/// next such reload reuses the retired slot, so the tree does not grow.
+#[test]
+fn a_subscriber_added_and_removed_among_many_is_applied_in_place() {
+    const N: usize = 4000;
+    let dir = scratch("inplace");
+    let path = write_policy(&dir, 0..N, 0);
+    let (mut d, circuits, mut base) = start(&path);
+    let mut now = Time(1_000_000);
+    queue_to(&mut d, (0..N).step_by(7).chain([N - 1]), now);
+    let queued = d.backlog_packets();
+    let before = views(&d);
+    // Slots: root, other, site0, site1, then the subscribers in order.
+    let (gone, site) = ((N - 1 + 4) as usize, 2 + (N - 1) % 2);
+    let queued_gone = before[gone].as_ref().expect("live").backlog.packets;
+    assert!(queued_gone > 0);
+    next_policy(&dir, 0..N - 1, &[N]);
+    let ready = build_now_on(Source::File(path.clone()), Some(&mut base)).expect("built");
+    assert!(matches!(ready.plan, Plan::Patch(_)), "not in place");
+    now = Time(now.0 + 1_000_000);
+    let ((outcome, garbage), (n, bytes, largest)) =
+        freed_by(|| install_ready(&mut d, &circuits, 0, ready, now));
+    let r = outcome.expect("applied");
+    assert!(r.in_place);
+    assert_eq!(r.added, [format!("sub{N}")]);
+    assert_eq!(r.removed, [format!("sub{}", N - 1)]);
+    assert_eq!(r.kept, (N + 4 - 1) as u64);
+    assert_eq!(
+        (r.reclassified, r.moved_packets, r.dropped_packets),
+        (queued_gone, queued_gone, 0)
+    );
+    assert_eq!(d.backlog_packets(), queued, "every packet kept");
+    assert!(
+        bytes < 16 << 10,
+        "the patch freed {n} blocks, {bytes} B (largest {largest} B) on the loop"
+    );
+    assert!(
+        garbage.len() >= 3,
+        "the old filters, text and ids go to the builder"
+    );
+    drop(garbage);
+    let after = views(&d);
+    assert_eq!(after.len(), before.len() + 1, "one slot added");
+    assert!(
+        after[gone].is_none(),
+        "the removed subscriber's slot is retired"
+    );
+    for (c, (b, a)) in before.iter().zip(&after).enumerate() {
+        if c != 1 && c != site && c != gone {
+            assert_eq!(b, a, "class {c} changed");
+        }
+    }
+    // The next subscriber added takes the retired slot; the tree keeps its size.
+    next_policy(&dir, 0..N - 2, &[N, N + 1]);
+    let ready = build_now_on(Source::File(path.clone()), Some(&mut base)).expect("built");
+    let (outcome, garbage) = install_ready(&mut d, &circuits, 0, ready, now);
+    let r = outcome.expect("applied");
+    assert!(r.in_place && r.added == [format!("sub{}", N + 1)]);
+    let again = views(&d);
+    assert_eq!(again.len(), after.len());
+    assert!(again[gone].is_some() && again[gone - 1].is_none());
+    // The fq_codel leaf of the slot reused comes back to be freed off the loop.
+    assert!(garbage.len() >= 4, "{} things to free", garbage.len());
+    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -372,10 +372,10 @@ fn change_and_reload_lose_nothing(io: &str, workers: usize) {
 }
 
 /// Subscribers added and removed by reloads under traffic: two subscribers that stay carry
-/// steady streams across four reloads that each remove 100 subscribers and add 100 others (a
-/// new tree taken over in steps, docs/router.md "Reload"); not one of their packets is lost, and
-/// their counters continue (never reset). Each reply counts what changed and names the first
-/// few, never the classes kept.
+/// steady streams across four reloads that each remove 100 subscribers and add 100 others
+/// (applied to the running tree in place, docs/router.md "Reload"); not one of their packets is
+/// lost, and their counters continue (never reset). Each reply counts what changed and names
+/// the first few, never the classes kept.
 #[test]
 fn subscribers_added_and_removed_under_traffic_lose_nothing_of_the_others() {
     let Some(mut lab) = Lab::new() else { return };

@@ -114,10 +114,17 @@ impl<P: Packet> Htb<P> {
         self.adopt_finish_now(now);
         old.adopt_finish_now(now);
         let (old_names, new_names) = (old.names.all(), self.names.all());
-        let (old_to_new, added) = crate::tree::match_names(
+        let (mut old_to_new, mut added) = crate::tree::match_names(
             old_names.iter().map(String::as_str),
             new_names.iter().map(String::as_str),
         );
+        // Slots retired in place (`reshape`) are no classes on either side.
+        for (c, n) in old_to_new.iter_mut().enumerate() {
+            if !old.is_live(c as ClassId) {
+                *n = None;
+            }
+        }
+        added.retain(|&c| self.is_live(c));
         let mut map = AdoptMap::new(&old_to_new, self.classes.len());
         let mut st = Moving::default();
         self.books.take_over(&mut old.books);
@@ -129,7 +136,8 @@ impl<P: Packet> Htb<P> {
         for (c, n) in old_to_new.iter().enumerate() {
             match n {
                 Some(_) => report.kept.push(old_names[c].clone()),
-                None => report.removed.push(old_names[c].clone()),
+                None if old.is_live(c as ClassId) => report.removed.push(old_names[c].clone()),
+                None => {}
             }
         }
         report.added = added

@@ -17,7 +17,7 @@ impl<P: Packet> Htb<P> {
         if n == 0 {
             return Err(HtbError::Empty);
         }
-        if n >= NIL as usize / (NUM_PRIO + 1) {
+        if n > MAX_CLASSES {
             return Err(HtbError::TooDeep {
                 class: "too many classes".into(),
             });
@@ -40,7 +40,10 @@ impl<P: Packet> Htb<P> {
         let mut inner = Vec::new();
         // The per-class arrays are read at random: huge pages where the system allows
         // (`crate::hugepages`).
-        let mut classes = crate::hugepages::with_capacity(n);
+        // Room for the first classes added in place (`reshape`) without growing the arrays on
+        // the datapath: a 256th and 64 more.
+        let room = n / 256 + 64;
+        let mut classes = crate::hugepages::with_capacity(n + room);
         let mut profiles: Vec<Profile> = Vec::new();
         let mut profile_ids: HashMap<Profile, u32> = HashMap::new();
         let mut names = names::Names::default();
@@ -136,16 +139,25 @@ impl<P: Packet> Htb<P> {
             profile_refs[c.profile as usize] += 1;
         }
         inner.shrink_to_fit();
+        let mut cold = crate::hugepages::with_capacity(n + room);
+        cold.resize(n, Counters::default());
+        crate::hugepages::collapse(&cold);
+        let boxed_room = boxed.len() / 256 + 16;
+        boxed.reserve(boxed_room);
+        let mut marks_seen = Vec::with_capacity(boxed.len() + boxed_room);
+        marks_seen.resize(boxed.len(), 0);
+        let mut idle = IdleLeaves::new(boxed.iter().map(|b| b.release_hold()));
+        idle.reserve(boxed_room);
         Ok(Htb {
             classes,
-            cold: crate::hugepages::filled(n, Counters::default()),
+            cold,
             giants: HashMap::new(),
             profiles,
             profile_refs,
             names,
             pool: pool::Pool::default(),
-            marks_seen: vec![0; boxed.len()],
-            idle: IdleLeaves::new(boxed.iter().map(|b| b.release_hold())),
+            marks_seen,
+            idle,
             boxed,
             inner,
             lists: crate::hugepages::filled(ROWS + n_inner * NUM_PRIO, List::EMPTY),
@@ -163,6 +175,11 @@ impl<P: Packet> Htb<P> {
             deferred: tokens::Deferred::NONE,
             warmth: warmth::Warmth::new(n),
             adopting: None,
+            free: Vec::new(),
+            free_inner: Vec::new(),
+            free_boxed: Vec::new(),
+            family_cap: fam.cap,
+            free_ranks: HashMap::new(),
         })
     }
 }

@@ -41,22 +41,23 @@ impl<P: Packet> Htb<P> {
         ROWS + inner as usize * NUM_PRIO + prio as usize
     }
 
-    /// The list node of class `c` at `prio`.
+    /// The list node of class `c` at `prio`: a leaf's is its id, an inner class's one of eight
+    /// numbers from [`INNER_NODES`] (above every class id, so that a tree that grows in place
+    /// keeps its nodes' numbers, `reshape`).
     pub(super) fn node_of(&self, c: u32, prio: u8) -> u32 {
         let inner = self.classes[c as usize].inner();
         if inner == NIL {
             c
         } else {
-            self.classes.len() as u32 + inner * NUM_PRIO as u32 + prio as u32
+            INNER_NODES + inner * NUM_PRIO as u32 + prio as u32
         }
     }
 
     pub(super) fn owner_of(&self, node: u32) -> u32 {
-        let n = self.classes.len() as u32;
-        if node < n {
+        if node < INNER_NODES {
             node
         } else {
-            self.inner[((node - n) / NUM_PRIO as u32) as usize].class
+            self.inner[((node - INNER_NODES) / NUM_PRIO as u32) as usize].class
         }
     }
 

@@ -14,7 +14,9 @@
 //! A feed's possible members are known when the tree is built: the children of its class. Each
 //! class has a `rank`, its place among its siblings in class-id order, fixed at build time, and
 //! the children of every inner class are listed in that order in `Htb::children` (from
-//! `Inner::first`). A feed is then the set of its members' ranks: one 64-bit word when the class
+//! `Inner::first`). A child added in place takes a rank a removed sibling left, or the next one
+//! (`reshape`): rank order is then the family's order, which follows class ids except where a
+//! slot or a rank was reused. A feed is then the set of its members' ranks: one 64-bit word when the class
 //! has at most 64 children (`Htb::feed_words`, eight words an inner class), a hierarchical
 //! bitmap ([`super::rowbits::RowBits`], as the rows use) for a larger family (`Htb::feed_big`).
 //! Hooking a class in or out sets or clears one bit, and the next member is a find-first-set:
@@ -34,12 +36,16 @@ pub(super) const SMALL_FAMILY: u32 = 64;
 
 /// Children of every inner class listed by parent, each family in class-id order, with each
 /// class's rank in its family: what [`Htb::new`] stores in `Htb::children`, `Inner::first`,
-/// `Inner::count` and `Class::rank`. O(n).
+/// `Inner::count` and `Class::rank`. Each family's region has a little room after it (a 64th
+/// of its size and one more), so that the first children added in place (`reshape`) neither
+/// move the family nor grow `children`. O(n).
 pub(super) struct Families {
     pub children: Vec<u32>,
-    /// Per inner class (by inner index): the offset of its family in `children`, its size.
+    /// Per inner class (by inner index): the offset of its family in `children`, its size and
+    /// its region's room.
     pub first: Vec<u32>,
     pub count: Vec<u32>,
+    pub cap: Vec<u32>,
     /// Per class: its rank among its siblings (0 for a root).
     pub rank: Vec<u32>,
 }
@@ -56,10 +62,12 @@ impl Families {
             }
         }
         let mut first = Vec::with_capacity(n_inner);
+        let mut cap = Vec::with_capacity(n_inner);
         let mut total = 0u32;
         for &k in &count {
             first.push(total);
-            total += k;
+            cap.push(k + k / 64 + 1);
+            total += k + k / 64 + 1;
         }
         let mut children = crate::hugepages::filled(total as usize, NIL);
         for (c, &p) in parent_inner.iter().enumerate() {
@@ -71,6 +79,7 @@ impl Families {
             children,
             first,
             count,
+            cap,
             rank,
         }
     }
@@ -145,8 +154,8 @@ impl<P: Packet> Htb<P> {
             f
         };
         match self.children.get((inn.first + found) as usize) {
-            Some(&c) => self.node_of(c, prio),
-            None => NIL,
+            Some(&c) if c != NIL => self.node_of(c, prio),
+            _ => NIL,
         }
     }
 
@@ -183,10 +192,10 @@ impl<P: Packet> Htb<P> {
             {
                 return Err(format!("feed {lid}: class {c} is not a child at its rank"));
             }
-            if prev.is_some_and(|p| p >= c) {
-                return Err(format!("feed {lid}: not in id order at class {c}"));
+            if prev.is_some_and(|p| p >= cl.rank) {
+                return Err(format!("feed {lid}: not in rank order at class {c}"));
             }
-            prev = Some(c);
+            prev = Some(cl.rank);
             node = self.feed_next_after(lid, node);
         }
         if (len == 0) != self.feed_is_empty(lid) {
@@ -217,8 +226,10 @@ mod tests {
         let parent_inner = [0, NIL, 0, 1, 2, NIL, 1, 0];
         let f = Families::new(&parent_inner, 3);
         assert_eq!(f.count, vec![3, 2, 1]);
-        assert_eq!(f.first, vec![0, 3, 5]);
-        assert_eq!(f.children, vec![0, 2, 7, 3, 6, 4]);
+        // Each region with one place of room after its family.
+        assert_eq!(f.cap, vec![4, 3, 2]);
+        assert_eq!(f.first, vec![0, 4, 7]);
+        assert_eq!(f.children, vec![0, 2, 7, NIL, 3, 6, NIL, 4, NIL]);
         assert_eq!(f.rank, vec![0, 0, 1, 0, 0, 0, 1, 2]);
         for (c, &p) in parent_inner.iter().enumerate() {
             if p != NIL {

@@ -162,7 +162,8 @@
 //! This file holds the records and the [`Discipline`] hooks; by concern: `tokens` (buckets,
 //! modes, the wait queue, the charge), `feed` (rows, feeds, round robin, the descent to a leaf),
 //! `queue` (leaf queues, enqueue, victims), `adopt` (taking over a predecessor), `tune`
-//! (a class's parameters and the filters changed in place), `stats`
+//! (a class's parameters and the filters changed in place), `reshape` (classes added and
+//! removed in place: slots retired and reused, families with room), `stats`
 //! (views, counters, invariants), `spec` (the tree's description and its checks). Statistics
 //! and dropped packets are kept by the provided [`Qdisc`] methods around the hooks
 //! ([`crate::qdisc::discipline`]); the class tree is validated by [`crate::tree`].
@@ -177,6 +178,7 @@ mod feed;
 mod feedbits;
 mod names;
 mod queue;
+mod reshape;
 mod rowbits;
 mod spec;
 mod stats;
@@ -186,6 +188,7 @@ mod waitq;
 mod warmth;
 pub use crate::qdisc::adopt::AdoptReport;
 pub use adopt::{AdoptMap, Adopted};
+pub use reshape::MAX_CLASSES;
 pub use spec::*;
 pub use stats::CounterView;
 pub use tune::ClassTune;
@@ -209,6 +212,13 @@ use feed::bits;
 use tokens::{clamp_debt, nbits, refill};
 
 const NIL: u32 = u32::MAX;
+/// The list nodes of inner classes are numbered from here (`feed`): above every class id
+/// ([`MAX_CLASSES`]), and with room for eight nodes per class below `NIL`.
+const INNER_NODES: u32 = 1 << 31;
+const _: () = assert!(
+    (INNER_NODES as u64) + (MAX_CLASSES as u64) * (NUM_PRIO as u64) < NIL as u64
+        && (MAX_CLASSES as u64) <= INNER_NODES as u64
+);
 /// Nano-bits per byte.
 const NBITS_PER_BYTE: i64 = 8 * NS_PER_SEC as i64;
 /// Bound on every bucket level and bucket size, in nano-bits (see "Exact accounting").
@@ -452,6 +462,18 @@ pub struct Htb<P: Packet> {
     warmth: warmth::Warmth,
     /// The tree this one is taking over in steps, if any (`adopt`).
     adopting: Option<Box<adopt::Pending<P>>>,
+    /// Slots of classes removed in place, the last removed on top: the next class added takes
+    /// it (`reshape`).
+    free: Vec<u32>,
+    /// Likewise, inner indexes (each with its family's region in `children`) and boxed leaf
+    /// indexes retired.
+    free_inner: Vec<u32>,
+    free_boxed: Vec<u32>,
+    /// Per inner class: the room of its family's region in `children` (`reshape`).
+    family_cap: Vec<u32>,
+    /// Per inner class with children removed in place: the ranks they left, for the next child
+    /// added to the family.
+    free_ranks: HashMap<u32, Vec<u32>>,
 }
 
 const ROWS: usize = MAX_DEPTH * NUM_PRIO;
@@ -459,12 +481,23 @@ const ROWS: usize = MAX_DEPTH * NUM_PRIO;
 impl<P: Packet> Htb<P> {
     /// Index of the class with this name. O(n): the control path's.
     pub fn class_id(&self, name: &str) -> Option<ClassId> {
-        self.names.find(name).map(|i| i as ClassId)
+        self.names
+            .find(name)
+            .map(|i| i as ClassId)
+            .filter(|&i| self.is_live(i))
     }
 
     /// Name of a class.
     pub fn class_name(&self, id: ClassId) -> Option<String> {
-        ((id as usize) < self.classes.len()).then(|| self.name(id))
+        self.is_live(id).then(|| self.name(id))
+    }
+
+    /// Whether `id` is a class (not past the end, not a slot retired by
+    /// [`Htb::remove_class`]).
+    pub fn is_live(&self, id: ClassId) -> bool {
+        self.classes
+            .get(id as usize)
+            .is_some_and(|c| c.level != reshape::RETIRED)
     }
 
     fn name(&self, c: u32) -> String {
@@ -476,9 +509,15 @@ impl<P: Packet> Htb<P> {
         self.giants.get(&c).copied().unwrap_or(0)
     }
 
-    /// Number of classes.
+    /// Number of class slots: ids run from 0 to `len() - 1`, slots retired by
+    /// [`Htb::remove_class`] included ([`Htb::live_classes`] counts the classes).
     pub fn len(&self) -> usize {
         self.classes.len()
+    }
+
+    /// Number of classes (slots not retired).
+    pub fn live_classes(&self) -> usize {
+        self.classes.len() - self.free.len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -513,7 +552,11 @@ impl<P: Packet> Htb<P> {
             .iter()
             .map(|c| (c.parent != NIL).then_some(c.parent))
             .collect();
-        crate::tree::depth_first_order(&parents)
+        let mut order = crate::tree::depth_first_order(&parents);
+        if !self.free.is_empty() {
+            order.retain(|&c| self.is_live(c));
+        }
+        order
     }
 }
 
@@ -670,5 +713,7 @@ mod tests_fifo;
 mod tests_invariants;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_reshape;
 #[cfg(test)]
 mod tests_tune;

@@ -80,10 +80,66 @@ impl Names {
         Ok(())
     }
 
-    /// Drop the building state and spare capacity.
+    /// Give class `i` a new name (`i` = the number of names: a new one at the end): its block
+    /// of [`BLOCK`] names is coded again in place, the bytes after it move and the offsets of
+    /// the blocks after it shift. O(bytes) of `memmove` and O(blocks) additions, no allocation
+    /// that grows with the names but the block's own (the control path's: a class added or
+    /// removed in place, `reshape`). Fails only past 4 GiB of encoded names.
+    pub(super) fn set(&mut self, i: usize, name: &str) -> Result<(), ()> {
+        if i >= self.len {
+            return if i == self.len {
+                self.push(name)
+            } else {
+                Err(())
+            };
+        }
+        let b = i / BLOCK;
+        let start = *self.blocks.get(b).ok_or(())? as usize;
+        let end = match self.blocks.get(b + 1) {
+            Some(&e) => e as usize,
+            None => self.bytes.len(),
+        };
+        let mut names = Vec::with_capacity(BLOCK);
+        let (mut at, mut buf) = (start, String::new());
+        for _ in 0..BLOCK.min(self.len - b * BLOCK) {
+            self.step(&mut at, &mut buf).ok_or(())?;
+            names.push(buf.clone());
+        }
+        names[i % BLOCK] = name.to_string();
+        let mut coded = Vec::new();
+        let mut prev = "";
+        for (j, n) in names.iter().enumerate() {
+            let shared = if j == 0 { 0 } else { shared_prefix(prev, n) };
+            put_varint(&mut coded, shared);
+            put_varint(&mut coded, n.len() - shared);
+            coded.extend_from_slice(&n.as_bytes()[shared..]);
+            prev = n;
+        }
+        let total = self.bytes.len() - (end - start) + coded.len();
+        u32::try_from(total).map_err(|_| ())?;
+        let (grew, by) = if coded.len() >= end - start {
+            (true, coded.len() - (end - start))
+        } else {
+            (false, end - start - coded.len())
+        };
+        self.bytes.splice(start..end, coded);
+        for o in &mut self.blocks[b + 1..] {
+            *o = if grew { *o + by as u32 } else { *o - by as u32 };
+        }
+        if b + 1 == self.blocks.len() {
+            // The next name pushed shares its prefix with the block's last one.
+            self.last = names.pop().unwrap_or_default();
+        }
+        Ok(())
+    }
+
+    /// Drop the building state and spare capacity but a little room (a 256th and 64 more),
+    /// for the first names set in place without growing (`set`).
     pub(super) fn shrink(&mut self) {
-        self.bytes.shrink_to_fit();
-        self.blocks.shrink_to_fit();
+        self.bytes
+            .shrink_to(self.bytes.len() + self.bytes.len() / 256 + 64);
+        self.blocks
+            .shrink_to(self.blocks.len() + self.blocks.len() / 256 + 64);
         self.last = String::new();
     }
 
@@ -192,6 +248,33 @@ mod tests {
         assert_eq!(s.find("è"), Some(1002));
         assert_eq!(s.find("nope"), None);
         assert_eq!(s.get(names.len()), "");
+    }
+
+    #[test]
+    fn names_set_in_place_read_back_and_keep_the_others() {
+        let mut names: Vec<String> = (0..100).map(|i| format!("sub-{i}")).collect();
+        let mut s = store(&names);
+        // Longer, shorter, empty, unicode; first, middle and last of a block; the last block.
+        for (i, n) in [
+            (0usize, "x"),
+            (17, "sub-17-with-a-much-longer-name"),
+            (31, ""),
+            (47, "é-47"),
+            (99, "last"),
+            (17, "s"),
+        ] {
+            assert!(s.set(i, n).is_ok());
+            names[i] = n.to_string();
+            assert_eq!(s.all(), names, "after setting {i} to {n:?}");
+        }
+        // One past the end is a push; further is refused.
+        assert!(s.set(100, "sub-100").is_ok());
+        names.push("sub-100".into());
+        assert!(s.push("sub-101").is_ok());
+        names.push("sub-101".into());
+        assert!(s.set(200, "no").is_err());
+        assert_eq!(s.all(), names);
+        assert_eq!(s.find("sub-101"), Some(101));
     }
 
     #[test]

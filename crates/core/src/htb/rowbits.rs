@@ -74,6 +74,26 @@ impl RowBits {
         self.words = vec![0; total];
     }
 
+    /// Room for ids `0..n` at least (a tree that grew in place, `reshape`): twice the room held,
+    /// the members kept. O(words), amortised O(1) an id over the ids added.
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, n: usize) {
+        let mut g = RowBits::default();
+        g.size_for(n.max(self.off[1] * 128));
+        let low = &self.words[..self.off[1].min(self.words.len())];
+        g.words[..low.len()].copy_from_slice(low);
+        // The levels above, from the words below them.
+        for l in 1..g.depth {
+            for w in 0..g.off[l] - g.off[l - 1] {
+                if g.words[g.off[l - 1] + w] != 0 {
+                    g.words[g.off[l] + w / 64] |= 1 << (w % 64);
+                }
+            }
+        }
+        *self = g;
+    }
+
     /// Word `w` of level `l`, if there is one.
     #[inline(always)]
     fn word(&self, l: usize, w: usize) -> Option<u64> {
@@ -90,6 +110,9 @@ impl RowBits {
     #[inline]
     pub(super) fn insert(&mut self, k: u32, n: usize) {
         self.ensure(n);
+        if k as usize >= self.off[1] * 64 {
+            self.grow(k as usize + 1);
+        }
         self.memo.0 = NONE;
         let mut i = k as usize;
         for l in 0..self.depth {
@@ -312,6 +335,30 @@ impl RowBits {
 mod tests {
     use super::*;
     use std::collections::BTreeSet;
+
+    /// A row sized for a small tree takes ids of a tree that grew in place (`reshape`): the
+    /// members before the growth stay, and every query sees the ids beyond the first size.
+    #[test]
+    fn grows_for_ids_beyond_its_first_size() {
+        let mut bits = RowBits::default();
+        let mut set = BTreeSet::new();
+        for k in [3u32, 64, 100] {
+            bits.insert(k, 101);
+            set.insert(k);
+        }
+        for k in [4096u32, 5000, 262_143, 262_144, 300_001] {
+            bits.insert(k, 101);
+            set.insert(k);
+            for q in [0u32, 4, 101, 4097, 262_144, 300_000, 300_002] {
+                let want = set.range(q..).next().copied().unwrap_or(NONE);
+                assert_eq!(bits.next_ge(q), want, "next_ge({q}) after inserting {k}");
+            }
+            assert!(set.iter().all(|&m| bits.contains(m)));
+        }
+        assert_eq!(bits.remove_next(262_143), 262_144);
+        assert!(!bits.remove(300_001) && !bits.remove(262_144));
+        assert_eq!(bits.first(), 3);
+    }
 
     #[test]
     fn matches_a_sorted_set() {

@@ -230,6 +230,14 @@ pub enum HtbError {
     FilterToInner(String),
     #[error("a filter sends packets to class index {0}, which does not exist")]
     FilterToUnknown(ClassId),
+    #[error(
+        "class `{class}`: its parent `{parent}` is a leaf, which cannot take a child in place"
+    )]
+    ParentIsLeaf { class: String, parent: String },
+    #[error("class `{0}` is the default class: make another class the default first")]
+    RemoveDefault(String),
+    #[error("class `{0}` has children: remove them first")]
+    HasChildren(String),
 }
 
 impl HtbError {

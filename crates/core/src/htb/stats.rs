@@ -26,7 +26,7 @@ impl<P: Packet> Htb<P> {
         vec![
             (
                 "class records",
-                self.classes.capacity() * size_of::<Class>(),
+                self.classes.capacity() * size_of::<Class>() + self.free.capacity() * 4,
             ),
             ("counters", self.cold.capacity() * size_of::<Counters>()),
             ("giants", giants),
@@ -43,7 +43,8 @@ impl<P: Packet> Htb<P> {
                 "inner lists",
                 self.inner.capacity() * size_of::<Inner>()
                     + self.lists.capacity() * size_of::<List>()
-                    + self.feed_bytes(),
+                    + self.feed_bytes()
+                    + self.reshape_bytes(),
             ),
             (
                 "row bitmaps",
@@ -81,7 +82,7 @@ impl<P: Packet> Htb<P> {
     /// The counters of one class. O(1) for a leaf; O(n · depth) for an inner class, whose sends
     /// are its leaves' sum ([`Self::sent_totals`]).
     pub fn class_stats(&self, id: ClassId) -> Option<ClassStats> {
-        let cl = self.classes.get(id as usize)?;
+        let cl = self.classes.get(id as usize).filter(|_| self.is_live(id))?;
         let mut s = self.cold[id as usize].stats(self.giants_of(id), self.leaf_marked(cl));
         if !cl.is_leaf() {
             s.sent = self.sent_totals()[id as usize];
@@ -164,9 +165,13 @@ impl<P: Packet> Htb<P> {
             for (k, x) in q.entries() {
                 match self.classes.get(x as usize) {
                     Some(cl) if cl.level as usize == l => {
-                        filed[x as usize] |= tokens::is_current(&self.classes, &self.profiles, k, x)
+                        filed[x as usize] |=
+                            tokens::is_current(&self.classes, &self.profiles, l, k, x)
                     }
-                    _ => return Err(format!("class {x} in the wait queue of level {l}")),
+                    // Left by a class removed in place (`reshape`): stale by its level (a
+                    // class filed at the wrong level would show below, as not filed at all).
+                    Some(_) => {}
+                    None => return Err(format!("class {x} in the wait queue of level {l}")),
                 }
             }
             if q.members() != waiting[l] || !q.bounded() {
@@ -190,6 +195,12 @@ impl<P: Packet> Htb<P> {
         let mut in_fifos = 0usize;
         for (i, cl) in self.classes.iter().enumerate() {
             let c = i as u32;
+            if cl.level == reshape::RETIRED {
+                if cl.active != 0 || cl.q.len != 0 || cl.parent != NIL || cl.inner() != NIL {
+                    return Err(format!("retired slot {c} holds something"));
+                }
+                continue;
+            }
             let name = self.name(c);
             if matches!(cl.kind, LeafKind::Pfifo | LeafKind::Bfifo) {
                 in_fifos += self.fifo_check(c)? as usize;
@@ -269,6 +280,7 @@ impl<P: Packet> Htb<P> {
             ));
         }
         self.pool.check(in_fifos)?;
+        self.check_reshaped()?;
         if sum != self.books.backlog() {
             return Err(format!(
                 "backlog {:?} != sum of leaves {:?}",
@@ -327,9 +339,9 @@ impl<P: Packet> Htb<P> {
     /// copies class by class off a running scheduler (the router's stats plane copies a few
     /// thousand per loop turn). Unlike [`Qdisc::visit_classes`], the sends and backlog are the
     /// class's own ([`CounterView`]); a subtree's sums are the reader's to add up. `None` past
-    /// the last class.
+    /// the last class and for a slot retired by [`Htb::remove_class`].
     pub fn counter_view(&self, c: ClassId) -> Option<CounterView> {
-        let cl = self.classes.get(c as usize)?;
+        let cl = self.classes.get(c as usize).filter(|_| self.is_live(c))?;
         let pr = self.prof(c);
         let k = self.cold[c as usize];
         let drops = k.drops as u64;

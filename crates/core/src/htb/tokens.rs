@@ -57,7 +57,9 @@ impl<P: Packet> Htb<P> {
         if new != ClassMode::CanSend && old_key != Some(wait_until) {
             debug_assert_eq!(self.wait_key(c), Some(wait_until));
             let (classes, profiles) = (&self.classes, &self.profiles);
-            self.wait[level].push(wait_until, c, |k, x| is_current(classes, profiles, k, x));
+            self.wait[level].push(wait_until, c, |k, x| {
+                is_current(classes, profiles, level, k, x)
+            });
         }
     }
 
@@ -65,7 +67,7 @@ impl<P: Packet> Htb<P> {
     #[inline]
     fn settle_wait(&mut self, level: usize) {
         let (classes, profiles) = (&self.classes, &self.profiles);
-        self.wait[level].settle(|k, x| is_current(classes, profiles, k, x));
+        self.wait[level].settle(|k, x| is_current(classes, profiles, level, k, x));
     }
 
     /// The wait-queue key of a class that is not `CanSend`: the instant its current mode ends.
@@ -336,12 +338,20 @@ fn key_of(cl: &Class, pr: &Profile) -> Option<u64> {
     }
 }
 
-/// Whether wait-queue entry `(k, x)` is current: class `x` is not `CanSend` and its key is `k`
-/// (`waitq`).
+/// Whether entry `(k, x)` of the wait queue of `level` is current: class `x` is at that level,
+/// not `CanSend`, and its key is `k` (`waitq`). (The level tells apart an entry left by a class
+/// removed in place from one of the class that took its slot, `reshape`.)
 #[inline]
-pub(super) fn is_current(classes: &[Class], profiles: &[Profile], k: u64, x: u32) -> bool {
+pub(super) fn is_current(
+    classes: &[Class],
+    profiles: &[Profile],
+    level: usize,
+    k: u64,
+    x: u32,
+) -> bool {
     classes
         .get(x as usize)
+        .filter(|cl| cl.level as usize == level)
         .and_then(|cl| key_of(cl, profiles.get(cl.profile as usize)?))
         == Some(k)
 }

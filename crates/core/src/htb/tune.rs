@@ -14,9 +14,10 @@
 //!   profiles in use (O(p) for `p` distinct profiles: a handful of plans), and a profile that no
 //!   class uses any more is reused, so any number of changes leaves as many profiles as a tree
 //!   built afresh with the same parameters needs, at most;
-//! * **the tree's shape is not changed here**: classes added or removed, a new parent, prio or
-//!   leaf kind are a rebuild whose state is taken over by [`Htb::adopt`]. The caller decides which
-//!   one a change needs (the router diffs the two policies off its datapath thread).
+//! * **the tree's shape is not changed here**: classes added or removed are `reshape`'s; a new
+//!   parent, prio or leaf kind is a rebuild whose state is taken over by [`Htb::adopt`]. The
+//!   caller decides which one a change needs (the router diffs the two policies off its
+//!   datapath thread).
 //!
 //! Linux's equivalent is `tc class change` (net/sched/sch_htb.c, `htb_change_class`: new rate
 //! tables and buffers, tokens kept); here the buckets are settled first, so the exact
@@ -115,10 +116,17 @@ impl<P: Packet> Htb<P> {
     fn set_profile(&mut self, c: ClassId, p: Profile) {
         let old = self.classes[c as usize].profile as usize;
         self.profile_refs[old] -= 1;
+        let id = self.intern_profile(p, Some(old));
+        self.classes[c as usize].profile = id;
+    }
+
+    /// The index of a profile equal to `p`, counted as used once more: one in use if there is
+    /// one, else `prefer` or another slot no class uses any more, else a new one. O(p).
+    pub(super) fn intern_profile(&mut self, p: Profile, prefer: Option<usize>) -> u32 {
         let id = match self.profiles.iter().position(|q| *q == p) {
             Some(i) => i,
-            None => match (self.profile_refs[old] == 0)
-                .then_some(old)
+            None => match prefer
+                .filter(|&o| self.profile_refs.get(o) == Some(&0))
                 .or_else(|| self.profile_refs.iter().position(|&r| r == 0))
             {
                 Some(i) => {
@@ -133,7 +141,7 @@ impl<P: Packet> Htb<P> {
             },
         };
         self.profile_refs[id] += 1;
-        self.classes[c as usize].profile = id as u32;
+        id as u32
     }
 
     /// Number of profiles held (in use or free for reuse), for tests and `memory`.

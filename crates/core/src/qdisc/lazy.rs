@@ -130,6 +130,55 @@ impl IdleLeaves {
         }
     }
 
+    /// Room for `n` more leaves without growing ([`Self::push`]).
+    pub fn reserve(&mut self, n: usize) {
+        self.links.reserve(n);
+    }
+
+    /// One more leaf, numbered after the others (a class added in place): as [`Self::new`]
+    /// makes each. O(1) amortised.
+    pub fn push(&mut self, hold: Option<Duration>) {
+        self.links.push(Link {
+            next: NIL,
+            ..Link::default()
+        });
+        let i = self.links.len() as u32 - 1;
+        self.replace(i, hold);
+    }
+
+    /// Leaf `i` is another leaf from now on (its number reused by a class added in place): it
+    /// starts released, as in [`Self::new`]. If the old leaf is still queued it stays linked
+    /// (see below) and the queue takes it off when it gets there. O(1).
+    pub fn replace(&mut self, i: u32, hold: Option<Duration>) {
+        let Some(l) = self.links.get_mut(i as usize) else {
+            return;
+        };
+        if l.lazy {
+            self.lazy -= 1;
+            if l.released {
+                self.released_now -= 1;
+            }
+            if l.queued && !l.busy {
+                self.idle -= 1;
+            }
+        }
+        l.lazy = hold.is_some();
+        l.released = l.lazy;
+        l.restamped = false;
+        // Still queued: an idle entry, due at once (its release finds nothing to free), or, for
+        // a leaf with nothing to release, a busy one that the queue drops when it gets there.
+        l.busy = l.queued && !l.lazy;
+        if l.queued && l.lazy {
+            l.since = 0;
+            self.idle += 1;
+        }
+        if let Some(h) = hold {
+            self.hold = self.hold.max(h.0);
+            self.lazy += 1;
+            self.released_now += 1;
+        }
+    }
+
     /// How long a leaf stays empty before its state is released.
     pub fn hold(&self) -> Duration {
         Duration(self.hold)
@@ -318,6 +367,34 @@ mod tests {
         // A released leaf used again is built again, and counted.
         l.busy(1);
         assert_eq!(l.live(), 2);
+    }
+
+    /// Leaves added and numbers reused in place keep the gauges what a queue built with the
+    /// same leaves shows.
+    #[test]
+    fn leaves_added_or_replaced_count_as_new_ones() {
+        let s = Some(Duration::ZERO);
+        let mut l = IdleLeaves::new([s, s]);
+        l.busy(0);
+        l.went_idle(0, 5); // queued, holding its state
+        l.push(s);
+        l.push(None);
+        assert_eq!((l.live(), l.links.len()), (1, 4));
+        // Leaf 0's number goes to a new leaf while the old one is queued: the new one starts
+        // released, and the queue lets go of the entry without releasing anything live.
+        l.replace(0, s);
+        assert_eq!((l.live(), l.idle), (0, 1));
+        assert_eq!(l.pop_due(u64::MAX), Some(0));
+        assert_eq!((l.live(), l.idle), (0, 0));
+        l.busy(0);
+        l.busy(2);
+        assert_eq!(l.live(), 2);
+        // A lazy leaf replaced by one with nothing to release.
+        l.went_idle(2, 7);
+        l.replace(2, None);
+        assert_eq!((l.live(), l.idle), (1, 0));
+        assert_eq!(l.pop_due(u64::MAX), None);
+        assert!(order(&l).is_empty());
     }
 
     #[test]

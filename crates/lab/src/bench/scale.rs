@@ -12,7 +12,9 @@
 //! with the frames spread round robin over 10,000 subscriber addresses (routed from A to C,
 //! counted at C's interface; `cpu.rs`); and one subscriber's rate change (linkshare:
 //! `linkshare class change`, the kernel: `tc class change`) — how long the command takes, and
-//! how many of the echo probes sent every millisecond across it got no answer.
+//! how many of the echo probes sent every millisecond across it got no answer; for linkshare,
+//! the same across one subscriber removed and added back by `reload FILE` (applied in place)
+//! and across a full reload (a new tree taking over the running one).
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
@@ -160,6 +162,7 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
             "machine CPU (ns/frame, 10k addresses)",
             "rate change (ms)",
             "probes lost across it",
+            "one subscriber removed / added in place: command (ms) / longest RTT (ms) / probes lost",
             "full reload: command (ms) / longest RTT (ms) / probes lost",
         ],
         "One HTB class per subscriber (rate: its share of one of 25 sites under a 10 Gbit/s \
@@ -179,12 +182,16 @@ pub(super) fn scale(secs: f64, sizes: &[usize]) -> anyhow::Result<Table> {
          until the command returns, with echo probes every 1 ms across it, from a third of \
          `--seconds` (0.2-1 s) before it to twice that after (lost: no answer within 200 ms). The kernel is loaded up to 60,000 subscribers (16-bit class ids), the \
          linear filter form up to 2,000 (the kernel refuses a 2,048th u32 priority on one qdisc). \
-         Full reload (linkshare): the subscriber table loses its last subscriber (a new tree of \
-         one class less, built off the datapath and taking over the running one in steps), \
-         `linkshare reload FILE` with echo probes every 1 ms across it as above; the longest \
-         RTT is the longest forwarding pause plus one RTT; then the install's and the take-over \
-         steps' longest wall and thread-CPU time (`stat`'s `loop_work`; the installs include the \
-         rate change's).",
+         One subscriber removed / added (linkshare): the subscriber table loses its last \
+         subscriber, then gets it back, each by `linkshare reload FILE` (the builder thread \
+         reads and compares the whole policy; the loop retires or fills one slot of the running \
+         tree in place), with echo probes every 1 ms across it as above. Full reload \
+         (linkshare): the default class moves to prio 1 (a new tree of every class, built off \
+         the datapath and taking over the running one in steps), `linkshare reload FILE` with \
+         echo probes every 1 ms across it as above; the longest RTT is the longest forwarding \
+         pause plus one RTT; then the install's and the take-over steps' longest wall and \
+         thread-CPU time (`stat`'s `loop_work`; the installs include the rate change's and the \
+         in-place reloads').",
     );
     let mut per_sub_rss: Option<f64> = None;
     for &n in sizes {
@@ -248,6 +255,8 @@ struct Row {
     stat_top: Option<Result<f64, String>>,
     cpu_ns: f64,
     change: Across,
+    /// One subscriber removed, then added back, in place (linkshare).
+    in_place: Option<(Across, Across)>,
     reload: Option<Across>,
     /// The install and take-over pieces after the reload (`loop_work`), when the shaper says.
     reload_work: Option<String>,
@@ -286,16 +295,14 @@ impl Row {
                 Err(e) => e.clone(),
             },
             format!("{} of {}", self.change.lost.0, self.change.lost.1),
+            match &self.in_place {
+                Some((gone, back)) => format!("{}; {}", gone.cell(), back.cell()),
+                None => "–".into(),
+            },
             match &self.reload {
                 Some(r) => format!(
-                    "{} / {:.1} / {} of {}{}",
-                    match &r.took {
-                        Ok(ms) => format!("{ms:.0}"),
-                        Err(e) => e.clone(),
-                    },
-                    r.max_rtt_ms,
-                    r.lost.0,
-                    r.lost.1,
+                    "{}{}",
+                    r.cell(),
                     self.reload_work
                         .as_ref()
                         .map_or(String::new(), |w| format!("; {w}"))
@@ -303,6 +310,22 @@ impl Row {
                 None => "–".into(),
             },
         ]
+    }
+}
+
+impl Across {
+    /// "command (ms) / longest RTT (ms) / lost of sent".
+    fn cell(&self) -> String {
+        format!(
+            "{} / {:.1} / {} of {}",
+            match &self.took {
+                Ok(ms) => format!("{ms:.0}"),
+                Err(e) => e.clone(),
+            },
+            self.max_rtt_ms,
+            self.lost.0,
+            self.lost.1
+        )
     }
 }
 
@@ -393,10 +416,22 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
     };
     let cpu = measure_flood(&bed, flood, secs)?;
     let change = rate_change(&bed, kind, &file, n, secs)?;
-    let reload = if kind.is_linkshare() {
-        Some(full_reload(&bed, &file, n, secs)?)
+    let (in_place, reload) = if kind.is_linkshare() {
+        let gone = reload_with(&bed, &file, n, false, None, secs)?;
+        let back = reload_with(&bed, &file, n, true, None, secs)?;
+        let other = policy_text.replace(
+            "name = \"other\"
+parent = \"uplink\"
+",
+            "name = \"other\"
+parent = \"uplink\"
+prio = 1
+",
+        );
+        let full = reload_with(&bed, &file, n, true, Some(&other), secs)?;
+        (Some((gone, back)), Some(full))
     } else {
-        None
+        (None, None)
     };
     let reload_work = match reload {
         Some(_) => loop_work(&bed, &["install", "adopt"]),
@@ -412,6 +447,7 @@ fn row(kind: Kind, n: usize, secs: f64) -> anyhow::Result<Row> {
         stat_top,
         cpu_ns: cpu.machine_ns_per_pkt(),
         change,
+        in_place,
         reload,
         reload_work,
     })
@@ -570,18 +606,28 @@ fn rate_change(
     across(bed, &cmd, secs)
 }
 
-/// A full reload (linkshare only): the subscriber table loses its last subscriber (one class
-/// less: a new tree, not a change in place; one more would not fit its site's guarantee), and
-/// `linkshare reload FILE` installs it while echo probes run every millisecond. The longest
-/// RTT across it is the longest forwarding pause (plus one RTT).
-fn full_reload(bed: &Bed, policy: &std::path::Path, n: usize, secs: f64) -> anyhow::Result<Across> {
+/// A reload (linkshare only): the subscriber table with its last subscriber (`all`) or without
+/// (one more would not fit its site's guarantee), and the policy `text` when given (else the
+/// file stays), and `linkshare reload FILE` installs it while echo probes run every
+/// millisecond. The longest RTT across it is the longest forwarding pause (plus one RTT).
+fn reload_with(
+    bed: &Bed,
+    policy: &std::path::Path,
+    n: usize,
+    all: bool,
+    text: Option<&str>,
+    secs: f64,
+) -> anyhow::Result<Across> {
     let (_, table) = scale_files(n, FQ_CODEL);
     let mut rows: Vec<&str> = table.lines().collect();
-    if rows.len() > 2 {
+    if rows.len() > 2 && !all {
         rows.pop();
     }
     bed.t
         .write_file(SUBSCRIBERS_CSV, &(rows.join("\n") + "\n"))?;
+    if let Some(t) = text {
+        bed.t.write_file("policy.toml", t)?;
+    }
     let exe = std::env::current_exe().context("cannot find the linkshare executable")?;
     let cmd = vec![
         exe.display().to_string(),

@@ -288,7 +288,8 @@ impl ReloadReport {
             list("removed", &self.removed, o.removed),
             self.kept
         );
-        if !self.in_place {
+        // In place, packets move only when a removed class held some (classified again).
+        if !self.in_place || self.reclassified > 0 || self.dropped_packets > 0 {
             s.push_str(&format!(
                 "; moved {} queued packets ({} classified again), dropped {}",
                 self.moved_packets, self.reclassified, self.dropped_packets
