@@ -86,8 +86,8 @@ impl Job {
 pub(crate) enum Plan {
     /// Install this scheduler; it adopts the running one's state.
     Rebuild(Sched),
-    /// Apply this difference to the running HTB in place.
-    Patch(Patch),
+    /// Apply this difference to the running HTB in place (boxed: a patch carries its adds).
+    Patch(Box<Patch>),
 }
 
 /// A policy ready to install: how, its link layer and its text.
@@ -372,7 +372,7 @@ fn prepare(source: Source, base: Option<&mut Option<Base>>) -> Result<Ready, Fai
             (p.added, p.omitted.added) = cap_names(std::mem::take(&mut p.added));
             (p.removed, p.omitted.removed) = cap_names(std::mem::take(&mut p.removed));
             layout = Some(l);
-            Plan::Patch(p)
+            Plan::Patch(Box::new(p))
         }
         None => {
             let sched = sched_of(&policy, &text).map_err(Failure::Rejected)?;
@@ -435,7 +435,7 @@ fn prepare_change(c: ClassChange, base: Option<&mut Option<Base>>) -> Result<Rea
         .change_rates(&c.class, r, cl)
         .map_err(Failure::Rejected)?;
     Ok(Ready {
-        plan: Plan::Patch(patch::one_class(base, id)),
+        plan: Plan::Patch(Box::new(patch::one_class(base, id))),
         link: LinkRules::of(&base.policy),
         based: true,
         changed: (Vec::new(), 0),

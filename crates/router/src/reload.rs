@@ -266,7 +266,7 @@ pub(crate) fn install_ready(
             let old: Vec<Box<dyn Send>> = old.into_iter().map(|o| Box::new(o) as _).collect();
             (Ok(r), old)
         }
-        (Plan::Patch(p), text) => match dir.apply(p, text, ready.path, now) {
+        (Plan::Patch(p), text) => match dir.apply(*p, text, ready.path, now) {
             Ok((r, old)) => (Ok(r), old),
             Err(m) => (Err(ErrorReply::new(ErrorKind::Other, m)), Vec::new()),
         },

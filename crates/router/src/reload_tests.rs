@@ -343,7 +343,7 @@ fn a_subscriber_added_and_removed_among_many_is_applied_in_place() {
     let queued = d.backlog_packets();
     let before = views(&d);
     // Slots: root, other, site0, site1, then the subscribers in order.
-    let (gone, site) = ((N - 1 + 4) as usize, 2 + (N - 1) % 2);
+    let (gone, site) = (N - 1 + 4, 2 + (N - 1) % 2);
     let queued_gone = before[gone].as_ref().expect("live").backlog.packets;
     assert!(queued_gone > 0);
     next_policy(&dir, 0..N - 1, &[N]);

@@ -72,6 +72,10 @@ fn retired() -> Class {
     }
 }
 
+/// The qdisc of a boxed leaf whose retired slot an added class took over: handed back for the
+/// caller to free off the datapath.
+pub type RetiredLeaf<P> = Box<dyn Qdisc<P>>;
+
 impl<P: Packet> Htb<P> {
     /// The id the next [`Htb::add_class`] gives: the slot removed last, else a new one at the
     /// end.
@@ -94,7 +98,7 @@ impl<P: Packet> Htb<P> {
         spec: HtbClassSpec<P>,
         inner: bool,
         now: Time,
-    ) -> Result<(ClassId, Option<Box<dyn Qdisc<P>>>), HtbError> {
+    ) -> Result<(ClassId, Option<RetiredLeaf<P>>), HtbError> {
         self.adopt_finish_now(now);
         spec.validate()?;
         let HtbClassSpec {
