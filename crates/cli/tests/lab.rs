@@ -619,10 +619,11 @@ fn bench_scale_measures_linkshare_and_both_kernel_forms() {
         .iter()
         .map(|r| r["router B"].as_str().unwrap())
         .collect();
-    assert_eq!(routers.len(), 3, "{v}");
+    assert_eq!(routers.len(), 4, "{v}");
     assert!(routers[0].starts_with("linkshare"), "{v}");
+    assert!(routers[1].starts_with("linkshare --realtime"), "{v}");
     assert!(
-        routers[1].contains("hashed") && routers[2].contains("linear"),
+        routers[2].contains("hashed") && routers[3].contains("linear"),
         "{v}"
     );
     for r in rows {

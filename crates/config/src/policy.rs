@@ -123,17 +123,6 @@ pub struct Policy {
     pub(crate) non_ip: NonIp,
 }
 
-/// [`Policy::root_rate`] of these classes, for the checks that need it before the policy is
-/// whole (under CBQ, whose classes have no `ceil`, it is the sum of the roots' allocations).
-pub(crate) fn root_rate_of(classes: &[ClassInfo]) -> Rate {
-    Rate(
-        classes
-            .iter()
-            .filter(|c| c.parent_id.is_none())
-            .fold(0u64, |s, c| s.saturating_add(c.ceil.0)),
-    )
-}
-
 /// Where the subscriber table `rel` (the policy's `subscribers = …`) of the policy file
 /// `origin` is read from: as written when absolute, else beside the policy file.
 pub fn subscriber_table_path(origin: &str, rel: &str) -> std::path::PathBuf {
@@ -276,7 +265,7 @@ impl Policy {
     /// whole tree may send at. The one place it is computed (the router's device model and
     /// patches, the line-rate and link-rate warnings).
     pub fn root_rate(&self) -> Rate {
-        root_rate_of(&self.classes)
+        validate::root_rate_of(&self.classes)
     }
 
     /// Filters in file order (first match wins).

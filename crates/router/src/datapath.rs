@@ -284,7 +284,10 @@ impl Dir {
                 self.eligible = Some(self.eligible.map_or(until, |e| e.max(until)));
             }
             Some(Stop::Throttled { until, .. }) => self.eligible = Some(until),
-            Some(Stop::Empty) => {}
+            // Nothing waits: an instant the direction waited for before it emptied is no
+            // instant to replay from (on an emulated wire a replay from it would date the next
+            // arrival's departure before the arrival).
+            Some(Stop::Empty) => self.eligible = None,
         }
         if let Some(t) = turn.next_wakeup {
             min_deadline(&mut self.deadline, t);

@@ -178,7 +178,7 @@ pub(super) fn warn_runaway_offtime(
     opts: &CbqOptions,
     mtu: u32,
 ) {
-    let link = crate::policy::root_rate_of(infos).0;
+    let link = super::root_rate_of(infos).0;
     for (draft, info) in classes.iter().zip(infos) {
         let Some(k) = &info.cbq else { continue };
         if k.offtime.is_some() || info.rate.0 == 0 || link == 0 {

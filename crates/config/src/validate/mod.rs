@@ -32,7 +32,7 @@ use crate::leaf::read_leaf;
 use crate::raw::{PolicyDoc, Raw};
 use crate::source::Sink;
 use crate::values;
-use crate::{LeafKind, Policy, QdiscKind};
+use crate::{ClassInfo, LeafKind, Policy, QdiscKind};
 
 use drr::drr_tree;
 use read::{check_keys, get};
@@ -284,4 +284,15 @@ fn leaf_root(
         upload: None,
         non_ip: Default::default(),
     })
+}
+
+/// [`Policy::root_rate`] of these classes, for the checks that need it before the policy is
+/// whole (under CBQ, whose classes have no `ceil`, it is the sum of the roots' allocations).
+pub(crate) fn root_rate_of(classes: &[ClassInfo]) -> linkshare_core::Rate {
+    linkshare_core::Rate(
+        classes
+            .iter()
+            .filter(|c| c.parent_id.is_none())
+            .fold(0u64, |s, c| s.saturating_add(c.ceil.0)),
+    )
 }
